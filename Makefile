@@ -1,0 +1,25 @@
+# Two entry points for a fresh machine: `make draft_sweep` and `make test`.
+# Each creates the analysis environment (.venv) first; the workflow builds the engine itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP_QUIET := 2>&1 | grep -v -e "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: env draft_sweep test clean
+env: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip $(PIP_QUIET)
+	$(BIN)/pip install -q -e '.[dev]' $(PIP_QUIET)
+	$(BIN)/python -c "import bracket, snakemake, papermill, statsmodels, seaborn" 
+	touch $@
+
+draft_sweep: env
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores 1 draft_sweep
+
+test: env
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf results logs report/draft_sweep .snakemake

@@ -1,0 +1,40 @@
+"""The `bracket` command: works on files, with or without Snakemake.
+
+Each subcommand lives beside the code it drives; a module listed here exposes
+`register(subparsers)`, which adds its parser and sets `func` to a callable taking the parsed args
+and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = [
+    "bracket.commands_run",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bracket", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bracket.config import ExperimentError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ExperimentError, FileNotFoundError, ValueError) as exc:
+        print(f"bracket {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

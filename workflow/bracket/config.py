@@ -1,0 +1,158 @@
+"""Experiment files: load, fill defaults, validate, and explain what is wrong.
+
+The schema (workflow/schemas/experiment.schema.yaml) is the one description of every key.
+Validation happens before anything runs, and an error names the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "experiment.schema.yaml"
+
+
+class ExperimentError(ValueError):
+    """An experiment file that cannot be run; the message says what to change."""
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def _fill_defaults(instance: Any, schema: dict) -> Any:
+    """Fill `default:` values of the schema into `instance`, recursively.
+
+    Objects that are absent get their default (often {}) and are then filled themselves,
+    so `design: {}` becomes the full default design.
+    """
+    if not isinstance(instance, dict) or schema.get("type") != "object":
+        return instance
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            instance[key] = _fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in instance:
+            if key not in schema.get("properties", {}):
+                instance[key] = _fill_defaults(instance[key], extra)
+    return instance
+
+
+def _schema_at(schema: dict, path: list) -> dict:
+    node = schema
+    for part in path:
+        props = node.get("properties", {})
+        if part in props:
+            node = props[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return {}
+    return node
+
+
+def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> str:
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties":
+        node = _schema_at(schema, list(error.absolute_path))
+        allowed = sorted(node.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        return (f"{source}: unknown key {', '.join(hints)} under {where}. "
+                f"Allowed keys: {', '.join(allowed)}.")
+    if error.validator == "enum":
+        return (f"{source}: {where} is {error.instance!r}; allowed values: "
+                f"{', '.join(map(repr, error.validator_value))}.")
+    if error.validator == "type":
+        node = _schema_at(schema, list(error.absolute_path))
+        desc = node.get("description", "")
+        return (f"{source}: {where} must be of type {error.validator_value}, got "
+                f"{error.instance!r} ({type(error.instance).__name__}). {desc}").strip()
+    if error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        node = _schema_at(schema, list(error.absolute_path))
+        return (f"{source}: {where} = {error.instance!r} is out of range "
+                f"({error.validator} {error.validator_value}). {node.get('description', '')}").strip()
+    if error.validator == "required":
+        return f"{source}: {where} is missing a required key: {error.message}."
+    return f"{source}: {where}: {error.message}"
+
+
+def validate(raw: dict, source: str = "experiment") -> dict:
+    """Return the experiment with defaults filled, or raise ExperimentError naming the problem."""
+    if not isinstance(raw, dict):
+        raise ExperimentError(f"{source}: expected a mapping of keys at the top level, got "
+                              f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml.")
+    schema = load_schema()
+    cfg = _fill_defaults(copy.deepcopy(raw), schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
+    _check_meaning(cfg, source)
+    return cfg
+
+
+def _check_meaning(cfg: dict, source: str) -> None:
+    arms = list(cfg["arms"])
+    if not cfg["reference"]:
+        cfg["reference"] = arms[0]
+    if cfg["reference"] not in cfg["arms"]:
+        raise ExperimentError(
+            f"{source}: reference is {cfg['reference']!r}, but no arm has that name. "
+            f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm.")
+    for name in arms:
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise ExperimentError(f"{source}: arm name {name!r} may use only letters, digits, '_' and '-'.")
+        spec = cfg["arms"][name].get("speculative")
+        if spec and spec["method"] == "ngram" and spec["prompt_lookup_min"] > spec["prompt_lookup_max"]:
+            raise ExperimentError(
+                f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec['prompt_lookup_min']}) is "
+                f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them.")
+        if spec and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash") and not spec.get("model"):
+            raise ExperimentError(
+                f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
+                f"set arms.{name}.speculative.model.")
+    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] != "vllm":
+        raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm; "
+                              f"set engine.kind: vllm or engine.embedded: false.")
+
+
+def check_prompt_files(cfg: dict, root: Path, source: str = "experiment") -> None:
+    for name, wl in cfg["workloads"].items():
+        path = root / wl["prompts"]
+        if not path.is_file():
+            raise ExperimentError(f"{source}: workloads.{name}.prompts names {wl['prompts']!r}, "
+                                  f"which does not exist (looked in {path}).")
+
+
+def load(path: str | Path) -> dict:
+    """Read and validate an experiment file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentError(f"no experiment file at {path}; experiments live in experiments/NAME.yaml.")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
+    return validate(raw if raw is not None else {}, source=str(path))
+
+
+def draft_budget(arm: dict) -> int | None:
+    spec = arm.get("speculative")
+    return spec["draft_tokens"] if spec else None
+
+
+def arm_label(cfg: dict, arm: str) -> str:
+    return cfg["arms"][arm].get("label") or arm

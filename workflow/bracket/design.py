@@ -1,0 +1,85 @@
+"""Schedules: the order in which arms are measured, drawn once and recorded.
+
+Interleaving arms in time is what lets drift hit every arm alike and lets the gap between
+visits to the same arm measure the drift itself (seed 000, "two easy wins, two dead ends").
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+KINDS = ("abab", "abba", "bracket", "random", "sequential")
+
+
+@dataclass(frozen=True)
+class Block:
+    position: int  # index in time, 0-based
+    arm: str
+    round: int  # 1-based visit of this arm's round
+    seed: int  # base seed of this block's requests
+
+
+def draw(arms: list[str], reference: str, kind: str, rounds: int, seed: int) -> list[Block]:
+    """Return the blocks of a design, in the order they run.
+
+    abab:       A B C A B C            (same order every round)
+    abba:       A B C C B A            (reversed every other round, cancels a linear trend)
+    bracket:    R A B R A B R          (reference opens, closes and separates rounds)
+    random:     each round a seeded shuffle (random.Random(seed), stable across Python versions)
+    sequential: A A B B C C            (a control: drift is confounded with the arms)
+    """
+    if kind not in KINDS:
+        raise ValueError(f"design kind {kind!r} is unknown; choose one of {', '.join(KINDS)}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if reference not in arms:
+        raise ValueError(f"reference {reference!r} is not among the arms {arms}")
+    rng = random.Random(seed)
+    order: list[tuple[str, int]] = []
+    if kind == "abab":
+        order = [(a, r) for r in range(1, rounds + 1) for a in arms]
+    elif kind == "abba":
+        for r in range(1, rounds + 1):
+            seq = arms if r % 2 == 1 else list(reversed(arms))
+            order += [(a, r) for a in seq]
+    elif kind == "bracket":
+        others = [a for a in arms if a != reference]
+        order = [(reference, 1)]
+        for r in range(1, rounds + 1):
+            order += [(a, r) for a in others]
+            order.append((reference, r + 1))
+    elif kind == "random":
+        for r in range(1, rounds + 1):
+            seq = list(arms)
+            rng.shuffle(seq)
+            order += [(a, r) for a in seq]
+    elif kind == "sequential":
+        order = [(a, r) for a in arms for r in range(1, rounds + 1)]
+    return [Block(position=i, arm=a, round=r, seed=seed * 100_003 + i) for i, (a, r) in enumerate(order)]
+
+
+def from_config(cfg: dict) -> list[Block]:
+    d = cfg["design"]
+    return draw(list(cfg["arms"]), cfg["reference"], d["kind"], d["rounds"], d["seed"])
+
+
+FIELDS = ["position", "arm", "round", "seed"]
+
+
+def write(blocks: list[Block], path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for b in blocks:
+            w.writerow(asdict(b))
+
+
+def read(path: str | Path) -> list[Block]:
+    with open(path, newline="") as f:
+        return [Block(position=int(r["position"]), arm=r["arm"], round=int(r["round"]), seed=int(r["seed"]))
+                for r in csv.DictReader(f)]

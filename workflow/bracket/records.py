@@ -1,0 +1,127 @@
+"""Raw records: one JSON object per request, appended as it arrives, and the tidy table built from them.
+
+The raw records are the single source of truth. Unknown values are null, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+FIELDS = [
+    "experiment", "arm", "block", "round", "position", "run", "warmup", "workload", "prompt_id",
+    "started_at", "ttft_s", "wall_s", "completion_tokens", "prompt_tokens", "cached_tokens",
+    "finish_reason", "decode_tok_s", "tg_tok_s", "stream_events", "draft_tokens",
+    "accepted_tokens", "verify_steps", "acceptance_length", "output_sha256", "server_id", "error",
+]
+# Kept beside the contract's fields: the draft budget of the arm, the requested length, and the
+# output text (for the greedy-agreement and determinism controls).
+EXTRA_FIELDS = ["draft_budget", "max_tokens", "output_text"]
+
+
+def new_record(**values) -> dict:
+    unknown = set(values) - set(FIELDS) - set(EXTRA_FIELDS)
+    if unknown:
+        raise KeyError(f"not raw-record fields: {sorted(unknown)}")
+    rec = {k: None for k in FIELDS + EXTRA_FIELDS}
+    rec.update(values)
+    return rec
+
+
+class RecordWriter:
+    """Append-only JSONL writer: each record is one line, flushed and fsynced before the next.
+
+    A crash can therefore lose at most the record being written, and `read` skips a torn last line.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, record: dict) -> None:
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False, default=_jsonable)
+        self._f.write(line + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    raise TypeError(f"cannot store {type(v).__name__} in a raw record")
+
+
+def read(paths: Iterable[str | Path]) -> list[dict]:
+    """Read raw JSONL files; a torn final line (crash mid-write) is skipped, any other bad line is an error."""
+    out = []
+    for path in paths:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                if i == len(lines) - 1:
+                    continue
+                raise ValueError(f"{path}:{i + 1}: not a JSON record; the raw file is damaged") from None
+    return out
+
+
+def validity(rec: dict) -> list[str]:
+    """Reasons a timed record must not enter the statistics (empty list: valid).
+
+    Guards from seed 000: the prefix cache never engaged (cached_tokens == 0), the output length
+    was pinned (finish_reason == "length" and completion_tokens == max_tokens).
+    """
+    reasons = []
+    if rec.get("error"):
+        reasons.append("error")
+        return reasons
+    if rec.get("cached_tokens") is None:
+        reasons.append("cached_tokens unknown")
+    elif rec["cached_tokens"] > 0:
+        reasons.append("cache hit")
+    if rec.get("finish_reason") != "length":
+        reasons.append(f"early stop ({rec.get('finish_reason')})")
+    mt = rec.get("max_tokens")
+    if mt is not None and rec.get("completion_tokens") != mt:
+        reasons.append(f"token count {rec.get('completion_tokens')} != max_tokens {mt}")
+    if not rec.get("wall_s") or rec["wall_s"] <= 0:
+        reasons.append("no wall time")
+    return reasons
+
+
+def tidy(records: list[dict]) -> pd.DataFrame:
+    """The runs table: one row per request, every raw field, plus `valid` and `invalid_reason`.
+
+    Warmup rows are kept and marked (valid is False, reason "warmup") so nothing is hidden.
+    """
+    cols = FIELDS + [c for c in EXTRA_FIELDS if c != "output_text"]
+    df = pd.DataFrame([{k: r.get(k) for k in cols} for r in records], columns=cols)
+    reasons = []
+    for r in records:
+        why = validity(r)
+        if r.get("warmup"):
+            why = ["warmup"] + why
+        reasons.append("; ".join(why))
+    df["invalid_reason"] = reasons
+    df["valid"] = df["invalid_reason"] == ""
+    if len(df):
+        df = df.sort_values(["position", "started_at"], kind="stable").reset_index(drop=True)
+    return df
