@@ -1,0 +1,289 @@
+"""The workflow's analyze step: runs.csv + validated experiment -> stats.json (one dict)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from bracket.stats import speculative as spec
+from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.io import from_runs
+from bracket.stats.levels import levels
+from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
+
+VALUE = "decode_tok_s"
+REASON_HINTS = {
+    "warmup": None,
+    "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
+    "cached_tokens unknown": "the engine did not report cached tokens: the cache guard cannot be checked",
+    "early stop": "the output length was not pinned: the engine must honour ignore_eos",
+    "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
+    "error": "requests failed: read the block logs under results/NAME/logs/",
+    "no wall time": "requests without a wall time: check the client's timing",
+}
+
+
+def jsonable(obj):
+    """Plain JSON types: dataclasses to dicts, numpy to Python, NaN and inf to None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    return obj
+
+
+def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
+    reasons: Counter = Counter()
+    for r in frame.loc[~frame["valid"], "invalid_reason"]:
+        for part in (r or "unknown").split("; "):
+            if part != "warmup":
+                reasons[part.split(" (")[0] if part.startswith("early stop") else
+                        ("token count" if part.startswith("token count") else part)] += 1
+    warm = int(pd.Series(runs.get("warmup", False)).fillna(False).astype(bool).sum()) \
+        if "warmup" in runs else 0
+    return {"total": int(len(frame)), "valid": int(frame["valid"].sum()), "warmups": warm,
+            "invalid": int((~frame["valid"]).sum()) - warm, "invalid_by_reason": dict(sorted(reasons.items()))}
+
+
+def _draft_budgets(cfg: dict, frame: pd.DataFrame) -> dict:
+    out = {}
+    for name, arm in cfg.get("arms", {}).items():
+        sp = (arm or {}).get("speculative")
+        if sp:
+            out[name] = int(sp["draft_tokens"])
+    for name, sub in frame.groupby("arm"):
+        if name not in out and sub["draft_budget"].notna().any():
+            out[str(name)] = int(sub["draft_budget"].dropna().iloc[0])
+    return out
+
+
+def _block_cost_runs(runs: pd.DataFrame, cfg: dict) -> float:
+    d = cfg.get("design", {})
+    wall = pd.to_numeric(runs.get("wall_s", pd.Series(dtype=float)), errors="coerce").median()
+    cooldown = d.get("cooldown_s", 0) / wall if wall and math.isfinite(wall) and wall > 0 else 0.0
+    return max(1.0, d.get("warmup_runs", 1) + cooldown)
+
+
+def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
+    """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
+
+    Only rows with valid == True enter statistics; the value is decode_tok_s
+    (completion_tokens / wall time). Ratios and changes are fractions (0.013 is 1.3 %).
+
+    Keys
+    ----
+    seed, confidence, resamples, value
+        The analysis seed (every bootstrap derives its own stream from it and the names of what
+        it describes, recorded as `seed` in each cell/comparison), the CI level, the bootstrap
+        replicates, and the analysed column ("decode_tok_s").
+    reference, design, noise_threshold, spread_warning
+        From cfg, echoed so the report needs nothing else.
+    counts
+        {total, valid, warmups, invalid (not counting warmups), invalid_by_reason}.
+    cells
+        One per (arm, workload): n, median, ci_low, ci_high (percentile bootstrap of the median),
+        min, max, spread = (max - min) / median, mean, std, outliers (indices, kept), warnings,
+        runs_needed (runs to pin the median to +/- noise_threshold, only when spread >
+        spread_warning, else null), seed.
+    comparisons
+        Each non-reference arm vs the reference, per workload: ratio = median(candidate) /
+        median(reference) with ci_low/ci_high (hierarchical bootstrap: blocks, then requests),
+        p_value and test, drift (round-to-round log change; see compare.comparison_drift),
+        drift_per_block (within-arm slope of log rate per block), noise_band, verdict
+        ("faster" | "slower" | "no measurable effect"), drift_adjusted_ratio and its CI, basis
+        (which ratio decided the verdict), notes.
+    drift
+        Per workload: reference_first_vs_last (ln(last block median / first block median) of
+        the reference, which is (last - first) / mean to third order, with both medians and
+        positions; null with one reference block), rounds ({arm: {medians by round, change}}),
+        slope_per_block (OLS of log(rate) on arm indicators + position: exp(slope) - 1 is the
+        relative change per block), slope_ci, slope_p, effects ({arm: drift-adjusted ratio to
+        the reference with CI}); null values when the design cannot separate time from arm.
+    speculative
+        One per speculative arm and workload: draft_budget, acceptance_length (1 + sum accepted
+        / sum verify steps), acceptance_rate (sum accepted / sum proposed), saturation
+        (acceptance length / draft budget), reading (seed 000's words), source.
+    k_model
+        Seed 000's decode = k x baseline x acceptance_length. baseline = the non-speculative arm
+        (the reference if it is one) on the same workload. band = [min k, max k] over the
+        calibration arms: the first half (rounded up) of the speculative arms in the
+        experiment's order, as seed 000 set its band from the first round's configs; the other
+        arms are tested: in_band "yes" inside, "marginal" within 2 % of an edge, else "no".
+        verdict: "falsified" if any tested row is "no", "held" otherwise, "untested" when there
+        is no baseline, no acceptance data or no arm left to test (reason says which).
+    levels
+        Per (arm, workload) with two blocks or more: between- and within-block variance of
+        log(rate), the between share, the cost-optimal runs per block and advice (Kalibera &
+        Jones), with block_cost_runs (warmup runs + cooldown in run lengths).
+    best
+        Per workload: the arm with the highest median, with n, min, max, ratio_to_reference and
+        the verdict of its comparison (null for the reference itself).
+    warnings
+        Actionable sentences: what went wrong and what to change.
+    """
+    if not isinstance(cfg, dict) or "arms" not in cfg:
+        raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
+    a = cfg.get("analysis", {})
+    seed, conf = int(a.get("seed", 20261129)), float(a.get("confidence", 0.95))
+    R, thr = int(a.get("bootstrap_resamples", 2000)), float(a.get("noise_threshold", 0.01))
+    spread_warn = float(a.get("spread_warning", 0.15))
+    reference = cfg.get("reference") or next(iter(cfg["arms"]))
+    frame = from_runs(runs)
+    valid = valid_rows(frame)
+    out: dict = {"seed": seed, "confidence": conf, "resamples": R, "value": VALUE,
+                 "reference": reference, "design": cfg.get("design", {}).get("kind"),
+                 "noise_threshold": thr, "spread_warning": spread_warn,
+                 "counts": _counts(runs, frame)}
+    warnings: list[str] = []
+    if valid.empty:
+        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={},
+                   k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
+        out["warnings"] = ["no valid runs: every request was a warmup or invalid; see counts."]
+        return jsonable(out)
+
+    cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R,
+                           spread_warning=spread_warn, precision=thr)
+    out["cells"] = [{"arm": arm, "workload": wl, **dataclasses.asdict(s)} for arm, wl, s in cells]
+    medians = {(arm, wl): s.median for arm, wl, s in cells}
+    for arm, wl, s in cells:
+        warnings += [f"{arm} / {wl}: {w}" for w in s.warnings]
+
+    workloads = sorted(valid["workload"].unique())
+    out["drift"] = {}
+    for wl in workloads:
+        sub = valid[valid["workload"] == wl]
+        ref = first_vs_last(sub, reference)
+        tr = trend(sub, reference, confidence=conf)
+        out["drift"][wl] = {
+            "reference_first_vs_last": ref["change"] if ref else None, "reference_blocks": ref,
+            "rounds": round_changes(sub),
+            "slope_per_block": tr.slope if tr else None, "slope_ci": list(tr.slope_ci) if tr else None,
+            "slope_p": tr.slope_p if tr else None, "effects": tr.effects if tr else {},
+            "cov_type": tr.cov_type if tr else None}
+        if ref and abs(ref["change"]) > thr:
+            warnings.append(
+                f"{wl}: the reference {reference} moved {ref['change']:+.2%} between its first and last "
+                f"blocks, more than the {thr:.0%} noise threshold: smaller effects cannot be called. "
+                f"Lengthen design.cooldown_s, fix clocks, or keep the machine otherwise idle.")
+
+    out["comparisons"] = []
+    for wl in workloads:
+        arms_here = sorted(valid.loc[valid["workload"] == wl, "arm"].unique())
+        if reference not in arms_here:
+            warnings.append(f"{wl}: the reference {reference} has no valid runs, so nothing is compared.")
+            continue
+        for arm in arms_here:
+            if arm == reference:
+                continue
+            try:
+                c = compare_arms(frame, reference, arm, wl, seed=seed, reference=reference,
+                                 confidence=conf, n_resamples=R, noise_threshold=thr)
+            except ValueError as exc:
+                warnings.append(f"{arm} vs {reference} / {wl}: not compared: {exc}")
+                continue
+            out["comparisons"].append({"workload": wl, "baseline": reference, "candidate": arm,
+                                       **dataclasses.asdict(c)})
+            warnings += [f"{arm} vs {reference} / {wl}: {n}" for n in c.notes]
+
+    out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
+    out["levels"] = _levels(runs, cfg, valid)
+    out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
+
+    if cfg.get("design", {}).get("kind") == "sequential":
+        warnings.append("design.kind is sequential: every arm ran in one stretch of time, so drift and "
+                        "arm are confounded; use abab or abba.")
+    for arm, wl, hits, total in first_run_slow(frame):
+        warnings.append(f"{arm} / {wl}: the first timed run was the slowest in {hits} of {total} "
+                        f"blocks: raise design.warmup_runs.")
+    for reason, n in out["counts"]["invalid_by_reason"].items():
+        hint = next((h for k, h in REASON_HINTS.items() if reason.startswith(k)), None)
+        warnings.append(f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of statistics"
+                        + (f": {hint}." if hint else "."))
+    out["warnings"] = warnings
+    return jsonable(out)
+
+
+def _speculative(cfg, valid, medians, reference):
+    budgets = _draft_budgets(cfg, valid)
+    rows = []
+    for arm in [a for a in cfg["arms"] if a in budgets] + sorted(set(budgets) - set(cfg["arms"])):
+        for wl, sub in valid[valid["arm"] == arm].groupby("workload", sort=True):
+            acc = spec.acceptance(sub["draft_tokens"], sub["accepted_tokens"], sub["verify_steps"],
+                                  sub["acceptance_length"])
+            sat = spec.saturation(acc.acceptance_length, budgets[arm]) if acc.acceptance_length else None
+            rows.append({"arm": arm, "workload": str(wl), "draft_budget": budgets[arm],
+                         "acceptance_length": acc.acceptance_length,
+                         "acceptance_rate": acc.acceptance_rate, "saturation": sat,
+                         "reading": spec.reading(sat) if sat is not None else None,
+                         "source": acc.source})
+    plain = [a for a in cfg["arms"] if a not in budgets]
+    base = reference if reference in plain else (plain[0] if plain else None)
+    k_model = {"baseline": base, "band": None, "calibration": [], "rows": [], "tolerance": 0.02}
+    spec_arms = [a for a in cfg["arms"] if a in budgets]
+    if base is None:
+        return rows, {**k_model, "verdict": "untested",
+                      "reason": "no arm without speculative decoding to serve as the baseline"}
+    ks = []
+    for r in rows:
+        m, b = medians.get((r["arm"], r["workload"])), medians.get((base, r["workload"]))
+        if m and b and r["acceptance_length"]:
+            ks.append({"arm": r["arm"], "workload": r["workload"],
+                       "k": spec.k_factor(m, b, r["acceptance_length"])})
+    calib = spec_arms[: math.ceil(len(spec_arms) / 2)]
+    calib_ks = [x["k"] for x in ks if x["arm"] in calib]
+    if not calib_ks:
+        return rows, {**k_model, "verdict": "untested",
+                      "reason": "no acceptance data (draft/accepted/verify counters) for the calibration arms"}
+    band = spec.band_from(calib_ks)
+    marks = []
+    for x in ks:
+        role = "calibration" if x["arm"] in calib else "test"
+        mark = spec.in_band(x["k"], band) if role == "test" else "yes"
+        if role == "test":
+            marks.append(mark)
+        k_model["rows"].append({**x, "role": role, "in_band": mark})
+    k_model.update(band=list(band), calibration=calib, verdict=spec.k_verdict(marks))
+    if not marks:
+        k_model["reason"] = "every speculative arm was used to set the band; add arms to test it"
+    return rows, k_model
+
+
+def _levels(runs, cfg, valid):
+    cost = _block_cost_runs(runs, cfg)
+    out = []
+    for (arm, wl), sub in valid.dropna(subset=["block"]).groupby(["arm", "workload"], sort=True):
+        try:
+            lv = levels(sub["value"].to_numpy(), sub["block"].to_numpy(), block_cost_runs=cost)
+        except ValueError:
+            continue
+        out.append({"arm": str(arm), "workload": str(wl), "block_cost_runs": cost,
+                    **dataclasses.asdict(lv)})
+    return out
+
+
+def _best(cells, comparisons, medians, reference):
+    best = {}
+    for wl in sorted({c["workload"] for c in cells}):
+        here = [c for c in cells if c["workload"] == wl]
+        top = max(here, key=lambda c: c["median"])
+        ref = medians.get((reference, wl))
+        comp = next((c for c in comparisons if c["workload"] == wl and c["candidate"] == top["arm"]), None)
+        best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
+                    "max": top["max"], "ratio_to_reference": top["median"] / ref if ref else None,
+                    "ci_low": comp["ci_low"] if comp else None, "ci_high": comp["ci_high"] if comp else None,
+                    "verdict": comp["verdict"] if comp else None}
+    return best

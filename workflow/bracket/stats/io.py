@@ -1,0 +1,165 @@
+"""Reading raw values from anywhere into one tidy frame the statistics understand.
+
+Accepted inputs (by content, not only by extension):
+
+- the workflow's runs.csv (bracket.records.tidy): the value is decode_tok_s;
+- a JSONL of raw records (one request per line): tidied with bracket.records.tidy;
+- any CSV with at least `arm` and `value` columns (`workload`, `block`, `round`, `position`,
+  `run`, `valid` used when present);
+- llama-benchy's JSON report (`--format json`; keys "benchmarks"[].tg_throughput.values, the
+  raw per-run generation rates, as in llama-benchy's schemas/benchmark_report_schema.json);
+  the value is tg_tok_s = (n - 1) / (t_last - t_first), not the decode rate;
+- `vllm bench serve --save-result --save-detailed` JSON (per-request "output_lens", "ttfts",
+  "itls", "errors"); the value is output_len / (ttft + sum(itl)), the request's decode rate
+  measured from send to last token.
+
+Files without an arm of their own (llama-benchy, vllm) take the file name (without extension)
+as the arm and their index on the command line as the block.
+
+The frame has columns: arm, workload, block, round, position, run, value, valid,
+invalid_reason, and, for speculative runs, draft_tokens, accepted_tokens, verify_steps,
+acceptance_length, draft_budget.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = ["arm", "workload", "block", "round", "position", "run", "value", "valid", "invalid_reason"]
+SPEC_COLUMNS = ["draft_tokens", "accepted_tokens", "verify_steps", "acceptance_length", "draft_budget"]
+
+
+def _as_bool(s: pd.Series) -> pd.Series:
+    if s.dtype == bool:
+        return s
+    return s.map(lambda v: str(v).strip().lower() in ("true", "1", "yes")).astype(bool)
+
+
+def from_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The statistics' frame from the workflow's runs table (see bracket.records.tidy).
+
+    value = decode_tok_s. Rows with valid == False stay in the frame (they are counted and
+    reported) but every statistic filters on `valid`.
+    """
+    if "decode_tok_s" not in runs.columns:
+        raise ValueError(f"the runs table has no decode_tok_s column (columns: {list(runs.columns)}); "
+                         f"build it with bracket.records.tidy.")
+    df = pd.DataFrame(index=runs.index)
+    df["arm"] = runs["arm"].astype(str)
+    df["workload"] = runs["workload"].astype(str) if "workload" in runs else "all"
+    for c in ("block", "round", "position", "run"):
+        df[c] = pd.to_numeric(runs[c], errors="coerce") if c in runs else np.nan
+    df["value"] = pd.to_numeric(runs["decode_tok_s"], errors="coerce")
+    if "valid" in runs:
+        df["valid"] = _as_bool(runs["valid"])
+    else:
+        df["valid"] = ~_as_bool(runs.get("warmup", pd.Series(False, index=runs.index)))
+    reason = runs["invalid_reason"] if "invalid_reason" in runs else pd.Series("", index=runs.index)
+    df["invalid_reason"] = reason.fillna("").astype(str)
+    for c in SPEC_COLUMNS:
+        df[c] = pd.to_numeric(runs[c], errors="coerce") if c in runs else np.nan
+    return _finish(df)
+
+
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    bad = df["valid"] & ~(np.isfinite(df["value"]) & (df["value"] > 0))
+    if bad.any():
+        df.loc[bad, "valid"] = False
+        df.loc[bad, "invalid_reason"] = "no positive value"
+    for c in SPEC_COLUMNS:
+        if c not in df:
+            df[c] = np.nan
+    return df[COLUMNS + SPEC_COLUMNS].reset_index(drop=True)
+
+
+def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
+    """A generic table with `arm` and `value` (and optionally workload, block, round, position)."""
+    missing = [c for c in ("arm", "value") if c not in table.columns]
+    if missing:
+        raise ValueError(f"{source}: needs columns 'arm' and 'value' (or be a bracket runs.csv with "
+                         f"decode_tok_s); missing {missing}, found {list(table.columns)}.")
+    df = pd.DataFrame(index=table.index)
+    df["arm"] = table["arm"].astype(str)
+    df["workload"] = table["workload"].astype(str) if "workload" in table else "all"
+    for c in ("block", "round", "position", "run"):
+        df[c] = pd.to_numeric(table[c], errors="coerce") if c in table else np.nan
+    if "block" not in table and "position" in table:
+        df["block"] = df["position"]
+    if "position" not in table and "block" in table:
+        df["position"] = df["block"]
+    df["value"] = pd.to_numeric(table["value"], errors="coerce")
+    df["valid"] = _as_bool(table["valid"]) if "valid" in table else True
+    df["invalid_reason"] = table["invalid_reason"].fillna("").astype(str) if "invalid_reason" in table else ""
+    for c in SPEC_COLUMNS:
+        df[c] = pd.to_numeric(table[c], errors="coerce") if c in table else np.nan
+    return _finish(df)
+
+
+def _llama_benchy(doc: dict, arm: str, block: int) -> pd.DataFrame:
+    rows = []
+    for b in doc.get("benchmarks", []):
+        metric = b.get("tg_throughput") or {}
+        values = metric.get("values")
+        if not values:
+            continue
+        wl = f"tg{b.get('response_size')}@d{b.get('context_size', 0)}/c{b.get('concurrency', 1)}"
+        rows += [{"arm": arm, "workload": wl, "block": block, "run": i, "value": v}
+                 for i, v in enumerate(values)]
+    if not rows:
+        raise ValueError("llama-benchy report has no tg_throughput.values (raw per-run rates); "
+                         "re-run with a llama-benchy version that writes them (schema with 'values').")
+    return pd.DataFrame(rows)
+
+
+def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
+    out, ttfts, itls = doc["output_lens"], doc["ttfts"], doc["itls"]
+    errors = doc.get("errors") or [""] * len(out)
+    if not (len(out) == len(ttfts) == len(itls) == len(errors)):
+        raise ValueError("vllm bench result: output_lens, ttfts, itls and errors differ in length.")
+    rows = []
+    for i, (n, t0, itl, err) in enumerate(zip(out, ttfts, itls, errors)):
+        wall = (t0 or 0.0) + float(np.sum(itl or []))
+        ok = not err and n and wall > 0
+        rows.append({"arm": arm, "workload": "all", "block": block, "run": i,
+                     "value": (n / wall) if ok else np.nan, "valid": bool(ok),
+                     "invalid_reason": "" if ok else ("error" if err else "no tokens")})
+    return pd.DataFrame(rows)
+
+
+def load(paths) -> pd.DataFrame:
+    """Load one or more RAW files into the statistics' frame (see the module docstring)."""
+    paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    frames = []
+    for block, path in enumerate(paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"no file at {path}; pass runs.csv, a raw .jsonl, a CSV with arm "
+                                    f"and value columns, or a llama-benchy / vllm bench JSON.")
+        suffix = path.suffix.lower()
+        if suffix == ".jsonl":
+            from bracket import records
+            recs = records.read([path])
+            if not recs:
+                raise ValueError(f"{path}: no records.")
+            frames.append(from_runs(records.tidy(recs)))
+        elif suffix == ".json":
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and "benchmarks" in doc:
+                frames.append(from_table(_llama_benchy(doc, path.stem, block), str(path)))
+            elif isinstance(doc, dict) and {"output_lens", "ttfts", "itls"} <= set(doc):
+                frames.append(from_table(_vllm_bench(doc, path.stem, block), str(path)))
+            elif isinstance(doc, dict) and "output_throughput" in doc:
+                raise ValueError(f"{path}: a vllm bench result without per-request values; re-run "
+                                 f"`vllm bench serve` with --save-result --save-detailed.")
+            else:
+                raise ValueError(f"{path}: JSON of unknown shape; expected llama-benchy's report "
+                                 f"('benchmarks') or vllm bench serve's detailed result "
+                                 f"('output_lens', 'ttfts', 'itls').")
+        else:
+            table = pd.read_csv(path)
+            frames.append(from_runs(table) if "decode_tok_s" in table.columns
+                          else from_table(table, str(path)))
+    return pd.concat(frames, ignore_index=True)

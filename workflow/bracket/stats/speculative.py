@@ -1,0 +1,125 @@
+"""Speculative decoding: acceptance length, acceptance rate, saturation, and the k model.
+
+Definitions (DESIGN.md):
+- acceptance length = tokens produced per verify step, the target's own token included:
+  1 + accepted / verify_steps;
+- acceptance rate = accepted draft tokens / proposed draft tokens;
+- saturation = acceptance length / draft budget.
+
+Seed 000 reads saturation, not acceptance rate: "a high acceptance rate can just mean the budget
+is so small there's barely anything to get wrong".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Saturation thresholds and readings, from seed 000's table (MTP 83.2 % "budget-limited",
+#: DFlash2 76.5 % "nearly full, more budget might pay", DSpark 58.6 % "guessing badly").
+READINGS = (
+    (0.80, "budget-limited: the drafts are nearly all used; raise the draft budget"),
+    (0.70, "nearly full, more budget might pay"),
+    (0.60, "partly used: a larger budget is unlikely to pay much"),
+    (0.0, "guessing badly, more budget won't help"),
+)
+
+
+def saturation(acceptance_length: float, draft_budget: int) -> float:
+    """acceptance length / draft budget. Seed 000: MTP 4.16 / 5 = 83.2 %."""
+    if not draft_budget or draft_budget < 1:
+        raise ValueError(f"`draft_budget` must be a positive integer, got {draft_budget!r}; set "
+                         f"arms.NAME.speculative.draft_tokens.")
+    if not acceptance_length >= 1:
+        raise ValueError(f"`acceptance_length` counts the target's own token, so it is at least 1; "
+                         f"got {acceptance_length!r}.")
+    return float(acceptance_length / draft_budget)
+
+
+def reading(sat: float) -> str:
+    """Seed 000's reading of a saturation (see READINGS)."""
+    for floor, words in READINGS:
+        if sat >= floor:
+            return words
+    return READINGS[-1][1]
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    acceptance_length: float | None
+    acceptance_rate: float | None
+    source: str
+
+
+def acceptance(draft_tokens, accepted_tokens, verify_steps, acceptance_length=None) -> Acceptance:
+    """Pooled acceptance of one cell from per-request counter deltas.
+
+    acceptance length = 1 + sum(accepted) / sum(verify_steps);
+    acceptance rate = sum(accepted) / sum(draft_tokens).
+    Sums, not means of per-request ratios, so long requests weigh by their steps. Requests whose
+    counters are missing are left out; with no counters at all, the median of reported
+    per-request acceptance lengths is used (source says which).
+    """
+    d = np.asarray(draft_tokens, dtype=float)
+    a = np.asarray(accepted_tokens, dtype=float)
+    v = np.asarray(verify_steps, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(v) & (v > 0)
+    if ok.any():
+        al = 1.0 + a[ok].sum() / v[ok].sum()
+        okd = ok & np.isfinite(d) & (d > 0)
+        rate = float(a[okd].sum() / d[okd].sum()) if okd.any() else None
+        return Acceptance(float(al), rate, "counters")
+    if acceptance_length is not None:
+        al_v = np.asarray(acceptance_length, dtype=float)
+        al_v = al_v[np.isfinite(al_v)]
+        if al_v.size:
+            return Acceptance(float(np.median(al_v)), None, "reported acceptance_length")
+    return Acceptance(None, None, "none")
+
+
+def k_factor(decode: float, baseline: float, acceptance_length: float) -> float:
+    """k in decode = k x baseline x acceptance length (seed 000's proposed model).
+
+    Seed 000: DFlash2 draft 12 decoded 68.57 with acceptance length 7.88 against a 12.44
+    baseline: k = 68.57 / (12.44 x 7.88) = 0.700.
+    """
+    if baseline <= 0 or acceptance_length <= 0 or decode <= 0:
+        raise ValueError(f"k needs positive decode, baseline and acceptance length, got "
+                         f"{decode!r}, {baseline!r}, {acceptance_length!r}.")
+    return float(decode / (baseline * acceptance_length))
+
+
+def in_band(k: float, band: tuple[float, float], tolerance: float = 0.02) -> str:
+    """"yes" inside [lo, hi]; "marginal" outside by at most `tolerance` of the nearer edge; else "no".
+
+    Seed 000 called 0.685 against the band 0.69-0.74 marginal (0.7 % below the edge) and 0.610
+    no (12 % below). The 2 % default is about the precision of a k built from three medians that
+    each carry ~1 % uncertainty.
+    """
+    lo, hi = band
+    if not lo <= hi:
+        raise ValueError(f"band must be (low, high) with low <= high, got {band!r}.")
+    if lo <= k <= hi:
+        return "yes"
+    edge = lo if k < lo else hi
+    return "marginal" if abs(k - edge) <= tolerance * edge else "no"
+
+
+def k_verdict(marks: list[str]) -> str:
+    """"falsified" if any tested config is out of band ("no"), "held" if all are in or marginal,
+    "untested" if there is nothing to test."""
+    if not marks:
+        return "untested"
+    return "falsified" if "no" in marks else "held"
+
+
+def band_from(ks: list[float]) -> tuple[float, float]:
+    """The band spanned by the calibration configs' k values: (min, max).
+
+    Seed 000: round one's MTP, DSpark and DFlash2 gave k = 0.690, 0.737, 0.708, the band
+    "between 0.69 and 0.74".
+    """
+    if not ks:
+        raise ValueError("the k band needs at least one calibration config with a known k.")
+    return float(min(ks)), float(max(ks))
