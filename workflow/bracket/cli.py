@@ -13,6 +13,7 @@ import sys
 
 COMMAND_MODULES = [
     "bracket.commands_run",
+    "bracket.commands_stats",
 ]
 
 

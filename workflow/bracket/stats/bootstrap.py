@@ -105,8 +105,14 @@ def within_arm_slope(y: list[np.ndarray], p: list[np.ndarray]) -> np.ndarray:
         return np.where(den > 1e-12, num / np.where(den > 1e-12, den, 1.0), np.nan)
 
 
-def _ratio_stat(a, b, axis=-1):
-    return np.median(b, axis=axis) / np.median(a, axis=axis)
+def _log_ratio_stat(a, b, axis=-1):
+    return np.log(np.median(b, axis=axis) / np.median(a, axis=axis))
+
+
+def _percentile_ci(log_ratios: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Percentile interval taken on the log scale, so that swapping the arms inverts it exactly."""
+    lo, hi = np.quantile(log_ratios, [alpha / 2, 1 - alpha / 2])
+    return float(np.exp(lo)), float(np.exp(hi))
 
 
 def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float = 0.95,
@@ -154,11 +160,15 @@ def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float =
         slope = float(within_arm_slope(y, [baseline.positions, candidate.positions]))
         adj = float(np.median(candidate.values * np.exp(-slope * candidate.positions))
                     / np.median(baseline.values * np.exp(-slope * baseline.positions)))
+    # Draw the arms in an order fixed by their data, not their role, so that swapping baseline
+    # and candidate gives the same resamples and an exactly inverted interval.
+    swapped = baseline.values.tobytes() > candidate.values.tobytes()
     if baseline.n_blocks >= 2 and candidate.n_blocks >= 2:
-        va, pa = _resample_hierarchical(baseline, n_resamples, gen)
-        vb, pb = _resample_hierarchical(candidate, n_resamples, gen)
-        raw = np.nanmedian(vb, axis=1) / np.nanmedian(va, axis=1)
-        lo, hi = np.quantile(raw, [alpha / 2, 1 - alpha / 2])
+        first, second = (candidate, baseline) if swapped else (baseline, candidate)
+        draws = [_resample_hierarchical(first, n_resamples, gen),
+                 _resample_hierarchical(second, n_resamples, gen)]
+        (va, pa), (vb, pb) = draws[::-1] if swapped else draws
+        lo, hi = _percentile_ci(np.log(np.nanmedian(vb, axis=1) / np.nanmedian(va, axis=1)), alpha)
         alo = ahi = None
         if identified:
             g = within_arm_slope([np.log(va), np.log(vb)], [pa, pb])
@@ -166,14 +176,15 @@ def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float =
             g = np.where(np.isnan(g), slope, g)[:, None]
             adj_r = (np.nanmedian(vb * np.exp(-g * pb), axis=1)
                      / np.nanmedian(va * np.exp(-g * pa), axis=1))
-            alo, ahi = (float(q) for q in np.quantile(adj_r, [alpha / 2, 1 - alpha / 2]))
-        return RatioBootstrap(ratio, float(lo), float(hi), adj, alo, ahi, slope,
+            alo, ahi = _percentile_ci(np.log(adj_r), alpha)
+        return RatioBootstrap(ratio, lo, hi, adj, alo, ahi, slope,
                               "hierarchical percentile (blocks, then requests)", n_resamples, confidence)
     if baseline.values.size < 2 or candidate.values.size < 2:
         raise ValueError(f"a ratio CI needs at least 2 runs per arm, got {baseline.values.size} and "
                          f"{candidate.values.size}; measure more runs.")
-    res = stats.bootstrap((baseline.values, candidate.values), _ratio_stat, n_resamples=n_resamples,
-                          confidence_level=confidence, method="percentile", vectorized=True, rng=gen)
-    lo, hi = res.confidence_interval
-    return RatioBootstrap(ratio, float(lo), float(hi), adj, None, None, slope,
+    data = (candidate.values, baseline.values) if swapped else (baseline.values, candidate.values)
+    res = stats.bootstrap(data, _log_ratio_stat, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", vectorized=True, rng=gen)
+    lo, hi = sorted(float(np.exp((-1 if swapped else 1) * q)) for q in res.confidence_interval)
+    return RatioBootstrap(ratio, lo, hi, adj, None, None, slope,
                           "percentile (requests, independent arms)", n_resamples, confidence)

@@ -1,7 +1,7 @@
 """A vs B: ratio of medians with a CI, a test, the drift, the noise band and a verdict in words.
 
 Two gates decide, as in criterion.rs: the test must be significant (p < 1 - confidence) and the
-whole CI of the ratio must lie outside the noise band [1 - band, 1 + band], where the band is the
+whole CI of the ratio must lie outside the noise band [1 / (1 + band), 1 + band], where band is the
 measured drift or the stated threshold, whichever is larger. Seed 000: "+0.029 % against 0.751 %
 drift" is "no measurable effect".
 """
@@ -53,7 +53,9 @@ def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: fl
             alpha: float) -> str:
     """"faster" / "slower" only when p < alpha and the whole CI clears the band; else no effect.
 
-    faster: p < alpha and ci_low > 1 + band;  slower: p < alpha and ci_high < 1 - band.
+    faster: p < alpha and ci_low > 1 + band;  slower: p < alpha and ci_high < 1 / (1 + band).
+    The lower edge 1 / (1 + band) (about 1 - band) makes the rule symmetric: swapping the arms
+    turns "faster" into "slower" and nothing else.
     """
     if noise_band < 0:
         raise ValueError(f"`noise_band` must be non-negative, got {noise_band!r}.")
@@ -61,7 +63,7 @@ def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: fl
         return NO_EFFECT
     if ci_low > 1 + noise_band:
         return FASTER
-    if ci_high < 1 - noise_band:
+    if ci_high < 1 / (1 + noise_band):
         return SLOWER
     return NO_EFFECT
 

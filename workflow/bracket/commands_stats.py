@@ -1,0 +1,95 @@
+"""`bracket summarize` and `bracket compare`: statistics on raw values from anywhere."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from bracket.stats import io
+from bracket.stats.analyze import jsonable
+from bracket.stats.tables import cell_summaries, compare_arms, valid_rows
+
+DEFAULT_SEED = 20261129
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("raw", nargs="+", metavar="RAW",
+                   help="runs.csv, raw .jsonl, a CSV with arm,value[,workload,block,round,position], "
+                        "llama-benchy JSON or vllm bench serve --save-detailed JSON")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
+    p.add_argument("--noise-threshold", type=float, default=0.01,
+                   help="smallest relative effect called real (default 0.01)")
+
+
+def summarize_cmd(args) -> int:
+    frame = io.load(args.raw)
+    cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
+                           n_resamples=args.resamples, spread_warning=args.spread_warning,
+                           precision=args.noise_threshold)
+    if not cells:
+        raise ValueError(f"no valid runs in {', '.join(args.raw)}; {len(frame)} rows, all invalid.")
+    if args.json:
+        print(json.dumps(jsonable([{"arm": a, "workload": w, **dataclasses.asdict(s)} for a, w, s in cells]),
+                         indent=2))
+        return 0
+    pct = round(args.confidence * 100)
+    print(f"{'arm':<16} {'workload':<12} {'n':>4} {'median':>10} {f'{pct}% CI':>21} "
+          f"{'min':>9} {'max':>9} {'spread':>7}")
+    for a, w, s in cells:
+        ci = f"{s.ci_low:.4g} - {s.ci_high:.4g}" if s.ci_low is not None else "n/a"
+        print(f"{a:<16} {w:<12} {s.n:>4} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
+              f"{s.spread:>7.2%}")
+    for a, w, s in cells:
+        for msg in s.warnings:
+            print(f"warning: {a} / {w}: {msg}")
+    return 0
+
+
+def compare_cmd(args) -> int:
+    frame = io.load(args.raw)
+    v = valid_rows(frame)
+    workloads = [args.workload] if args.workload else sorted(v["workload"].unique())
+    results = []
+    for wl in workloads:
+        c = compare_arms(frame, args.baseline, args.candidate, wl, seed=args.seed,
+                         reference=args.baseline, confidence=args.confidence,
+                         n_resamples=args.resamples, noise_threshold=args.noise_threshold)
+        results.append({"workload": wl, "baseline": args.baseline, "candidate": args.candidate,
+                        **dataclasses.asdict(c)})
+    if args.json:
+        print(json.dumps(jsonable(results if len(results) > 1 else results[0]), indent=2))
+        return 0
+    for r in results:
+        p = "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}"
+        drift = "unmeasured" if r["drift"] is None else f"{r['drift']:+.3%}"
+        print(f"{r['workload']}: {r['candidate']} vs {r['baseline']}: {r['verdict']}")
+        print(f"  ratio {r['ratio']:.4f}x  CI {r['ci_low']:.4f} - {r['ci_high']:.4f}  ({r['ci_method']})")
+        if r["drift_adjusted_ratio"] is not None:
+            lo, hi = r["drift_adjusted_ci_low"], r["drift_adjusted_ci_high"]
+            ci = f"  CI {lo:.4f} - {hi:.4f}" if lo is not None else ""
+            print(f"  drift-adjusted {r['drift_adjusted_ratio']:.4f}x{ci}")
+        print(f"  p = {p} ({r['test']}); drift {drift}; noise band +/-{r['noise_band']:.2%}; "
+              f"verdict on the {r['basis']} ratio")
+        for n in r["notes"]:
+            print(f"  note: {n}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("summarize", help="per cell: n, median with bootstrap CI, min, max, spread",
+                              description="Summarize each arm x workload cell of raw values.")
+    _common(p)
+    p.add_argument("--spread-warning", type=float, default=0.15,
+                   help="spread above which the run count cannot pin the median (default 0.15)")
+    p.set_defaults(func=summarize_cmd)
+    c = subparsers.add_parser("compare", help="ratio of medians with CI, test, drift and verdict",
+                              description="Compare a candidate arm with a baseline arm.")
+    _common(c)
+    c.add_argument("--baseline", required=True, help="arm compared against")
+    c.add_argument("--candidate", required=True, help="arm under test")
+    c.add_argument("--workload", help="one workload (default: each workload in turn)")
+    c.set_defaults(func=compare_cmd)
