@@ -105,6 +105,10 @@ def within_arm_slope(y: list[np.ndarray], p: list[np.ndarray]) -> np.ndarray:
         return np.where(den > 1e-12, num / np.where(den > 1e-12, den, 1.0), np.nan)
 
 
+def _key(s: Sample) -> bytes:
+    return s.values.tobytes() + np.asarray(s.blocks, dtype=float).tobytes() + s.positions.tobytes()
+
+
 def _log_ratio_stat(a, b, axis=-1):
     return np.log(np.median(b, axis=axis) / np.median(a, axis=axis))
 
@@ -162,7 +166,7 @@ def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float =
                     / np.median(baseline.values * np.exp(-slope * baseline.positions)))
     # Draw the arms in an order fixed by their data, not their role, so that swapping baseline
     # and candidate gives the same resamples and an exactly inverted interval.
-    swapped = baseline.values.tobytes() > candidate.values.tobytes()
+    swapped = _key(baseline) > _key(candidate)
     if baseline.n_blocks >= 2 and candidate.n_blocks >= 2:
         first, second = (candidate, baseline) if swapped else (baseline, candidate)
         draws = [_resample_hierarchical(first, n_resamples, gen),
