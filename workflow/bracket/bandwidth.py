@@ -132,7 +132,7 @@ def probe_cuda(size_bytes: int = 2 * 2**30, repeats: int = 20, device: int = 0) 
     try:
         import torch
     except ImportError:
-        return None
+        return probe_cuda_driver(size_bytes=size_bytes, repeats=repeats, device=device)
     if not torch.cuda.is_available():
         return None
     dev = torch.device("cuda", device)
@@ -173,6 +173,69 @@ def probe_cuda(size_bytes: int = 2 * 2**30, repeats: int = 20, device: int = 0) 
         "seconds": copy_s,
         "read_seconds": read_s,
         "torch": torch.__version__,
+    }
+
+
+def probe_cuda_driver(size_bytes: int = 2 * 2**30, repeats: int = 20, device: int = 0) -> dict | None:
+    """The device-to-device copy probe through the CUDA driver API (libcuda, ctypes), for hosts
+    with a GPU driver but no torch; None when libcuda is absent or no device answers.
+
+    gbps = 2 * size / median(cuMemcpyDtoD time) / 1e9, timed with CUDA events.
+    """
+    import ctypes
+
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+    def check(code, what):
+        if code != 0:
+            raise RuntimeError(f"CUDA driver call {what} failed with error {code}")
+
+    if cu.cuInit(0) != 0:
+        return None
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    check(cu.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
+    check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    name = ctypes.create_string_buffer(256)
+    cu.cuDeviceGetName(name, 256, dev)
+    src, dst = ctypes.c_uint64(), ctypes.c_uint64()
+    check(cu.cuMemAlloc_v2(ctypes.byref(src), ctypes.c_size_t(size_bytes)), "cuMemAlloc")
+    check(cu.cuMemAlloc_v2(ctypes.byref(dst), ctypes.c_size_t(size_bytes)), "cuMemAlloc")
+    try:
+        check(cu.cuMemsetD8_v2(src, 1, ctypes.c_size_t(size_bytes)), "cuMemsetD8")
+        start, end = ctypes.c_void_p(), ctypes.c_void_p()
+        check(cu.cuEventCreate(ctypes.byref(start), 0), "cuEventCreate")
+        check(cu.cuEventCreate(ctypes.byref(end), 0), "cuEventCreate")
+        for _ in range(3):
+            check(cu.cuMemcpyDtoD_v2(dst, src, ctypes.c_size_t(size_bytes)), "cuMemcpyDtoD")
+        check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        times = []
+        ms = ctypes.c_float()
+        for _ in range(repeats):
+            cu.cuEventRecord(start, None)
+            check(cu.cuMemcpyDtoD_v2(dst, src, ctypes.c_size_t(size_bytes)), "cuMemcpyDtoD")
+            cu.cuEventRecord(end, None)
+            check(cu.cuEventSynchronize(end), "cuEventSynchronize")
+            check(cu.cuEventElapsedTime(ctypes.byref(ms), start, end), "cuEventElapsedTime")
+            times.append(ms.value / 1e3)
+        cu.cuEventDestroy_v2(start)
+        cu.cuEventDestroy_v2(end)
+    finally:
+        cu.cuMemFree_v2(src)
+        cu.cuMemFree_v2(dst)
+        cu.cuDevicePrimaryCtxRelease_v2(dev)
+    return {
+        "gbps": 2 * size_bytes / statistics.median(times) / 1e9,
+        "best_gbps": 2 * size_bytes / min(times) / 1e9,
+        "method": f"CUDA device-to-device copy with the driver API (cuMemcpyDtoD), {size_bytes / 2**30:.1f} GiB, "
+                  f"2 x bytes per copy (read + write), median of {repeats} CUDA-event timings",
+        "device": name.value.decode(),
+        "bytes": size_bytes,
+        "repeats": repeats,
+        "seconds": times,
     }
 
 

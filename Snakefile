@@ -1,0 +1,35 @@
+# bracket: one experiment file, one command.
+#   snakemake --cores 1 draft_sweep            -> report/draft_sweep/article.html
+# Rules declare; the package (workflow/bracket) computes; notebooks present.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# ---- helpers and experiment loading -----------------------------------------------------
+include: "workflow/rules/common.smk"
+# ---- plan: the schedule, drawn once and recorded ----------------------------------------
+include: "workflow/rules/plan.smk"
+# ---- the embedded engine: vLLM CPU venv and the tiny model it serves --------------------
+include: "workflow/rules/engine.smk"
+# ---- physics: bytes per token and the decode ceiling ------------------------------------
+include: "workflow/rules/physics.smk"
+# ---- blocks: launch, bracketed runs, raw records ----------------------------------------
+include: "workflow/rules/run.smk"
+# ---- collect and analyze ----------------------------------------------------------------
+include: "workflow/rules/analyze.smk"
+# ---- the article -------------------------------------------------------------------------
+include: "workflow/rules/report.smk"
+
+
+# ---- targets: one per experiment file, named after it --------------------------------------
+for _name in EXPERIMENTS:
+
+    rule:
+        name:
+            _name
+        default_target: _name == DEFAULT_EXPERIMENT
+        input:
+            f"report/{_name}/article.html",
+            f"report/{_name}/article.md",

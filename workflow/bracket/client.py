@@ -1,0 +1,130 @@
+"""One streamed completion request, timed from the client's side.
+
+decode rate = completion_tokens / wall time of the request, with completion_tokens from the
+server's `usage`. Never count stream events: under speculative decoding one event can carry
+several tokens (seed 000: a DFlash2 event carries about 3.75 tokens).
+tg rate = (completion_tokens - 1) / (t_last_token - t_first_token), llama-benchy's definition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+@dataclass
+class Measurement:
+    started_at: float
+    ttft_s: float | None = None
+    wall_s: float | None = None
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    decode_tok_s: float | None = None
+    tg_tok_s: float | None = None
+    stream_events: int = 0
+    output_text: str | None = None
+    output_sha256: str | None = None
+    error: str | None = None
+
+    def fields(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _cached(usage: dict) -> int | None:
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        return int(details["cached_tokens"])
+    return None
+
+
+def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float) -> Measurement:
+    """POST an OpenAI-style streaming request and time it; errors are recorded, not raised.
+
+    Timestamps use time.perf_counter; t0 is taken just before the request is sent, the first
+    token time at the first event carrying text, the end when the stream closes.
+    """
+    m = Measurement(started_at=time.time())
+    parts: list[str] = []
+    usage: dict | None = None
+    t_first = t_last = None
+    t0 = time.perf_counter()
+    try:
+        with client.stream("POST", url, json=body, timeout=timeout_s) as resp:
+            if resp.status_code != 200:
+                text = resp.read().decode("utf-8", errors="replace")[:500]
+                m.error = f"HTTP {resp.status_code}: {text}"
+                m.wall_s = time.perf_counter() - t0
+                return m
+            done = False
+            for line in resp.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    done = True
+                    break
+                try:
+                    event = json.loads(payload)
+                except json.JSONDecodeError:
+                    m.error = f"malformed stream event: {payload[:200]!r}"
+                    break
+                if not isinstance(event, dict):
+                    m.error = f"unexpected stream event: {payload[:200]!r}"
+                    break
+                if event.get("error"):
+                    m.error = f"server error in stream: {str(event['error'])[:300]}"
+                    break
+                now = time.perf_counter()
+                for choice in event.get("choices") or []:
+                    text = choice.get("text")
+                    if text is None:
+                        text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        m.stream_events += 1
+                        parts.append(text)
+                        if t_first is None:
+                            t_first = now
+                        t_last = now
+                    if choice.get("finish_reason"):
+                        m.finish_reason = choice["finish_reason"]
+                if event.get("usage"):
+                    usage = event["usage"]
+            end = time.perf_counter()
+            if not done and m.error is None:
+                m.error = "stream ended before [DONE]"
+    except httpx.TimeoutException:
+        m.error = f"timed out after {timeout_s:.0f} s (request.timeout_s)"
+        end = time.perf_counter()
+    except httpx.HTTPError as exc:
+        m.error = f"{type(exc).__name__}: {exc}"
+        end = time.perf_counter()
+    m.wall_s = end - t0
+    m.output_text = "".join(parts)
+    m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8")).hexdigest()
+    if t_first is not None:
+        m.ttft_s = t_first - t0
+    if usage:
+        m.completion_tokens = usage.get("completion_tokens")
+        m.prompt_tokens = usage.get("prompt_tokens")
+        m.cached_tokens = _cached(usage)
+    elif m.error is None:
+        m.error = "no usage in the response (the server must honour stream_options.include_usage)"
+    if m.completion_tokens and m.wall_s:
+        m.decode_tok_s = m.completion_tokens / m.wall_s
+        if t_first is not None and t_last is not None and t_last > t_first and m.completion_tokens > 1:
+            m.tg_tok_s = (m.completion_tokens - 1) / (t_last - t_first)
+    return m
+
+
+def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
+    try:
+        r = client.get(url, timeout=timeout_s)
+        return r.text if r.status_code == 200 else None
+    except httpx.HTTPError:
+        return None

@@ -1,0 +1,147 @@
+"""Build the embedded engine's tiny model, deterministically, from text that ships with Python.
+
+Runs inside the engine's virtual environment (torch, transformers, tokenizers), not the analysis
+one, so it imports nothing from bracket. Steps:
+  1. corpus: the first N standard-library .py files (code) and pydoc's topic texts (prose),
+     in sorted order;
+  2. a byte-level BPE tokenizer trained with `tokenizers`;
+  3. a Qwen3-architecture model, trained for a fixed number of steps from a seed, so greedy
+     output repeats phrases rather than one token and speculative acceptance depends on what is
+     generated;
+  4. saved as bf16 safetensors with tokenizer files, plus build.json (seed, steps, losses, time).
+
+Usage: python build_model.py --out DIR [--seed 1] [--layers 4] [--hidden 256] [--vocab 4096] [--steps 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+SEQ_LEN = 96
+BATCH = 24
+LR = 3e-3
+N_CODE_FILES = 300
+SPECIAL = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
+
+
+def corpus_texts() -> list[str]:
+    """Code and prose from the running interpreter's standard library, in a stable order."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.glob("*.py") if p.is_file())[:N_CODE_FILES]
+    # Runs of blank lines would teach greedy decoding to emit newlines forever; keep one.
+    texts = [re.sub(r"\n\s*\n+", "\n\n", p.read_text(encoding="utf-8", errors="replace")) for p in files]
+    try:
+        from pydoc_data.topics import topics  # English reference text of the language
+
+        texts += [topics[k] for k in sorted(topics)]
+    except ImportError:  # pragma: no cover - every CPython ships it
+        pass
+    return texts
+
+
+def train_tokenizer(texts: list[str], vocab: int, out: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_token": None,
+        "model_max_length": 2048, "add_bos_token": False, "clean_up_tokenization_spaces": False,
+    }, indent=1))
+    (out / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|endoftext|>",
+                                                             "pad_token": "<|endoftext|>"}))
+    return tok
+
+
+def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int) -> dict:
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    t0 = time.time()
+    torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
+    torch.manual_seed(seed)
+    random.seed(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    texts = corpus_texts()
+    tok = train_tokenizer(texts, vocab, out)
+    eos = tok.token_to_id("<|endoftext|>")
+    ids: list[int] = []
+    for t in texts:
+        ids += tok.encode(t).ids + [eos]
+    data = torch.tensor(ids, dtype=torch.long)
+
+    heads = max(1, hidden // 64)
+    config = Qwen3Config(
+        vocab_size=tok.get_vocab_size(), hidden_size=hidden, intermediate_size=hidden * 3,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+        head_dim=64, max_position_embeddings=2048, rope_theta=10000.0, tie_word_embeddings=True,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
+    def lr_factor(s: int) -> float:
+        """Linear warm-up over 20 steps, flat, then linear decay over the last fifth to 10%."""
+        return min(1.0, (s + 1) / 20) * min(1.0, max(0.1, 5 * (1 - s / max(steps, 1))))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for step in range(steps):
+        starts = torch.randint(0, len(data) - SEQ_LEN - 1, (BATCH,), generator=gen)
+        batch = torch.stack([data[s:s + SEQ_LEN] for s in starts.tolist()])
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(round(loss.item(), 4))
+        if step % 50 == 0 or step == steps - 1:
+            print(f"step {step + 1}/{steps} loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+    model = model.to(torch.bfloat16)
+    model.config.dtype = "bfloat16"
+    model.save_pretrained(out, safe_serialization=True)
+    GenerationConfig(eos_token_id=eos, pad_token_id=eos, do_sample=False).save_pretrained(out)
+    info = {
+        "seed": seed, "layers": layers, "hidden": hidden, "vocab": tok.get_vocab_size(), "steps": steps,
+        "seq_len": SEQ_LEN, "batch": BATCH, "lr": LR, "corpus_tokens": len(ids),
+        "corpus": f"first {N_CODE_FILES} stdlib .py files + pydoc_data.topics, Python {sys.version.split()[0]}",
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if losses else None,
+        "losses_every_10": losses[::10], "build_seconds": round(time.time() - t0, 1),
+        "torch": torch.__version__,
+    }
+    (out / "build.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=300)
+    a = p.parse_args(argv)
+    info = build(a.out, a.seed, a.layers, a.hidden, a.vocab, a.steps)
+    print(json.dumps({k: v for k, v in info.items() if k != "losses_every_10"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Run one block: a fresh server for one arm, warmups, then timed requests for every workload.
+
+Every request becomes one raw record, appended and fsynced as it arrives. The block writes to
+`block-K.jsonl.partial` and renames it to `block-K.jsonl` only when the block completes; a block
+that fails keeps its partial file (renamed to `block-K.failed-N.jsonl`) and is rerun from scratch
+in a fresh server by the next invocation, while finished blocks are never redone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+from bracket import engines, records
+from bracket.client import get_text, stream_completion
+from bracket.config import draft_budget
+from bracket.design import Block
+from bracket.server import Server, ServerError, log_tail, port_owner
+
+console = Console(stderr=True, highlight=False)
+
+
+class BlockFailed(RuntimeError):
+    pass
+
+
+def load_prompts(path: str | Path) -> list[dict]:
+    prompts = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{i + 1}: not JSON ({exc.msg}); each line must be "
+                             f'{{"id": ..., "prompt": ...}}') from None
+        if not isinstance(obj, dict) or "prompt" not in obj:
+            raise ValueError(f'{path}:{i + 1}: each line must be an object with a "prompt" key')
+        prompts.append({"id": str(obj.get("id", i)), "prompt": str(obj["prompt"])})
+    if not prompts:
+        raise ValueError(f"{path}: no prompts")
+    return prompts
+
+
+def unique_prefix(block_seed: int, workload: str, run: int) -> str:
+    """A short tag that makes every prompt unique, so the prefix cache cannot serve it."""
+    nonce = hashlib.sha256(f"{block_seed}:{workload}:{run}".encode()).hexdigest()[:10]
+    return f"# {nonce}\n"
+
+
+@contextlib.contextmanager
+def port_lock(lock_dir: Path, port: int):
+    """One server per port at a time, across jobs and invocations on this host."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"port-{port}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _terminate_on_signal():
+    """Turn SIGTERM into SystemExit so `finally` blocks (server teardown) run."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _secret_env(cfg: dict) -> dict[str, str]:
+    out = {}
+    for name in cfg["engine"]["secret_env"]:
+        if name not in os.environ:
+            raise BlockFailed(f"engine.secret_env names {name!r}, but it is not set in this environment; "
+                              f"export it before running.")
+        out[name] = os.environ[name]
+    return out
+
+
+def redact(text: str, secrets: dict[str, str]) -> str:
+    for value in secrets.values():
+        if value:
+            text = text.replace(value, "***")
+    return text
+
+
+def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_path: str | Path,
+              meta_path: str | Path, log_path: str | Path, model: str, python: str, root: str | Path = ".",
+              lock_dir: str | Path = "results/.locks") -> Path:
+    """Run `block` and write its raw records to `raw_path` and its provenance to `meta_path`."""
+    raw_path, meta_path, log_path, root = Path(raw_path), Path(meta_path), Path(log_path), Path(root)
+    partial = raw_path.with_name(raw_path.name + ".partial")
+    if partial.exists():
+        n = 1
+        while (failed := raw_path.with_name(f"{raw_path.stem}.failed-{n}.jsonl")).exists():
+            n += 1
+        partial.rename(failed)
+        console.print(f"[yellow]block {block.position}: an earlier attempt did not finish; its records are kept "
+                      f"in {failed} and the block starts again in a fresh server[/]")
+    eng = cfg["engine"]
+    adapter = engines.get(eng["kind"])
+    arm = cfg["arms"][block.arm]
+    workloads = {name: load_prompts(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
+    secrets = _secret_env(cfg)
+    argv = adapter.launch_argv(cfg, arm, model, python)
+    env = adapter.launch_env(cfg, arm)
+    env.update(secrets)
+    base = f"http://{eng['host']}:{eng['port']}"
+    server_id = f"{experiment}-p{block.position}-{int(time.time())}"
+    meta = {
+        "experiment": experiment, "block": block.position, "arm": block.arm, "round": block.round,
+        "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
+        "argv": argv, "env": {k: ("***" if k in secrets else v) for k, v in env.items()},
+        "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
+        "log": str(log_path), "status": "started",
+    }
+    design = cfg["design"]
+    req = cfg["request"]
+    with port_lock(Path(lock_dir), eng["port"]), _terminate_on_signal():
+        if block.position > 0 and design["cooldown_s"] > 0:
+            console.print(f"cooldown {design['cooldown_s']:.0f} s before block {block.position + 1}/{n_blocks}")
+            time.sleep(design["cooldown_s"])
+        owner = port_owner(eng["host"], eng["port"])
+        if owner:
+            raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
+                              f"engine.port to a free port.")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("")
+        server = Server(argv=argv, env=env, log_path=log_path, base_url=base, health_path=adapter.health_path,
+                        secret_names=list(secrets))
+        writer = records.RecordWriter(partial)
+        try:
+            console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
+                          f"{block.round}: starting {eng['kind']}")
+            server.start()
+            meta["pid"] = server.proc.pid
+            try:
+                ready = server.wait_ready(eng["startup_timeout_s"])
+            except ServerError as exc:
+                raise BlockFailed(redact(str(exc), secrets)) from None
+            meta["ready_s"] = round(ready, 2)
+            meta["started_at"] = server.started_at
+            with httpx.Client(timeout=10.0) as http:
+                meta["version"] = get_text(http, base + "/version")
+                meta["models"] = get_text(http, base + "/v1/models")
+                _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
+                         server_id, req, design)
+            meta["status"] = "complete"
+        except BaseException as exc:
+            meta["status"] = "failed"
+            meta["error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
+            raise
+        finally:
+            writer.close()
+            server.stop()
+            meta["ended_at"] = time.time()
+            meta["log_tail"] = redact(log_tail(log_path, 5), secrets)
+            meta_tmp = meta_path.with_name(meta_path.name + (".partial" if meta["status"] != "complete" else ""))
+            meta_tmp.parent.mkdir(parents=True, exist_ok=True)
+            meta_tmp.write_text(json.dumps(meta, indent=1, default=str))
+    partial.rename(raw_path)
+    return raw_path
+
+
+def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,
+             req, design):
+    model_name = "bracket-model"
+    url = base + "/v1/completions"
+    spec = arm.get("speculative")
+    total = design["warmup_runs"] + design["runs_per_block"]
+    for run in range(total):
+        warm = run < design["warmup_runs"]
+        for wl_name, prompts in workloads.items():
+            if not server.alive():
+                raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of block "
+                                  f"{block.position}; records so far are kept. Last lines of {server.log_path}:\n"
+                                  f"{log_tail(server.log_path)}")
+            p = prompts[run % len(prompts)]
+            text = (unique_prefix(block.seed, wl_name, run) if req["unique_prefix"] else "") + p["prompt"]
+            body = adapter.request_body(model_name, text, req, seed=req["seed"])
+            before = adapter.spec_counters(get_text(http, base + "/metrics") or "") if spec else None
+            m = stream_completion(http, url, body, req["timeout_s"])
+            after = adapter.spec_counters(get_text(http, base + "/metrics") or "") if spec else None
+            rec = records.new_record(
+                experiment=experiment, arm=block.arm, block=block.position, round=block.round,
+                position=block.position, run=run, warmup=warm, workload=wl_name, prompt_id=p["id"],
+                server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"], **m.fields())
+            if before is not None and after is not None:
+                rec["verify_steps"] = int(after.drafts - before.drafts)
+                rec["draft_tokens"] = int(after.draft_tokens - before.draft_tokens)
+                rec["accepted_tokens"] = int(after.accepted - before.accepted)
+                if rec["verify_steps"] > 0:
+                    rec["acceptance_length"] = 1 + rec["accepted_tokens"] / rec["verify_steps"]
+            writer.append(rec)
+            rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"
+            al = f"  AL {rec['acceptance_length']:.2f}" if rec["acceptance_length"] else ""
+            tag = "warmup" if warm else f"run {run - design['warmup_runs'] + 1}/{design['runs_per_block']}"
+            err = f"  [red]{m.error}[/]" if m.error else ""
+            console.print(f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}")
+            if m.error and req["on_error"] == "stop":
+                raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")

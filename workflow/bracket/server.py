@@ -1,0 +1,150 @@
+"""Server processes: launch in their own process group, wait until ready, always tear down.
+
+Ready means the process is still alive AND the health check passes. A process that exits during
+start-up fails at once with the last lines of its log, so a bad flag is never mistaken for a slow
+start (seed 000's eight lost minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+class ServerError(RuntimeError):
+    """The server could not be started or died; the message carries the log tail and its path."""
+
+
+def log_tail(path: str | Path, lines: int = 15) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(no log written)"
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def port_owner(host: str, port: int) -> str | None:
+    """Describe who holds host:port, or None when it is free to bind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return None
+        except OSError:
+            pass
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                try:
+                    p = psutil.Process(conn.pid)
+                    return f"pid {conn.pid} ({' '.join(p.cmdline()[:4])})"
+                except psutil.Error:
+                    return f"pid {conn.pid}"
+    except Exception:  # noqa: BLE001 - best effort: permissions vary
+        pass
+    return "another process"
+
+
+@dataclass
+class Server:
+    """A launched server. Use as a context manager so teardown always runs."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    base_url: str
+    health_path: str = "/health"
+    secret_names: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    started_at: float | None = None
+    ready_s: float | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(self.env)
+        log = open(self.log_path, "ab")
+        self.started_at = time.time()
+        # start_new_session: the server and every worker it forks share one process group,
+        # which teardown signals as a whole.
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        log.close()
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+        """Block until ready; return seconds waited. Raise ServerError on early exit or timeout."""
+        assert self.proc is not None, "start() first"
+        deadline = time.monotonic() + timeout_s
+        t0 = time.monotonic()
+        url = self.base_url + self.health_path
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise ServerError(
+                        f"server exited with code {code} during start-up after {time.monotonic() - t0:.1f} s; "
+                        f"last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                try:
+                    if client.get(url).status_code == 200:
+                        self.ready_s = time.monotonic() - t0
+                        return self.ready_s
+                except httpx.HTTPError:
+                    pass  # refused or reset while loading
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        f"server did not become ready within {timeout_s:.0f} s (process {self.proc.pid} still "
+                        f"running, {url} not answering 200); raise engine.startup_timeout_s if the model is "
+                        f"large. Last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                time.sleep(poll_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s`."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid  # leader of its own session, so pgid == pid
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while time.monotonic() < end:
+                if self.proc.poll() is not None and not _group_alive(pgid):
+                    break
+                time.sleep(0.1)
+            else:
+                continue
+            break
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -1,0 +1,27 @@
+rule collect:
+    """Every raw record in one tidy table, with validity flags; warmups kept and marked."""
+    input:
+        schedule="results/{exp}/schedule.csv",
+        blocks=get_block_files,
+    output:
+        "results/{exp}/runs.csv",
+    params:
+        experiment=get_experiment_path,
+    log:
+        "logs/{exp}/collect.log",
+    script:
+        "../scripts/collect.py"
+
+
+rule analyze:
+    """Summaries, drift, comparisons, speculative readings and model checks."""
+    input:
+        "results/{exp}/runs.csv",
+    output:
+        "results/{exp}/stats.json",
+    params:
+        experiment=get_experiment_path,
+    log:
+        "logs/{exp}/analyze.log",
+    script:
+        "../scripts/analyze.py"

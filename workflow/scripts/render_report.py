@@ -1,0 +1,22 @@
+"""Render the article (snakemake rule `report`)."""
+from pathlib import Path
+
+from bracket import report
+
+out_dir = Path(snakemake.output.html).parent
+report.render(
+    notebook=snakemake.input.notebook,
+    out_dir=out_dir,
+    parameters={
+        "experiment_path": str(Path(snakemake.params.experiment).resolve()),
+        "runs_csv": str(Path(snakemake.input.runs).resolve()),
+        "stats_json": str(Path(snakemake.input.stats).resolve()),
+        "weights_json": str(Path(snakemake.input.weights).resolve()),
+        "ceiling_json": str(Path(snakemake.input.ceiling).resolve()),
+        "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
+        "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
+        "corrections_path": str(Path(snakemake.params.corrections).resolve()),
+        "out_dir": str(out_dir.resolve()),
+    },
+    log_path=snakemake.log[0],
+)

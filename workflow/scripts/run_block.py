@@ -1,0 +1,16 @@
+"""Run one block of the schedule (snakemake rule `block`)."""
+import sys
+
+from bracket import config, design, runner
+
+exp = snakemake.wildcards.exp
+k = int(snakemake.wildcards.k)
+cfg = config.load(snakemake.params.experiment)
+blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
+try:
+    runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
+                     log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
+                     root=snakemake.params.root)
+except runner.BlockFailed as exc:
+    print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
+    sys.exit(1)
