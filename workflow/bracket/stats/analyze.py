@@ -177,8 +177,9 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
         if ref and abs(ref["change"]) > thr:
             warnings.append(
                 f"{wl}: the reference {reference} moved {ref['change']:+.2%} between its first and last "
-                f"blocks, more than the {thr:.0%} noise threshold: smaller effects cannot be called. "
-                f"Lengthen design.cooldown_s, fix clocks, or keep the machine otherwise idle.")
+                f"blocks, more than the {thr:.0%} noise threshold: raw ratios cannot tell smaller effects "
+                f"from drift, and the drift-adjusted ones remove only a linear trend. Lengthen "
+                f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.")
 
     out["comparisons"] = []
     for wl in workloads:

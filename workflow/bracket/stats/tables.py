@@ -6,6 +6,8 @@ Only rows with valid == True enter any statistic.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -69,7 +71,10 @@ def compare_arms(frame: pd.DataFrame, baseline: str, candidate: str, workload: s
 
 
 def first_run_slow(frame: pd.DataFrame) -> list[tuple[str, str, int, int]]:
-    """Cells where the first timed run of a block was the slowest in more than half the blocks.
+    """Cells where the first timed run of a block was the slowest in at least 3/4 of the blocks.
+
+    By chance alone the first of n runs is the slowest with probability 1/n per block, so with
+    5 runs and 2 blocks a false alarm has probability 0.04; most blocks are required.
 
     Returns (arm, workload, blocks where it was, blocks) for each such cell (two blocks or more).
     """
@@ -83,6 +88,6 @@ def first_run_slow(frame: pd.DataFrame) -> list[tuple[str, str, int, int]]:
             total += 1
             first = blk.loc[blk["run"].idxmin(), "value"]
             hits += bool(first == blk["value"].min() and first < np.median(blk["value"]))
-        if total >= 2 and hits > total / 2:
+        if total >= 2 and hits >= max(2, math.ceil(0.75 * total)):
             out.append((str(arm), str(wl), hits, total))
     return out
