@@ -1,0 +1,79 @@
+"""Experiment files: defaults filled, and every mistake named with its fix before anything runs."""
+
+import pytest
+import yaml
+
+from bracket import config
+from bracket.config import ExperimentError
+
+from conftest import ROOT
+
+
+def test_shipped_experiments_validate_and_fill_defaults():
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        if path.stem.endswith(".corrections"):
+            continue
+        cfg = config.load(path)
+        config.check_prompt_files(cfg, ROOT)
+        assert cfg["reference"] in cfg["arms"]
+        assert cfg["design"]["kind"] in ("abab", "abba", "bracket", "random", "sequential")
+
+
+def test_defaults_come_from_the_schema():
+    cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}}})
+    assert cfg["reference"] == "a"  # first arm when not given
+    assert cfg["design"] == {"kind": "abab", "rounds": 2, "runs_per_block": 5, "warmup_runs": 1,
+                             "cooldown_s": 5, "seed": 1}
+    assert cfg["request"]["max_tokens"] == 256 and cfg["request"]["unique_prefix"] is True
+    assert cfg["arms"]["b"]["speculative"]["prompt_lookup_min"] == 2
+    assert cfg["engine"]["host"] == "127.0.0.1"
+
+
+def test_every_schema_key_has_type_default_or_requirement_and_description():
+    schema = config.load_schema()
+
+    def walk(node, path):
+        for key, sub in node.get("properties", {}).items():
+            assert "description" in sub, f"{path}.{key} has no description"
+            assert "type" in sub or "enum" in sub, f"{path}.{key} has no type"
+            walk(sub, f"{path}.{key}")
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{path}.*")
+
+    walk(schema, "")
+
+
+@pytest.mark.parametrize("raw, needles", [
+    ({"arms": {"a": {}}, "desing": {}}, ["unknown key 'desing'", "did you mean 'design'", "Allowed keys"]),
+    ({"arms": {"a": {}}, "design": {"kind": "abcd"}}, ["design.kind", "'abcd'", "'abab'", "'bracket'"]),
+    ({"arms": {"a": {}}, "design": {"rounds": "two"}}, ["design.rounds", "integer", "'two'"]),
+    ({"arms": {"a": {}}, "reference": "base"}, ["reference is 'base'", "no arm has that name", "Defined arms: a"]),
+    ({"arms": {"a": {"speculative": {"method": "ngram", "draft_tokens": 0}}}},
+     ["arms.a.speculative.draft_tokens", "out of range", "minimum 1"]),
+    ({"arms": {"a": {"speculative": {"method": "ngram"}}}}, ["arms.a.speculative", "draft_tokens"]),
+    ({"arms": {"a": {"speculative": {"method": "dflash", "draft_tokens": 8}}}}, ["needs a draft model"]),
+    ({"arms": {}}, ["arms"]),
+])
+def test_bad_experiments_are_named_with_their_fix(raw, needles):
+    with pytest.raises(ExperimentError) as err:
+        config.validate(raw, source="experiments/x.yaml")
+    msg = str(err.value)
+    assert msg.startswith("experiments/x.yaml")
+    for needle in needles:
+        assert needle in msg, msg
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("arms: {a: {}\n  design: [")
+    with pytest.raises(ExperimentError, match="not valid YAML"):
+        config.load(bad)
+    with pytest.raises(ExperimentError, match="no experiment file"):
+        config.load(tmp_path / "nope.yaml")
+
+
+def test_missing_prompt_file_is_named(tmp_path):
+    cfg = config.validate({"arms": {"a": {}}, "workloads": {"code": {"prompts": "nope.jsonl"}}})
+    with pytest.raises(ExperimentError, match=r"workloads.code.prompts names 'nope.jsonl'"):
+        config.check_prompt_files(cfg, tmp_path)

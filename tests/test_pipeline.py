@@ -1,0 +1,127 @@
+"""End to end on the real embedded engine: `snakemake --cores 1 smoke` from experiment file to article.
+
+Builds the engine's virtual environment and the tiny model on first use (a few minutes), then runs
+experiments/smoke.yaml: two arms (baseline, ngram_4), two rounds, two workloads, real vLLM CPU
+servers launched and torn down per block.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from bracket import config, design
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+EXP = "smoke"
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def snakemake(*args, timeout=1800):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    return subprocess.run([SNAKEMAKE, "--cores", "1", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def engine_processes():
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "vllm.entrypoints" in cmd and "--port 8012" in cmd:
+            out.append(p.info["pid"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_run():
+    for d in (ROOT / "results" / EXP, ROOT / "report" / EXP, ROOT / "logs" / EXP):
+        shutil.rmtree(d, ignore_errors=True)
+    proc = snakemake(EXP)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc
+
+
+def test_every_block_ran_in_a_fresh_server_in_schedule_order(smoke_run):
+    cfg = config.load(ROOT / "experiments" / f"{EXP}.yaml")
+    blocks = design.read(ROOT / "results" / EXP / "schedule.csv")
+    assert [(b.arm, b.round) for b in blocks] == [("baseline", 1), ("ngram_4", 1), ("baseline", 2), ("ngram_4", 2)]
+    metas = [json.loads((ROOT / "results" / EXP / "raw" / f"block-{b.position}.meta.json").read_text())
+             for b in blocks]
+    assert all(m["status"] == "complete" for m in metas)
+    assert len({m["pid"] for m in metas}) == 4  # one server per block
+    assert [m["arm"] for m in metas] == [b.arm for b in blocks]
+    assert metas[1]["started_at"] > metas[0]["ended_at"]
+    spec = metas[1]["argv"][metas[1]["argv"].index("--speculative-config") + 1]
+    assert json.loads(spec)["num_speculative_tokens"] == 4
+    assert "--speculative-config" not in metas[0]["argv"]
+    assert all(m["argv"][m["argv"].index("--host") + 1] == "127.0.0.1" for m in metas)
+    assert cfg["design"]["runs_per_block"] == 3
+    assert engine_processes() == []  # teardown left nothing behind
+
+
+def test_raw_records_pass_the_guards(smoke_run):
+    runs = pd.read_csv(ROOT / "results" / EXP / "runs.csv")
+    # 4 blocks x 2 workloads x (1 warmup + 3 runs)
+    assert len(runs) == 32
+    assert runs["warmup"].sum() == 8
+    timed = runs[~runs["warmup"]]
+    assert (timed["cached_tokens"] == 0).all()
+    assert (timed["finish_reason"] == "length").all()
+    assert (timed["completion_tokens"] == 64).all()
+    assert timed["valid"].all()
+    assert (timed["decode_tok_s"] - timed["completion_tokens"] / timed["wall_s"]).abs().max() < 1e-6
+    spec = timed[timed["arm"] == "ngram_4"]
+    assert spec["acceptance_length"].notna().all()
+    assert (spec["acceptance_length"] > 1).all() and (spec["acceptance_length"] <= 5).all()
+    assert (spec["accepted_tokens"] <= spec["draft_tokens"]).all()
+    assert timed.loc[timed["arm"] == "baseline", "acceptance_length"].isna().all()
+    # the unique prefix makes every prompt distinct
+    raw = [json.loads(line) for f in sorted((ROOT / "results" / EXP / "raw").glob("block-*.jsonl"))
+           for line in f.read_text().splitlines()]
+    assert len(raw) == 32 and all(r["output_text"] is not None for r in raw)
+
+
+def test_stats_and_article(smoke_run):
+    stats = json.loads((ROOT / "results" / EXP / "stats.json").read_text())
+    cells = {(c["arm"], c["workload"]): c for c in stats["cells"]}
+    runs = pd.read_csv(ROOT / "results" / EXP / "runs.csv")
+    for (arm, wl), c in cells.items():
+        vals = runs[(runs["arm"] == arm) & (runs["workload"] == wl) & runs["valid"]]["decode_tok_s"]
+        assert c["n"] == 6
+        assert c["median"] == pytest.approx(vals.median())
+        assert c["spread"] == pytest.approx((vals.max() - vals.min()) / vals.median())
+    assert set(cells) == {("baseline", "code"), ("baseline", "chat"), ("ngram_4", "code"), ("ngram_4", "chat")}
+    html = (ROOT / "report" / EXP / "article.html").read_text()
+    md = (ROOT / "report" / EXP / "article.md").read_text()
+    # every raw value is in the article
+    for v in runs.loc[runs["valid"], "decode_tok_s"]:
+        assert f"{v:.2f}" in md
+    assert "<script>" not in md
+    assert "ngram_4" in html
+
+
+def test_nothing_to_do_the_second_time(smoke_run):
+    proc = snakemake(EXP, "--dry-run", "--quiet")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_changing_one_arm_reruns_only_its_blocks(smoke_run):
+    path = ROOT / "experiments" / f"{EXP}.yaml"
+    original = path.read_text()
+    try:
+        path.write_text(original.replace("ngram_4: {speculative: {method: ngram, draft_tokens: 4}}",
+                                         "ngram_4: {speculative: {method: ngram, draft_tokens: 4, prompt_lookup_max: 4}}"))
+        proc = snakemake(EXP, "--dry-run", "--printshellcmds")
+        out = proc.stdout + proc.stderr
+        jobs = [line.split("wildcards: ")[1] for line in out.splitlines() if "wildcards: exp=smoke, k=" in line]
+        assert sorted(jobs) == ["exp=smoke, k=1", "exp=smoke, k=3"], out
+    finally:
+        path.write_text(original)

@@ -1,0 +1,61 @@
+"""Raw records: append-only, a torn last line survives, and the guards flag (never drop) bad runs."""
+
+import json
+
+import pytest
+
+from bracket import records
+
+
+def good(**kw):
+    rec = records.new_record(arm="a", block=0, position=0, round=1, run=1, warmup=False, workload="code",
+                             started_at=1.0, wall_s=0.5, completion_tokens=64, max_tokens=64, cached_tokens=0,
+                             finish_reason="length", decode_tok_s=128.0)
+    rec.update(kw)
+    return rec
+
+
+def test_every_contract_field_is_present_and_unknown_is_null():
+    rec = records.new_record(arm="a")
+    assert set(records.FIELDS) <= set(rec)
+    assert rec["acceptance_length"] is None
+    with pytest.raises(KeyError):
+        records.new_record(tokens_per_event=3)
+
+
+def test_writer_appends_and_reader_skips_a_torn_last_line(tmp_path):
+    path = tmp_path / "block-0.jsonl"
+    with records.RecordWriter(path) as w:
+        w.append(good(run=1))
+        w.append(good(run=2))
+    with open(path, "a") as f:
+        f.write('{"arm": "a", "run": 3, "wal')  # the process died mid-write
+    got = records.read([path])
+    assert [r["run"] for r in got] == [1, 2]
+
+
+def test_a_damaged_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps(good()) + "\nnot json\n" + json.dumps(good()) + "\n")
+    with pytest.raises(ValueError, match="b.jsonl:2"):
+        records.read([path])
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"cached_tokens": 12}, "cache hit"),
+    ({"finish_reason": "stop"}, "early stop (stop)"),
+    ({"completion_tokens": 60}, "token count 60 != max_tokens 64"),
+    ({"error": "HTTP 500: boom"}, "error"),
+    ({"cached_tokens": None}, "cached_tokens unknown"),
+])
+def test_guards_flag_runs_and_keep_them(change, reason):
+    df = records.tidy([good(run=1), good(run=2, **change)])
+    assert len(df) == 2  # flagged, not dropped
+    assert df["valid"].tolist() == [True, False]
+    assert reason in df.loc[1, "invalid_reason"]
+
+
+def test_warmups_are_kept_and_marked():
+    df = records.tidy([good(run=0, warmup=True), good(run=1)])
+    assert df["invalid_reason"].tolist() == ["warmup", ""]
+    assert df["valid"].tolist() == [False, True]
