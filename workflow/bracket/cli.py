@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = [
     "bracket.commands_run",
     "bracket.commands_stats",
+    "bracket.commands_physics",
 ]
 
 
