@@ -235,3 +235,17 @@ def test_bytes_per_token_never_exceeds_stored_and_tied_reads_everything(tmp_path
         assert a["bytes_per_token"] == a["stored_bytes"]
     else:
         assert a["bytes_per_token"] == a["stored_bytes"] - 2 * vocab * hidden + 2 * hidden
+
+
+def test_file_written_by_the_safetensors_library(tmp_path):
+    # An independent writer (safetensors.numpy.save_file, with its own header padding): the
+    # account equals the sum of the arrays' nbytes.
+    from safetensors.numpy import save_file
+
+    arrays = {"model.embed_tokens.weight": np.zeros((300, 16), np.float16), "lm_head.weight": np.zeros((300, 16), np.float16),
+              "model.layers.0.mlp.up_proj.weight": np.zeros((48, 16), np.float32), "model.norm.weight": np.zeros(16, np.float16)}
+    save_file(arrays, str(tmp_path / "model.safetensors"))
+    a = weights.account(tmp_path)
+    assert a["stored_bytes"] == sum(x.nbytes for x in arrays.values())
+    assert a["bytes_per_token"] == 48 * 16 * 4 + 16 * 2 + 300 * 16 * 2 + 16 * 2
+    assert a["notes"] == []
