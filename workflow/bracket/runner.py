@@ -28,6 +28,7 @@ from bracket.client import get_text, stream_completion
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.server import Server, ServerError, log_tail, port_owner
+from bracket.telemetry import Telemetry, summarize
 
 console = Console(stderr=True, highlight=False)
 
@@ -158,11 +159,14 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                 raise BlockFailed(redact(str(exc), secrets)) from None
             meta["ready_s"] = round(ready, 2)
             meta["started_at"] = server.started_at
-            with httpx.Client(timeout=10.0) as http:
+            with httpx.Client(timeout=10.0) as http, Telemetry(interval_s=0.5) as tel:
                 meta["version"] = get_text(http, base + "/version")
                 meta["models"] = get_text(http, base + "/v1/models")
                 _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
                          server_id, req, design)
+            # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
+            meta["telemetry"] = summarize(tel.samples)
+            meta["telemetry_samples"] = tel.samples
             meta["status"] = "complete"
         except BaseException as exc:
             meta["status"] = "failed"
