@@ -1,0 +1,87 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] tags=["remove_cell"]
+# # The article
+#
+# Rendered by `snakemake report/NAME/article.html` (rule `report`, via `bracket.report.render`):
+# papermill runs this notebook on one experiment's files, then nbconvert writes HTML and Markdown
+# without code. Every section is built by `bracket.article`; this notebook only loads and displays.
+# The defaults below point at the committed fixture, so the notebook also runs on its own.
+
+# %% tags=["parameters"]
+experiment_path = "../tests/data/report/probe/experiment.yaml"
+runs_csv = "../tests/data/report/probe/runs.csv"
+stats_json = "../tests/data/report/probe/stats.json"
+weights_json = "../tests/data/report/probe/weights.json"
+ceiling_json = "../tests/data/report/probe/ceiling.json"
+schedule_csv = "../tests/data/report/probe/schedule.csv"
+meta_dir = "../tests/data/report/probe/raw"
+corrections_path = "../tests/data/report/probe/experiment.corrections.yaml"
+out_dir = "../report/fixture"
+
+# %% tags=["remove_cell"]
+from IPython.display import display
+
+from bracket import article
+
+d = article.load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
+                 corrections_path, out_dir)
+sections = []
+
+
+def show(section):
+    """Display a section and keep it, so its tables are written to out_dir/tables/ at the end."""
+    if section is not None:
+        sections.append(section)
+        display(section)
+
+
+# %%
+show(article.section_headline(d))
+
+# %%
+show(article.section_ceiling(d))
+
+# %%
+show(article.section_results(d, article.figure_distributions(d)))
+
+# %%
+show(article.section_speculative(d, article.figure_acceptance(d)))
+
+# %%
+show(article.section_drift(d, article.figure_run_sequence(d)))
+
+# %%
+show(article.section_hypotheses(d))
+
+# %%
+show(article.section_recommendations(d))
+
+# %%
+show(article.section_warnings(d))
+
+# %%
+show(article.section_method(d))
+
+# %%
+show(article.section_outputs(d))
+
+# %%
+show(article.section_corrections(d))
+
+# %%
+show(article.section_raw(d))
+
+# %% tags=["remove_cell"]
+written = [p for s in sections for p in s.save_tables(d.out_dir)]

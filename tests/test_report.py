@@ -1,0 +1,368 @@
+"""The article: escaping, the sections' numbers, the notebook pair, a full render, and a browser check.
+
+One render of the committed fixture (real records from the embedded engine) with hostile text
+planted where server text reaches the article: a model output, a version string, an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bracket import article, report
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
+NOTEBOOK = ROOT / "notebooks" / "article.ipynb"
+CHROMIUM = Path("/usr/bin/chromium")
+
+SCRIPT = "<script>alert(1)</script>"
+BOLD = "<b>bold</b>"
+
+
+def params(src: Path, out: Path) -> dict:
+    return {"experiment_path": str(src / "experiment.yaml"), "runs_csv": str(src / "runs.csv"),
+            "stats_json": str(src / "stats.json"), "weights_json": str(src / "weights.json"),
+            "ceiling_json": str(src / "ceiling.json"), "schedule_csv": str(src / "schedule.csv"),
+            "meta_dir": str(src / "raw"), "corrections_path": str(src / "experiment.corrections.yaml"),
+            "out_dir": str(out)}
+
+
+def plant_hostile_text(src: Path) -> None:
+    """Put HTML in every kind of server text the article shows."""
+    block = src / "raw" / "block-0.jsonl"
+    recs = [json.loads(line) for line in block.read_text().splitlines()]
+    first_timed = next(r for r in recs if not r["warmup"] and r["workload"] == "code")
+    first_timed["output_text"] = f"{SCRIPT} {BOLD} | `tick` [x](javascript:alert(2))\n# not a heading"
+    block.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    meta = src / "raw" / "block-0.meta.json"
+    m = json.loads(meta.read_text())
+    m["version"] = json.dumps({"version": f"0.32.0 {BOLD}"})
+    meta.write_text(json.dumps(m))
+    runs = pd.read_csv(src / "runs.csv")
+    runs["error"] = runs["error"].astype(object)
+    runs.loc[runs.index[0], "error"] = f"server said {SCRIPT}"
+    runs.to_csv(src / "runs.csv", index=False)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    src = tmp_path_factory.mktemp("experiment")
+    shutil.copytree(FIXTURE, src, dirs_exist_ok=True)
+    plant_hostile_text(src)
+    out = tmp_path_factory.mktemp("report")
+    t0 = time.perf_counter()
+    paths = report.render(NOTEBOOK, out, params(src, out))
+    paths["seconds"] = time.perf_counter() - t0
+    paths["out"] = out
+    paths["src"] = src
+    return paths
+
+
+# ---------------------------------------------------------------- escaping
+
+def test_md_esc_neutralises_html_and_markdown():
+    s = article.md_esc(f"{SCRIPT} {BOLD} a|b `c` [d](e) *f* _g_\nline")
+    assert "<" not in s and ">" not in s
+    assert "&lt;script&gt;" in s
+    assert r"\|" in s and r"\`" in s and r"\[" in s and r"\*" in s and r"\_" in s
+    assert "\n" not in s
+    assert article.md_esc("# title").startswith("\\#")
+    assert article.md_esc("1. item").startswith("1\\.")
+    assert article.md_esc("6.30") == "6.30"
+
+
+def test_table_and_pre_escape_in_both_outputs():
+    t = article.Table(pd.DataFrame({"out": [SCRIPT], "n": [1]}))
+    assert SCRIPT not in t.html() and "&lt;script&gt;alert(1)&lt;/script&gt;" in t.html()
+    assert SCRIPT not in t.markdown()
+    p = article.Pre("```\n" + SCRIPT)
+    assert "<script>" not in p.html()
+    fence = p.markdown().split("\n")[0]
+    assert fence.startswith("````"), "the fence must be longer than any backtick run inside"
+
+
+# ---------------------------------------------------------------- reading the files
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("d")
+    return article.load(**params(FIXTURE, out))
+
+
+def test_headline_numbers_are_the_raw_values(data):
+    """Median, n, min and max of the headline are those of the valid raw runs printed at the end."""
+    rows = article.headline_rows(data)
+    assert {r["workload"] for r in rows} == {"code", "prose", "chat"}
+    for r in rows:
+        vals = data.runs[(data.runs["arm"] == r["arm"]) & (data.runs["workload"] == r["workload"])
+                         & data.runs["valid"]]["decode_tok_s"]
+        assert r["n"] == len(vals)
+        assert r["median"] == pytest.approx(vals.median())
+        assert (r["min"], r["max"]) == pytest.approx((vals.min(), vals.max()))
+        ref = data.runs[(data.runs["arm"] == "baseline") & (data.runs["workload"] == r["workload"])
+                        & data.runs["valid"]]["decode_tok_s"]
+        assert r["ratio"] == pytest.approx(vals.median() / ref.median())
+        shown = article.raw_table(data.runs, r["workload"])
+        printed = shown[(shown["arm"] == r["arm"]) & (shown["status"] == "valid")]["decode tok/s"]
+        assert article.rate(r["median"]) in set(printed)
+
+
+def test_headline_sentence_reads_like_seed_000():
+    row = {"workload": "code", "arm": "D1", "median": 65.0181, "n": 10, "min": 56.63, "max": 69.30,
+           "ratio": 65.0181 / 12.3162, "ci_low": 5.0, "ci_high": 5.5, "verdict": "faster", "is_reference": False,
+           "ref_median": 12.3162, "ref_n": 10, "ref_min": 12.302, "ref_max": 12.384}
+    s = article.headline_sentence(row, "baseline")
+    assert "65.02 tok/s (10 runs, 56.6\u201369.3), 5.28x the baseline" in s
+
+
+def test_raw_table_keeps_and_marks_every_row(data):
+    for wl in data.workloads:
+        t = article.raw_table(data.runs, wl)
+        assert len(t) == (data.runs["workload"] == wl).sum()
+        assert (t["status"] == "warmup").sum() == (data.runs[data.runs["workload"] == wl]["warmup"]).sum()
+    runs = data.runs.copy()
+    runs.loc[5, ["valid", "invalid_reason"]] = [False, "cache hit"]
+    t = article.raw_table(runs, runs.loc[5, "workload"])
+    assert "INVALID: cache hit" in set(t["status"])
+
+
+def test_guards_are_checked_not_assumed(data):
+    g = article.guards(data.runs)
+    assert any("cached_tokens at 0" in x for x in g)
+    assert any("pinned at 256 tokens" in x for x in g)
+    runs = data.runs.copy()
+    runs.loc[runs.index[~runs["warmup"]][0], "cached_tokens"] = 12
+    assert any("hit the prefix cache" in x for x in article.guards(runs))
+
+
+def test_recommendation_keeps_the_reference_without_a_verdict(data):
+    t, split = article.recommendations(data)
+    assert split  # the fastest arm differs: ngram_8 on code, ngram_4 on prose and chat
+    assert set(t["use"]) == {"baseline"}  # but no verdict said "faster" with three runs
+    d = article.Data(**{**data.__dict__, "stats": json.loads(json.dumps(data.stats))})
+    for b in d.stats["best"].values():
+        b["verdict"] = "faster"
+    t, split = article.recommendations(d)
+    assert dict(zip(t["workload"], t["use"])) == {"code": "ngram_8", "prose": "ngram_4", "chat": "ngram_4"}
+    assert "--speculative-config" in t.loc[t["workload"] == "code", "flags"].iloc[0]
+
+
+def test_group_warnings_merges_repeated_messages():
+    ws = ["a / code: only 3 valid runs", "b / chat: only 3 valid runs", "x vs a / code: one block per arm",
+          "2 runs invalid (cache hit), left out of statistics."]
+    g = article.group_warnings(ws)
+    assert g[0] == "only 3 valid runs (a / code, b / chat)"
+    assert "one block per arm (x vs a / code)" in g and ws[3] in g
+
+
+def test_corrections_ledger(tmp_path):
+    assert article.load_corrections(tmp_path / "none.yaml") is None
+    p = tmp_path / "x.corrections.yaml"
+    p.write_text("- {date: 2026-11-29, claim: a, correction: b, evidence: c}\n")
+    assert article.load_corrections(p) == [{"date": "2026-11-29", "claim": "a", "correction": "b", "evidence": "c"}]
+    p.write_text("- {date: 2026-11-29, claim: a, correction: b}\n")
+    with pytest.raises(article.CorrectionsError, match="entry 1 lacks evidence"):
+        article.load_corrections(p)
+    p.write_text("claim: a\n")
+    with pytest.raises(article.CorrectionsError, match="YAML list"):
+        article.load_corrections(p)
+
+
+def test_model_dir_from_launch_command():
+    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/tiny", "--port", "1"]
+    assert article.model_dir_from_argv(argv) == "/m/tiny"
+    assert article.model_dir_from_argv(["llama-server", "-m", "/m/x.gguf"]) == "/m/x.gguf"
+    assert article.model_dir_from_argv(["sglang", "--model-path=/m/y"]) == "/m/y"
+
+
+def test_sections_absent_without_their_data(data):
+    d = article.Data(**{**data.__dict__, "stats": {**data.stats, "speculative": [], "k_model": {}}, "weights": None,
+                        "ceiling": None, "corrections": None})
+    assert article.section_speculative(d) is None
+    assert article.section_ceiling(d) is None
+    assert article.section_hypotheses(d) is None
+    assert "None." in article.section_corrections(d)._repr_markdown_()
+
+
+# ---------------------------------------------------------------- the notebook pair
+
+def test_notebook_pair_in_sync():
+    import jupytext
+
+    py = jupytext.read(ROOT / "notebooks" / "article.py")
+    nb = jupytext.read(NOTEBOOK)
+    assert [(c.cell_type, c.source) for c in py.cells] == [(c.cell_type, c.source) for c in nb.cells], \
+        "notebooks/article.py and article.ipynb differ: run `.venv/bin/jupytext --sync notebooks/article.py`"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    for line in tagged[0].source.splitlines():
+        assert re.fullmatch(r'\w+ = "[^"]*"', line), f"parameters hold literals only: {line!r}"
+        assert line.split('"')[1].startswith("../tests/data/report/") or line.startswith("out_dir")
+
+
+# ---------------------------------------------------------------- the render
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_render_writes_article_figures_and_tables(rendered):
+    out = rendered["out"]
+    html_text = rendered["html"].read_text()
+    md = rendered["md"].read_text()
+    for name in ("run_sequence", "distributions", "acceptance"):
+        w, h = _png_size(out / "figures" / f"{name}.png")
+        assert w > 200 and h > 100
+        assert f'src="figures/{name}.png"' in html_text and f"(figures/{name}.png)" in md
+    for name in ("results_code.csv", "raw_chat.csv", "speculative.csv", "recommendations.csv", "schedule.csv"):
+        assert (out / "tables" / name).is_file()
+    assert len(pd.read_csv(out / "tables" / "raw_code.csv")) == 12
+    for heading in ("Results per workload", "Speculative decoding", "Drift", "Hypotheses tested", "Recommendation",
+                    "Warnings the analysis raised", "How these numbers were taken", "Corrections",
+                    "Every raw value"):
+        assert heading in html_text and heading in md
+    # The ceiling comes before the measurements, the raw values last.
+    assert html_text.index("the ceiling") < html_text.index("Results per workload") < html_text.index("Every raw value")
+    assert "article.load(" not in html_text and "import" not in md, "no code in the article"
+    assert "Example entry" in md  # the corrections ledger
+
+
+def test_server_text_is_escaped(rendered):
+    html_text = rendered["html"].read_text()
+    md = rendered["md"].read_text()
+    assert "<script" not in html_text.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_text
+    assert BOLD not in html_text and "&lt;b&gt;bold&lt;/b&gt;" in html_text
+    assert "Content-Security-Policy" in html_text and "script-src 'none'" in html_text
+    assert "<script" not in md.lower() and BOLD not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "javascript:alert(2))" not in md.replace("\\", "") or "\\[x\\]" in md
+
+
+def test_rerender_is_fast(rendered):
+    # Re-rendering reads files only; the budget on the project's 2-core machines is 20 s.
+    assert rendered["seconds"] < 20, f"render took {rendered['seconds']:.1f} s"
+
+
+# ---------------------------------------------------------------- headless browser
+
+class Chromium:
+    """Chromium driven over --remote-debugging-pipe (fd 3 in, fd 4 out, NUL-separated JSON)."""
+
+    FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--remote-debugging-pipe",
+             "--window-size=1200,900", "--hide-scrollbars"]
+
+    def __init__(self, profile: Path):
+        to_r, self._to = os.pipe()
+        self._from, from_w = os.pipe()
+
+        def fds():
+            os.dup2(to_r, 3)
+            os.dup2(from_w, 4)
+
+        self.proc = subprocess.Popen([str(CHROMIUM), *self.FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        os.close(to_r)
+        os.close(from_w)
+        self._buf, self._id, self.events = b"", 0, []
+
+    def send(self, method, params=None, session=None, timeout=30.0):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reply = self._next(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+        raise TimeoutError(method)
+
+    def wait_event(self, name, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == name for e in self.events):
+            if time.monotonic() > deadline:
+                raise TimeoutError(name)
+            self.events.append(self._next(deadline))
+
+    def _next(self, deadline) -> dict:
+        import select
+
+        while b"\0" not in self._buf:
+            ready, _, _ = select.select([self._from], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("no message from chromium")
+            chunk = os.read(self._from, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium closed the pipe")
+            self._buf += chunk
+        msg, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium "
+                                                   "(apt-get install -y chromium) to run the browser check")
+def test_article_in_headless_chromium(rendered, tmp_path):
+    browser = Chromium(Path(tempfile.mkdtemp(dir=tmp_path)))
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": rendered["html"].resolve().as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+
+        def js(expr):
+            return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True},
+                                session=session)["result"]["value"]
+
+        images = js("Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])")
+        assert len(images) == 3
+        for src, complete, width in images:
+            assert complete and width > 0, f"figure {src} did not load"
+        assert js("document.scripts.length") == 0
+        text = js("document.body.innerText")
+        assert SCRIPT in text and BOLD in text, "server text must appear as text"
+        assert js("document.querySelectorAll('article b').length") == 0
+        shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
+        (rendered["out"] / "screenshot.png").write_bytes(shot)
+        import io
+
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(shot)).convert("L")
+        lo, hi = img.getextrema()
+        assert hi - lo > 100, "the screenshot is blank"
+        assert not any(e.get("method") == "Page.javascriptDialogOpening" for e in browser.events), "a script ran"
+    finally:
+        browser.close()
