@@ -366,3 +366,29 @@ def test_article_in_headless_chromium(rendered, tmp_path):
         assert not any(e.get("method") == "Page.javascriptDialogOpening" for e in browser.events), "a script ran"
     finally:
         browser.close()
+
+
+def test_drift_section_when_the_design_measured_it(data):
+    """Two rounds: the reference's first-vs-last change, the trend per block, round-to-round changes."""
+    drift = {wl: {"reference_first_vs_last": 0.0131, "reference_blocks": {
+                  "first_position": 0, "last_position": 6, "first_median": 35.70, "last_median": 36.17,
+                  "change": 0.0131},
+                  "rounds": {"baseline": {"medians": {"1": 35.70, "2": 36.17}, "change": 0.0131}},
+                  "slope_per_block": 0.002, "slope_ci": [-0.001, 0.005], "slope_p": 0.2, "effects": {}}
+             for wl in data.workloads}
+    d = article.Data(**{**data.__dict__, "stats": {**data.stats, "drift": drift, "noise_threshold": 0.01}})
+    t = article.drift_table(d)
+    assert list(t["baseline first vs last block"]) == ["+1.31%"] * 3
+    assert t["first / last median"].iloc[0] == "35.70\u201336.17"
+    assert t["trend per block"].iloc[0] == "+0.20%"
+    md = article.section_drift(d)._repr_markdown_()
+    assert "up to 1.31%" in md and "cannot be told from drift" in md
+    assert "not measurable" in article.section_drift(data)._repr_markdown_()
+
+
+def test_budget_table_shows_the_same_flag_per_workload(data):
+    t = article.budget_table(data)
+    assert list(t["workload"]) == ["code", "prose", "chat"]
+    code = t.iloc[0]
+    assert code["budget 4 (ngram_4)"] == "510.74" and code["budget 8 (ngram_8)"] == "653.44"
+    assert code["change 4 \u2192 8"] == f"{100 * (653.4400730415679 / 510.73780956534927 - 1):+.1f}%"

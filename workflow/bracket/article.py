@@ -672,6 +672,31 @@ def tokens_per_event(d: Data) -> pd.DataFrame:
     return g.reset_index().rename(columns={"tpe": "tokens per event"})
 
 
+def budget_table(d: Data) -> pd.DataFrame:
+    """Seed 000's "same flag, different workloads" table: median per draft budget, and the change
+    from the smallest to the largest budget, for arms of one speculative method."""
+    spec = {a: (d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms}
+    by_method: dict = {}
+    for a, sp in spec.items():
+        if sp:
+            by_method.setdefault(sp["method"], []).append((int(sp["draft_tokens"]), a))
+    rows = []
+    for method, arms in by_method.items():
+        arms = sorted(arms)
+        if len({k for k, _ in arms}) < 2:
+            continue
+        for wl in d.workloads:
+            cells = [(k, a, d.cell(a, wl)) for k, a in arms]
+            if any(c is None for _, _, c in cells):
+                continue
+            row = {"workload": wl, "method": method}
+            row.update({f"budget {k} ({a})": rate(c["median"]) for k, a, c in cells})
+            first, last = cells[0][2]["median"], cells[-1][2]["median"]
+            row[f"change {cells[0][0]} \u2192 {cells[-1][0]}"] = pct(last / first - 1, 1, True)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def section_speculative(d: Data, figure: Figure | None = None) -> Section | None:
     t = speculative_table(d)
     if t.empty:
@@ -695,6 +720,16 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
         if over:
             s.add(Para("Saturation above 100% is possible: the acceptance length counts the target's own token, "
                        "so a step that accepts all K drafts yields K + 1 tokens.", "note"))
+    bt = budget_table(d)
+    if not bt.empty:
+        change = bt.columns[-1]
+        signs = {float(str(v).rstrip("%")) > 0 for v in bt[change]}
+        s.add(Heading("The same flag on different workloads", 3))
+        s.add(Para("Raising the draft budget " + ("helps on some workloads and hurts on others: "
+                                                   if len(signs) > 1 else "moves every workload the same way: ")
+                   + "; ".join(f"{w} {c}" for w, c in zip(bt["workload"], bt[change]))
+                   + ". Medians; their verdicts against the reference are in the results above."))
+        s.add(Table(bt, "Median decode rate per draft budget", "draft_budget.csv"))
     tpe = tokens_per_event(d)
     if not tpe.empty and (tpe["tokens per event"] > 1.05).any():
         s.add(Para("A stream event carries several tokens under speculation (" + ", ".join(
@@ -933,6 +968,15 @@ def _versions(d: Data) -> list[str]:
     return vs
 
 
+def _spec_words(sp: dict | None) -> str:
+    if not sp:
+        return "off"
+    words = f"{sp.get('method')}, draft budget {sp.get('draft_tokens')}"
+    if sp.get("method") == "ngram":
+        words += f", lookup {sp.get('prompt_lookup_min')}{DASH}{sp.get('prompt_lookup_max')} tokens"
+    return words + (f", draft model {sp['model']}" if sp.get("model") else "")
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
@@ -958,7 +1002,7 @@ def section_method(d: Data) -> Section:
     for arm in d.arms:
         a = cfg.get("arms", {}).get(arm) or {}
         sp = a.get("speculative")
-        arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": json.dumps(sp) if sp else "off",
+        arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": _spec_words(sp),
                          "extra args": shlex.join(a.get("args") or []), "flags as launched": arm_flags(d, arm)})
     s.add(Table(pd.DataFrame(arm_rows), "Arms", "arms.csv"))
     first = {}
@@ -985,7 +1029,8 @@ def section_method(d: Data) -> Section:
                        f"{b.get('final_loss', float('nan')):.2f}, seed {b.get('seed')}, {b.get('build_seconds')} s "
                        f"with torch {b.get('torch')}."
                        if "layers" in b else "Build record (build.json):"))
-            s.add(Pre(json.dumps({k: v for k, v in b.items() if k != "losses_every_10"}, indent=1)))
+            if "layers" not in b:
+                s.add(Pre(json.dumps(b, indent=1)))
     a = cfg.get("analysis", {})
     s.add(Para(f"Analysis: medians with {d.stats.get('resamples', a.get('bootstrap_resamples'))} bootstrap resamples "
                f"at {pct(d.stats.get('confidence', 0.95), 0)} confidence, analysis seed {d.stats.get('seed')} (each "
@@ -1201,9 +1246,13 @@ def figure_acceptance(d: Data) -> Figure | None:
         return None
     plt, sns = _figure_setup()
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
-    sns.stripplot(data=r, x="draft_budget", y="acceptance_length", hue="workload", dodge=True, jitter=0.12,
-                  hue_order=[w for w in d.workloads if w in set(r["workload"])], ax=ax, native_scale=True, size=5)
+    wls = [w for w in d.workloads if w in set(r["workload"])]
+    # Workloads side by side around each budget, a fixed offset apart, so no point moves to another budget.
+    offset = {w: 0.2 * (i - (len(wls) - 1) / 2) for i, w in enumerate(wls)}
+    r = r.assign(x=r["draft_budget"] + r["workload"].map(offset))
+    sns.scatterplot(data=r, x="x", y="acceptance_length", hue="workload", hue_order=wls, ax=ax, s=30)
     budgets = sorted(r["draft_budget"].unique())
+    ax.set_xticks(budgets)
     ax.plot(budgets, [b + 1 for b in budgets], "--", color="0.4", lw=1, label="every draft accepted (K + 1)")
     ax.plot(budgets, budgets, ":", color="0.4", lw=1, label="saturation 100% (K)")
     ax.set_xlabel("draft budget K")
