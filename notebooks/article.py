@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -20,14 +22,14 @@
 # The defaults below point at the committed fixture, so the notebook also runs on its own.
 
 # %% tags=["parameters"]
-experiment_path = "../tests/data/report/probe/experiment.yaml"
+experiment_path = "../tests/data/report/probe/probe.yaml"
 runs_csv = "../tests/data/report/probe/runs.csv"
 stats_json = "../tests/data/report/probe/stats.json"
 weights_json = "../tests/data/report/probe/weights.json"
 ceiling_json = "../tests/data/report/probe/ceiling.json"
 schedule_csv = "../tests/data/report/probe/schedule.csv"
 meta_dir = "../tests/data/report/probe/raw"
-corrections_path = "../tests/data/report/probe/experiment.corrections.yaml"
+corrections_path = "../tests/data/report/probe/probe.corrections.yaml"
 out_dir = "../report/fixture"
 
 # %% tags=["remove_cell"]

@@ -32,10 +32,10 @@ BOLD = "<b>bold</b>"
 
 
 def params(src: Path, out: Path) -> dict:
-    return {"experiment_path": str(src / "experiment.yaml"), "runs_csv": str(src / "runs.csv"),
+    return {"experiment_path": str(src / "probe.yaml"), "runs_csv": str(src / "runs.csv"),
             "stats_json": str(src / "stats.json"), "weights_json": str(src / "weights.json"),
             "ceiling_json": str(src / "ceiling.json"), "schedule_csv": str(src / "schedule.csv"),
-            "meta_dir": str(src / "raw"), "corrections_path": str(src / "experiment.corrections.yaml"),
+            "meta_dir": str(src / "raw"), "corrections_path": str(src / "probe.corrections.yaml"),
             "out_dir": str(out)}
 
 

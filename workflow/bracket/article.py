@@ -1148,8 +1148,9 @@ def section_raw(d: Data) -> Section:
     for g in guards(d.runs):
         s.add(Para(g))
     s.add(Para("Every request, in the order it ran. Warmups and invalid runs are shown and marked, never dropped; "
-               "only rows marked valid enter the statistics above. The same values are in tables/raw_WORKLOAD.csv, "
-               "and the raw records (with the full output text) in results/NAME/raw/."))
+               "only rows marked valid enter the statistics above. The same values are in "
+               + ", ".join(f"tables/raw_{wl}.csv" for wl in d.workloads)
+               + f", and the raw records (with the full output text) in results/{d.name}/raw/."))
     for wl in d.workloads:
         s.add(Heading(wl, 3), Table(raw_table(d.runs, wl), f"{wl}: every run", f"raw_{wl}.csv"))
     return s

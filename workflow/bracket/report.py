@@ -52,8 +52,17 @@ def esc(value) -> str:
 
 
 def _strip(nb):
-    """Drop cells tagged remove_cell and every cell's input: the article shows outputs only."""
+    """Drop cells tagged remove_cell, and stderr (library warnings go to the log, not the article)."""
     nb, _ = TagRemovePreprocessor(remove_cell_tags={"remove_cell"}, enabled=True).preprocess(nb, {})
+    for cell in nb.cells:
+        kept = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                logging.getLogger(__name__).warning("notebook stderr: %s", out.get("text", "").strip())
+            else:
+                kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
     return nb
 
 

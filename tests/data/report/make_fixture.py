@@ -65,8 +65,8 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     if OUT.exists():
         shutil.rmtree(OUT)
     (OUT / "raw").mkdir(parents=True)
-    (OUT / "experiment.yaml").write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
-    (OUT / "experiment.corrections.yaml").write_text(yaml.safe_dump(CORRECTIONS, sort_keys=False))
+    (OUT / "probe.yaml").write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
+    (OUT / "probe.corrections.yaml").write_text(yaml.safe_dump(CORRECTIONS, sort_keys=False))
     blocks = sorted(raw_dir.glob("block-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
     for p in blocks:
         shutil.copy(p, OUT / "raw" / p.name)
