@@ -392,3 +392,55 @@ def test_budget_table_shows_the_same_flag_per_workload(data):
     code = t.iloc[0]
     assert code["budget 4 (ngram_4)"] == "510.74" and code["budget 8 (ngram_8)"] == "653.44"
     assert code["change 4 \u2192 8"] == f"{100 * (653.4400730415679 / 510.73780956534927 - 1):+.1f}%"
+
+
+def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
+    """A second round (the fixture's blocks again, 3 % slower, later), a cache hit, an error and an
+    early stop: drift becomes measurable and every section renders without failing."""
+    import yaml
+
+    from bracket import config, records
+    from bracket.stats import analyze
+
+    recs = records.read(sorted((FIXTURE / "raw").glob("block-*.jsonl")))
+    second = []
+    for r in recs:
+        r2 = dict(r, position=r["position"] + 3, block=r["block"] + 3, round=2,
+                  started_at=r["started_at"] + 600, wall_s=r["wall_s"] * 1.03)
+        r2["decode_tok_s"] = r2["completion_tokens"] / r2["wall_s"]
+        second.append(r2)
+    timed = [r for r in second if not r["warmup"]]
+    timed[0]["cached_tokens"] = 40
+    timed[1].update(error=f"HTTP 500 {SCRIPT}", finish_reason=None)
+    timed[2].update(finish_reason="stop", completion_tokens=100)
+    (tmp_path / "raw").mkdir()
+    for k in range(6):
+        (tmp_path / "raw" / f"block-{k}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in recs + second if r["position"] == k))
+    raw_cfg = yaml.safe_load((FIXTURE / "probe.yaml").read_text())
+    raw_cfg["design"]["rounds"] = 2
+    raw_cfg["analysis"]["bootstrap_resamples"] = 200
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(raw_cfg))
+    cfg = config.validate(raw_cfg)
+    runs = records.tidy(records.read(sorted((tmp_path / "raw").glob("*.jsonl"))))
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    (tmp_path / "stats.json").write_text(json.dumps(analyze(runs, cfg)))
+    from bracket import design
+
+    design.write(design.from_config(cfg), tmp_path / "schedule.csv")
+    d = article.load(tmp_path / "two.yaml", tmp_path / "runs.csv", tmp_path / "stats.json",
+                     FIXTURE / "weights.json", FIXTURE / "ceiling.json", tmp_path / "schedule.csv",
+                     tmp_path / "raw", tmp_path / "none.yaml", tmp_path / "out")
+    sections = [article.section_headline(d), article.section_ceiling(d), article.section_results(d),
+                article.section_speculative(d), article.section_drift(d, article.figure_run_sequence(d)),
+                article.section_hypotheses(d), article.section_recommendations(d), article.section_warnings(d),
+                article.section_method(d), article.section_outputs(d), article.section_corrections(d),
+                article.section_raw(d)]
+    md = "\n".join(s._repr_markdown_() for s in sections if s)
+    html_text = "\n".join(s._repr_html_() for s in sections if s)
+    (tmp_path / "article.md").write_text(md)
+    assert "first vs last block" in md  # drift measured
+    assert "cache hit" in md and "INVALID: error" in md and "early stop" in md
+    assert SCRIPT not in html_text and SCRIPT not in md
+    assert "None. Corrections are appended to none.yaml" in md
+    assert (tmp_path / "out" / "figures" / "run_sequence.png").is_file()

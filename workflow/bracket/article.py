@@ -860,7 +860,7 @@ def arm_flags(d: Data, arm: str) -> str:
                 out += [a, argv[i + 1]]
         return shlex.join(out + extra) if (out or extra) else "(no speculative flags)"
     spec = (d.cfg.get("arms", {}).get(arm) or {}).get("speculative")
-    return json.dumps(spec) if spec else "(no speculative flags)"
+    return f"{_spec_words(spec)} (from the experiment: no launch record)" if spec else "(no speculative flags)"
 
 
 def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
