@@ -15,6 +15,8 @@ def launch_command(cfg: dict, arm: str) -> str:
     argv = adapter.launch_argv(cfg, cfg["arms"][arm], model_dir(cfg), engine_python(cfg))
     env = adapter.launch_env(cfg, cfg["arms"][arm])
     secret = " ".join(f"{name}=${name}" for name in cfg["engine"]["secret_env"])
+    if cfg["engine"].get("api_key_env") and adapter.api_key_env:
+        secret = " ".join(x for x in (secret, f"{adapter.api_key_env}=${cfg['engine']['api_key_env']}") if x)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return " ".join(x for x in (prefix, secret, shlex.join(argv)) if x)
 

@@ -1,9 +1,11 @@
 """Run one block: a fresh server for one arm, warmups, then timed requests for every workload.
 
 Every request becomes one raw record, appended and fsynced as it arrives. The block writes to
-`block-K.jsonl.partial` and renames it to `block-K.jsonl` only when the block completes; a block
-that fails keeps its partial file (renamed to `block-K.failed-N.jsonl`) and is rerun from scratch
-in a fresh server by the next invocation, while finished blocks are never redone.
+`block-K.jsonl.partial` and renames it to `block-K.jsonl` only when the block completes. A block
+that fails (server died, Ctrl-C, SIGTERM, a request error under on_error: stop) keeps what it
+measured: the next invocation moves the attempt's records, provenance and server log to
+`failed/block-K.attempt-N.*` beside the raw files and reruns the block from scratch in a fresh
+server, while finished blocks are never redone.
 """
 
 from __future__ import annotations
@@ -96,6 +98,54 @@ def _secret_env(cfg: dict) -> dict[str, str]:
     return out
 
 
+def _api_key(cfg: dict) -> str | None:
+    """The API key named by engine.api_key_env, read from the caller's environment (never from a file)."""
+    name = cfg["engine"].get("api_key_env")
+    if not name:
+        return None
+    if not os.environ.get(name):
+        raise BlockFailed(f"engine.api_key_env names {name!r}, but it is not set (or empty) in this "
+                          f"environment; export it before running.")
+    return os.environ[name]
+
+
+def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path) -> Path | None:
+    """Move an unfinished attempt of a block to `failed/` beside the raw files; return its records' path.
+
+    Records, provenance and server log of attempt N become failed/block-K.attempt-N.{jsonl,meta.json,log},
+    out of the way of globs over raw/ but never deleted.
+    """
+    partial = raw_path.with_name(raw_path.name + ".partial")
+    meta_partial = meta_path.with_name(meta_path.name + ".partial")
+    if not partial.exists() and not meta_partial.exists():
+        return None
+    folder = raw_path.parent / "failed"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = raw_path.name.removesuffix(".jsonl")
+    n = 1
+    while any(folder.glob(f"{stem}.attempt-{n}.*")):
+        n += 1
+    dest = folder / f"{stem}.attempt-{n}"
+    for src, suffix in ((partial, ".jsonl"), (meta_partial, ".meta.json"), (log_path, ".log")):
+        if src.exists():
+            src.replace(dest.with_name(dest.name + suffix))
+    return dest.with_name(dest.name + ".jsonl")
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT/SIGTERM while one record is written, so an interrupted raw file ends on a whole record."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):  # no pthreads: the torn-line guard in records.read remains
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def redact(text: str, secrets: dict[str, str]) -> str:
     for value in secrets.values():
         if value:
@@ -105,23 +155,33 @@ def redact(text: str, secrets: dict[str, str]) -> str:
 
 def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_path: str | Path,
               meta_path: str | Path, log_path: str | Path, model: str, python: str, root: str | Path = ".",
-              lock_dir: str | Path = "results/.locks") -> Path:
-    """Run `block` and write its raw records to `raw_path` and its provenance to `meta_path`."""
+              lock_dir: str | Path = "results/.locks", argv: list[str] | None = None) -> Path:
+    """Run `block` and write its raw records to `raw_path` and its provenance to `meta_path`.
+
+    `argv` replaces the engine adapter's server command (a server started some other way, or a
+    stand-in server in tests); everything else (readiness, requests, teardown) is unchanged.
+    """
     raw_path, meta_path, log_path, root = Path(raw_path), Path(meta_path), Path(log_path), Path(root)
     partial = raw_path.with_name(raw_path.name + ".partial")
-    if partial.exists():
-        n = 1
-        while (failed := raw_path.with_name(f"{raw_path.stem}.failed-{n}.jsonl")).exists():
-            n += 1
-        partial.rename(failed)
+    kept = archive_attempt(raw_path, meta_path, log_path)
+    if kept:
         console.print(f"[yellow]block {block.position}: an earlier attempt did not finish; its records are kept "
-                      f"in {failed} and the block starts again in a fresh server[/]")
+                      f"in {kept} and the block starts again in a fresh server[/]")
     eng = cfg["engine"]
     adapter = engines.get(eng["kind"])
     arm = cfg["arms"][block.arm]
     workloads = {name: load_prompts(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
     secrets = _secret_env(cfg)
-    argv = adapter.launch_argv(cfg, arm, model, python)
+    api_key = _api_key(cfg)
+    headers = {}
+    if api_key:
+        if not adapter.api_key_env:
+            raise BlockFailed(f"engine.kind {eng['kind']!r} takes no API key by environment; "
+                              f"leave engine.api_key_env empty.")
+        # Given to the server by environment (never on argv, which is recorded) and sent on every request.
+        secrets[adapter.api_key_env] = api_key
+        headers["Authorization"] = f"Bearer {api_key}"
+    argv = list(argv) if argv is not None else adapter.launch_argv(cfg, arm, model, python)
     env = adapter.launch_env(cfg, arm)
     env.update(secrets)
     base = f"http://{eng['host']}:{eng['port']}"
@@ -159,7 +219,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                 raise BlockFailed(redact(str(exc), secrets)) from None
             meta["ready_s"] = round(ready, 2)
             meta["started_at"] = server.started_at
-            with httpx.Client(timeout=10.0) as http, Telemetry(interval_s=0.5) as tel:
+            with httpx.Client(timeout=10.0, headers=headers) as http, Telemetry(interval_s=0.5) as tel:
                 meta["version"] = get_text(http, base + "/version")
                 meta["models"] = get_text(http, base + "/v1/models")
                 _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
@@ -213,7 +273,8 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
                 rec["accepted_tokens"] = int(after.accepted - before.accepted)
                 if rec["verify_steps"] > 0:
                     rec["acceptance_length"] = 1 + rec["accepted_tokens"] / rec["verify_steps"]
-            writer.append(rec)
+            with _signals_deferred():
+                writer.append(rec)
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"
             al = f"  AL {rec['acceptance_length']:.2f}" if rec["acceptance_length"] else ""
             tag = "warmup" if warm else f"run {run - design['warmup_runs'] + 1}/{design['runs_per_block']}"

@@ -14,3 +14,9 @@ try:
 except runner.BlockFailed as exc:
     print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
     sys.exit(1)
+except (KeyboardInterrupt, SystemExit) as exc:
+    # Ctrl-C, or SIGTERM (turned into SystemExit by the runner): the server is already stopped.
+    code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
+    print(f"\nblock {k} of {exp} interrupted; its server was stopped and the records so far are kept. "
+          f"Run the same target again to resume at this block.", file=sys.stderr)
+    sys.exit(code)

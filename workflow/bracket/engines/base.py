@@ -22,6 +22,8 @@ class SpecCounters:
 class Engine:
     kind = "base"
     health_path = "/health"
+    # Environment variable the server reads its API key from (keys on argv would be recorded).
+    api_key_env: str | None = None
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         raise NotImplementedError

@@ -30,6 +30,7 @@ def speculative_config(spec: dict) -> dict:
 
 class VLLM(Engine):
     kind = "vllm"
+    api_key_env = "VLLM_API_KEY"  # guards /v1/*; /health, /metrics and /version stay open
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]

@@ -1,0 +1,136 @@
+"""A stand-in inference server that misbehaves on cue, for the block-level fault tests.
+
+    python fake_engine.py --port N [--script ok,no_usage,...] [--api-key-env NAME] [--child]
+                          [--never-ready] [--reject-flag]
+
+OpenAI-style /v1/completions streaming; the n-th completion request follows the n-th word of
+--script (the last word repeats). Words:
+  ok          max_tokens tokens, finish_reason "length", cached_tokens 0, usage, [DONE]
+  no_usage    events and [DONE], no usage chunk
+  malformed   one event that is not JSON
+  http500     HTTP 500 with a JSON error body
+  http429     HTTP 429 (rate limited)
+  truncated   two events, then the connection closes without [DONE]
+  cache_hit   like ok, but usage reports cached_tokens 16
+  early_stop  half the tokens, finish_reason "stop"
+  short       finish_reason "length" but one token fewer than max_tokens
+  slow        like ok, 0.2 s per event (a block long enough to interrupt)
+--api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
+--child: fork a child in the same process group (like vLLM's engine core) and print its pid.
+--never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
+Every completion request is logged on stdout as `request N WORD auth=yes|no`.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+p = argparse.ArgumentParser()
+p.add_argument("--host", default="127.0.0.1")
+p.add_argument("--port", type=int, required=True)
+p.add_argument("--script", default="ok")
+p.add_argument("--api-key-env", default="")
+p.add_argument("--child", action="store_true")
+p.add_argument("--never-ready", action="store_true")
+p.add_argument("--reject-flag", action="store_true")
+args = p.parse_args()
+
+if args.reject_flag:
+    time.sleep(0.3)
+    print("fake_engine: error: unrecognized arguments: --no-such-flag", file=sys.stderr)
+    sys.exit(2)
+
+SCRIPT = args.script.split(",")
+KEY = os.environ.get(args.api_key_env) if args.api_key_env else None
+lock = threading.Lock()
+count = [0]
+if args.child:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print(f"child {child.pid}", flush=True)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"  # the stream ends when the connection closes
+
+    def log_message(self, *a):
+        pass
+
+    def _json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _authorized(self):
+        return KEY is None or self.headers.get("Authorization") == f"Bearer {KEY}"
+
+    def do_GET(self):
+        if self.path == "/health":
+            self._json(503 if args.never_ready else 200, {})
+        elif self.path == "/version":
+            self._json(200, {"version": "fake-0"})
+        elif self.path == "/metrics":
+            body = b"# no counters\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif not self._authorized():
+            self._json(401, {"error": "Unauthorized"})
+        elif self.path == "/v1/models":
+            self._json(200, {"data": [{"id": "bracket-model"}]})
+        else:
+            self._json(404, {})
+
+    def _event(self, obj):
+        data = obj if isinstance(obj, str) else json.dumps(obj)
+        self.wfile.write(f"data: {data}\n\n".encode())
+        self.wfile.flush()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        with lock:
+            n = count[0]
+            count[0] += 1
+        word = SCRIPT[min(n, len(SCRIPT) - 1)]
+        print(f"request {n} {word} auth={'yes' if self.headers.get('Authorization') else 'no'}", flush=True)
+        if not self._authorized():
+            return self._json(401, {"error": "Unauthorized"})
+        if word == "http500":
+            return self._json(500, {"error": {"message": "engine core died", "type": "InternalServerError"}})
+        if word == "http429":
+            return self._json(429, {"error": {"message": "too many requests"}})
+        max_tokens = int(body.get("max_tokens", 16))
+        tokens = {"early_stop": max_tokens // 2, "short": max_tokens - 1}.get(word, max_tokens)
+        finish = "stop" if word == "early_stop" else "length"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        if word == "malformed":
+            self._event('{"choices": [{"text": "tok"')
+            return
+        for i in range(tokens):
+            if word == "truncated" and i == 2:
+                return  # connection closes mid-stream
+            if word == "slow":
+                time.sleep(0.2)
+            last = i == tokens - 1
+            self._event({"choices": [{"index": 0, "text": " t", "finish_reason": finish if last else None}]})
+        if word != "no_usage":
+            cached = 16 if word == "cache_hit" else 0
+            self._event({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": tokens,
+                                                  "total_tokens": 20 + tokens,
+                                                  "prompt_tokens_details": {"cached_tokens": cached}}})
+        self._event("[DONE]")
+
+
+time.sleep(0.3)  # a start-up, however short
+print(f"serving on {args.host}:{args.port}", flush=True)
+ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
