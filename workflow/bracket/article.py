@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from bracket import ceiling as _ceiling
+from bracket import config, records
 
 DASH = "\u2013"
 TIMES = "\u00f7"
@@ -341,8 +342,6 @@ def _read_json(path) -> dict | None:
 def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
          corrections_path, out_dir) -> Data:
     """Read one experiment's files (the report rule's inputs) into a `Data`."""
-    from bracket import config
-
     cfg = config.load(experiment_path)
     runs = pd.read_csv(runs_csv)
     for col in ("valid", "warmup"):
@@ -353,10 +352,7 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
     for p in sorted(meta_dir.glob("block-*.meta.json")):
         m = json.loads(p.read_text())
         metas[int(m.get("block", p.name.split("-")[1].split(".")[0]))] = m
-    raw = []
-    for p in sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])):
-        from bracket import records
-        raw += records.read([p])
+    raw = records.read(sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])))
     model_dir = next((model_dir_from_argv(m.get("argv")) for m in metas.values() if m.get("argv")), None)
     build = None
     for cand in ([Path(model_dir) / "build.json"] if model_dir else []) + [meta_dir / "model-build.json"]:
