@@ -355,7 +355,11 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
     raw = records.read(sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])))
     model_dir = next((model_dir_from_argv(m.get("argv")) for m in metas.values() if m.get("argv")), None)
     build = None
-    for cand in ([Path(model_dir) / "build.json"] if model_dir else []) + [meta_dir / "model-build.json"]:
+    # A relative model path in the launch command is relative to the workflow's root (experiments/..).
+    roots = [Path(experiment_path).resolve().parent.parent, Path.cwd()]
+    dirs = [Path(model_dir)] if model_dir and Path(model_dir).is_absolute() else \
+        [r / model_dir for r in roots] if model_dir else []
+    for cand in [p / "build.json" for p in dirs] + [meta_dir / "model-build.json"]:
         if cand.is_file():
             build = json.loads(cand.read_text())
             break
