@@ -74,7 +74,8 @@ def levels(values, blocks, *, block_cost_runs: float = 5.0) -> Levels:
         best = max(1, int(round(math.sqrt(block_cost_runs * within / between))))
         if best < n:
             advice = (f"{share:.0%} of the variance is between blocks: use more blocks with fewer "
-                      f"runs each (about {best} runs per block; now {n:g}); raise design.rounds.")
+                      f"runs each (about {best} run{'s' if best > 1 else ''} per block; now {n:g}); "
+                      f"raise design.rounds.")
         elif best > n:
             advice = (f"blocks differ little ({share:.0%} of the variance): more runs per block "
                       f"(about {best}) buy a narrower CI more cheaply than more blocks.")
