@@ -15,16 +15,16 @@ rule engine_venv:
 rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
-        f"{ENGINE_VENV}/.installed",
+        engine=f"{ENGINE_VENV}/.installed",
+        builder=str(ROOT / "workflow/bracket/embedded/build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
         python=f"{ENGINE_VENV}/bin/python",
         out=subpath(output[0], parent=True),
-        script=str(ROOT / "workflow/bracket/embedded/build_model.py"),
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
     shell:
-        "{params.python} {params.script} --out {params.out} --seed {wildcards.seed}"
+        "{params.python} {input.builder} --out {params.out} --seed {wildcards.seed}"
         " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"
         " --steps {wildcards.steps} > {log} 2>&1"

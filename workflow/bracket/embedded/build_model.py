@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 SEQ_LEN = 96
 BATCH = 24
 LR = 3e-3
+TRAIN_THREADS = 2
 N_CODE_FILES = 300
 SPECIAL = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
 
@@ -72,7 +72,9 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     t0 = time.time()
-    torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
+    # A fixed thread count: reductions split differently across threads, so the weights would
+    # otherwise depend on the machine's core count.
+    torch.set_num_threads(TRAIN_THREADS)
     torch.manual_seed(seed)
     random.seed(seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,7 +125,7 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
         "corpus": f"first {N_CODE_FILES} stdlib .py files + pydoc_data.topics, Python {sys.version.split()[0]}",
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if losses else None,
         "losses_every_10": losses[::10], "build_seconds": round(time.time() - t0, 1),
-        "torch": torch.__version__,
+        "torch": torch.__version__, "threads": TRAIN_THREADS,
     }
     (out / "build.json").write_text(json.dumps(info, indent=1))
     return info
