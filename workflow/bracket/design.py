@@ -2,6 +2,10 @@
 
 Interleaving arms in time is what lets drift hit every arm alike and lets the gap between
 visits to the same arm measure the drift itself (seed 000, "two easy wins, two dead ends").
+
+With named hosts each host runs the whole design as its own interleaved sequence, and the hosts
+run side by side: a block's `position` counts slots across hosts (slot s of host i is position
+s * H + i), so positions still grow with time and blocks at one slot run at the same time.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ class Block:
     arm: str
     round: int  # 1-based visit of this arm's round
     seed: int  # base seed of this block's requests
+    host: str = ""  # the named host the block is pinned to; "" when the experiment names none
 
 
 def draw(arms: list[str], reference: str, kind: str, rounds: int, seed: int) -> list[Block]:
@@ -61,25 +66,62 @@ def draw(arms: list[str], reference: str, kind: str, rounds: int, seed: int) -> 
     return [Block(position=i, arm=a, round=r, seed=seed * 100_003 + i) for i, (a, r) in enumerate(order)]
 
 
+def draw_hosts(arms: list[str], reference: str, kind: str, rounds: int, seed: int,
+               hosts: list[str]) -> list[Block]:
+    """Return the blocks of a design run on every named host, in position order.
+
+    Each host gets the whole design as its own interleaved sequence (host i draws a random
+    design with seed + i, so the first host's sequence is the one `draw` gives without hosts).
+    Slot s of host i gets position s * H + i for H hosts: positions grow with time, and the
+    blocks of one slot, on different hosts, run at the same time. With no hosts this is `draw`.
+    """
+    if not hosts:
+        return draw(arms, reference, kind, rounds, seed)
+    if len(set(hosts)) != len(hosts):
+        dup = sorted({h for h in hosts if hosts.count(h) > 1})
+        raise ValueError(f"hosts must be distinct; {', '.join(dup)} appears more than once")
+    per_host = [draw(arms, reference, kind, rounds, seed + i) for i in range(len(hosts))]
+    blocks = []
+    for slot in range(len(per_host[0])):
+        for i, host in enumerate(hosts):
+            b, pos = per_host[i][slot], slot * len(hosts) + i
+            blocks.append(Block(position=pos, arm=b.arm, round=b.round, seed=seed * 100_003 + pos, host=host))
+    return blocks
+
+
 def from_config(cfg: dict) -> list[Block]:
     d = cfg["design"]
-    return draw(list(cfg["arms"]), cfg["reference"], d["kind"], d["rounds"], d["seed"])
+    return draw_hosts(list(cfg["arms"]), cfg["reference"], d["kind"], d["rounds"], d["seed"],
+                      list(cfg.get("hosts") or []))
+
+
+def previous_on_host(blocks: list[Block], k: int) -> Block | None:
+    """The block that runs just before block `k` on the same host (None for a host's first block).
+
+    Blocks on one host run in schedule order; blocks on different hosts do not wait for each other.
+    """
+    here = blocks[k]
+    before = [b for b in blocks[:k] if b.host == here.host]
+    return before[-1] if before else None
 
 
 FIELDS = ["position", "arm", "round", "seed"]
 
 
 def write(blocks: list[Block], path: str | Path) -> None:
+    """Write the schedule as CSV; the `host` column appears only when blocks are pinned to hosts."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fields = FIELDS + (["host"] if any(b.host for b in blocks) else [])
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for b in blocks:
-            w.writerow(asdict(b))
+            w.writerow({k: v for k, v in asdict(b).items() if k in fields})
 
 
 def read(path: str | Path) -> list[Block]:
     with open(path, newline="") as f:
-        return [Block(position=int(r["position"]), arm=r["arm"], round=int(r["round"]), seed=int(r["seed"]))
+        return [Block(position=int(r["position"]), arm=r["arm"], round=int(r["round"]), seed=int(r["seed"]),
+                      host=r.get("host") or "")
                 for r in csv.DictReader(f)]

@@ -19,9 +19,10 @@ FIELDS = [
     "finish_reason", "decode_tok_s", "tg_tok_s", "stream_events", "draft_tokens",
     "accepted_tokens", "verify_steps", "acceptance_length", "output_sha256", "server_id", "error",
 ]
-# Kept beside the contract's fields: the draft budget of the arm, the requested length, and the
-# output text (for the greedy-agreement and determinism controls).
-EXTRA_FIELDS = ["draft_budget", "max_tokens", "output_text"]
+# Kept beside the contract's fields: the draft budget of the arm, the requested length, the named
+# host the block was pinned to (null when the experiment names no hosts), and the output text (for
+# the greedy-agreement and determinism controls).
+EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "output_text"]
 
 
 def new_record(**values) -> dict:

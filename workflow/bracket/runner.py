@@ -266,7 +266,8 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             rec = records.new_record(
                 experiment=experiment, arm=block.arm, block=block.position, round=block.round,
                 position=block.position, run=run, warmup=warm, workload=wl_name, prompt_id=p["id"],
-                server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"], **m.fields())
+                server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"],
+                host=block.host or None, **m.fields())
             if before is not None and after is not None:
                 rec["verify_steps"] = int(after.drafts - before.drafts)
                 rec["draft_tokens"] = int(after.draft_tokens - before.draft_tokens)

@@ -47,8 +47,9 @@ def get_block_files(wildcards):
 
 def get_design_params(wildcards):
     cfg = load_experiment(wildcards.exp)
-    return json.dumps({"arms": list(cfg["arms"]), "reference": cfg["reference"], "design": cfg["design"]},
-                      sort_keys=True)
+    hosts = {"hosts": cfg["hosts"]} if cfg.get("hosts") else {}
+    return json.dumps({"arms": list(cfg["arms"]), "reference": cfg["reference"], "design": cfg["design"],
+                       **hosts}, sort_keys=True)
 
 
 def get_block_params(wildcards):
@@ -64,6 +65,7 @@ def get_block_params(wildcards):
         "arm": b.arm, "arm_config": cfg["arms"][b.arm], "round": b.round, "seed": b.seed,
         "engine": cfg["engine"], "request": cfg["request"], "workloads": cfg["workloads"],
         "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
+        **({"host": b.host} if b.host else {}),
     }, sort_keys=True)
 
 
@@ -92,7 +94,43 @@ def get_engine_python(wildcards):
 
 
 def get_previous_block(wildcards):
-    """Blocks run in schedule order. `ancient` orders without coupling: rerunning block k-1
-    (say, its arm changed) does not force block k to rerun."""
+    """Blocks run in schedule order, on each host (blocks of different hosts run side by side).
+    `ancient` orders without coupling: rerunning the block before (say, its arm changed) does
+    not force this one to rerun."""
+    blocks = get_blocks(wildcards.exp)
     k = int(wildcards.k)
-    return [] if k == 0 else ancient(f"results/{wildcards.exp}/raw/block-{k - 1}.jsonl")
+    prev = bdesign.previous_on_host(blocks, k) if k < len(blocks) else None
+    return [] if prev is None else ancient(f"results/{wildcards.exp}/raw/block-{prev.position}.jsonl")
+
+
+# ---- placement: what one block asks of an executor (workflow/profiles/README.md) ----------
+
+
+def get_block_host(wildcards):
+    """The named host block k is pinned to; "" when the experiment names no hosts."""
+    blocks = get_blocks(wildcards.exp)
+    k = int(wildcards.k)
+    return blocks[k].host if k < len(blocks) else ""
+
+
+def get_block_gpus(wildcards):
+    return load_experiment(wildcards.exp)["cluster"]["gpus"]
+
+
+def get_block_mem_mb(wildcards):
+    return load_experiment(wildcards.exp)["cluster"]["mem_mb"]
+
+
+def get_block_runtime(wildcards):
+    return load_experiment(wildcards.exp)["cluster"]["runtime_min"]
+
+
+def get_block_exclusive(wildcards):
+    return int(load_experiment(wildcards.exp)["cluster"]["exclusive"])
+
+
+def get_block_slurm_extra(wildcards):
+    """sbatch options beyond the plugin's own: the whole node, and the named host."""
+    host = get_block_host(wildcards)
+    opts = (["--exclusive"] if get_block_exclusive(wildcards) else []) + ([f"--nodelist={host}"] if host else [])
+    return " ".join(opts)

@@ -16,5 +16,12 @@ rule block:
         root=str(ROOT),
     log:
         server="logs/{exp}/server/block-{k}.log",
+    resources:
+        gpu=get_block_gpus,
+        mem_mb=get_block_mem_mb,
+        runtime=get_block_runtime,
+        exclusive_host=get_block_exclusive,
+        host=get_block_host,
+        slurm_extra=get_block_slurm_extra,
     script:
         "../scripts/run_block.py"

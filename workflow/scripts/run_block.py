@@ -1,4 +1,5 @@
 """Run one block of the schedule (snakemake rule `block`)."""
+import socket
 import sys
 
 from bracket import config, design, runner
@@ -10,7 +11,10 @@ blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
 try:
     runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
                      log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
-                     root=snakemake.params.root)
+                     root=snakemake.params.root,
+                     # The port lock guards one machine's port: named by host, it is never contended across
+                     # the hosts of a cluster that share results/ (see workflow/profiles/README.md).
+                     lock_dir=f"results/.locks/{socket.gethostname()}")
 except runner.BlockFailed as exc:
     print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
     sys.exit(1)

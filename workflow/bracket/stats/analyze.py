@@ -11,6 +11,7 @@ import pandas as pd
 
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
@@ -132,6 +133,11 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     best
         Per workload: the arm with the highest median, with n, min, max, ratio_to_reference and
         the verdict of its comparison (null for the reference itself).
+    hosts
+        Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
+        (the first host), drift per host and workload (as `drift`, time counted in that host's
+        blocks), and comparisons: each host against the first, per arm and workload, with the
+        fields of `comparisons` (see bracket.stats.hosts).
     warnings
         Actionable sentences: what went wrong and what to change.
     """
@@ -203,6 +209,9 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
+    out["hosts"], host_warnings = hosts_section(runs, frame, cfg, reference, seed=seed, confidence=conf,
+                                                n_resamples=R, noise_threshold=thr)
+    warnings += host_warnings
 
     if cfg.get("design", {}).get("kind") == "sequential":
         warnings.append("design.kind is sequential: every arm ran in one stretch of time, so drift and "
