@@ -19,6 +19,8 @@ include: "workflow/rules/physics.smk"
 include: "workflow/rules/run.smk"
 # ---- collect and analyze ----------------------------------------------------------------
 include: "workflow/rules/analyze.smk"
+# ---- reproduction, corrections ledger, determinism and agreement controls, arena cell ----
+include: "workflow/rules/reproduce.smk"
 # ---- the article -------------------------------------------------------------------------
 include: "workflow/rules/report.smk"
 

@@ -30,6 +30,10 @@ ceiling_json = "../tests/data/report/probe/ceiling.json"
 schedule_csv = "../tests/data/report/probe/schedule.csv"
 meta_dir = "../tests/data/report/probe/raw"
 corrections_path = "../tests/data/report/probe/probe.corrections.yaml"
+agreement_json = "../tests/data/report/probe/agreement.json"
+arena_json = "../tests/data/report/probe/arena.json"
+determinism_json = "../tests/data/report/probe/determinism.json"
+results_dir = "../tests/data/report/"
 out_dir = "../report/fixture"
 
 # %% tags=["remove_cell"]
@@ -39,6 +43,7 @@ from bracket import article
 
 d = article.load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
                  corrections_path, out_dir)
+controls = article.load_controls(d.name, agreement_json, arena_json, determinism_json, results_dir)
 sections = []
 
 
@@ -59,7 +64,16 @@ show(article.section_ceiling(d))
 show(article.section_results(d, article.figure_distributions(d)))
 
 # %%
+show(article.section_arena(d, controls))
+
+# %%
 show(article.section_speculative(d, article.figure_acceptance(d)))
+
+# %%
+show(article.section_agreement(d, controls))
+
+# %%
+show(article.section_determinism(d, controls))
 
 # %%
 show(article.section_drift(d, article.figure_run_sequence(d)))
@@ -78,6 +92,9 @@ show(article.section_method(d))
 
 # %%
 show(article.section_outputs(d))
+
+# %%
+show(article.section_reproductions(d, controls))
 
 # %%
 show(article.section_corrections(d))

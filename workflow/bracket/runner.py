@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from bracket import engines, records
+from bracket import arena, engines, records
 from bracket.client import get_text, stream_completion
 from bracket.config import draft_budget
 from bracket.design import Block
@@ -57,9 +57,14 @@ def load_prompts(path: str | Path) -> list[dict]:
     return prompts
 
 
-def unique_prefix(block_seed: int, workload: str, run: int) -> str:
-    """A short tag that makes every prompt unique, so the prefix cache cannot serve it."""
-    nonce = hashlib.sha256(f"{block_seed}:{workload}:{run}".encode()).hexdigest()[:10]
+def unique_prefix(seed: int, workload: str, run: int) -> str:
+    """A short tag that makes every prompt unique within a block, so the prefix cache cannot serve it.
+
+    It depends on the experiment's design seed, the workload and the run index, not on the block:
+    every arm sees the same prompt at the same run index, so greedy outputs can be compared
+    across arms (bracket.agreement), and each block runs in a fresh server, whose cache is empty.
+    """
+    nonce = hashlib.sha256(f"{seed}:{workload}:{run}".encode()).hexdigest()[:10]
     return f"# {nonce}\n"
 
 
@@ -257,8 +262,14 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
                 raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of block "
                                   f"{block.position}; records so far are kept. Last lines of {server.log_path}:\n"
                                   f"{log_tail(server.log_path)}")
+            if arena.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
+                for rec in arena.run_cell(cfg, experiment, block, arm, adapter, wl_name, prompts, http, base,
+                                          server_id, run, warm, draft_budget(arm)):
+                    with _signals_deferred():
+                        writer.append(rec)
+                continue
             p = prompts[run % len(prompts)]
-            text = (unique_prefix(block.seed, wl_name, run) if req["unique_prefix"] else "") + p["prompt"]
+            text = (unique_prefix(design["seed"], wl_name, run) if req["unique_prefix"] else "") + p["prompt"]
             body = adapter.request_body(model_name, text, req, seed=req["seed"])
             before = adapter.spec_counters(get_text(http, base + "/metrics") or "") if spec else None
             m = stream_completion(http, url, body, req["timeout_s"])

@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
+from bracket import reproduce as breproduce  # noqa: E402
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"
@@ -22,14 +23,21 @@ wildcard_constraints:
 
 @lru_cache(maxsize=None)
 def load_experiment(exp):
-    """The validated experiment; a bad file stops the DAG before any server starts."""
+    """The validated experiment; a bad file stops the DAG before any server starts.
+
+    A derived experiment (NAME--repro-ID, see reproduce.smk) resolves to its recorded configuration.
+    """
+    if breproduce.is_derived(exp):
+        return load_reproduction(exp)
     cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
     bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml")
     return cfg
 
 
 def get_experiment_path(wildcards):
-    return str(ROOT / "experiments" / f"{wildcards.exp}.yaml")
+    """experiments/NAME.yaml, or results/NAME--repro-ID/experiment.yaml for a derived experiment."""
+    load_experiment(wildcards.exp)  # a derived experiment is recorded before any script reads it
+    return str(breproduce.experiment_path(ROOT, wildcards.exp))
 
 
 def get_corrections_path(wildcards):

@@ -8,6 +8,11 @@ rule report:
         ceiling="results/{exp}/ceiling.json",
         schedule="results/{exp}/schedule.csv",
         blocks=get_block_files,
+        agreement="results/{exp}/agreement.json",
+        arena="results/{exp}/arena.json",
+        determinism=get_report_determinism,
+        verdict=get_report_verdict,
+        ledger=get_report_ledger,
     output:
         html="report/{exp}/article.html",
         md="report/{exp}/article.md",

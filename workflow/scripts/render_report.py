@@ -16,6 +16,11 @@ report.render(
         "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
         "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
         "corrections_path": str(Path(snakemake.params.corrections).resolve()),
+        "agreement_json": str(Path(snakemake.input.agreement).resolve()),
+        "arena_json": str(Path(snakemake.input.arena).resolve()),
+        # Read when present: the control runs only on request (controls.determinism or its target).
+        "determinism_json": str(Path(snakemake.input.stats).parent.resolve() / "determinism.json"),
+        "results_dir": str(Path(snakemake.input.stats).parent.parent.resolve()),
         "out_dir": str(out_dir.resolve()),
     },
     log_path=snakemake.log[0],

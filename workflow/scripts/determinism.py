@@ -1,0 +1,16 @@
+"""The batch-1 vs batch-2 determinism control in a fresh server (rule `determinism_control`)."""
+import sys
+
+from bracket import config, determinism, runner
+
+cfg = config.load(snakemake.params.experiment)
+try:
+    result = determinism.run_control(cfg, snakemake.wildcards.exp, model=snakemake.params.model,
+                                     python=snakemake.params.python, root=snakemake.params.root,
+                                     log_path=snakemake.log.server)
+except runner.BlockFailed as exc:
+    print(f"\nthe determinism control of {snakemake.wildcards.exp} failed: {exc}", file=sys.stderr)
+    sys.exit(1)
+determinism.write_json(result, snakemake.output[0])
+for a in result["arms"]:
+    print(f"determinism {a['arm']}: {a['verdict']}", file=sys.stderr)
