@@ -34,6 +34,12 @@ console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, int] = {}
 
 
+def served_name(adapter, cfg: dict, http, base: str) -> str:
+    """The model name requests carry (the adapter's, when it can ask the server)."""
+    ask = getattr(adapter, "request_model", None)
+    return ask(cfg, http, base) if ask else "bracket-model"
+
+
 def spec(wl: dict) -> dict:
     """The cell of an arena workload: depth, users, tokens (schema defaults where absent)."""
     return {k: int(wl.get(k) or v) for k, v in DEFAULTS.items()}
@@ -103,15 +109,16 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     req = {**cfg["request"], "max_tokens": wl["tokens"]}
     url = base + getattr(adapter, "request_path", "/v1/completions")
     key = (server_id, wl_name)
+    model = served_name(adapter, cfg, http, base)
     if key not in _calibrated:
         def count(text):
-            body = adapter.request_body("bracket-model", "# calibrate\n" + text, {**req, "max_tokens": 1},
+            body = adapter.request_body(model, "# calibrate\n" + text, {**req, "max_tokens": 1},
                                         seed=req["seed"])
             return stream_completion(http, url, body, req["timeout_s"]).prompt_tokens
         _calibrated[key] = calibrate(count, prompts, wl["depth"])
     text = context(prompts, _calibrated[key])
     seed = cfg["design"]["seed"]
-    bodies = [adapter.request_body("bracket-model", _prefix(seed, wl_name, run, u) + text, req, seed=req["seed"])
+    bodies = [adapter.request_body(model, _prefix(seed, wl_name, run, u) + text, req, seed=req["seed"])
               for u in range(wl["users"])]
     barrier = threading.Barrier(len(bodies))
 

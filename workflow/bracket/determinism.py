@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from bracket import engines
+from bracket import arena, engines
 from bracket.client import stream_completion
 from bracket.runner import BlockFailed, _api_key, _secret_env, load_prompts, port_lock, redact
 from bracket.server import Server, ServerError, port_owner
@@ -153,7 +153,6 @@ def run_control(cfg: dict, experiment: str, *, model: str, python: str, root: st
     prompt = load_prompts(root / cfg["workloads"][wl_name]["prompts"])[0]
     adapter = engines.get(cfg["engine"]["kind"])
     req = {**cfg["request"], "temperature": 0}
-    body = adapter.request_body("bracket-model", prompt["prompt"], req, seed=req["seed"])
     repeats = int(ctl["determinism_repeats"])
     out = {"experiment": experiment, "workload": wl_name, "prompt_id": prompt["id"], "max_tokens": req["max_tokens"],
            "temperature": 0, "repeats": repeats, "prefix_cache": "off" if cfg["engine"]["kind"] in NO_PREFIX_CACHE
@@ -164,6 +163,8 @@ def run_control(cfg: dict, experiment: str, *, model: str, python: str, root: st
         with serve(cfg, arm, model=model, python=python, log_path=log_path, lock_dir=Path(lock_dir),
                    extra_args=NO_PREFIX_CACHE.get(cfg["engine"]["kind"], [])) as (http, base, argv):
             url = base + getattr(adapter, "request_path", "/v1/completions")
+            body = adapter.request_body(arena.served_name(adapter, cfg, http, base), prompt["prompt"], req,
+                                        seed=req["seed"])
             for i in range(repeats):
                 m = stream_completion(http, url, body, req["timeout_s"])
                 rows.append(_row("batch 1", i, "alone", m))
