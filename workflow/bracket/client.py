@@ -13,6 +13,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import httpx
 
@@ -44,8 +45,12 @@ def _cached(usage: dict) -> int | None:
     return None
 
 
-def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float) -> Measurement:
+def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float,
+                      on_event: Callable[[dict], None] | None = None) -> Measurement:
     """POST an OpenAI-style streaming request and time it; errors are recorded, not raised.
+
+    `on_event` sees every parsed event, after it is timed: engines put their own per-request
+    extras there (llama.cpp's `timings`, vLLM's per-request `metrics`).
 
     Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
     has built it, which costs a few hundred microseconds that are not the server's), the first
@@ -99,6 +104,8 @@ def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: flo
                         m.finish_reason = choice["finish_reason"]
                 if event.get("usage"):
                     usage = event["usage"]
+                if on_event is not None:
+                    on_event(event)
             end = time.perf_counter()
             if not done and m.error is None:
                 m.error = "stream ended before [DONE]"

@@ -7,16 +7,31 @@ from pathlib import Path
 
 from bracket import config, engines
 from bracket.embedded import engine_python, model_dir
+from bracket.engines import launch
 
-def launch_command(cfg: dict, arm: str) -> str:
+
+def launch_command(cfg: dict, arm: str, experiment: str = "experiment") -> str:
+    """The command a block of `arm` runs, ready to paste: environment first, then the argv.
+
+    Under docker the environment reaches the container by name (`-e NAME`), so it is set for the
+    docker client; secrets stay `NAME=$NAME`, never their values.
+    """
     if arm not in cfg["arms"]:
         raise ValueError(f"no arm {arm!r} in this experiment; arms: {', '.join(cfg['arms'])}")
-    adapter = engines.get(cfg["engine"]["kind"])
-    argv = adapter.launch_argv(cfg, cfg["arms"][arm], model_dir(cfg), engine_python(cfg))
-    env = adapter.launch_env(cfg, cfg["arms"][arm])
-    secret = " ".join(f"{name}=${name}" for name in cfg["engine"]["secret_env"])
-    if cfg["engine"].get("api_key_env") and adapter.api_key_env:
-        secret = " ".join(x for x in (secret, f"{adapter.api_key_env}=${cfg['engine']['api_key_env']}") if x)
+    eng = cfg["engine"]
+    adapter = engines.get(eng["kind"])
+    if eng["launch"] == "attach":
+        return (f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(cfg)}; "
+                f"start the server there yourself, with the same flags for every arm.")
+    secret_names = list(eng["secret_env"])
+    if eng.get("api_key_env") and adapter.api_key_env:
+        secret_names.append(adapter.api_key_env)
+    argv = launch.server_argv(cfg, adapter, cfg["arms"][arm], model_dir(cfg), engine_python(cfg),
+                              name=launch.container_name(experiment, arm), env_names=secret_names)
+    env = launch.launch_env(cfg, adapter, cfg["arms"][arm])
+    secret = " ".join(f"{name}=${name}" for name in eng["secret_env"])
+    if eng.get("api_key_env") and adapter.api_key_env:
+        secret = " ".join(x for x in (secret, f"{adapter.api_key_env}=${eng['api_key_env']}") if x)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return " ".join(x for x in (prefix, secret, shlex.join(argv)) if x)
 
@@ -26,7 +41,7 @@ def _launch(args) -> int:
     if not path.suffix:
         path = Path("experiments") / f"{args.experiment}.yaml"
     cfg = config.load(path)
-    print(launch_command(cfg, args.arm))
+    print(launch_command(cfg, args.arm, path.stem))
     return 0
 
 

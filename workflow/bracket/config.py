@@ -123,13 +123,64 @@ def _check_meaning(cfg: dict, source: str) -> None:
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec['prompt_lookup_min']}) is "
                 f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them.")
-        if spec and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash") and not spec.get("model"):
+        if (spec and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash") and not spec.get("model")
+                and cfg["engine"]["kind"] != "ollama"):  # Ollama's draft model is in its Modelfile
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
                 f"set arms.{name}.speculative.model.")
     if cfg["engine"]["embedded"] and cfg["engine"]["kind"] != "vllm":
         raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm; "
                               f"set engine.kind: vllm or engine.embedded: false.")
+    _check_engine(cfg, source)
+
+
+def _check_engine(cfg: dict, source: str) -> None:
+    """What the chosen engine and launch mode cannot do with these arms, named before anything runs."""
+    from bracket import engines  # the adapters know their flags; imported here to keep config light
+
+    eng = cfg["engine"]
+    launch = eng["launch"]
+    if eng["embedded"] and launch != "native":
+        raise ExperimentError(f"{source}: engine.embedded is true, which runs vLLM's CPU build natively; set "
+                              f"engine.launch: native, or engine.embedded: false with engine.model for {launch}.")
+    adapter = engines.get(eng["kind"])
+    if not adapter.launchable and launch != "attach":
+        raise ExperimentError(f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "
+                              f"none; set engine.launch: attach and engine.base_url.")
+    if launch == "docker" and not (eng.get("docker") or {}).get("image"):
+        raise ExperimentError(f"{source}: engine.launch is docker, but engine.docker.image is not set; name the "
+                              f"image, e.g. engine.docker: {{image: lmsysorg/sglang:v0.5.23}}.")
+    if eng.get("base_url") and launch != "attach":
+        raise ExperimentError(f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
+                              f"set launch: attach to use the server running there.")
+    problems = [p for name, arm in cfg["arms"].items() for p in adapter.check_arm(name, arm)]
+    if problems:
+        raise ExperimentError(f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - "
+                              + "\n  - ".join(problems))
+    if launch == "attach":
+        _check_attach(cfg, source)
+
+
+def _check_attach(cfg: dict, source: str) -> None:
+    """Under attach the server keeps the flags it was started with: no arm may ask for others."""
+    from bracket.engines.base import server_settings
+
+    eng = cfg["engine"]
+    unused = [k for k in ("args", "env", "secret_env") if eng.get(k)]
+    if unused:
+        raise ExperimentError(f"{source}: engine.launch is attach, so bracket starts no server and "
+                              f"engine.{unused[0]} would be ignored; remove {', '.join('engine.' + k for k in unused)}.")
+    arms = list(cfg["arms"])
+    first = server_settings(cfg["arms"][arms[0]])
+    for name in arms[1:]:
+        other = server_settings(cfg["arms"][name])
+        if other != first:
+            keys = [k for k in first if first[k] != other[k]]
+            raise ExperimentError(
+                f"{source}: engine.launch is attach, so one server, started by you, serves every block and its "
+                f"flags cannot change between blocks; arms {arms[0]!r} and {name!r} differ in server settings "
+                f"({', '.join(keys)}). Give every arm the same settings, or let bracket launch the server "
+                f"(engine.launch: native or docker) so each arm gets its own.")
 
 
 def check_prompt_files(cfg: dict, root: Path, source: str = "experiment") -> None:

@@ -26,10 +26,10 @@ import httpx
 from rich.console import Console
 
 from bracket import arena, engines, records
-from bracket.client import get_text, stream_completion
 from bracket.config import draft_budget
 from bracket.design import Block
-from bracket.server import Server, ServerError, log_tail, port_owner
+from bracket.engines import launch, provenance
+from bracket.server import ServerError, log_tail, port_owner
 from bracket.telemetry import Telemetry, summarize
 
 console = Console(stderr=True, highlight=False)
@@ -186,10 +186,13 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         # Given to the server by environment (never on argv, which is recorded) and sent on every request.
         secrets[adapter.api_key_env] = api_key
         headers["Authorization"] = f"Bearer {api_key}"
-    argv = list(argv) if argv is not None else adapter.launch_argv(cfg, arm, model, python)
-    env = adapter.launch_env(cfg, arm)
+    # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
+    argv = list(argv) if argv is not None else launch.server_argv(
+        cfg, adapter, arm, model, python, name=launch.container_name(experiment, block.arm, block.position),
+        env_names=list(secrets))
+    env = launch.launch_env(cfg, adapter, arm)
     env.update(secrets)
-    base = f"http://{eng['host']}:{eng['port']}"
+    base = launch.base_url(cfg)
     server_id = f"{experiment}-p{block.position}-{int(time.time())}"
     meta = {
         "experiment": experiment, "block": block.position, "arm": block.arm, "round": block.round,
@@ -204,14 +207,14 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         if block.position > 0 and design["cooldown_s"] > 0:
             console.print(f"cooldown {design['cooldown_s']:.0f} s before block {block.position + 1}/{n_blocks}")
             time.sleep(design["cooldown_s"])
-        owner = port_owner(eng["host"], eng["port"])
+        owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
         if owner:
             raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
                               f"engine.port to a free port.")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
-        server = Server(argv=argv, env=env, log_path=log_path, base_url=base, health_path=adapter.health_path,
-                        secret_names=list(secrets))
+        server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
+                                    secret_names=list(secrets))
         writer = records.RecordWriter(partial)
         try:
             console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
@@ -225,8 +228,8 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
             meta["ready_s"] = round(ready, 2)
             meta["started_at"] = server.started_at
             with httpx.Client(timeout=10.0, headers=headers) as http, Telemetry(interval_s=0.5) as tel:
-                meta["version"] = get_text(http, base + "/version")
-                meta["models"] = get_text(http, base + "/v1/models")
+                meta.update(provenance.collect(cfg, adapter, http, base, adapter.request_model(cfg, http, base),
+                                               model, server.notes))
                 _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
                          server_id, req, design)
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
@@ -251,9 +254,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
 
 def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,
              req, design):
-    model_name = "bracket-model"
-    url = base + "/v1/completions"
-    spec = arm.get("speculative")
+    model_name = adapter.request_model(cfg, http, base)
     total = design["warmup_runs"] + design["runs_per_block"]
     for run in range(total):
         warm = run < design["warmup_runs"]
@@ -270,21 +271,13 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
                 continue
             p = prompts[run % len(prompts)]
             text = (unique_prefix(design["seed"], wl_name, run) if req["unique_prefix"] else "") + p["prompt"]
-            body = adapter.request_body(model_name, text, req, seed=req["seed"])
-            before = adapter.spec_counters(get_text(http, base + "/metrics") or "") if spec else None
-            m = stream_completion(http, url, body, req["timeout_s"])
-            after = adapter.spec_counters(get_text(http, base + "/metrics") or "") if spec else None
+            measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)
+            m = measured.measurement
             rec = records.new_record(
                 experiment=experiment, arm=block.arm, block=block.position, round=block.round,
                 position=block.position, run=run, warmup=warm, workload=wl_name, prompt_id=p["id"],
                 server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"],
-                host=block.host or None, **m.fields())
-            if before is not None and after is not None:
-                rec["verify_steps"] = int(after.drafts - before.drafts)
-                rec["draft_tokens"] = int(after.draft_tokens - before.draft_tokens)
-                rec["accepted_tokens"] = int(after.accepted - before.accepted)
-                if rec["verify_steps"] > 0:
-                    rec["acceptance_length"] = 1 + rec["accepted_tokens"] / rec["verify_steps"]
+                host=block.host or None, **m.fields(), **measured.spec.fields())
             with _signals_deferred():
                 writer.append(rec)
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"

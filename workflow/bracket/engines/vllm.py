@@ -3,23 +3,31 @@
 Facts used here (../shared/docs/engine-apis.md, section 2): connections are refused while the
 engine loads, then /health answers 200; acceptance comes from the Prometheus counters
 vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total, read before and after each
-single-stream request; `cached_tokens` is only reported with --enable-prompt-tokens-details.
+single-stream request, or, with engine.per_request_metrics, from the response's own
+`metrics.speculative_decoding` (experimental in 0.32, so the counters stay the fallback);
+`cached_tokens` is only reported with --enable-prompt-tokens-details; the prefix cache is reset
+by POST /reset_prefix_cache, mounted only with VLLM_SERVER_DEV_MODE=1.
 """
 
 from __future__ import annotations
 
 import json
 
-from bracket.engines.base import Engine, SpecCounters, prometheus_sums
+import httpx
+
+from bracket.engines.base import Engine, SpecCounters, SpecFields, get_json, prometheus_sums
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 
+METHODS = {m: m for m in ("ngram", "draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "suffix")}
+
 
 def speculative_config(spec: dict) -> dict:
     """The --speculative-config JSON for an arm's `speculative` block."""
-    out = {"method": spec["method"], "num_speculative_tokens": spec["draft_tokens"]}
+    method = spec.get("engine_method") or METHODS.get(spec["method"], spec["method"])
+    out = {"method": method, "num_speculative_tokens": spec["draft_tokens"]}
     if spec["method"] == "ngram":
         out["prompt_lookup_min"] = spec.get("prompt_lookup_min", 2)
         out["prompt_lookup_max"] = spec.get("prompt_lookup_max", 5)
@@ -28,12 +36,39 @@ def speculative_config(spec: dict) -> dict:
     return out
 
 
+def server_flags(server: dict) -> list[str]:
+    """vLLM flags for an arm's `server` block; unset keys leave vLLM's defaults."""
+    s = server or {}
+    out = []
+    if s.get("memory_fraction") is not None:
+        out += ["--gpu-memory-utilization", f"{s['memory_fraction']:g}"]
+    if s.get("context_length") is not None:
+        out += ["--max-model-len", str(s["context_length"])]
+    if s.get("kv_cache_dtype") is not None:
+        out += ["--kv-cache-dtype", s["kv_cache_dtype"]]
+    if s.get("prefix_caching") is not None:
+        out += ["--enable-prefix-caching" if s["prefix_caching"] else "--no-enable-prefix-caching"]
+    cp = s.get("chunked_prefill")
+    if cp is not None:
+        if cp is False:
+            out += ["--no-enable-chunked-prefill"]
+        else:
+            out += ["--enable-chunked-prefill"]
+            if cp is not True:
+                out += ["--max-num-batched-tokens", str(cp)]
+    return out
+
+
 class VLLM(Engine):
     kind = "vllm"
     api_key_env = "VLLM_API_KEY"  # guards /v1/*; /health, /metrics and /version stay open
+    spec_methods = METHODS
+    server_keys = frozenset({"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching",
+                             "chunked_prefill"})
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]
+        server = arm.get("server") or {}
         argv = [python, "-m", "vllm.entrypoints.openai.api_server",
                 "--model", model, "--served-model-name", "bracket-model",
                 "--host", eng["host"], "--port", str(eng["port"]),
@@ -42,11 +77,18 @@ class VLLM(Engine):
                 "--enable-prompt-tokens-details"]
         if eng["embedded"]:
             # What the CPU build needs on a small shared machine (DESIGN.md, "Engines").
-            argv += ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048",
-                     "--max-num-seqs", "8"]
+            argv += ["--dtype", "bfloat16", "--enforce-eager"]
+            if server.get("context_length") is None:
+                argv += ["--max-model-len", "2048"]
+            argv += ["--max-num-seqs", "8"]
+        argv += server_flags(server)
         spec = arm.get("speculative")
         if spec:
             argv += ["--speculative-config", json.dumps(speculative_config(spec), separators=(",", ":"))]
+        if eng.get("per_request_metrics"):
+            argv += ["--enable-per-request-metrics"]
+            if spec:
+                argv += ["--per-request-spec-decode-metrics", "summary"]
         argv += list(eng["args"]) + list(arm.get("args", []))
         return argv
 
@@ -59,7 +101,7 @@ class VLLM(Engine):
         env.update(super().launch_env(cfg, arm))
         return env
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         return {
             "model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
             "temperature": request["temperature"], "seed": seed, "ignore_eos": True,
@@ -71,3 +113,37 @@ class VLLM(Engine):
         if DRAFTS not in s:
             return None
         return SpecCounters(drafts=s[DRAFTS], draft_tokens=s.get(DRAFT_TOKENS, 0.0), accepted=s.get(ACCEPTED, 0.0))
+
+    def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
+        """`metrics.speculative_decoding` on the final usage chunk (--per-request-spec-decode-metrics)."""
+        for event in reversed(events):
+            sd = (event.get("metrics") or {}).get("speculative_decoding")
+            if isinstance(sd, dict) and sd.get("num_spec_steps") is not None:
+                return SpecFields.from_counts(verify_steps=sd["num_spec_steps"],
+                                              accepted=sd.get("num_accepted_draft_tokens"),
+                                              draft_tokens=sd.get("num_draft_tokens"),
+                                              source="response metrics.speculative_decoding")
+        return None
+
+    def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
+        try:
+            r = http.post(base + "/reset_prefix_cache", timeout=30.0)
+        except httpx.HTTPError as exc:
+            return f"failed: {type(exc).__name__}"
+        if r.status_code == 404:
+            return "not available: the server needs VLLM_SERVER_DEV_MODE=1 for /reset_prefix_cache"
+        if r.status_code != 200:
+            return f"failed: HTTP {r.status_code}"
+        try:
+            body = r.json()
+        except ValueError:
+            return "flushed"  # older releases answer a bare 200
+        if isinstance(body, dict) and body.get("success") is False:
+            return "failed: the server reported success=false (blocks still held by running requests)"
+        return "flushed"
+
+    def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
+        ver = get_json(http, base + "/version")
+        info = get_json(http, base + "/server_info")  # dev mode only; the launch argv is recorded anyway
+        return {"engine_version": ver.get("version") if isinstance(ver, dict) else None,
+                "server_info": info if isinstance(info, dict) else None}

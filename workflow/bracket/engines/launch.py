@@ -1,0 +1,315 @@
+"""How a block gets its server: a native command, `docker run`, or attaching to one already running.
+
+native  the adapter's command in its own process group on this host (bracket.server.Server).
+docker  `docker run -d` of engine.docker.image with the adapter's command as entrypoint and
+        arguments; environment passed by name only (`-e NAME`, the value coming from the docker
+        client's own environment), so no value, secret or not, is on the recorded command line.
+        Liveness is the container's state (`docker inspect`), the log is `docker logs`, teardown
+        is `docker stop` then `docker rm -f`.
+attach  nothing is launched or stopped: the server the user started at engine.base_url is
+        checked for readiness and its prefix cache flushed at the start of each block. Its flags
+        cannot change between blocks, which config validation enforces.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from bracket.engines.base import Engine
+from bracket.server import Server, ServerError
+
+
+def base_url(cfg: dict) -> str:
+    eng = cfg["engine"]
+    if eng["launch"] == "attach" and eng.get("base_url"):
+        return eng["base_url"].rstrip("/")
+    return f"http://{eng['host']}:{eng['port']}"
+
+
+def container_name(experiment: str, arm: str, position: int | None = None) -> str:
+    raw = f"bracket-{experiment}-{arm}" + (f"-b{position}" if position is not None else "")
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
+
+
+def _inside(cfg: dict) -> dict:
+    """The experiment as the engine inside a container sees it: listening on every interface of the
+    container (its port is published on engine.host only), unless it shares the host's network."""
+    if cfg["engine"]["docker"].get("network") == "host":
+        return cfg
+    inner = copy.deepcopy(cfg)
+    inner["engine"]["host"] = "0.0.0.0"
+    return inner
+
+
+def docker_argv(cfg: dict, inner_argv: list[str], env_names: list[str], name: str) -> list[str]:
+    """`docker run -d ...` for the engine command `inner_argv` (its first word becomes the entrypoint)."""
+    eng, d = cfg["engine"], cfg["engine"]["docker"]
+    argv = ["docker", "run", "-d", "--name", name, "--label", "org.bracket.managed=1"]
+    if d.get("pull"):
+        argv += ["--pull", d["pull"]]
+    if d.get("gpus"):
+        argv += ["--gpus", d["gpus"]]
+    if d.get("shm_size"):
+        argv += ["--shm-size", d["shm_size"]]
+    if d.get("ipc"):
+        argv += ["--ipc", d["ipc"]]
+    if d.get("network") == "host":
+        argv += ["--network", "host"]
+    else:
+        argv += ["-p", f"{eng['host']}:{eng['port']}:{eng['port']}"]
+    for v in d.get("volumes", []):
+        argv += ["-v", v]
+    for n in env_names:
+        argv += ["-e", n]  # by name: docker reads the value from its own environment
+    argv += list(d.get("extra_args", []))
+    return argv + ["--entrypoint", inner_argv[0], d["image"], *inner_argv[1:]]
+
+
+def server_argv(cfg: dict, adapter: Engine, arm: dict, model: str, python: str, *, name: str,
+                env_names: list[str] = ()) -> list[str]:
+    """The exact command a block runs: the engine's own, wrapped in `docker run`, or none under attach."""
+    launch = cfg["engine"]["launch"]
+    if launch == "attach":
+        return []
+    if launch == "docker":
+        inner = adapter.launch_argv(_inside(cfg), arm, model, python)
+        env = adapter.launch_env(_inside(cfg), arm)
+        return docker_argv(cfg, inner, sorted({*env, *env_names}), name)
+    return adapter.launch_argv(cfg, arm, model, python)
+
+
+def launch_env(cfg: dict, adapter: Engine, arm: dict) -> dict[str, str]:
+    return adapter.launch_env(_inside(cfg) if cfg["engine"]["launch"] == "docker" else cfg, arm)
+
+
+@dataclass
+class NativeServer(Server):
+    """A server process on this host; after readiness, whatever the engine still needs (Ollama's preload)."""
+
+    adapter: Engine | None = None
+    model_name: str = ""
+    notes: dict = field(default_factory=dict)
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
+        t0 = time.monotonic()
+        super().wait_ready(timeout_s, poll_s)
+        self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
+        self.ready_s = time.monotonic() - t0
+        return self.ready_s
+
+    def _after_ready(self, timeout_s: float) -> None:
+        if self.adapter is None:
+            return
+        with httpx.Client() as http:
+            try:
+                info = self.adapter.after_ready(http, self.base_url, self.model_name, timeout_s=timeout_s)
+            except httpx.HTTPError as exc:
+                raise ServerError(f"{self.adapter.kind} answered its health check but failed after it: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        if info:
+            self.notes["after_ready"] = info
+
+
+class Container:
+    """A detached container, seen through the part of subprocess.Popen the runner uses (pid, poll, wait)."""
+
+    def __init__(self, docker: str, name: str, env: dict, on_exit=None):
+        self.docker, self.name, self.env, self.on_exit = docker, name, env, on_exit
+        self.pid: int | None = None
+        self.returncode: int | None = None
+
+    def inspect(self, fmt: str) -> object:
+        r = subprocess.run([self.docker, "inspect", "--format", fmt, self.name], capture_output=True, text=True,
+                           env=self.env, timeout=60)
+        if r.returncode != 0:
+            return None
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        state = self.inspect("{{json .State}}")
+        if not isinstance(state, dict):
+            self.returncode = 125  # the container is gone (removed behind our back)
+        elif state.get("Status") in ("exited", "dead", "removing"):
+            self.returncode = int(state.get("ExitCode") or 0)
+        else:
+            self.pid = self.pid or state.get("Pid") or None
+            return None
+        if self.on_exit:
+            self.on_exit()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(self.name, timeout)
+            time.sleep(0.5)
+        return self.returncode
+
+
+@dataclass
+class DockerServer(NativeServer):
+    """`docker run -d`: liveness from `docker inspect`, the log from `docker logs`, teardown `docker rm -f`."""
+
+    _follower: subprocess.Popen | None = None
+
+    @property
+    def docker(self) -> str:
+        return self.argv[0]
+
+    @property
+    def name(self) -> str:
+        return self.argv[self.argv.index("--name") + 1]
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env.update(self.env)
+        return env
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = self._env()
+        # A container of this name is a leftover of an interrupted run of the same block.
+        subprocess.run([self.docker, "rm", "-f", self.name], capture_output=True, env=env, timeout=120)
+        self.started_at = time.time()
+        self.proc = Container(self.docker, self.name, env, on_exit=self.sync_log)
+        # No timeout: the first run may pull an image of several GB.
+        r = subprocess.run(self.argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            # docker's own refusal (no such image, no GPU runtime, name taken): wait_ready reports it.
+            self.log_path.write_text(f"$ docker run failed with code {r.returncode}\n{r.stdout}{r.stderr}")
+            self.proc.returncode = r.returncode
+            self.proc.on_exit = None
+            return
+        cid = (r.stdout.strip().splitlines() or [""])[-1]
+        image_id = self.proc.inspect("{{json .Image}}")
+        digests = _image_digests(self.docker, self.argv[self.argv.index("--entrypoint") + 2], env)
+        self.notes["container"] = {"name": self.name, "id": cid or None,
+                                   "image": self.argv[self.argv.index("--entrypoint") + 2],
+                                   "image_id": image_id, "image_digests": digests}
+        with open(self.log_path, "ab") as log:
+            self._follower = subprocess.Popen([self.docker, "logs", "-f", self.name], stdout=log,
+                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                              start_new_session=True)
+        self.proc.poll()
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 1.0) -> float:
+        return super().wait_ready(timeout_s, poll_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def sync_log(self) -> None:
+        """Replace the followed log by the container's whole log (both streams), once it has stopped."""
+        self._stop_follower()
+        r = subprocess.run([self.docker, "logs", self.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           env=self._env(), timeout=120)
+        if r.returncode == 0:
+            self.log_path.write_bytes(r.stdout)
+
+    def _stop_follower(self) -> None:
+        f, self._follower = self._follower, None
+        if f is None:
+            return
+        try:
+            f.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(f.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                f.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(f.pid, signal.SIGKILL)
+                f.wait()
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        if self.proc is None:
+            return
+        env = self._env()
+        if self.proc.returncode is None or self._follower is not None:
+            subprocess.run([self.docker, "stop", "-t", str(int(grace_s)), self.name], capture_output=True, env=env,
+                           timeout=grace_s + 60)
+            self.sync_log()
+        subprocess.run([self.docker, "rm", "-f", self.name], capture_output=True, env=env, timeout=120)
+        self._stop_follower()
+
+
+def _image_digests(docker: str, image: str, env: dict) -> list[str] | None:
+    r = subprocess.run([docker, "image", "inspect", "--format", "{{json .RepoDigests}}", image],
+                       capture_output=True, text=True, env=env, timeout=60)
+    try:
+        return json.loads(r.stdout) if r.returncode == 0 else None
+    except ValueError:
+        return None
+
+
+class _Attached:
+    pid = None
+    returncode = None
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        return None
+
+
+@dataclass
+class AttachedServer(NativeServer):
+    """A server the user runs: readiness is checked, its prefix cache flushed, and nothing is started or stopped."""
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(f"engine.launch is attach: bracket started no server; it attached to "
+                                 f"{self.base_url}, whose log is wherever you started it.\n")
+        self.started_at = time.time()
+        self.proc = _Attached()
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.5) -> float:
+        t0 = time.monotonic()
+        with httpx.Client() as http:
+            while not self.adapter.ready(http, self.base_url):
+                if time.monotonic() - t0 > timeout_s:
+                    raise ServerError(
+                        f"no {self.adapter.kind} server is ready at {self.base_url} (engine.launch is attach, so "
+                        f"bracket starts none): start it, or set engine.base_url to where it listens; waited "
+                        f"{timeout_s:.0f} s (engine.startup_timeout_s)")
+                time.sleep(poll_s)
+        self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
+        with httpx.Client() as http:
+            # One server for every block: what an earlier block left in the prefix cache goes now.
+            self.notes["cache_flush"] = self.adapter.flush_cache(http, self.base_url, self.model_name)
+        self.ready_s = time.monotonic() - t0
+        return self.ready_s
+
+    def alive(self) -> bool:
+        return True
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        pass
+
+
+def make_server(cfg: dict, adapter: Engine, *, argv: list[str], env: dict[str, str], log_path, base_url: str,
+                secret_names: list[str]) -> NativeServer:
+    """The server object for a block under engine.launch; the runner treats all three alike."""
+    kind = {"native": NativeServer, "docker": DockerServer, "attach": AttachedServer}[cfg["engine"]["launch"]]
+    if kind is DockerServer and "--name" not in argv:
+        kind = NativeServer  # a command given in place of the adapter's (tests, engine overrides)
+    return kind(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
+                secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg))

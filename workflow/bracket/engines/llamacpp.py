@@ -1,0 +1,132 @@
+"""llama.cpp's `llama-server` (flags of master after the May 2026 rename; check `llama-server --help`).
+
+Facts used here (../shared/docs/engine-apis.md, section 3): the HTTP server starts before the model
+loads and /health answers 503 until it has loaded (/v1/models answers 200 even then, so it is not a
+readiness signal); the OpenAI routes carry a top-level `timings` object, on the finish chunk or on
+the final usage chunk when streaming, with `cache_n` and, only when the slot drafted anything,
+`draft_n` and `draft_n_accepted`; a slot's cache is erased with POST /slots/{id}?action=erase;
+GET /props gives `build_info` and the server's settings.
+
+Speculative flags: `--spec-type` chooses the method and `--spec-draft-n-max` the budget. Builds
+from before the rename take `-md` / `--draft-max` instead: pass those in arms.X.args and leave
+`speculative` for the record only on such builds.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from bracket.client import Measurement
+from bracket.engines.base import (SERVED_NAME, Engine, SpecCounters, SpecFields, as_int, get_json,
+                                  neutral_sampling, prometheus_sums)
+
+METHODS = {"ngram": "ngram-simple", "draft_model": "draft-simple", "eagle3": "draft-eagle3", "mtp": "draft-mtp",
+           "dflash": "draft-dflash", "dspark": "draft-dspark"}
+
+DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
+ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
+
+
+def spec_from_timings(timings: dict) -> SpecFields | None:
+    """Per-request acceptance from `timings`; None when the build or the request reported no drafts.
+
+    timings has draft_n (proposed) and draft_n_accepted, not the number of verify steps. Every
+    target forward after the prefill yields exactly one token of its own plus the drafts it
+    accepted, and the prefill yields the first token, so
+        verify steps = predicted_n - 1 - draft_n_accepted,
+        acceptance length = 1 + draft_n_accepted / verify steps = (predicted_n - 1) / verify steps.
+    """
+    drafted, accepted, n = (as_int(timings.get(k)) for k in ("draft_n", "draft_n_accepted", "predicted_n"))
+    if drafted is None or accepted is None:
+        return None
+    steps = n - 1 - accepted if n is not None and n - 1 - accepted > 0 else None
+    return SpecFields.from_counts(verify_steps=steps, accepted=accepted, draft_tokens=drafted,
+                                  source="response timings (verify steps = predicted_n - 1 - draft_n_accepted)")
+
+
+def last_timings(events: list[dict]) -> dict | None:
+    for event in reversed(events):
+        if isinstance(event.get("timings"), dict):
+            return event["timings"]
+    return None
+
+
+class LlamaCpp(Engine):
+    kind = "llamacpp"
+    api_key_env = "LLAMA_API_KEY"  # llama-server reads --api-key from LLAMA_API_KEY as well
+    spec_methods = METHODS
+    server_keys = frozenset({"context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"})
+
+    def check_arm(self, name: str, arm: dict) -> list[str]:
+        out = super().check_arm(name, arm)
+        cp = (arm.get("server") or {}).get("chunked_prefill")
+        if isinstance(cp, bool):
+            out.append(f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
+                       f"batch size in tokens (an integer, passed as --batch-size) or remove the key")
+        return out
+
+    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
+        eng = cfg["engine"]
+        s = arm.get("server") or {}
+        argv = [eng.get("executable") or "llama-server", "-m", model, "--host", eng["host"],
+                "--port", str(eng["port"]), "--alias", SERVED_NAME, "--seed", str(cfg["request"]["seed"]),
+                # one slot: the whole context for one stream, and no cross-slot nondeterminism (issue #7052)
+                "--parallel", "1", "--metrics"]
+        if s.get("context_length") is not None:
+            argv += ["--ctx-size", str(s["context_length"])]
+        if s.get("kv_cache_dtype") is not None:
+            argv += ["--cache-type-k", s["kv_cache_dtype"], "--cache-type-v", s["kv_cache_dtype"]]
+        if s.get("prefix_caching") is False:
+            argv += ["--no-cache-prompt", "--cache-ram", "0"]
+        if s.get("chunked_prefill") is not None and not isinstance(s["chunked_prefill"], bool):
+            argv += ["--batch-size", str(s["chunked_prefill"])]
+        spec = arm.get("speculative")
+        if spec:
+            argv += ["--spec-type", spec.get("engine_method") or METHODS[spec["method"]]]
+            if spec.get("model"):
+                argv += ["--spec-draft-model", spec["model"]]
+            argv += ["--spec-draft-n-max", str(spec["draft_tokens"])]
+        return argv + list(eng["args"]) + list(arm.get("args", []))
+
+    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
+                "ignore_eos": True, "top_k": 0, **neutral_sampling(request),
+                "stream": True, "stream_options": {"include_usage": True}}
+
+    def spec_counters(self, metrics_text: str) -> SpecCounters | None:
+        s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})
+        if DRAFTS not in s:
+            return None
+        return SpecCounters(drafts=s[DRAFTS], draft_tokens=s.get(DRAFT_TOKENS, 0.0), accepted=s.get(ACCEPTED, 0.0))
+
+    def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
+        t = last_timings(events)
+        return spec_from_timings(t) if t else None
+
+    def adjust(self, m: Measurement, events: list[dict]) -> None:
+        # Builds before prompt_tokens_details report cache reuse in timings.cache_n only.
+        t = last_timings(events)
+        if t and m.cached_tokens is None and as_int(t.get("cache_n")) is not None:
+            m.cached_tokens = as_int(t["cache_n"])
+
+    def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
+        slots = get_json(http, base + "/slots")
+        if not isinstance(slots, list):
+            return "not available: /slots is off (the server runs with --no-slots)"
+        erased = []
+        for slot in slots:
+            sid = slot.get("id")
+            try:
+                r = http.post(f"{base}/slots/{sid}?action=erase", timeout=30.0)
+            except httpx.HTTPError as exc:
+                return f"failed on slot {sid}: {type(exc).__name__}"
+            if r.status_code != 200:
+                return f"failed on slot {sid}: HTTP {r.status_code}"
+            erased.append(sid)
+        return f"flushed (slots {', '.join(map(str, erased))} erased)"
+
+    def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
+        props = get_json(http, base + "/props")
+        version = props.get("build_info") if isinstance(props, dict) else None
+        return {"engine_version": version, "server_info": props if isinstance(props, dict) else None}

@@ -1,0 +1,68 @@
+"""Any OpenAI-compatible server that is already running: attached to, never launched.
+
+Requests go to /v1/completions with the usual streaming usage chunk. Acceptance is read where a
+server of a known kind puts it: vLLM's per-request `metrics.speculative_decoding` or llama.cpp's
+`timings` in the response, else vLLM- or llama.cpp-named counters on /metrics, else null. The
+model name is engine.served_model, or the first model /v1/models lists. `ignore_eos` is sent, as
+vLLM, SGLang and llama.cpp honour it; a server that rejects it needs its own adapter.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from bracket.client import Measurement
+from bracket.engines import llamacpp, vllm
+from bracket.engines.base import SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, neutral_sampling
+
+
+class OpenAI(Engine):
+    kind = "openai"
+    launchable = False
+    api_key_env = "OPENAI_API_KEY"  # only the Bearer header matters: nothing is launched
+    spec_methods = {m: m for m in ("ngram", "draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "suffix")}
+    spec_keys = frozenset({"steps", "topk"})
+    server_keys = frozenset({"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching",
+                             "chunked_prefill"})  # declarations only: the server was started by hand
+
+    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
+        raise ValueError("engine.kind openai attaches to a running server and launches nothing; "
+                         "set engine.launch: attach and engine.base_url")
+
+    def ready(self, http: httpx.Client, base: str) -> bool:
+        for path in ("/health", "/v1/models"):
+            try:
+                if http.get(base + path, timeout=2.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                return False
+        return False
+
+    def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
+        if cfg["engine"].get("served_model"):
+            return cfg["engine"]["served_model"]
+        models = get_json(http, base + "/v1/models") if http is not None and base else None
+        data = models.get("data") if isinstance(models, dict) else None
+        if data and isinstance(data[0], dict) and data[0].get("id"):
+            return data[0]["id"]
+        return SERVED_NAME
+
+    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
+                "ignore_eos": True, **neutral_sampling(request), "stream": True,
+                "stream_options": {"include_usage": True}}
+
+    def spec_counters(self, metrics_text: str) -> SpecCounters | None:
+        return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)
+
+    def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
+        return vllm.VLLM().spec_from_stream(events) or llamacpp.LlamaCpp().spec_from_stream(events)
+
+    def adjust(self, m: Measurement, events: list[dict]) -> None:
+        llamacpp.LlamaCpp().adjust(m, events)
+
+    def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
+        ver = get_json(http, base + "/version")
+        models = get_json(http, base + "/v1/models")
+        return {"engine_version": ver.get("version") if isinstance(ver, dict) else None,
+                "server_info": {"models": models} if models is not None else None}
