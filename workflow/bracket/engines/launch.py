@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -294,7 +295,14 @@ class AttachedServer(NativeServer):
         self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
         with httpx.Client() as http:
             # One server for every block: what an earlier block left in the prefix cache goes now.
-            self.notes["cache_flush"] = self.adapter.flush_cache(http, self.base_url, self.model_name)
+            flushed = self.adapter.flush_cache(http, self.base_url, self.model_name)
+        self.notes["cache_flush"] = flushed
+        if not flushed.startswith("flushed"):
+            warning = (f"attach: the prefix cache of {self.base_url} was not flushed ({flushed}); the same prompts "
+                       f"run in every block, so a later block may be served from what an earlier one left. Check "
+                       f"cached_tokens, or restart the server between blocks.")
+            self.notes.setdefault("warnings", []).append(warning)
+            print(warning, file=sys.stderr)
         self.ready_s = time.monotonic() - t0
         return self.ready_s
 
