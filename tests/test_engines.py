@@ -274,10 +274,10 @@ def test_sglang_tree_dflash_and_ngram_flags():
                                               "topk": 4}})
     assert tree[tree.index("--speculative-num-steps"):] == ["--speculative-num-steps", "3", "--speculative-eagle-topk",
                                                             "4", "--speculative-num-draft-tokens", "8"]
-    dflash = argv_of("sglang", {"speculative": {"method": "dflash", "draft_tokens": 15, "model": "/d"}})
+    dflash = argv_of("sglang", {"speculative": {"method": "dflash", "draft_tokens": 16, "model": "/d"}})
     assert dflash[dflash.index("--speculative-algorithm"):] == [
         "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/d",
-        "--speculative-num-draft-tokens", "16"]  # block size 16: 15 drafted + the verified root
+        "--speculative-num-draft-tokens", "16"]  # the block size the DFlash checkpoint was trained for
     ngram = argv_of("sglang", {"speculative": {"method": "ngram", "draft_tokens": 11}, "server": {"chunked_prefill": 4096}})
     assert "NGRAM" in ngram and "--speculative-num-steps" not in ngram
     assert ngram[ngram.index("--chunked-prefill-size") + 1] == "4096"
@@ -483,3 +483,12 @@ def test_cache_flush_outcomes_are_said_in_words():
     rec = Recorded({"GET /slots": (200, body("llamacpp-slots.json")), "POST /slots/0": (200, b'{"id_slot":0}')})
     assert engines.get("llamacpp").flush_cache(rec.http, "http://l", "m") == "flushed (slots 0 erased)"
     assert rec.requests[-1].url.query == b"action=erase"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments" / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+def test_example_experiments_for_each_engine_validate_and_print_their_command(path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    cfg = config.load(path)
+    config.check_prompt_files(cfg, ROOT)
+    for arm in cfg["arms"]:
+        assert launch_command(cfg, arm, path.stem)

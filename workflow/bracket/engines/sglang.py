@@ -10,7 +10,10 @@ the resolved server arguments and the version.
 Draft budget: `draft_tokens` is the number of tokens proposed per verify step, as for vLLM.
 SGLang's --speculative-num-draft-tokens counts the verified tree's root too (its
 spec_num_proposed_drafts = verify steps x (num_draft_tokens - 1)), so it is draft_tokens + 1;
-for a chain (topk 1) --speculative-num-steps defaults to draft_tokens.
+for a chain (topk 1) --speculative-num-steps defaults to draft_tokens. DFlash and DSpark are the
+exception: their checkpoints are trained for a block size, which both SGLang
+(--speculative-num-draft-tokens, alias --speculative-dflash-block-size) and vLLM
+(num_speculative_tokens) take as is, so draft_tokens is passed unchanged as the block size.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eag
            "dflash": "DFLASH", "dspark": "DSPARK"}
 # Algorithms that draft autoregressively: steps and topk apply.
 TREE_DRAFTERS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+# Algorithms whose draft is one block of a trained size: draft_tokens is that size.
+BLOCK_DRAFTERS = {"DFLASH", "DSPARK"}
 
 # meta_info names of accepted and proposed draft counts, newest first (section 1.4 of engine-apis.md):
 # 0.5.23 has spec_num_*; before it spec_accepted_drafts / spec_proposed_drafts; ~0.5.3-0.5.5
@@ -47,7 +52,8 @@ def spec_flags(spec: dict) -> list[str]:
             out += ["--speculative-num-steps", str(spec["steps"])]
         if spec.get("topk") is not None:
             out += ["--speculative-eagle-topk", str(spec["topk"])]
-    out += ["--speculative-num-draft-tokens", str(spec["draft_tokens"] + 1)]
+    block = algo.upper() in BLOCK_DRAFTERS
+    out += ["--speculative-num-draft-tokens", str(spec["draft_tokens"] + (0 if block else 1))]
     return out
 
 
