@@ -99,6 +99,7 @@ class NativeServer(Server):
     adapter: Engine | None = None
     model_name: str = ""
     notes: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)  # the Bearer header of engine.api_key_env, for probes
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
         t0 = time.monotonic()
@@ -110,7 +111,7 @@ class NativeServer(Server):
     def _after_ready(self, timeout_s: float) -> None:
         if self.adapter is None:
             return
-        with httpx.Client() as http:
+        with httpx.Client(headers=self.headers) as http:
             try:
                 info = self.adapter.after_ready(http, self.base_url, self.model_name, timeout_s=timeout_s)
             except httpx.HTTPError as exc:
@@ -284,7 +285,7 @@ class AttachedServer(NativeServer):
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.5) -> float:
         t0 = time.monotonic()
-        with httpx.Client() as http:
+        with httpx.Client(headers=self.headers) as http:
             while not self.adapter.ready(http, self.base_url):
                 if time.monotonic() - t0 > timeout_s:
                     raise ServerError(
@@ -293,7 +294,7 @@ class AttachedServer(NativeServer):
                         f"{timeout_s:.0f} s (engine.startup_timeout_s)")
                 time.sleep(poll_s)
         self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
-        with httpx.Client() as http:
+        with httpx.Client(headers=self.headers) as http:
             # One server for every block: what an earlier block left in the prefix cache goes now.
             flushed = self.adapter.flush_cache(http, self.base_url, self.model_name)
         self.notes["cache_flush"] = flushed
@@ -319,5 +320,7 @@ def make_server(cfg: dict, adapter: Engine, *, argv: list[str], env: dict[str, s
     kind = {"native": NativeServer, "docker": DockerServer, "attach": AttachedServer}[cfg["engine"]["launch"]]
     if kind is DockerServer and "--name" not in argv:
         kind = NativeServer  # a command given in place of the adapter's (tests, engine overrides)
+    key = os.environ.get(cfg["engine"].get("api_key_env") or "")
     return kind(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
-                secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg))
+                secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg),
+                headers={"Authorization": f"Bearer {key}"} if key else {})
