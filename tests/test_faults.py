@@ -52,25 +52,24 @@ def test_on_error_stop_ends_the_block_at_the_first_failure_and_the_rerun_keeps_t
     with pytest.raises(BlockFailed) as err:
         fk.run(cfg, tmp_path, fk.fake_argv(port, "--script", "ok,http500,ok", "--child"))
     assert "request.on_error is 'stop'" in str(err.value) and "HTTP 500" in str(err.value)
-    partial = paths["raw_path"].with_name("block-0.jsonl.partial")
-    measured = fk.lines(partial)
+    # the attempt is set aside at once, whole: records, provenance, server log
+    failed = tmp_path / "raw" / "failed"
+    measured = fk.lines(fk.attempt(tmp_path))
     assert [r["error"] is None for r in measured] == [True, False]  # the good run and the failed one
-    meta = json.loads(paths["meta_path"].with_name("block-0.meta.json.partial").read_text())
+    meta = json.loads(fk.attempt(tmp_path, ext="meta.json").read_text())
     assert meta["status"] == "failed" and "HTTP 500" in meta["error"]
-    child = int(paths["log_path"].read_text().split("child ")[1].split()[0])
+    child = int(fk.attempt(tmp_path, ext="log").read_text().split("child ")[1].split()[0])
     assert fk.alive([meta["pid"], child]) == []  # server and its child stopped
     assert not paths["raw_path"].exists()
-
-    # The next invocation moves the attempt aside, whole, and runs the block again from scratch.
-    raw = fk.run(cfg, tmp_path, fk.fake_argv(port))
-    assert len(fk.lines(raw)) == 4
-    failed = tmp_path / "raw" / "failed"
     assert sorted(p.name for p in failed.iterdir()) == [
         "block-0.attempt-1.jsonl", "block-0.attempt-1.log", "block-0.attempt-1.meta.json"]
-    assert fk.lines(failed / "block-0.attempt-1.jsonl") == measured
-    assert json.loads((failed / "block-0.attempt-1.meta.json").read_text())["status"] == "failed"
-    assert "child" in (failed / "block-0.attempt-1.log").read_text()
-    assert not partial.exists()
+
+    # The next invocation runs the block again from scratch, in a fresh server; the attempt stays.
+    raw = fk.run(cfg, tmp_path, fk.fake_argv(port))
+    assert len(fk.lines(raw)) == 4
+    assert fk.lines(fk.attempt(tmp_path)) == measured
+    assert len(list(failed.iterdir())) == 3
+    assert not raw.with_name("block-0.jsonl.partial").exists()
     # and globs over raw/ (the report's) see only finished blocks
     assert sorted(p.name for p in (tmp_path / "raw").glob("block-*.jsonl")) == ["block-0.jsonl"]
 
@@ -120,7 +119,7 @@ def test_a_server_that_never_gets_ready_times_out_with_how_long_and_its_log_tail
     msg = str(err.value)
     assert "did not become ready within 2 s" in msg and "serving on 127.0.0.1" in msg
     assert str(fk.block_paths(tmp_path)["log_path"]) in msg
-    meta = json.loads(fk.block_paths(tmp_path)["meta_path"].with_name("block-0.meta.json.partial").read_text())
+    meta = json.loads(fk.attempt(tmp_path, ext="meta.json").read_text())
     assert meta["status"] == "failed" and fk.alive([meta["pid"]]) == []
 
 
@@ -133,6 +132,8 @@ def test_a_rejected_flag_fails_at_once_with_the_servers_message(tmp_path):
     assert time.monotonic() - t0 < 10
     assert "exited with code 2 during start-up" in str(err.value)
     assert "unrecognized arguments: --no-such-flag" in str(err.value)
+    # the engine's own complaint leads, before the log tail
+    assert "unrecognized arguments: --no-such-flag" in str(err.value).splitlines()[0]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -155,10 +156,11 @@ def test_a_signal_during_a_block_stops_the_servers_whole_group_and_ends_on_a_who
         if driver.poll() is None:
             driver.kill()
     assert driver.returncode != 0, out
+    assert "records it measured, its provenance and server log are kept in" in out
     assert fk.alive(group) == [] and fk.engine_processes(port) == []
-    measured = fk.lines(partial)
+    measured = fk.lines(fk.attempt(tmp_path))
     assert 2 <= len(measured) < 50 and all(r["wall_s"] for r in measured)
-    meta = json.loads(paths["meta_path"].with_name("block-0.meta.json.partial").read_text())
+    meta = json.loads(fk.attempt(tmp_path, ext="meta.json").read_text())
     assert meta["status"] == "failed"
     assert ("SystemExit" if sig == signal.SIGTERM else "KeyboardInterrupt") in meta["error"]
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import sys
@@ -114,11 +115,13 @@ def _api_key(cfg: dict) -> str | None:
     return os.environ[name]
 
 
-def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path) -> Path | None:
+def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: bool = False) -> Path | None:
     """Move an unfinished attempt of a block to `failed/` beside the raw files; return its records' path.
 
     Records, provenance and server log of attempt N become failed/block-K.attempt-N.{jsonl,meta.json,log},
-    out of the way of globs over raw/ but never deleted.
+    out of the way of globs over raw/ but never deleted. A failing block sets itself aside (copying
+    the log, which its job still names); a block whose process was killed outright is set aside by the
+    next attempt.
     """
     partial = raw_path.with_name(raw_path.name + ".partial")
     meta_partial = meta_path.with_name(meta_path.name + ".partial")
@@ -133,7 +136,11 @@ def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path) -> Path | N
     dest = folder / f"{stem}.attempt-{n}"
     for src, suffix in ((partial, ".jsonl"), (meta_partial, ".meta.json"), (log_path, ".log")):
         if src.exists():
-            src.replace(dest.with_name(dest.name + suffix))
+            target = dest.with_name(dest.name + suffix)
+            if src == log_path and copy_log:
+                shutil.copy2(src, target)
+            else:
+                src.replace(target)
     return dest.with_name(dest.name + ".jsonl")
 
 
@@ -171,7 +178,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
     kept = archive_attempt(raw_path, meta_path, log_path)
     if kept:
         console.print(f"[yellow]block {block.position}: an earlier attempt did not finish; its records are kept "
-                      f"in {kept} and the block starts again in a fresh server[/]")
+                      f"in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
     eng = cfg["engine"]
     adapter = engines.get(eng["kind"])
     arm = cfg["arms"][block.arm]
@@ -248,8 +255,19 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
             meta_tmp = meta_path.with_name(meta_path.name + (".partial" if meta["status"] != "complete" else ""))
             meta_tmp.parent.mkdir(parents=True, exist_ok=True)
             meta_tmp.write_text(json.dumps(meta, indent=1, default=str))
+            if meta["status"] != "complete":
+                # Set aside now, log included: Snakemake clears a job's log before rerunning it.
+                kept = archive_attempt(raw_path, meta_path, log_path, copy_log=True)
+                console.print(f"[red]block {block.position} failed; the {_count_lines(kept)} records it measured, "
+                              f"its provenance and server log are kept in {kept.with_suffix('.*')}. Run the same "
+                              f"target again to rerun this block in a fresh server.[/]", soft_wrap=True)
     partial.rename(raw_path)
     return raw_path
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
 
 
 def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,

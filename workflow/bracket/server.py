@@ -30,6 +30,14 @@ def log_tail(path: str | Path, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def error_line(path: str | Path, lines: int = 200) -> str | None:
+    """The engine's own complaint: the last line of the log's tail that mentions an error."""
+    for line in reversed(log_tail(path, lines).splitlines()):
+        if "error" in line.lower() and line.strip():
+            return line.strip()
+    return None
+
+
 def port_owner(host: str, port: int) -> str | None:
     """Describe who holds host:port, or None when it is free to bind."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -90,9 +98,11 @@ class Server:
             while True:
                 code = self.proc.poll()
                 if code is not None:
+                    said = error_line(self.log_path)
                     raise ServerError(
-                        f"server exited with code {code} during start-up after {time.monotonic() - t0:.1f} s; "
-                        f"last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                        f"server exited with code {code} during start-up after {time.monotonic() - t0:.1f} s"
+                        + (f": `{said}`" if said else "")
+                        + f"; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
                 try:
                     if client.get(url).status_code == 200:
                         self.ready_s = time.monotonic() - t0

