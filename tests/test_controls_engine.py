@@ -1,0 +1,30 @@
+"""The determinism control on the real embedded engine (one server start, about 30 s)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bracket import config, determinism, embedded
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+
+
+def test_determinism_control_on_the_embedded_engine(tmp_path):
+    cfg = config.load(ROOT / "experiments" / "smoke.yaml")
+    model = ROOT / embedded.model_dir(cfg)
+    python = ROOT / embedded.engine_python(cfg)
+    if not (model / "build.json").is_file() or not python.exists():
+        pytest.skip("the embedded engine is not built: run snakemake --cores 1 smoke first")
+    cfg["engine"]["port"] = 8043
+    cfg["controls"]["determinism_repeats"] = 2
+    out = determinism.run_control(cfg, "smoke", model=str(model), python=str(python), root=ROOT,
+                                  log_path=tmp_path / "server.log", lock_dir=tmp_path / "locks")
+    (arm,) = out["arms"]
+    assert arm["arm"] == "baseline" and "--no-enable-prefix-caching" in arm["argv"]
+    assert [r["config"] for r in arm["rows"]] == ["batch 1"] * 2 + ["batch 2"] * 4
+    assert all(r["error"] is None and r["completion_tokens"] == cfg["request"]["max_tokens"] for r in arm["rows"])
+    assert all(r["cached_tokens"] in (0, None) for r in arm["rows"])
+    assert arm["verdict"] in ("stable", "unstable") or arm["verdict"].endswith("stable paths")
