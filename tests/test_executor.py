@@ -157,7 +157,9 @@ def engine_processes(port: int) -> list[int]:
 @pytest.fixture(scope="module")
 def executor_run(tmp_path_factory):
     if not (MODEL_BUILD.exists() and ENGINE.exists()):
-        pytest.skip("the embedded engine and model are not built; run `snakemake --cores 2 smoke` first")
+        # First use on a fresh machine: build them in the project, where every test shares them.
+        built = snakemake(ROOT, "--cores", "2", str(MODEL_BUILD.relative_to(ROOT)), timeout=3600)
+        assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
     if engine_processes(PORT):
         pytest.fail(f"an engine already listens on port {PORT}; stop it first")
     root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR})

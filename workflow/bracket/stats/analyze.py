@@ -156,7 +156,7 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
                  "counts": _counts(runs, frame)}
     warnings: list[str] = []
     if valid.empty:
-        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={},
+        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None,
                    k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
         out["warnings"] = ["no valid runs: every request was a warmup or invalid; see counts."]
         return jsonable(out)
