@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from bracket import engines, records
+from bracket.commands_run import launch_command
 from bracket.runner import BlockFailed
 from bracket.stats import analyze
 
@@ -181,6 +182,9 @@ def test_an_api_key_from_the_environment_is_sent_and_written_nowhere(tmp_path, m
     argv = engines.get("vllm").launch_argv(cfg, cfg["arms"]["baseline"], "m", "python")
     assert "--api-key" not in argv and fk.SECRET not in " ".join(argv)
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    # and `bracket launch --print` shows the key by name only
+    printed = launch_command(cfg, "baseline")
+    assert "VLLM_API_KEY=$BRACKET_TEST_API_KEY" in printed and fk.SECRET not in printed
 
 
 def test_a_missing_api_key_variable_fails_before_launch(tmp_path, monkeypatch):

@@ -213,7 +213,7 @@ def test_the_rerun_resumes_at_the_unfinished_block_and_keeps_every_attempt(scena
     assert fk.lines(raw / "failed" / "block-1.attempt-1.jsonl") == s["run1_partial"]
     assert (raw / "failed" / "block-1.attempt-2.jsonl").read_text() == s["run2_partial_text"]
     runs = pd.read_csv(raw.parent / "runs.csv")
-    assert len(runs) == 2 * 2 * 11 and runs.loc[~runs["warmup"], "valid"].all()
+    assert len(runs) == 2 * 2 * (1 + 6) and runs.loc[~runs["warmup"], "valid"].all()
     report = s["repo"] / "report" / s["exp"]
     assert (report / "article.html").exists() and (report / "article.md").exists()
 
