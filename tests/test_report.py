@@ -444,3 +444,22 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     assert SCRIPT not in html_text and SCRIPT not in md
     assert "None. Corrections are appended to none.yaml" in md
     assert (tmp_path / "out" / "figures" / "run_sequence.png").is_file()
+
+
+def test_failed_block_attempts_are_reported_escaped(tmp_path):
+    """A block that failed and ran again: the article names the attempt, its records and its error."""
+    src = tmp_path / "probe"
+    shutil.copytree(FIXTURE, src)
+    failed = src / "raw" / "failed"
+    failed.mkdir()
+    keep = (src / "raw" / "block-1.jsonl").read_text().splitlines()[:2]
+    (failed / "block-1.attempt-1.jsonl").write_text("\n".join(keep) + "\n")
+    (failed / "block-1.attempt-1.meta.json").write_text(json.dumps(
+        {"block": 1, "arm": "ngram_4", "status": "failed",
+         "error": f"BlockFailed: server exited with code -9 in the middle of block 1 {SCRIPT}"}))
+    d = article.load(**params(src, tmp_path / "out"))
+    assert len(d.failed_attempts) == 1 and d.failed_attempts[0]["records_kept"] == 2
+    section = article.section_method(d)
+    md, html_ = section._repr_markdown_(), section._repr_html_()
+    assert "1 block attempt(s) failed" in md and "raw/failed/block-1.attempt-1.jsonl" in md
+    assert "code -9" in md and SCRIPT not in html_ and "&lt;script&gt;" in html_

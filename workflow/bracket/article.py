@@ -254,6 +254,7 @@ class Data:
     model_dir: str | None
     model_build: dict | None
     out_dir: Path
+    failed_attempts: list = field(default_factory=list)  # meta of attempts set aside in raw/failed/
 
     @property
     def reference(self) -> str:
@@ -353,6 +354,13 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
         m = json.loads(p.read_text())
         metas[int(m.get("block", p.name.split("-")[1].split(".")[0]))] = m
     raw = records.read(sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])))
+    failed_attempts = []
+    for p in sorted((meta_dir / "failed").glob("*.meta.json")):
+        m = json.loads(p.read_text())
+        jsonl = p.with_name(p.name.replace(".meta.json", ".jsonl"))
+        m["records_kept"] = len(records.read([jsonl])) if jsonl.is_file() else 0
+        m["file"] = f"raw/failed/{jsonl.name}"
+        failed_attempts.append(m)
     model_dir = next((model_dir_from_argv(m.get("argv")) for m in metas.values() if m.get("argv")), None)
     build = None
     # A relative model path in the launch command is relative to the workflow's root (experiments/..).
@@ -368,7 +376,7 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
                 weights=_read_json(weights_json), ceiling=_read_json(ceiling_json),
                 schedule=pd.read_csv(schedule_csv), metas=metas, raw=raw,
                 corrections=load_corrections(corrections_path), corrections_path=str(corrections_path or ""),
-                model_dir=model_dir, model_build=build, out_dir=Path(out_dir))
+                model_dir=model_dir, model_build=build, out_dir=Path(out_dir), failed_attempts=failed_attempts)
 
 
 # ---------------------------------------------------------------- the headline
@@ -1017,6 +1025,13 @@ def section_method(d: Data) -> Section:
     for m in failed:
         s.add(Para(f"Block {m.get('block')} ended with status {m.get('status')}; the last lines of its log:", "warn"),
               Pre(str(m.get("log_tail") or "")))
+    if d.failed_attempts:
+        s.add(Para(f"{len(d.failed_attempts)} block attempt(s) failed and were run again in a fresh server; "
+                   "their records are kept beside the raw values but left out of every statistic:", "warn"))
+        rows = [{"block": m.get("block"), "arm": m.get("arm"), "records kept": m.get("records_kept"),
+                 "file": m.get("file"), "error": str(m.get("error") or m.get("status"))[:300]}
+                for m in d.failed_attempts]
+        s.add(Table(pd.DataFrame(rows), "Failed block attempts", "failed_attempts.csv"))
     if d.model_dir or d.model_build:
         s.add(Heading("The model", 3))
         s.add(Para(f"Served from {d.model_dir}." if d.model_dir else "The model directory is not named in the "
