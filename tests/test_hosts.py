@@ -156,3 +156,11 @@ def test_slots_count_blocks_on_each_host():
     for host, sub in framed.groupby("host"):
         assert sorted(sub["slot"].unique()) == [0, 1, 2, 3]
         assert (sub["slot"] == sub["position"] // 3).all()
+
+
+def test_a_host_difference_is_not_reported_as_drift():
+    # no drift anywhere, box-2 12 % slower: the pooled first-vs-last spans two machines
+    runs, cfg = _runs({"box-1": 1.0, "box-2": 0.88}, {"box-1": 0.0, "box-2": 0.0}, noise=0.002)
+    out = analyze(runs, cfg)
+    assert not any("moved" in w for w in out["warnings"]), out["warnings"]
+    assert any("box-2 vs box-1 / base / code" in w for w in out["warnings"])
