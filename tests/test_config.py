@@ -77,3 +77,14 @@ def test_missing_prompt_file_is_named(tmp_path):
     cfg = config.validate({"arms": {"a": {}}, "workloads": {"code": {"prompts": "nope.jsonl"}}})
     with pytest.raises(ExperimentError, match=r"workloads.code.prompts names 'nope.jsonl'"):
         config.check_prompt_files(cfg, tmp_path)
+
+
+def test_without_defaults_keeps_only_what_the_experiment_states():
+    cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
+                           "engine": {"port": 9000}, "request": {"max_tokens": 256}})
+    engine = config.without_defaults(cfg["engine"], config.schema_of("engine"))
+    assert engine == {"port": 9000}  # kind, host, embedded... equal their defaults
+    assert config.without_defaults(cfg["request"], config.schema_of("request")) == {}
+    arm_b = config.without_defaults(cfg["arms"]["b"], config.schema_of("arms", "*"))
+    assert arm_b == {"speculative": {"method": "ngram", "draft_tokens": 3}}
+    assert config.without_defaults(cfg["arms"]["a"], config.schema_of("arms", "*")) == {}

@@ -92,6 +92,36 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
     return f"{source}: {where}: {error.message}"
 
 
+def without_defaults(value: Any, schema: dict) -> Any:
+    """`value` with every key that equals its schema default removed, recursively.
+
+    What a measurement depends on, stated so that adding a new key with a default to the schema
+    (a new bracket release) does not look like a change to every existing experiment.
+    """
+    if not isinstance(value, dict) or schema.get("type") != "object":
+        return value
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    out = {}
+    for key, v in value.items():
+        sub = props.get(key, extra if isinstance(extra, dict) else {})
+        if "default" in sub and v == sub["default"]:
+            continue
+        v = without_defaults(v, sub)
+        if isinstance(v, dict) and not v and "default" in sub and sub["default"] == {}:
+            continue
+        out[key] = v
+    return out
+
+
+def schema_of(*path: str) -> dict:
+    """The schema node at `path` (property names; "*" for additionalProperties)."""
+    node = load_schema()
+    for part in path:
+        node = node["additionalProperties"] if part == "*" else node["properties"][part]
+    return node
+
+
 def validate(raw: dict, source: str = "experiment") -> dict:
     """Return the experiment with defaults filled, or raise ExperimentError naming the problem."""
     if not isinstance(raw, dict):

@@ -69,9 +69,15 @@ def get_block_params(wildcards):
         raise ValueError(f"experiment {wildcards.exp} has {len(blocks)} blocks; there is no block {k}")
     b = blocks[k]
     d = cfg["design"]
+    explicit = bconfig.without_defaults
     return json.dumps({
-        "arm": b.arm, "arm_config": cfg["arms"][b.arm], "round": b.round, "seed": b.seed,
-        "engine": cfg["engine"], "request": cfg["request"], "workloads": cfg["workloads"],
+        "arm": b.arm,
+        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bconfig.schema_of("arms", "*")).items()
+                       if k != "label"},  # a label names the arm in the article; it measures nothing
+        "round": b.round, "seed": b.seed,
+        "engine": explicit(cfg["engine"], bconfig.schema_of("engine")),
+        "request": explicit(cfg["request"], bconfig.schema_of("request")),
+        "workloads": explicit(cfg["workloads"], bconfig.schema_of("workloads")),
         "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
         **({"host": b.host} if b.host else {}),
     }, sort_keys=True)
@@ -108,7 +114,12 @@ def get_previous_block(wildcards):
     blocks = get_blocks(wildcards.exp)
     k = int(wildcards.k)
     prev = bdesign.previous_on_host(blocks, k) if k < len(blocks) else None
-    return [] if prev is None else ancient(f"results/{wildcards.exp}/raw/block-{prev.position}.jsonl")
+    if prev is not None:
+        return ancient(f"results/{wildcards.exp}/raw/block-{prev.position}.jsonl")
+    if breproduce.is_derived(wildcards.exp):
+        # A reproduction starts after its base experiment's blocks, never interleaved with them.
+        return ancient(f"results/{breproduce.base_of(wildcards.exp)}/runs.csv")
+    return []
 
 
 # ---- placement: what one block asks of an executor (workflow/profiles/README.md) ----------
