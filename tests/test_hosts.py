@@ -42,15 +42,6 @@ def test_random_designs_are_drawn_per_host():
     assert x != y and sorted(x) == sorted(y)
 
 
-def test_blocks_chain_on_their_own_host_only():
-    blocks = design.draw_hosts(["A", "B"], "A", "abab", 2, 1, ["x", "y"])
-    prev = {b.position: design.previous_on_host(blocks, b.position) for b in blocks}
-    assert prev[0] is None and prev[1] is None  # each host's first block waits for nothing
-    assert {k: p.position for k, p in prev.items() if p} == {2: 0, 3: 1, 4: 2, 5: 3, 6: 4, 7: 5}
-    single = design.draw(["A", "B"], "A", "abab", 2, 1)
-    assert [design.previous_on_host(single, k) for k in range(4)] == [None, *single[:3]]
-
-
 @given(hosts=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, unique=True),
        kind=st.sampled_from(["abab", "abba", "bracket", "random", "sequential"]), rounds=st.integers(1, 3))
 def test_every_host_visits_every_arm_once_per_round(hosts, kind, rounds):

@@ -7,6 +7,7 @@ servers launched and torn down per block.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,15 +114,31 @@ def test_nothing_to_do_the_second_time(smoke_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
-def test_changing_one_arm_reruns_only_its_blocks(smoke_run):
+def block_jobs(dry_run_output: str) -> list[int]:
+    """Block numbers of the `block` jobs a dry run lists."""
+    out = []
+    for chunk in re.split(r"\n(?=rule \w+:|localrule \w+:)", dry_run_output):
+        if re.match(r"rule block:", chunk):
+            out.append(int(re.search(r"wildcards: exp=\w+, k=(\d+)", chunk).group(1)))
+    return sorted(out)
+
+
+def test_changing_arms_reruns_only_their_blocks(smoke_run):
     path = ROOT / "experiments" / f"{EXP}.yaml"
     original = path.read_text()
+    ngram = "ngram_4: {speculative: {method: ngram, draft_tokens: 4}}"
     try:
-        path.write_text(original.replace("ngram_4: {speculative: {method: ngram, draft_tokens: 4}}",
-                                         "ngram_4: {speculative: {method: ngram, draft_tokens: 4, prompt_lookup_max: 4}}"))
-        proc = snakemake(EXP, "--dry-run", "--printshellcmds")
-        out = proc.stdout + proc.stderr
-        jobs = [line.split("wildcards: ")[1] for line in out.splitlines() if "wildcards: exp=smoke, k=" in line]
-        assert sorted(jobs) == ["exp=smoke, k=1", "exp=smoke, k=3"], out
+        path.write_text(original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}")))
+        proc = snakemake(EXP, "--dry-run")
+        assert block_jobs(proc.stdout + proc.stderr) == [1, 3], proc.stdout + proc.stderr
+        # two arms at once: both are seen in one invocation
+        path.write_text(original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}"))
+                        .replace("baseline: {}", 'baseline: {args: ["--max-num-seqs", "4"]}'))
+        proc = snakemake(EXP, "--dry-run")
+        assert block_jobs(proc.stdout + proc.stderr) == [0, 1, 2, 3], proc.stdout + proc.stderr
+        # a new label names the arm differently but measures nothing
+        path.write_text(original.replace("baseline: {}", 'baseline: {label: "plain decoding"}'))
+        proc = snakemake(EXP, "--dry-run")
+        assert block_jobs(proc.stdout + proc.stderr) == [], proc.stdout + proc.stderr
     finally:
         path.write_text(original)

@@ -95,16 +95,6 @@ def from_config(cfg: dict) -> list[Block]:
                       list(cfg.get("hosts") or []))
 
 
-def previous_on_host(blocks: list[Block], k: int) -> Block | None:
-    """The block that runs just before block `k` on the same host (None for a host's first block).
-
-    Blocks on one host run in schedule order; blocks on different hosts do not wait for each other.
-    """
-    here = blocks[k]
-    before = [b for b in blocks[:k] if b.host == here.host]
-    return before[-1] if before else None
-
-
 FIELDS = ["position", "arm", "round", "seed"]
 
 

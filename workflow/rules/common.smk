@@ -107,19 +107,22 @@ def get_engine_python(wildcards):
     return embedded.engine_python(load_experiment(wildcards.exp))
 
 
-def get_previous_block(wildcards):
-    """Blocks run in schedule order, on each host (blocks of different hosts run side by side).
-    `ancient` orders without coupling: rerunning the block before (say, its arm changed) does
-    not force this one to rerun."""
-    blocks = get_blocks(wildcards.exp)
-    k = int(wildcards.k)
-    prev = bdesign.previous_on_host(blocks, k) if k < len(blocks) else None
-    if prev is not None:
-        return ancient(f"results/{wildcards.exp}/raw/block-{prev.position}.jsonl")
-    if breproduce.is_derived(wildcards.exp):
-        # A reproduction starts after its base experiment's blocks, never interleaved with them.
-        return ancient(f"results/{breproduce.base_of(wildcards.exp)}/runs.csv")
-    return []
+def get_block_priority(wildcards):
+    """Blocks run in schedule order: with --cores 1 Snakemake starts the highest priority first.
+
+    Not an input chain to the block before: Snakemake 9.27 skips the rerun checks of every job
+    downstream of a job that reruns, even through ancient() inputs, so changing two arms would
+    rerun only the first (snakemake/dag.py, update_needrun's masking). Blocks never overlap
+    anyway: each takes its host's port lock (bracket.runner.port_lock), and the profiles cap
+    exclusive_host at 1. A reproduction's blocks come after every block of its base experiment.
+    """
+    base = 1_000_000 if not breproduce.is_derived(wildcards.exp) else 500_000
+    return base - 2 * int(wildcards.k)
+
+
+def get_settings_priority(wildcards):
+    """Just above its block's, so a block's settings file never waits behind later blocks."""
+    return get_block_priority(wildcards) + 1
 
 
 # ---- placement: what one block asks of an executor (workflow/profiles/README.md) ----------

@@ -1,19 +1,37 @@
+localrules:
+    block_settings,
+
+
+rule block_settings:
+    """What block k measures, as a file: rewritten only when it changes, which reruns that block.
+
+    A file rather than a params: entry, because Snakemake does not check the params of a job whose
+    (ancient) predecessor is itself rerunning; with a file, changing two arms reruns both at once."""
+    output:
+        "results/{exp}/settings/block-{k}.json",
+    params:
+        block=get_block_params,
+    priority: get_settings_priority
+    run:
+        Path(output[0]).write_text(params.block + "\n")
+
+
 rule block:
     """One block: a fresh server for its arm, warmups, timed requests, teardown."""
     input:
         schedule="results/{exp}/schedule.csv",
+        settings="results/{exp}/settings/block-{k}.json",
         engine=get_engine_inputs,
         prompts=get_prompt_files,
-        previous=get_previous_block,
     output:
         raw="results/{exp}/raw/block-{k}.jsonl",
         meta="results/{exp}/raw/block-{k}.meta.json",
     params:
         experiment=get_experiment_path,
-        block=get_block_params,
         python=get_engine_python,
         model=get_model_param,
         root=str(ROOT),
+    priority: get_block_priority
     log:
         server="logs/{exp}/server/block-{k}.log",
     resources:
