@@ -463,3 +463,19 @@ def test_failed_block_attempts_are_reported_escaped(tmp_path):
     md, html_ = section._repr_markdown_(), section._repr_html_()
     assert "1 block attempt(s) failed" in md and "raw/failed/block-1.attempt-1.jsonl" in md
     assert "code -9" in md and SCRIPT not in html_ and "&lt;script&gt;" in html_
+
+
+def test_hosts_are_compared_like_arms_in_the_drift_section(data):
+    """stats.json's hosts section (bracket.stats.hosts) reaches the article: ratio, CI, verdict, drift."""
+    hosts = {"names": ["spark-1", "spark-2"], "baseline": "spark-1",
+             "comparisons": [{"arm": "baseline", "workload": "code", "baseline": "spark-1", "candidate": "spark-2",
+                              "ratio": 0.9512, "ci_low": 0.9301, "ci_high": 0.9733, "p_value": 0.004,
+                              "verdict": "slower"}],
+             "drift": {"spark-1": {"code": {"reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
+                       "spark-2": {"code": {"reference_first_vs_last": None, "slope_per_block": None}}}}
+    d = article.Data(**{**data.__dict__, "stats": {**data.stats, "hosts": hosts}})
+    md = article.section_drift(d)._repr_markdown_()
+    assert "Each host against spark-1" in md
+    assert "| baseline | code | spark-2 | spark-1 | 0.951x | 0.930–0.973 | 0.004 | slower |" in md
+    assert "+1.23%" in md and "n/a" in md
+    assert "Hosts" not in article.section_drift(data)._repr_markdown_()

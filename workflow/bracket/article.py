@@ -797,9 +797,38 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
                    "(design.rounds) to measure it."
                    if d.cfg.get("design", {}).get("rounds", 1) < 2 else
                    "The design could not separate time from arm for any workload; see the warnings."))
+    hosts = d.stats.get("hosts")
+    if hosts:
+        s.add(*host_parts(hosts))
     if figure:
         s.add(figure)
     return s
+
+
+def host_parts(hosts: dict) -> list:
+    """Hosts as a factor: each host against the first, and each host's own drift."""
+    base = hosts.get("baseline")
+    rows = [{"arm": c["arm"], "workload": c["workload"], "host": c["candidate"], "against": c["baseline"],
+             "ratio": f"{c['ratio']:.3f}x", "ratio CI": f"{c['ci_low']:.3f}–{c['ci_high']:.3f}",
+             "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}", "verdict": c["verdict"]}
+            for c in hosts.get("comparisons", [])]
+    out = [Heading("Hosts", 3),
+           Para(f"The whole design ran on each of {len(hosts.get('names', []))} hosts ({', '.join(hosts.get('names', []))}) "
+                f"side by side. Each host is compared with {base} on the same arm and workload, like any two arms: "
+                "ratio of medians with its bootstrap CI, a test, and a verdict against the noise band.")]
+    if rows:
+        out.append(Table(pd.DataFrame(rows), f"Each host against {base}", "hosts.csv"))
+    drift_rows = []
+    for host, per_wl in (hosts.get("drift") or {}).items():
+        for wl, v in per_wl.items():
+            fl = v.get("reference_first_vs_last")
+            drift_rows.append({"host": host, "workload": wl,
+                               "reference first vs last": "n/a" if fl is None else pct(fl, 2, sign=True),
+                               "trend per block": "n/a" if v.get("slope_per_block") is None
+                               else pct(v["slope_per_block"], 2, sign=True)})
+    if drift_rows:
+        out.append(Table(pd.DataFrame(drift_rows), "Drift on each host, in that host's own blocks", "hosts_drift.csv"))
+    return out
 
 
 # ---------------------------------------------------------------- hypotheses
