@@ -59,3 +59,16 @@ def test_every_arm_sees_the_same_prompt_at_the_same_run():
     assert len({runner.unique_prefix(1, "code", r) for r in range(10)}) == 10
     assert runner.unique_prefix(1, "code", 0) != runner.unique_prefix(1, "chat", 0)
     assert runner.unique_prefix(1, "code", 0) != runner.unique_prefix(2, "code", 0)
+
+
+def test_attached_servers_get_a_prefix_per_block_and_agreement_says_why_it_is_skipped():
+    from bracket import config, runner
+
+    # native: one prompt text per (seed, workload, run) for every block; attach: per block too
+    assert runner.unique_prefix(1, "code", 2) == runner.unique_prefix(1, "code", 2)
+    assert runner.unique_prefix(1, "code", 2, 0) != runner.unique_prefix(1, "code", 2, 3)
+    assert runner.unique_prefix(1, "code", 2) != runner.unique_prefix(1, "code", 3)
+    cfg = config.validate({"arms": {"a": {}}, "engine": {"kind": "openai", "launch": "attach", "embedded": False,
+                                                         "base_url": "http://127.0.0.1:9"}})
+    result = agreement.from_experiment([], cfg)
+    assert result["cells"] == [] and "attach" in result["skipped"]

@@ -479,3 +479,11 @@ def test_hosts_are_compared_like_arms_in_the_drift_section(data):
     assert "| baseline | code | spark-2 | spark-1 | 0.951x | 0.930–0.973 | 0.004 | slower |" in md
     assert "+1.23%" in md and "n/a" in md
     assert "Hosts" not in article.section_drift(data)._repr_markdown_()
+
+
+def test_method_says_how_the_server_was_started(data):
+    assert "fresh server process was launched for each block" in article.section_method(data)._repr_markdown_()
+    attached = {k: {**m, "launch": "attach", "argv": []} for k, m in data.metas.items()}
+    d = article.Data(**{**data.__dict__, "metas": attached})
+    md = article.section_method(d)._repr_markdown_()
+    assert "not restarted between blocks" in md and "same server flags" in md

@@ -99,6 +99,13 @@ def lossless_arms(cfg: dict) -> dict[str, bool]:
 
 
 def from_experiment(records: list[dict], cfg: dict) -> dict:
+    if cfg["engine"]["launch"] == "attach":
+        # An attached server keeps its cache across blocks, so each block's prompts carry their own
+        # prefix (bracket.runner.unique_prefix): arms never see the same prompt text to compare.
+        return {"reference": cfg["reference"], "temperature": float(cfg["request"]["temperature"]),
+                "judged": False, "cells": [], "flags": [],
+                "skipped": "attach mode: every block's prompts carry a per-block prefix, so no two arms "
+                           "answered the same prompt"}
     # Arena requests run concurrently at a long depth; their outputs are batch-2 outputs, kept out of the gate.
     single = {w for w, wl in cfg["workloads"].items() if wl.get("kind", "single") != "arena"}
     recs = [r for r in records if r.get("workload") in single]

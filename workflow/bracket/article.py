@@ -1014,6 +1014,19 @@ def _spec_words(sp: dict | None) -> str:
     return words + (f", draft model {sp['model']}" if sp.get("model") else "")
 
 
+def launch_sentence(d: Data) -> str:
+    """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
+    launches = {m.get("launch") for m in d.metas.values()} or {d.cfg.get("engine", {}).get("launch")}
+    if launches == {"attach"}:
+        return ("The server was started by hand and only attached to: it was not restarted between blocks, so "
+                "every arm ran with the same server flags, and each block flushed the prefix cache where the "
+                "engine allows it" + ("" if not any(m.get("warnings") for m in d.metas.values())
+                                      else " (see the warnings below: a flush failed)") + ".")
+    if launches == {"docker"}:
+        return "A fresh container was started for each block and removed after it."
+    return "A fresh server process was launched for each block and stopped after it."
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
@@ -1021,7 +1034,7 @@ def section_method(d: Data) -> Section:
     s.add(Para(f"Design: {des.get('kind')}, {_n(des.get('rounds'), 'round')}, {n_blocks} blocks in the order below, drawn "
                f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
                f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
-               f"{des.get('cooldown_s')} s of cooldown between blocks. The server was launched for each block."))
+               f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)))
     req = cfg.get("request", {})
     s.add(Para(f"Requests: max_tokens {req.get('max_tokens')}, temperature {req.get('temperature')}, seed "
                f"{req.get('seed')}; " + ("each prompt carried a unique prefix, so the prefix cache could not engage. "

@@ -31,9 +31,10 @@ from pathlib import Path
 import httpx
 
 from bracket import arena, engines
+from bracket.engines import launch
 from bracket.client import stream_completion
 from bracket.runner import BlockFailed, _api_key, _secret_env, load_prompts, port_lock, redact
-from bracket.server import Server, ServerError, port_owner
+from bracket.server import ServerError, port_owner
 
 UNSTABLE, STABLE = "unstable", "stable"
 
@@ -99,19 +100,24 @@ def serve(cfg: dict, arm_name: str, *, model: str, python: str, log_path: Path, 
     if api_key and adapter.api_key_env:
         secrets[adapter.api_key_env] = api_key
         headers["Authorization"] = f"Bearer {api_key}"
-    argv = adapter.launch_argv(cfg, arm, model, python) + list(extra_args)
-    env = adapter.launch_env(cfg, arm)
+    # The block runner's launch path: native, inside `docker run`, or attached (no command; the
+    # extra args, such as turning the prefix cache off, then cannot apply and the cache is flushed).
+    argv = launch.server_argv(cfg, adapter, arm, model, python, name=launch.container_name(
+        "determinism", arm_name, 0), env_names=list(secrets))
+    if argv:
+        argv += list(extra_args)
+    env = launch.launch_env(cfg, adapter, arm)
     env.update(secrets)
-    base = f"http://{eng['host']}:{eng['port']}"
+    base = launch.base_url(cfg)
     with port_lock(lock_dir, eng["port"]):
-        owner = port_owner(eng["host"], eng["port"])
+        owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
         if owner:
             raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
                               f"engine.port to a free port.")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
-        server = Server(argv=argv, env=env, log_path=log_path, base_url=base, health_path=adapter.health_path,
-                        secret_names=list(secrets))
+        server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
+                                    secret_names=list(secrets))
         try:
             server.start()
             try:

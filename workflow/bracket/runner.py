@@ -58,14 +58,17 @@ def load_prompts(path: str | Path) -> list[dict]:
     return prompts
 
 
-def unique_prefix(seed: int, workload: str, run: int) -> str:
+def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) -> str:
     """A short tag that makes every prompt unique within a block, so the prefix cache cannot serve it.
 
     It depends on the experiment's design seed, the workload and the run index, not on the block:
     every arm sees the same prompt at the same run index, so greedy outputs can be compared
     across arms (bracket.agreement), and each block runs in a fresh server, whose cache is empty.
+    An attached server is not restarted between blocks, so there the block is part of the tag
+    (`block`): a later block must not find an earlier one's prompts in the cache.
     """
-    nonce = hashlib.sha256(f"{seed}:{workload}:{run}".encode()).hexdigest()[:10]
+    key = f"{seed}:{workload}:{run}" + (f":{block}" if block is not None else "")
+    nonce = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"# {nonce}\n"
 
 
@@ -288,7 +291,8 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
                         writer.append(rec)
                 continue
             p = prompts[run % len(prompts)]
-            text = (unique_prefix(design["seed"], wl_name, run) if req["unique_prefix"] else "") + p["prompt"]
+            per_block = block.position if cfg["engine"]["launch"] == "attach" else None
+            text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p["prompt"]
             measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)
             m = measured.measurement
             rec = records.new_record(
