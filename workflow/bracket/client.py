@@ -45,39 +45,63 @@ def _cached(usage: dict) -> int | None:
     return None
 
 
-def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float,
-                      on_event: Callable[[dict], None] | None = None) -> Measurement:
-    """POST an OpenAI-style streaming request and time it; errors are recorded, not raised.
+@dataclass(frozen=True)
+class Counts:
+    """What the engine said about the request once it finished."""
 
-    `on_event` sees every parsed event, after it is timed: engines put their own per-request
-    extras there (llama.cpp's `timings`, vLLM's per-request `metrics`).
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, framing: str,
+                 new_text: Callable[[dict], str], is_last: Callable[[dict], bool],
+                 counts: Callable[[list[dict]], Counts], on_event: Callable[[dict], None] | None = None,
+                 missing_counts: str = "no token counts in the response's final event",
+                 ) -> tuple[Measurement, list[dict]]:
+    """POST `body` and time its stream; return the measurement and every parsed event.
+
+    framing: "sse" (`data: {...}` lines ending with `data: [DONE]`) or "ndjson" (one JSON object
+    per line, ending with the object for which is_last() holds). new_text(event) returns the text
+    an event adds (stateful callers turn cumulative text into increments); counts(events) reads
+    the engine's token counts and finish reason from the finished stream. Errors are recorded in
+    the measurement, not raised.
 
     Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
     has built it, which costs a few hundred microseconds that are not the server's), the first
     token time at the first event carrying text, the end when the stream closes.
     """
+    if framing not in ("sse", "ndjson"):
+        raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
     m = Measurement(started_at=time.time())
+    events: list[dict] = []
     parts: list[str] = []
-    usage: dict | None = None
     t_first = t_last = None
     t0 = time.perf_counter()
+    end_marker = "[DONE]" if framing == "sse" else "the final object (done: true)"
     try:
-        request = client.build_request("POST", url, json=body, timeout=timeout_s)
+        request = http.build_request("POST", url, json=body, timeout=timeout_s)
         t0 = time.perf_counter()
-        with contextlib.closing(client.send(request, stream=True)) as resp:
+        with contextlib.closing(http.send(request, stream=True)) as resp:
             if resp.status_code != 200:
                 text = resp.read().decode("utf-8", errors="replace")[:500]
                 m.error = f"HTTP {resp.status_code}: {text}"
                 m.wall_s = time.perf_counter() - t0
-                return m
+                return m, events
             done = False
             for line in resp.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    done = True
-                    break
+                if framing == "sse":
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                else:
+                    payload = line.strip()
+                    if not payload:
+                        continue
                 try:
                     event = json.loads(payload)
                 except json.JSONDecodeError:
@@ -90,25 +114,22 @@ def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: flo
                     m.error = f"server error in stream: {str(event['error'])[:300]}"
                     break
                 now = time.perf_counter()
-                for choice in event.get("choices") or []:
-                    text = choice.get("text")
-                    if text is None:
-                        text = (choice.get("delta") or {}).get("content")
-                    if text:
-                        m.stream_events += 1
-                        parts.append(text)
-                        if t_first is None:
-                            t_first = now
-                        t_last = now
-                    if choice.get("finish_reason"):
-                        m.finish_reason = choice["finish_reason"]
-                if event.get("usage"):
-                    usage = event["usage"]
+                events.append(event)
+                text = new_text(event)
+                if text:
+                    m.stream_events += 1
+                    parts.append(text)
+                    if t_first is None:
+                        t_first = now
+                    t_last = now
                 if on_event is not None:
                     on_event(event)
+                if framing == "ndjson" and is_last(event):
+                    done = True
+                    break
             end = time.perf_counter()
             if not done and m.error is None:
-                m.error = "stream ended before [DONE]"
+                m.error = f"stream ended before {end_marker}"
     except httpx.TimeoutException:
         m.error = f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
         end = time.perf_counter()
@@ -120,16 +141,50 @@ def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: flo
     m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8")).hexdigest()
     if t_first is not None:
         m.ttft_s = t_first - t0
-    if usage:
-        m.completion_tokens = usage.get("completion_tokens")
-        m.prompt_tokens = usage.get("prompt_tokens")
-        m.cached_tokens = _cached(usage)
-    elif m.error is None:
-        m.error = "no usage in the response (the server must honour stream_options.include_usage)"
+    c = counts(events) if events else Counts()
+    m.completion_tokens, m.prompt_tokens, m.cached_tokens = c.completion_tokens, c.prompt_tokens, c.cached_tokens
+    m.finish_reason = c.finish_reason
+    if m.completion_tokens is None and m.error is None:
+        m.error = missing_counts
     if m.completion_tokens and m.wall_s:
         m.decode_tok_s = m.completion_tokens / m.wall_s
         if t_first is not None and t_last is not None and t_last > t_first and m.completion_tokens > 1:
             m.tg_tok_s = (m.completion_tokens - 1) / (t_last - t_first)
+    return m, events
+
+
+def _openai_text(event: dict) -> str:
+    text = ""
+    for choice in event.get("choices") or []:
+        piece = choice.get("text")
+        if piece is None:
+            piece = (choice.get("delta") or {}).get("content")
+        text += piece or ""
+    return text
+
+
+def _openai_counts(events: list[dict]) -> Counts:
+    """Token counts from the final `usage` chunk; finish reason from the last choice that gives one."""
+    usage = next((e["usage"] for e in reversed(events) if e.get("usage")), None)
+    finish = next((ch["finish_reason"] for e in reversed(events) for ch in (e.get("choices") or [])
+                   if ch.get("finish_reason")), None)
+    if not usage:
+        return Counts(finish_reason=finish)
+    return Counts(usage.get("completion_tokens"), usage.get("prompt_tokens"), _cached(usage), finish)
+
+
+def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float,
+                      on_event: Callable[[dict], None] | None = None) -> Measurement:
+    """POST an OpenAI-style streaming request (/v1/completions, /v1/chat/completions) and time it.
+
+    Token counts come from the final `usage` chunk (stream_options.include_usage), never from
+    events. `on_event` sees every parsed event after it is timed: engines put their own
+    per-request extras there (llama.cpp's `timings`, vLLM's per-request `metrics`).
+    """
+    m, _ = timed_stream(client, url, body, timeout_s, framing="sse", new_text=_openai_text,
+                        is_last=lambda event: False, counts=_openai_counts, on_event=on_event,
+                        missing_counts="no usage in the response (the server must honour "
+                                       "stream_options.include_usage)")
     return m
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import httpx
 
 from bracket.engines.base import Engine, Measured, SpecFields, as_int, get_json, neutral_sampling
-from bracket.engines.stream import Counts, timed_stream
+from bracket.client import Counts, timed_stream
 from bracket.server import ServerError
 
 METHODS = {"draft_model": "Modelfile DRAFT", "mtp": "draft-mtp", "dflash": "draft-dflash"}

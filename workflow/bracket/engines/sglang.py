@@ -22,7 +22,7 @@ import httpx
 
 from bracket.engines.base import (SERVED_NAME, Engine, Measured, SpecFields, as_int, get_json,
                                   neutral_sampling)
-from bracket.engines.stream import Counts, timed_stream
+from bracket.client import Counts, timed_stream
 
 METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
            "dflash": "DFLASH", "dspark": "DSPARK"}
