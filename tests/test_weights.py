@@ -249,3 +249,19 @@ def test_file_written_by_the_safetensors_library(tmp_path):
     assert a["stored_bytes"] == sum(x.nbytes for x in arrays.values())
     assert a["bytes_per_token"] == 48 * 16 * 4 + 16 * 2 + 300 * 16 * 2 + 16 * 2
     assert a["notes"] == []
+
+
+@pytest.mark.engine
+def test_the_built_embedded_model_account_matches_its_tensors(embedded_engine):
+    """The model the workflow actually trains and serves: headers alone give the same bytes as the
+    tensors safetensors loads, and as the hand formula of the shapes above."""
+    from safetensors import safe_open
+
+    _, model = embedded_engine
+    a = weights.account(model)
+    with safe_open(model / "model.safetensors", "np") as f:
+        loaded = {k: f.get_slice(k) for k in f.keys()}
+        total = sum(2 * int(np.prod(s.get_shape())) for s in loaded.values())
+    assert a["stored_bytes"] == total == 8_394_240
+    assert a["bytes_per_token"] == total  # tied: the output layer is the whole embedding, read once
+    assert a["tied_embeddings"] is True and "lm_head.weight" not in loaded
