@@ -142,7 +142,7 @@ def test_a_signal_during_a_block_stops_the_servers_whole_group_and_ends_on_a_who
     port = fk.free_port()
     driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
                                "--script", "slow", "--child"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                              text=True, preexec_fn=fk.as_from_a_terminal)
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")
     try:

@@ -90,7 +90,7 @@ def scenario(tmp_path_factory, embedded):
     def start(n):
         out = open(repo / f"snakemake-{n}.out", "w")
         return subprocess.Popen(fk.snakemake_argv(exp), cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=fk.as_from_a_terminal)
 
     def finish(proc, timeout):
         try:

@@ -181,3 +181,14 @@ def snakemake_argv(*args: str) -> list[str]:
 
 def snakemake_env() -> dict:
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def as_from_a_terminal():
+    """preexec_fn for a child that must react to Ctrl-C as it would in a terminal.
+
+    A shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored
+    (no KeyboardInterrupt); CI and scripted runs are often such background jobs, so the test
+    restores the default disposition a foreground process gets."""
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
