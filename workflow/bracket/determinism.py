@@ -33,8 +33,8 @@ import httpx
 from bracket import arena, engines
 from bracket.engines import launch
 from bracket.client import stream_completion
-from bracket.runner import BlockFailed, _api_key, _secret_env, load_prompts, port_lock, redact
-from bracket.server import ServerError, port_owner
+from bracket.runner import BlockFailed, _api_key, _secret_env, ensure_port_free, load_prompts, port_lock, redact
+from bracket.server import ServerError
 
 UNSTABLE, STABLE = "unstable", "stable"
 
@@ -110,10 +110,7 @@ def serve(cfg: dict, arm_name: str, *, model: str, python: str, log_path: Path, 
     env.update(secrets)
     base = launch.base_url(cfg)
     with port_lock(lock_dir, eng["port"]):
-        owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
-        if owner:
-            raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
-                              f"engine.port to a free port.")
+        ensure_port_free(eng)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
         server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,

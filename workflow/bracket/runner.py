@@ -72,6 +72,14 @@ def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) 
     return f"# {nonce}\n"
 
 
+def ensure_port_free(eng: dict) -> None:
+    """Before a launch: the engine's port must be free (an attached server is expected to hold it)."""
+    owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
+    if owner:
+        raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
+                          f"engine.port to a free port.")
+
+
 @contextlib.contextmanager
 def port_lock(lock_dir: Path, port: int):
     """One server per port at a time, across jobs and invocations on this host."""
@@ -217,10 +225,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         if block.position > 0 and design["cooldown_s"] > 0:
             console.print(f"cooldown {design['cooldown_s']:.0f} s before block {block.position + 1}/{n_blocks}")
             time.sleep(design["cooldown_s"])
-        owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
-        if owner:
-            raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
-                              f"engine.port to a free port.")
+        ensure_port_free(eng)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
         server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
