@@ -112,8 +112,19 @@ def with_measured(ceiling: dict, measured_tok_s: float | None) -> dict:
 
 
 def build(acct: dict, bandwidth_gbps: float | None, source: dict, measured_tok_s: float | None = None) -> dict:
-    """The ceiling.json content for an account and a resolved bandwidth."""
+    """The ceiling.json content for an account and a resolved bandwidth.
+
+    ``status``: ``computed``; ``unknown`` when the account has no bytes (its ``reason`` and ``key``
+    are carried over, so the article can say why); ``no_bandwidth`` when no bandwidth was found.
+    """
+    if acct.get("status") == "unknown" or not acct.get("bytes_per_token"):
+        return {"status": "unknown", "model": acct.get("model"), "bandwidth_gbps": bandwidth_gbps,
+                "bandwidth_source": source, "bytes_per_token": None, "ceiling_tok_s": None,
+                "measured_tok_s": measured_tok_s, "hypotheses": [], "arms": {},
+                "reason": acct.get("reason") or "the byte account is empty",
+                "key": acct.get("key") or "engine.model"}
     result = {
+        "status": "computed" if bandwidth_gbps is not None else "no_bandwidth",
         "model": acct.get("model"),
         "bandwidth_gbps": bandwidth_gbps,
         "bandwidth_source": source,

@@ -233,3 +233,33 @@ def read_checkpoint(model_path: str | Path) -> Checkpoint:
         dup = sorted(n for n, c in counts.items() if c > 1)[:3]
         raise ValueError(f"{path}: tensor(s) {', '.join(dup)} appear in more than one file; remove the stray copy.")
     return Checkpoint(str(path), "safetensors", tuple(f.name for f in files), tuple(tensors), config, tuple(notes))
+
+
+def read_hub_checkpoint(repo_id: str, revision: str | None = None, timeout_s: float = 10.0) -> Checkpoint:
+    """Every tensor header of a hub model, read remotely: range requests for the safetensors
+    headers (``huggingface_hub.get_safetensors_metadata``) and ``config.json``; no weights.
+
+    Only where the hub is reachable (bracket.modelsource decides); it cannot be exercised without one.
+    """
+    from huggingface_hub import get_safetensors_metadata, hf_hub_download
+
+    meta = get_safetensors_metadata(repo_id, revision=revision, timeout=timeout_s)
+    tensors = hub_tensors(meta)
+    notes = [f"headers read from the hub ({repo_id}); no weights were downloaded"]
+    try:
+        config = json.loads(Path(hf_hub_download(repo_id, "config.json", revision=revision)).read_text())
+    except Exception as exc:  # noqa: BLE001 - a model without config.json still has headers
+        config = {}
+        notes.append(f"no config.json read from the hub ({type(exc).__name__}): layer count and tying from tensors only")
+    return Checkpoint(f"hf://{repo_id}", "safetensors", tuple(sorted(meta.files_metadata)), tuple(tensors), config,
+                      tuple(notes))
+
+
+def hub_tensors(meta) -> list[TensorHeader]:
+    """TensorHeaders from huggingface_hub's SafetensorsRepoMetadata (files_metadata -> tensors)."""
+    tensors = []
+    for fname, fmeta in sorted(meta.files_metadata.items()):
+        for name, info in fmeta.tensors.items():
+            begin, end = info.data_offsets
+            tensors.append(TensorHeader(name, info.dtype, tuple(int(d) for d in info.shape), end - begin, fname))
+    return tensors

@@ -32,8 +32,9 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from bracket import modelsource
 from bracket.formats import Module, group_modules
-from bracket.headers import Checkpoint, read_checkpoint
+from bracket.headers import Checkpoint, read_checkpoint, read_hub_checkpoint
 
 COMPONENTS = ("backbone", "embedding", "output", "vision", "mtp", "other")
 # Parts a plain text token never reads.
@@ -198,7 +199,7 @@ def account(model_path, *, speculative_method: str | None = None, overrides: dic
     ``embedding_row_bytes``, ``tied_embeddings``, ``format``, ``files``, ``tensors``,
     ``unmatched`` (names no pattern recognised, counted as backbone) and ``notes``.
     """
-    ckpt = read_checkpoint(model_path)
+    ckpt = model_path if isinstance(model_path, Checkpoint) else read_checkpoint(model_path)
     compiled = compile_overrides(overrides)
     layers = num_text_layers(ckpt)
     modules = group_modules(ckpt.tensors, quant_bits=quant_bits(ckpt.config), gguf=ckpt.format == "gguf")
@@ -236,6 +237,7 @@ def account(model_path, *, speculative_method: str | None = None, overrides: dic
     mtp_read = round(sum(m.nbytes * f for m, f in read_modules(
         by_component, tied=tied, expert_fraction=fraction if experts else None, speculative_method="mtp")["mtp"]))
     return {
+        "status": "measured",
         "model": ckpt.path,
         "format": ckpt.format,
         "files": list(ckpt.files),
@@ -341,7 +343,10 @@ def arm_notes(acct: dict, cfg: dict) -> dict[str, dict]:
             entry["bytes_per_step"] = None  # the drafter's bytes are not in this checkpoint
             draft = spec.get("model")
             if draft and Path(draft).exists():
-                entry["draft_bytes_per_pass"] = account(draft)["bytes_per_token"]
+                try:
+                    entry["draft_bytes_per_pass"] = account(draft)["bytes_per_token"]
+                except (OSError, ValueError) as exc:
+                    entry["draft_note"] = f"the draft's headers could not be read: {exc}"
         notes[arm] = entry
     return notes
 
@@ -355,7 +360,47 @@ def write_json(model_path, out_path, cfg: dict) -> dict:
     overrides = (cfg.get("weights") or {}).get("overrides") or None
     acct = account(model_path, overrides=overrides)
     acct["arms"] = arm_notes(acct, cfg)
+    _write(acct, out_path)
+    return acct
+
+
+def unknown_account(source: modelsource.Source, reason: str | None = None) -> dict:
+    """weights.json when no headers could be read: the status, why, and the key that would give them."""
+    return {"status": "unknown", "model": source.name or None, "source": source.to_dict(),
+            "reason": reason or source.detail, "key": source.key or "engine.model",
+            "bytes_per_token": None, "components": {}, "per_token": {}, "notes": [], "arms": {}}
+
+
+def account_for_experiment(cfg: dict, root=".", model: str | None = None, remote: bool | None = None) -> dict:
+    """The byte account of the experiment's model from whatever this host has (bracket.modelsource),
+    or, when nothing has its headers, an account with ``status: unknown`` that says why.
+
+    Physics never costs the article: a model whose headers cannot be found or read is recorded,
+    not raised. ``model`` replaces engine.model (the workflow passes the embedded model's directory).
+    """
+    overrides = (cfg.get("weights") or {}).get("overrides") or None
+    compile_overrides(overrides)  # a bad override is the user's error: raised, not hidden
+    src = modelsource.resolve(cfg, root, model=model, remote=remote)
+    if not src.found:
+        return unknown_account(src)
+    try:
+        ckpt = read_hub_checkpoint(src.repo_id) if src.kind == "hub" else src.path
+        acct = account(ckpt, overrides=overrides)
+    except Exception as exc:  # noqa: BLE001 - any failure to read headers leaves the ceiling unknown, said why
+        return unknown_account(src, f"{src.detail}, but its headers could not be read: {type(exc).__name__}: {exc}")
+    acct["source"] = src.to_dict()
+    acct["arms"] = arm_notes(acct, cfg)
+    return acct
+
+
+def write_for_experiment(cfg: dict, out_path, root=".", model: str | None = None, remote: bool | None = None) -> dict:
+    """Write weights.json for the experiment (rule ``weights``); see ``account_for_experiment``."""
+    acct = account_for_experiment(cfg, root, model, remote)
+    _write(acct, out_path)
+    return acct
+
+
+def _write(acct: dict, out_path) -> None:
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(acct, indent=1) + "\n")
-    return acct

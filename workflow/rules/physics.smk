@@ -1,5 +1,12 @@
+# Physics first: the byte account and the ceiling need no server, so they run before the first
+# block (priority above every block's) and never stop the article. With no headers to read, both
+# files are still written, with status "unknown", the reason and the key that would give them.
+
+
 rule weights:
-    """Bytes per component and bytes read per token, from safetensors headers."""
+    """Bytes per component and bytes read per token, from tensor headers wherever this host has them
+    (a local directory or GGUF, the Hugging Face cache, a container path mapped through the launch's
+    volumes, the hub's headers where it is reachable); see bracket.modelsource."""
     input:
         get_engine_inputs,
     output:
@@ -7,6 +14,8 @@ rule weights:
     params:
         experiment=get_experiment_path,
         model=get_model_param,
+        root=str(ROOT),
+    priority: 2_000_000
     log:
         "logs/{exp}/weights.log",
     script:
@@ -21,6 +30,7 @@ rule ceiling:
         "results/{exp}/ceiling.json",
     params:
         experiment=get_experiment_path,
+    priority: 2_000_000
     log:
         "logs/{exp}/ceiling.log",
     script:

@@ -151,6 +151,7 @@ rule determinism_control:
         root=str(ROOT),
     log:
         server="logs/{exp}/server/determinism.log",
+        control="logs/{exp}/determinism.log",
     script:
         "../scripts/determinism.py"
 

@@ -12,6 +12,8 @@ rule block_settings:
     params:
         block=get_block_params,
     priority: get_settings_priority
+    log:
+        "logs/{exp}/settings/block-{k}.log",
     run:
         Path(output[0]).write_text(params.block + "\n")
 
@@ -34,6 +36,7 @@ rule block:
     priority: get_block_priority
     log:
         server="logs/{exp}/server/block-{k}.log",
+        block="logs/{exp}/block/block-{k}.log",
     resources:
         gpu=get_block_gpus,
         mem_mb=get_block_mem_mb,

@@ -1,10 +1,12 @@
 """Greedy agreement of every arm with the reference (rule `agreement`)."""
 from bracket import agreement, config, records
+from bracket.rulelog import rule_log
 
-cfg = config.load(snakemake.params.experiment)
-result = agreement.from_experiment(records.read(snakemake.input.blocks), cfg)
-agreement.write_json(result, snakemake.output[0])
-with open(snakemake.log[0], "w") as log:
+with rule_log(snakemake.log[0]) as log:
+    cfg = config.load(snakemake.params.experiment)
+    result = agreement.from_experiment(records.read(snakemake.input.blocks), cfg)
+    agreement.write_json(result, snakemake.output[0])
     for c in result["cells"]:
-        log.write(f"{c['arm']} / {c['workload']}: {c['exact']}/{c['pairs']} exact\n")
-    log.writelines(f"FLAG: {f}\n" for f in result["flags"])
+        log.info("%s / %s: %s/%s exact", c["arm"], c["workload"], c["exact"], c["pairs"])
+    for f in result["flags"]:
+        log.info("FLAG: %s", f)

@@ -1,10 +1,11 @@
 """The Spark Arena cell's window rates (rule `arena_summary`)."""
 from bracket import arena, config, records
+from bracket.rulelog import rule_log
 
-cfg = config.load(snakemake.params.experiment)
-result = arena.summarize(records.read(snakemake.input.blocks), cfg)
-arena.write_json(result, snakemake.output[0])
-with open(snakemake.log[0], "w") as log:
+with rule_log(snakemake.log[0]) as log:
+    cfg = config.load(snakemake.params.experiment)
+    result = arena.summarize(records.read(snakemake.input.blocks), cfg)
+    arena.write_json(result, snakemake.output[0])
     for c in result["cells"]:
         s = c["summary"] or {}
-        log.write(f"{c['arm']} / {c['workload']}: median {s.get('median')} over {s.get('n')} runs\n")
+        log.info("%s / %s: median %s over %s runs", c["arm"], c["workload"], s.get("median"), s.get("n"))

@@ -2,15 +2,17 @@
 import sys
 
 from bracket import config, determinism, runner
+from bracket.rulelog import rule_log
 
-cfg = config.load(snakemake.params.experiment)
-try:
-    result = determinism.run_control(cfg, snakemake.wildcards.exp, model=snakemake.params.model,
-                                     python=snakemake.params.python, root=snakemake.params.root,
-                                     log_path=snakemake.log.server)
-except runner.BlockFailed as exc:
-    print(f"\nthe determinism control of {snakemake.wildcards.exp} failed: {exc}", file=sys.stderr)
-    sys.exit(1)
-determinism.write_json(result, snakemake.output[0])
-for a in result["arms"]:
-    print(f"determinism {a['arm']}: {a['verdict']}", file=sys.stderr)
+with rule_log(snakemake.log.control):
+    cfg = config.load(snakemake.params.experiment)
+    try:
+        result = determinism.run_control(cfg, snakemake.wildcards.exp, model=snakemake.params.model,
+                                         python=snakemake.params.python, root=snakemake.params.root,
+                                         log_path=snakemake.log.server)
+    except runner.BlockFailed as exc:
+        print(f"\nthe determinism control of {snakemake.wildcards.exp} failed: {exc}", file=sys.stderr)
+        sys.exit(1)
+    determinism.write_json(result, snakemake.output[0])
+    for a in result["arms"]:
+        print(f"determinism {a['arm']}: {a['verdict']}", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Write the experiment's schedule (snakemake rule `plan`)."""
 from bracket import config, design
+from bracket.rulelog import rule_log
 
-cfg = config.load(snakemake.params.experiment)
-blocks = design.from_config(cfg)
-design.write(blocks, snakemake.output[0])
-with open(snakemake.log[0], "w") as log:
-    log.write(f"{len(blocks)} blocks, design {cfg['design']['kind']}: {' '.join(b.arm for b in blocks)}\n")
+with rule_log(snakemake.log[0]) as log:
+    cfg = config.load(snakemake.params.experiment)
+    blocks = design.from_config(cfg)
+    design.write(blocks, snakemake.output[0])
+    log.info("%d blocks, design %s: %s", len(blocks), cfg["design"]["kind"], " ".join(b.arm for b in blocks))

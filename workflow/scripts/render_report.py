@@ -2,26 +2,28 @@
 from pathlib import Path
 
 from bracket import report
+from bracket.rulelog import rule_log
 
-out_dir = Path(snakemake.output.html).parent
-report.render(
-    notebook=snakemake.input.notebook,
-    out_dir=out_dir,
-    parameters={
-        "experiment_path": str(Path(snakemake.params.experiment).resolve()),
-        "runs_csv": str(Path(snakemake.input.runs).resolve()),
-        "stats_json": str(Path(snakemake.input.stats).resolve()),
-        "weights_json": str(Path(snakemake.input.weights).resolve()),
-        "ceiling_json": str(Path(snakemake.input.ceiling).resolve()),
-        "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
-        "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
-        "corrections_path": str(Path(snakemake.params.corrections).resolve()),
-        "agreement_json": str(Path(snakemake.input.agreement).resolve()),
-        "arena_json": str(Path(snakemake.input.arena).resolve()),
-        # Read when present: the control runs only on request (controls.determinism or its target).
-        "determinism_json": str(Path(snakemake.input.stats).parent.resolve() / "determinism.json"),
-        "results_dir": str(Path(snakemake.input.stats).parent.parent.resolve()),
-        "out_dir": str(out_dir.resolve()),
-    },
-    log_path=snakemake.log[0],
-)
+with rule_log(snakemake.log[0], mode="a"):
+    out_dir = Path(snakemake.output.html).parent
+    report.render(
+        notebook=snakemake.input.notebook,
+        out_dir=out_dir,
+        parameters={
+            "experiment_path": str(Path(snakemake.params.experiment).resolve()),
+            "runs_csv": str(Path(snakemake.input.runs).resolve()),
+            "stats_json": str(Path(snakemake.input.stats).resolve()),
+            "weights_json": str(Path(snakemake.input.weights).resolve()),
+            "ceiling_json": str(Path(snakemake.input.ceiling).resolve()),
+            "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
+            "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
+            "corrections_path": str(Path(snakemake.params.corrections).resolve()),
+            "agreement_json": str(Path(snakemake.input.agreement).resolve()),
+            "arena_json": str(Path(snakemake.input.arena).resolve()),
+            # Read when present: the control runs only on request (controls.determinism or its target).
+            "determinism_json": str(Path(snakemake.input.stats).parent.resolve() / "determinism.json"),
+            "results_dir": str(Path(snakemake.input.stats).parent.parent.resolve()),
+            "out_dir": str(out_dir.resolve()),
+        },
+        log_path=snakemake.log[0],
+    )

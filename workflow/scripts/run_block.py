@@ -3,24 +3,27 @@ import socket
 import sys
 
 from bracket import config, design, runner
+from bracket.rulelog import rule_log
 
-exp = snakemake.wildcards.exp
-k = int(snakemake.wildcards.k)
-cfg = config.load(snakemake.params.experiment)
-blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
-try:
-    runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
-                     log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
-                     root=snakemake.params.root,
-                     # The port lock guards one machine's port: named by host, it is never contended across
-                     # the hosts of a cluster that share results/ (see workflow/profiles/README.md).
-                     lock_dir=f"results/.locks/{socket.gethostname()}")
-except runner.BlockFailed as exc:
-    print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
-    sys.exit(1)
-except (KeyboardInterrupt, SystemExit) as exc:
-    # Ctrl-C, or SIGTERM (turned into SystemExit by the runner): the server is already stopped.
-    code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
-    print(f"\nblock {k} of {exp} interrupted; its server was stopped and the records so far are kept. "
-          f"Run the same target again to resume at this block.", file=sys.stderr)
-    sys.exit(code)
+# The script's own log (progress, the error that stopped it); the server writes log.server.
+with rule_log(snakemake.log.block):
+    exp = snakemake.wildcards.exp
+    k = int(snakemake.wildcards.k)
+    cfg = config.load(snakemake.params.experiment)
+    blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
+    try:
+        runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
+                         log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
+                         root=snakemake.params.root,
+                         # The port lock guards one machine's port: named by host, it is never contended across
+                         # the hosts of a cluster that share results/ (see workflow/profiles/README.md).
+                         lock_dir=f"results/.locks/{socket.gethostname()}")
+    except runner.BlockFailed as exc:
+        print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # Ctrl-C, or SIGTERM (turned into SystemExit by the runner): the server is already stopped.
+        code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
+        print(f"\nblock {k} of {exp} interrupted; its server was stopped and the records so far are kept. "
+              f"Run the same target again to resume at this block.", file=sys.stderr)
+        sys.exit(code)

@@ -3,26 +3,27 @@ import datetime
 import json
 
 from bracket import config, corrections, reproduce
+from bracket.rulelog import rule_log
 
-cfg = config.load(snakemake.params.experiment)
-r = cfg["reproduces"]
-name = snakemake.wildcards.exp
-with open(snakemake.input.original) as f:
-    original = json.load(f)
-with open(snakemake.input.reproduction) as f:
-    repro = json.load(f)
-v = reproduce.verdict(original, repro, r["arm"], r["workloads"])
-v.update(name=name, base=r["experiment"], runs=r["runs"], id=r["id"], created=r["created"],
-         rule=reproduce.RULE)
-date = datetime.date.fromisoformat(r["created"][:10]).isoformat()
-entries = reproduce.correction_entries(v, r["experiment"], name, date)
-added = corrections.append(snakemake.params.ledger, entries) if entries else []
-v["ledger"] = {"path": snakemake.params.ledger, "entries": entries, "appended": len(added)}
-with open(snakemake.output[0], "w") as f:
-    json.dump(v, f, indent=1, ensure_ascii=False)
-with open(snakemake.log[0], "w") as log:
-    log.write(f"{name}: {v['verdict']}\n")
+with rule_log(snakemake.log[0]) as log:
+    cfg = config.load(snakemake.params.experiment)
+    r = cfg["reproduces"]
+    name = snakemake.wildcards.exp
+    with open(snakemake.input.original) as f:
+        original = json.load(f)
+    with open(snakemake.input.reproduction) as f:
+        repro = json.load(f)
+    v = reproduce.verdict(original, repro, r["arm"], r["workloads"])
+    v.update(name=name, base=r["experiment"], runs=r["runs"], id=r["id"], created=r["created"],
+             rule=reproduce.RULE)
+    date = datetime.date.fromisoformat(r["created"][:10]).isoformat()
+    entries = reproduce.correction_entries(v, r["experiment"], name, date)
+    added = corrections.append(snakemake.params.ledger, entries) if entries else []
+    v["ledger"] = {"path": snakemake.params.ledger, "entries": entries, "appended": len(added)}
+    with open(snakemake.output[0], "w") as f:
+        json.dump(v, f, indent=1, ensure_ascii=False)
+    log.info("%s: %s", name, v["verdict"])
     for c in v["cells"]:
-        log.write(f"  {c['workload']}: {c['verdict']}" + (f": {reproduce.sentence(c)}" if c.get("original")
-                                                            and c.get("reproduction") else "") + "\n")
-    log.write(f"{len(added)} entries appended to {snakemake.params.ledger}\n")
+        log.info("  %s: %s%s", c["workload"], c["verdict"],
+                 f": {reproduce.sentence(c)}" if c.get("original") and c.get("reproduction") else "")
+    log.info("%d entries appended to %s", len(added), snakemake.params.ledger)
