@@ -538,10 +538,33 @@ def hypotheses_table(d: Data) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def section_ceiling_unknown(w: dict, c: dict) -> Section:
+    """No headers were found: the ceiling is unknown; say why and which key would give it."""
+    s = Section([Heading("The ceiling is unknown: no byte account of the model")])
+    reason = w.get("reason") or c.get("reason") or "no tensor headers of the model were found"
+    key = w.get("key") or c.get("key") or "engine.model"
+    s.add(Para("Every token a model emits requires reading the weights it uses from memory, so single-stream "
+               "decoding has a physical ceiling: bandwidth " + TIMES + " bytes read per token. The bytes come "
+               "from the model's tensor headers, and none could be read for this experiment, so the ceiling is "
+               "unknown and the measured rates below stand without it."))
+    s.add(Para(f"Why: {reason}.", "warn"))
+    s.add(Para(f"To get it, set {key}; bracket reads the headers from a local directory or .gguf file, the "
+               "local Hugging Face cache for a hub id, a container path mapped through engine.docker.volumes, "
+               "or the hub itself where it is reachable. `bracket weights DIR` prints the account for any "
+               "directory."))
+    bw = c.get("bandwidth_gbps")
+    if bw:
+        s.add(Para(f"Memory bandwidth was found ({bw:g} GB/s); with the bytes per token, the ceiling would be "
+                   f"{bw:g} GB/s {TIMES} bytes per token.", "note"))
+    return s
+
+
 def section_ceiling(d: Data) -> Section | None:
     w, c = d.weights, d.ceiling or {}
     if not w:
         return None
+    if w.get("status") == "unknown" or not w.get("bytes_per_token"):
+        return section_ceiling_unknown(w, c)
     bpt, bw, ceil = w.get("bytes_per_token"), c.get("bandwidth_gbps"), c.get("ceiling_tok_s")
     head = (f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
             if ceil else "The byte account")

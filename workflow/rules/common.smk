@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 from bracket import reproduce as breproduce  # noqa: E402
+from bracket import preflight as bpreflight  # noqa: E402
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"
@@ -31,7 +32,18 @@ def load_experiment(exp):
         return load_reproduction(exp)
     cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
     bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml")
+    check_before_blocks(cfg, exp, f"experiments/{exp}.yaml")
     return cfg
+
+
+def check_before_blocks(cfg, exp, source):
+    """Model, mounts and engine program, checked in seconds when blocks remain to run (bracket.preflight);
+    a finished experiment re-renders without them."""
+    if all((ROOT / f"results/{exp}/raw/block-{b.position}.jsonl").is_file() for b in bdesign.from_config(cfg)):
+        return
+    problems = bpreflight.problems(cfg, ROOT)
+    if problems:
+        raise bconfig.ExperimentError(f"{source}: cannot run on this host:\n  - " + "\n  - ".join(problems))
 
 
 def get_experiment_path(wildcards):

@@ -1,0 +1,103 @@
+"""What can be checked before measuring is checked before the first block, in seconds.
+
+Run when the workflow loads an experiment (workflow/rules/common.smk), after validation, and by
+`bracket check`. Each check looks only at this host: that the model a native launch serves exists,
+that docker's mounts exist, that the engine's program is there. The engine's port is checked again
+before every launch (bracket.runner.ensure_port_free), where it matters. The embedded engine needs
+none of this: the workflow builds it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from bracket.modelsource import container_to_host, is_hub_id, is_pathlike
+
+ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
+DEFAULT_PROGRAMS = {"llamacpp": "llama-server", "ollama": "ollama"}
+
+
+def _exists(name: str, root: Path) -> bool:
+    p = Path(name).expanduser()
+    return (p if p.is_absolute() else root / p).exists()
+
+
+def model_problems(cfg: dict, root: Path) -> list[str]:
+    """The served model and draft models of a native launch must be on this host (a hub id may be
+    downloaded by the engine); a docker launch's mounted model must exist at its host path."""
+    eng, out = cfg["engine"], []
+    launch = eng["launch"]
+    names = [("engine.model", eng.get("model") or "")]
+    drafts = {}
+    for a, spec in cfg["arms"].items():  # one line per draft model, however many arms share it
+        draft = (spec.get("speculative") or {}).get("model") or ""
+        drafts.setdefault(draft, f"arms.{a}.speculative.model")
+    names += [(key, name) for name, key in drafts.items()]
+    for key, name in names:
+        if key == "engine.model" and name in ("", "embedded"):
+            if launch != "attach" and eng["kind"] != "ollama":
+                out.append("engine.model is not set, and engine.embedded is false: name the model the engine "
+                           "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B).")
+            continue
+        if not name or (key == "engine.model" and eng["kind"] == "ollama"):  # an Ollama tag, not a path
+            continue
+        if launch == "native" and not _exists(name, root) and (is_pathlike(name) or not is_hub_id(name)):
+            out.append(f"{key} is {name!r}, which does not exist on this host (looked in "
+                       f"{Path(name).expanduser() if Path(name).is_absolute() else root / name}); give the "
+                       f"directory that holds the weights or the .gguf file, or a hub id (org/name).")
+        if launch == "docker" and name.startswith("/"):
+            host, vol = container_to_host(cfg, name)
+            if host and not Path(host).exists():
+                out.append(f"{key} is {name!r} inside the container, which engine.docker.volumes maps to {host} "
+                           f"on this host ({vol!r}), and {host} does not exist; fix the mount or the path.")
+    return list(dict.fromkeys(out))
+
+
+def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
+    """The program that starts the server: docker for a docker launch; for a native one, llama-server or
+    ollama on PATH, or the Python that must import vllm / sglang."""
+    eng = cfg["engine"]
+    if eng["launch"] == "docker":
+        return [] if shutil.which("docker") else [
+            "engine.launch is docker, but no `docker` program is on PATH; install docker or launch natively."]
+    if eng["launch"] != "native":
+        return []
+    kind = eng["kind"]
+    if kind in DEFAULT_PROGRAMS:
+        prog = eng.get("executable") or DEFAULT_PROGRAMS[kind]
+        if shutil.which(prog) or Path(prog).is_file():
+            return []
+        return [f"engine.kind {kind} runs {prog!r}, which is not on PATH (nor a file); install it or set "
+                f"engine.executable to its full path."]
+    module = ENGINE_MODULES.get(kind)
+    if not module:
+        return []
+    python = eng.get("python") or "python3"
+    exe = shutil.which(python) or (python if Path(python).is_file() else None)
+    if not exe:
+        return [f"engine.python is {python!r}, which is not on PATH (nor a file); set engine.python to the "
+                f"interpreter of the environment where {module} is installed."]
+    try:
+        # find_spec looks the module up without importing it: a second, not the engine's minute.
+        proc = subprocess.run([exe, "-c", f"import importlib.util, sys; "
+                                          f"sys.exit(0 if importlib.util.find_spec({module!r}) else 3)"],
+                              capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"engine.python {exe} could not be run ({type(exc).__name__}: {exc}); set engine.python."]
+    if proc.returncode == 3:
+        return [f"engine.python {exe} cannot import {module}; set engine.python to the interpreter of the "
+                f"environment where {module} is installed (pip install {module})."]
+    if proc.returncode != 0:
+        return [f"engine.python {exe} failed to run ({proc.stderr.strip()[-200:] or proc.returncode}); "
+                f"set engine.python to a working Python."]
+    return []
+
+
+def problems(cfg: dict, root: str | Path = ".") -> list[str]:
+    """Everything wrong with this host for this experiment that can be seen without a server."""
+    if cfg["engine"]["embedded"]:
+        return []
+    root = Path(root)
+    return model_problems(cfg, root) + binary_problems(cfg)
