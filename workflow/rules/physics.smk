@@ -18,6 +18,8 @@ rule weights:
     priority: 2_000_000
     log:
         "logs/{exp}/weights.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/weights.py"
 
@@ -33,5 +35,7 @@ rule ceiling:
     priority: 2_000_000
     log:
         "logs/{exp}/ceiling.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/ceiling.py"

@@ -7,5 +7,7 @@ rule plan:
         design=get_design_params,
     log:
         "logs/{exp}/plan.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/plan.py"

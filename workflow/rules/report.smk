@@ -22,5 +22,7 @@ rule report:
         corrections=get_corrections_path,
     log:
         "logs/{exp}/report.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/render_report.py"

@@ -9,79 +9,7 @@
 #       the batch-1 vs batch-2 control, then NAME's article (also run by NAME itself when
 #       controls.determinism is true).
 
-REPRODUCTION = breproduce.request_from_config(config)
-# `--config experiment=NAME` without a cell asks for NAME's controls (the determinism target).
-CONTROLS_FOR = None if "cell" in config else config.get("experiment")
-
-
-def load_reproduction(exp):
-    """A derived experiment's configuration: derived now (and recorded once) when this invocation asks
-    for it, else read from results/NAME--repro-ID/experiment.yaml."""
-    path = breproduce.experiment_path(ROOT, exp)
-    if REPRODUCTION is not None and REPRODUCTION.name == exp:
-        r = REPRODUCTION
-        cfg = breproduce.derive(load_experiment(r.base), r.base, r.arm, r.workloads, r.runs, r.ident)
-        if workflow.dryrun and not path.is_file():
-            return cfg
-        breproduce.record(cfg, path)
-    if not path.is_file():
-        raise breproduce.ReproduceError(
-            f"{exp} is a reproduction that was never set up ({path} does not exist); start it with "
-            f"snakemake --cores 1 reproduce --config experiment={breproduce.base_of(exp)} cell=ARM[,WORKLOAD] "
-            f"runs=10 id={exp.split(breproduce.SEP, 1)[1]}")
-    cfg = bconfig.load(path)
-    bconfig.check_prompt_files(cfg, ROOT, source=str(path))
-    return cfg
-
-
-def get_reproduce_targets(wildcards):
-    if REPRODUCTION is None:
-        raise breproduce.ReproduceError(
-            "the reproduce target needs the cell: snakemake --cores 1 reproduce --config experiment=NAME "
-            "cell=ARM[,WORKLOAD] runs=10 [id=ID]")
-    r = REPRODUCTION
-    return [f"results/{r.name}/verdict.json", f"report/{r.base}/article.html", f"report/{r.base}/article.md"]
-
-
-def get_determinism_targets(wildcards):
-    if not CONTROLS_FOR:
-        raise breproduce.ReproduceError("the determinism target needs the experiment: snakemake --cores 1 "
-                                        "determinism --config experiment=NAME")
-    return [f"results/{CONTROLS_FOR}/determinism.json", f"report/{CONTROLS_FOR}/article.html"]
-
-
-def get_original_stats(wildcards):
-    # ancient: the verdict judges the figures as published then; a later rerun of the base does not
-    # re-judge an old reproduction.
-    return ancient(f"results/{breproduce.base_of(wildcards.exp)}/stats.json")
-
-
-def get_ledger_path(wildcards):
-    return str(ROOT / "experiments" / f"{breproduce.base_of(wildcards.exp)}.corrections.yaml")
-
-
-def get_report_verdict(wildcards):
-    """The verdict of the reproduction asked for now, so the base's article is rendered after it."""
-    r = REPRODUCTION
-    return [f"results/{r.name}/verdict.json"] if r is not None and r.base == wildcards.exp else []
-
-
-def get_report_ledger(wildcards):
-    """The ledger, when it exists, so an entry added by hand re-renders the article."""
-    p = ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml"
-    return [str(p)] if p.is_file() else []
-
-
-def get_report_determinism(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    wanted = cfg["controls"]["determinism"] or CONTROLS_FOR == wildcards.exp
-    return [f"results/{wildcards.exp}/determinism.json"] if wanted else []
-
-
-def get_last_block(wildcards):
-    """Controls run after the last block, so they never sit between the bracketed blocks."""
-    blocks = get_blocks(wildcards.exp)
-    return ancient(f"results/{wildcards.exp}/raw/block-{blocks[-1].position}.jsonl")
+include: "reproduce_inputs.smk"
 
 
 rule reproduce:
@@ -104,6 +32,8 @@ rule verdict:
         exp=r"[A-Za-z0-9_-]+--repro-[A-Za-z0-9_-]+",
     log:
         "logs/{exp}/verdict.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/verdict.py"
 
@@ -118,6 +48,8 @@ rule agreement:
         experiment=get_experiment_path,
     log:
         "logs/{exp}/agreement.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/agreement.py"
 
@@ -132,6 +64,8 @@ rule arena_summary:
         experiment=get_experiment_path,
     log:
         "logs/{exp}/arena.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/arena.py"
 
@@ -152,6 +86,8 @@ rule determinism_control:
     log:
         server="logs/{exp}/server/determinism.log",
         control="logs/{exp}/determinism.log",
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/determinism.py"
 

@@ -15,7 +15,7 @@ rule block_settings:
     log:
         "logs/{exp}/settings/block-{k}.log",
     run:
-        Path(output[0]).write_text(params.block + "\n")
+        Path(output[0]).write_text(f"{params.block}\n")
 
 
 rule block:
@@ -44,5 +44,7 @@ rule block:
         exclusive_host=get_block_exclusive,
         host=get_block_host,
         slurm_extra=get_block_slurm_extra,
+    conda:
+        "../envs/bracket.yaml"
     script:
         "../scripts/run_block.py"
