@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP_QUIET := 2>&1 | grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: env draft_sweep test clean
+.PHONY: env draft_sweep test lint clean
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -20,6 +20,11 @@ draft_sweep: env
 
 test: env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+# ruff on every Python file, and Snakemake's own linter on the workflow (CI runs both: .ci/run).
+lint: env
+	$(BIN)/ruff check .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --lint
 
 clean:
 	rm -rf results logs report/draft_sweep .snakemake

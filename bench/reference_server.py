@@ -442,7 +442,7 @@ class ReferenceProcess:
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"reference server on {self.url} not ready after {startup_timeout_s} s")
+                    raise RuntimeError(f"reference server on {self.url} not ready after {startup_timeout_s} s") from None
                 time.sleep(0.05)
         if config:
             self.configure(**config)

@@ -43,7 +43,7 @@ def test_summary_and_section():
            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
     raw = []
     for run, tg in enumerate([100.0, 110.0, 120.0]):
-        for u, ttft in enumerate((0.5, 0.6)):
+        for ttft in (0.5, 0.6):
             raw.append(user(10.0 * run, ttft, 128, tg, arm="b", workload="arena", block=0, run=run, warmup=False,
                             cached_tokens=0, finish_reason="length", max_tokens=128, wall_s=2.0,
                             prompt_tokens=1024))

@@ -1,7 +1,6 @@
 """Experiment files: defaults filled, and every mistake named with its fix before anything runs."""
 
 import pytest
-import yaml
 
 from bracket import config
 from bracket.config import ExperimentError

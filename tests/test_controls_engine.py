@@ -1,7 +1,5 @@
 """The determinism control on the real embedded engine (one server start, about 30 s)."""
 
-import shutil
-from pathlib import Path
 
 import pytest
 

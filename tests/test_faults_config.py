@@ -5,7 +5,6 @@ sentinel that leaves a mark if it is ever launched."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

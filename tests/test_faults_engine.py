@@ -19,13 +19,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pandas as pd
 import pytest
 
-from bracket import config, design, runner
+from bracket import design, runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402

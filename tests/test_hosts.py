@@ -144,7 +144,7 @@ def test_no_hosts_no_section():
 def test_slots_count_blocks_on_each_host():
     runs, _ = _runs({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 0.0, "b": 0.0, "c": 0.0}, rounds=2)
     framed = with_slots(from_runs(runs), runs["host"])
-    for host, sub in framed.groupby("host"):
+    for _host, sub in framed.groupby("host"):
         assert sorted(sub["slot"].unique()) == [0, 1, 2, 3]
         assert (sub["slot"] == sub["position"] // 3).all()
 

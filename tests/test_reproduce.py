@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bracket import article, config, corrections, reproduce
 from bracket.stats.summary import summarize

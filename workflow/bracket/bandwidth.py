@@ -155,8 +155,8 @@ def probe_cuda(size_bytes: int = 2 * 2**30, repeats: int = 20, device: int = 0) 
             out.append(start.elapsed_time(end) / 1e3)
         return out
 
-    copy_s = timed(lambda: dst.copy_(src))
-    read_s = timed(lambda: src.sum())
+    copy_s = timed(lambda: dst.copy_(src))  # noqa: F821 - run before the del below
+    read_s = timed(lambda: src.sum())  # noqa: F821 - run before the del below
     nbytes = src.numel() * src.element_size()
     name = torch.cuda.get_device_name(dev)
     del src, dst

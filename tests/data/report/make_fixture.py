@@ -78,7 +78,7 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     design.write(design.from_config(cfg), OUT / "schedule.csv")
     stats = analyze(runs, cfg)
     (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
-    acct = weights.write_json(model_dir, OUT / "weights.json", cfg)
+    weights.write_json(model_dir, OUT / "weights.json", cfg)
     ceiling.write_json(OUT / "weights.json", cfg, OUT / "ceiling.json")
     if (model_dir / "build.json").exists():
         shutil.copy(model_dir / "build.json", OUT / "raw" / "model-build.json")
