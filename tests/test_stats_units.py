@@ -178,7 +178,7 @@ def test_cli_summarize_and_compare_json(capsys):
     args = p.parse_args(["compare", raw, "--baseline", "no_speculation", "--candidate", "dflash2_draft12",
                          "--json", "--resamples", "500"])
     assert args.func(args) == 0
-    c = json.loads(capsys.readouterr().out)
+    [c] = json.loads(capsys.readouterr().out)  # a list, one comparison per workload, even for one
     assert c["verdict"] == "faster" and round(c["ratio"], 2) == 5.28
     assert {"ratio", "ci_low", "ci_high", "p_value", "test", "drift", "noise_band", "verdict"} <= set(c)
     args = p.parse_args(["compare", raw, "--baseline", "nope", "--candidate", "dflash2_draft12"])

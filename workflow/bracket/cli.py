@@ -2,7 +2,8 @@
 
 Each subcommand lives beside the code it drives; a module listed here exposes
 `register(subparsers)`, which adds its parser and sets `func` to a callable taking the parsed args
-and returning an exit code.
+and returning an exit code. With --json, a command prints one shape whatever its input (compare:
+a list of comparisons, one per workload, even when there is one).
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ COMMAND_MODULES = [
     "bracket.commands_run",
     "bracket.commands_stats",
     "bracket.commands_physics",
+    "bracket.commands_setup",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from bracket import __version__
+
     parser = argparse.ArgumentParser(prog="bracket", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"bracket {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -61,7 +61,7 @@ def compare_cmd(args) -> int:
         results.append({"workload": wl, "baseline": args.baseline, "candidate": args.candidate,
                         **dataclasses.asdict(c)})
     if args.json:
-        print(json.dumps(jsonable(results if len(results) > 1 else results[0]), indent=2))
+        print(json.dumps(jsonable(results), indent=2))  # always a list: one shape per command
         return 0
     for r in results:
         p = "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}"

@@ -22,8 +22,17 @@ class ExperimentError(ValueError):
 
 
 def load_schema() -> dict:
-    with open(SCHEMA_PATH) as f:
+    with open(_schema_file()) as f:
         return yaml.safe_load(f)
+
+
+def _schema_file() -> Path:
+    """The schema beside the package in a clone; after `pip install .`, the installed copy (bracket.share)."""
+    if SCHEMA_PATH.is_file():
+        return SCHEMA_PATH
+    from bracket.share import schema_path
+
+    return schema_path()
 
 
 def _fill_defaults(instance: Any, schema: dict) -> Any:

@@ -18,7 +18,7 @@ rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
         engine=f"{ENGINE_VENV}/.installed",
-        builder=str(ROOT / "workflow/bracket/embedded/build_model.py"),
+        builder=str(Path(embedded.__file__).parent / "build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
