@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from bracket import arena, engines, records
+from bracket import arena, engines, eta, records
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
@@ -234,6 +234,10 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         try:
             console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
                           f"{block.round}: starting {eng['kind']}")
+            left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
+            if left:
+                console.print(f"  about {eta.duration(left[0])} left in the experiment, this block included "
+                              f"(at the mean of {left[1]} finished block(s))")
             server.start()
             meta["pid"] = server.proc.pid
             try:
@@ -282,6 +286,7 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
              req, design):
     model_name = adapter.request_model(cfg, http, base)
     total = design["warmup_runs"] + design["runs_per_block"]
+    t0, done, requests = time.monotonic(), 0, total * len(workloads)
     for run in range(total):
         warm = run < design["warmup_runs"]
         for wl_name, prompts in workloads.items():
@@ -311,6 +316,10 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             al = f"  AL {rec['acceptance_length']:.2f}" if rec["acceptance_length"] else ""
             tag = "warmup" if warm else f"run {run - design['warmup_runs'] + 1}/{design['runs_per_block']}"
             err = f"  [red]{m.error}[/]" if m.error else ""
-            console.print(f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}")
+            done += 1
+            left = eta.left_in_block(done, requests, time.monotonic() - t0)
+            when = f"  ({eta.duration(left)} left in block)" if left else ""
+            console.print(f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}"
+                          f"{when}")
             if m.error and req["on_error"] == "stop":
                 raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")

@@ -8,9 +8,11 @@ start (seed 000's eight lost minutes).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +64,26 @@ def port_owner(host: str, port: int) -> str | None:
     return "another process"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def last_line(path: str | Path, secrets: dict[str, str] | None = None, width: int = 160) -> str:
+    """The engine's latest log line, safe for a terminal: escape codes stripped, secrets masked, cut short."""
+    for line in reversed(log_tail(path, 20).splitlines()):
+        line = _CONTROL.sub("", line).strip()
+        if line and line != "(no log written)":
+            for value in (secrets or {}).values():
+                if value:
+                    line = line.replace(value, "***")
+            return line if len(line) <= width else line[: width - 3] + "..."
+    return "(nothing logged yet)"
+
+
+def heartbeat(elapsed_s: float, timeout_s: float, line: str) -> str:
+    """One progress line while a server loads (minutes for a large model): elapsed time and what the engine says."""
+    return f"  loading: {elapsed_s:.0f} s (of at most {timeout_s:.0f} s); the engine's last line: {line}"
+
+
 @dataclass
 class Server:
     """A launched server. Use as a context manager so teardown always runs."""
@@ -75,6 +97,12 @@ class Server:
     proc: subprocess.Popen | None = None
     started_at: float | None = None
     ready_s: float | None = None
+    heartbeat_s: float = float(os.environ.get("BRACKET_HEARTBEAT_S", "15"))  # 0: no heartbeat
+
+    def beat(self, elapsed_s: float, timeout_s: float) -> None:
+        """Say, on stderr, how long the server has been loading and what its log says last."""
+        secrets = {k: v for k, v in self.env.items() if k in self.secret_names}
+        print(heartbeat(elapsed_s, timeout_s, last_line(self.log_path, secrets)), file=sys.stderr, flush=True)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,8 +122,12 @@ class Server:
         deadline = time.monotonic() + timeout_s
         t0 = time.monotonic()
         url = self.base_url + self.health_path
+        next_beat = t0 + self.heartbeat_s
         with httpx.Client(timeout=2.0) as client:
             while True:
+                if self.heartbeat_s > 0 and time.monotonic() >= next_beat:
+                    self.beat(time.monotonic() - t0, timeout_s)
+                    next_beat += self.heartbeat_s
                 code = self.proc.poll()
                 if code is not None:
                     said = error_line(self.log_path)

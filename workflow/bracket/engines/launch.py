@@ -285,8 +285,13 @@ class AttachedServer(NativeServer):
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.5) -> float:
         t0 = time.monotonic()
+        next_beat = t0 + self.heartbeat_s
         with httpx.Client(headers=self.headers) as http:
             while not self.adapter.ready(http, self.base_url):
+                if self.heartbeat_s > 0 and time.monotonic() >= next_beat:
+                    print(f"  waiting for the attached server at {self.base_url}: {time.monotonic() - t0:.0f} s "
+                          f"(of at most {timeout_s:.0f} s)", file=sys.stderr, flush=True)
+                    next_beat += self.heartbeat_s
                 if time.monotonic() - t0 > timeout_s:
                     raise ServerError(
                         f"no {self.adapter.kind} server is ready at {self.base_url} (engine.launch is attach, so "
