@@ -18,6 +18,7 @@ import datetime as _dt
 import html
 import json
 import math
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -404,11 +405,19 @@ def headline_rows(d: Data) -> list[dict]:
 
 
 def headline_sentence(row: dict, reference: str) -> str:
-    """Seed 000's form: "65.02 tok/s (10 runs, 56.6–69.3), 5.28x the baseline"."""
+    """Seed 000's form: "65.02 tok/s (10 runs, 56.6–69.3), 5.28x the baseline".
+
+    The wording follows the verdict: only a "faster" verdict names the arm as the winner; otherwise
+    the sentence says no arm was shown faster and gives the highest median as a measurement.
+    """
     best = f"{rate(row['median'])} tok/s {runs_phrase(row['n'], row['min'], row['max'])}"
     if row["is_reference"]:
         return f"{row['workload']}: the reference {reference} was fastest, {best}; no other arm beat it."
-    text = f"{row['workload']}: {row['arm']}, {best}, {ratio(row['ratio'])} the {reference}"
+    if row["verdict"] == "faster":
+        text = f"{row['workload']}: {row['arm']}, {best}, {ratio(row['ratio'])} the {reference}"
+    else:
+        text = (f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
+                f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
     if row["ci_low"] is not None:
         text += f" (95% CI {span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})"
     if row["ref_median"] is not None:
@@ -423,13 +432,27 @@ def _join(items) -> str:
 
 
 def title_line(d: Data) -> str | None:
-    """A seed-000 subtitle: "ngram_8 reaches 653 tok/s on code, 188 with baseline"."""
-    rows = [r for r in headline_rows(d) if not r["is_reference"] and r["ratio"]]
+    """The subtitle, following the verdicts: a seed-000 line ("ngram_8 reaches 653 tok/s on code, 188
+    with baseline") for the largest ratio among arms shown faster; otherwise that no arm was shown
+    faster than the reference, never a ratio the verdict did not carry."""
+    rows = headline_rows(d)
     if not rows:
         return None
-    top = max(rows, key=lambda r: r["ratio"])
-    return (f"{top['arm']} reaches {top['median']:.0f} tok/s on {top['workload']}, "
-            f"{top['ref_median']:.0f} with {d.label(d.reference)}")
+    ref = d.label(d.reference)
+    shown = [r for r in rows if not r["is_reference"] and r["ratio"] and r["verdict"] == "faster"]
+    if shown:
+        top = max(shown, key=lambda r: r["ratio"])
+        line = (f"{top['arm']} reaches {top['median']:.0f} tok/s on {top['workload']}, "
+                f"{top['ref_median']:.0f} with {ref}")
+        rest = [r["workload"] for r in rows if r not in shown]
+        return line + (f"; on {_join(rest)} no arm was shown faster" if rest else "")
+    others = [r for r in rows if not r["is_reference"] and r["ratio"]]
+    if not others:
+        return f"{ref} was the fastest on every workload measured"
+    top = max(others, key=lambda r: r["ratio"])
+    verdict = top["verdict"] or "no verdict at this run count"
+    return (f"No arm was shown faster than {ref}: the largest ratio, {top['arm']}'s {ratio(top['ratio'])} on "
+            f"{top['workload']}, reads '{verdict}'")
 
 
 def section_headline(d: Data) -> Section:
@@ -956,6 +979,10 @@ def section_recommendations(d: Data) -> Section | None:
         s.add(Para(f"The fastest arm differs by workload ({'; '.join(f'{a} on {w}' for a, w in zip(fastest, t['workload']))}), "
                    f"but none was shown faster than the reference at this run count, so the recommendation is "
                    f"{t['use'].iloc[0]} everywhere until more runs settle it:"))
+    elif (t["use"] == d.reference).all():
+        s.add(Para(f"Keep {t['use'].iloc[0]}: no arm was shown faster than it on any workload measured"
+                   + ("" if not fastest or set(fastest) == {d.reference} else
+                      ", so the highest medians below are measurements, not reasons to switch") + "."))
     else:
         s.add(Para(f"The same choice holds on every workload measured: {t['use'].iloc[0]}."))
     s.add(Table(t, "What to run, per workload", "recommendations.csv"))
@@ -1255,14 +1282,16 @@ def _palette(d: Data):
 
 
 def _save(fig, d: Data, name: str) -> str:
-    rel = f"figures/{name}.png"
-    path = d.out_dir / rel
+    """Write the figure under out_dir/figures/ and return its path as the page sees it: relative to
+    where the notebook runs (papermill runs it in out_dir, so figures/NAME.png in the article; opened
+    in JupyterLab from notebooks/, ../report/NAME/figures/NAME.png)."""
+    path = d.out_dir / "figures" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return rel
+    return Path(os.path.relpath(path.resolve(), Path.cwd().resolve())).as_posix()
 
 
 def figure_run_sequence(d: Data) -> Figure | None:

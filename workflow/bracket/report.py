@@ -36,7 +36,8 @@ p.caption, figcaption { font-size: .88rem; color: #555; font-style: italic; }
 div.table { overflow-x: auto; margin: .8rem 0 1.2rem; }
 table.data { border-collapse: collapse; font: 13px/1.35 "DejaVu Sans Mono", Menlo, monospace; }
 table.data th, table.data td { padding: .2rem .55rem; border-bottom: 1px solid #e4e4e4; text-align: left;
-       vertical-align: top; max-width: 30rem; overflow-wrap: anywhere; }
+       vertical-align: top; max-width: 30rem; overflow-wrap: break-word; word-break: normal; hyphens: none; }
+table.data th { white-space: nowrap; }
 table.data th { border-bottom: 2px solid #bbb; }
 pre { background: #f6f6f6; padding: .7rem; overflow-x: auto; font-size: 12.5px; white-space: pre-wrap;
       word-break: break-all; }
