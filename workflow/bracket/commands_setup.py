@@ -40,6 +40,8 @@ def _check(args) -> int:
         for p in problems:
             print(f"problem: {p}")
         where = src.detail if src.found else f"unknown: {src.detail}; set {src.key}"
+        if cfg["engine"]["embedded"] and not src.found:
+            where = f"the embedded model, which the workflow builds on its first run ({model})"
         print(f"byte account: {where}")
         print("ready to run" if not problems else f"{len(problems)} problem(s): fix them before running")
     return 1 if problems else 0
