@@ -14,29 +14,10 @@ import pytest
 
 from bracket import ceiling, config, modelsource, preflight, weights
 
-_spec = importlib.util.spec_from_file_location("physics_checkpoints",
-                                               Path(__file__).parent / "data" / "physics" / "checkpoints.py")
-ck = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ck)
-
-REV = "0123456789abcdef0123456789abcdef01234567"
-
-
-def hf_cache(cache: Path, repo_id: str, model_dir: Path, rev: str = REV) -> Path:
-    """The Hugging Face cache layout a download leaves: models--org--name/{refs/main, snapshots/<rev>/},
-    the snapshot's files pointing into blobs/ as the hub client writes them."""
-    repo = cache / ("models--" + repo_id.replace("/", "--"))
-    snap = repo / "snapshots" / rev
-    snap.mkdir(parents=True)
-    (repo / "blobs").mkdir()
-    for f in sorted(Path(model_dir).iterdir()):
-        if f.suffix in (".safetensors", ".json") and f.name != "build.json":
-            blob = repo / "blobs" / f"blob-{f.name}"
-            shutil.copy2(f, blob)
-            (snap / f.name).symlink_to(Path("../../blobs") / blob.name)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(rev)
-    return snap
+_spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
+_hf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_hf)
+hf_cache = _hf.hf_cache
 
 
 def experiment(**engine) -> dict:
