@@ -92,3 +92,43 @@ def test_no_word_in_a_table_is_broken_at_a_normal_page_width(rendered, tmp_path,
         assert result == [], f"words broken across lines at {width}px: {sorted(set(result))[:20]}"
     finally:
         browser.close()
+
+
+def test_figures_resolve_when_the_article_notebook_is_run_interactively(rendered):  # noqa: F811
+    """`jupyter lab report/NAME/article.ipynb`, Run All: the kernel runs in the notebook's folder, and
+    every figure the notebook displays is found from there (README, "Open the article as a notebook")."""
+    import re
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    out = rendered["out"]
+    nb = nbformat.read(out / "article.ipynb", as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(out)}}).execute()
+    srcs = [m for cell in nb.cells for o in cell.get("outputs", [])
+            for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))]
+    assert len(srcs) == 3
+    for src in srcs:
+        assert not src.startswith(("/", "..")) and (out / src).is_file(), src
+
+
+def test_figures_resolve_when_the_source_notebook_is_opened_on_its_defaults(tmp_path):
+    """notebooks/article.ipynb opened in JupyterLab as it ships (parameters: the committed fixture, out_dir
+    ../report/fixture): its figures are written under report/fixture/ and shown from notebooks/."""
+    import re
+    import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "repo"
+    shutil.copytree(root / "notebooks", repo / "notebooks")
+    shutil.copytree(root / "tests" / "data" / "report", repo / "tests" / "data" / "report")
+    nb = nbformat.read(repo / "notebooks" / "article.ipynb", as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
+    srcs = [m for cell in nb.cells for o in cell.get("outputs", [])
+            for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))]
+    assert srcs and all(s.startswith("../report/fixture/figures/") for s in srcs), srcs
+    assert all((repo / "notebooks" / s).is_file() for s in srcs)
