@@ -157,3 +157,14 @@ def test_preflight_names_a_missing_model_and_engine_program_in_seconds(tmp_path)
     assert preflight.model_problems(experiment(kind="openai", launch="attach", model="/elsewhere/m"), tmp_path) == []
     missing_python = experiment(kind="vllm", model="Qwen/Qwen3-8B", python=str(tmp_path / "python"))
     assert "not on PATH" in preflight.binary_problems(missing_python)[0]
+
+
+def test_bracket_weights_takes_a_hub_id_from_the_local_cache(embedded_engine, offline, capsys):
+    from bracket import cli
+
+    _, model = embedded_engine
+    hf_cache(offline, "Qwen/Qwen3-8B", model)
+    assert cli.main(["weights", "Qwen/Qwen3-8B", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes_per_token"] == weights.account(model)["bytes_per_token"]
+    assert cli.main(["weights", "Qwen/Qwen3-4B"]) == 2
+    assert "neither a path on this host nor a hub id in the local Hugging Face cache" in capsys.readouterr().err

@@ -28,7 +28,8 @@ def register(subparsers) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="model directory (safetensors, sharded or not) or .gguf file")
+    p.add_argument("model_dir", metavar="MODEL_DIR",
+                   help="model directory (safetensors, sharded or not), .gguf file, or a hub id in the local HF cache")
     p.add_argument("--speculative-method", metavar="METHOD", help="count the MTP head as read when METHOD is mtp")
     p.add_argument("--override", action="append", default=[], metavar="REGEX=COMPONENT",
                    help="classify tensors matching REGEX as COMPONENT (backbone, embedding, output, vision, mtp, other)")
@@ -45,8 +46,24 @@ def _overrides(items: list[str]) -> dict:
     return out
 
 
+def _model_path(name: str) -> str:
+    """A directory or file as given; a hub id (org/name) that is not a path here, from the local HF cache."""
+    from pathlib import Path
+
+    from bracket import modelsource
+
+    if Path(name).expanduser().exists() or not modelsource.is_hub_id(name):
+        return name
+    snap = modelsource.hf_cache_snapshot(name)
+    if snap is None:
+        raise FileNotFoundError(f"{name} is neither a path on this host nor a hub id in the local Hugging Face "
+                                f"cache ({modelsource.cache_dir()}); give the model's directory or .gguf file.")
+    return snap
+
+
 def _account(args) -> dict:
-    return weights.account(args.model_dir, speculative_method=args.speculative_method, overrides=_overrides(args.override))
+    return weights.account(_model_path(args.model_dir), speculative_method=args.speculative_method,
+                           overrides=_overrides(args.override))
 
 
 def run_weights(args) -> int:
