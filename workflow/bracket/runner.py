@@ -237,7 +237,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
             left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
             if left:
                 console.print(f"  about {eta.duration(left[0])} left in the experiment, this block included "
-                              f"(at the mean of {left[1]} finished block(s))")
+                              f"(at the mean of {left[1]} finished block(s))", soft_wrap=True)
             server.start()
             meta["pid"] = server.proc.pid
             try:
@@ -320,6 +320,6 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             left = eta.left_in_block(done, requests, time.monotonic() - t0)
             when = f"  ({eta.duration(left)} left in block)" if left else ""
             console.print(f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}"
-                          f"{when}")
+                          f"{when}", soft_wrap=True)
             if m.error and req["on_error"] == "stop":
                 raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")

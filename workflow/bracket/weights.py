@@ -388,6 +388,7 @@ def account_for_experiment(cfg: dict, root=".", model: str | None = None, remote
         acct = account(ckpt, overrides=overrides)
     except Exception as exc:  # noqa: BLE001 - any failure to read headers leaves the ceiling unknown, said why
         return unknown_account(src, f"{src.detail}, but its headers could not be read: {type(exc).__name__}: {exc}")
+    acct["model"] = src.name or acct["model"]  # as the experiment names it; where it was read is in source
     acct["source"] = src.to_dict()
     acct["arms"] = arm_notes(acct, cfg)
     return acct
