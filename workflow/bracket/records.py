@@ -13,6 +13,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from bracket.secrets import redact_obj
+
 FIELDS = [
     "experiment", "arm", "block", "round", "position", "run", "warmup", "workload", "prompt_id",
     "started_at", "ttft_s", "wall_s", "completion_tokens", "prompt_tokens", "cached_tokens",
@@ -46,7 +48,8 @@ class RecordWriter:
         self._f = open(self.path, "a", encoding="utf-8")
 
     def append(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False, default=_jsonable)
+        # Every string through the run's one redaction: a server may echo the API key anywhere.
+        line = json.dumps(redact_obj(record), ensure_ascii=False, allow_nan=False, default=_jsonable)
         self._f.write(line + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
