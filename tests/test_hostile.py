@@ -225,3 +225,47 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
     assert "2,048-token context" in msg and "Shorten the prompt" in msg
     assert time.monotonic() - t0 < 10
     assert not fk.block_paths(tmp_path)["log_path"].exists()  # no server was started
+
+
+def test_counts_leave_warmups_out_and_count_each_invalid_run_once():
+    import pandas as pd
+
+    from bracket.stats.analyze import _counts
+
+    runs = records.tidy([
+        records.new_record(arm="a", workload="w", position=0, run=0, warmup=True, error="HTTP 500: x", wall_s=1),
+        records.new_record(arm="a", workload="w", position=0, run=1, warmup=False, finish_reason="stop",
+                           completion_tokens=4, max_tokens=8, cached_tokens=0, wall_s=1.0),
+        records.new_record(arm="a", workload="w", position=0, run=2, warmup=False, finish_reason="length",
+                           completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=1.0),
+    ])
+    c = _counts(runs, runs)
+    assert c == {"total": 3, "valid": 1, "warmups": 1, "invalid": 1, "invalid_by_reason": {"early stop": 1}}
+    assert records.nothing_valid(runs) is None
+    assert records.nothing_valid(runs.assign(valid=False)).startswith("no valid measurement: all 2 timed")
+    assert "1 x early stop (stop)" in records.nothing_valid(runs.iloc[:2])
+    assert records.nothing_valid(runs.iloc[:1]) == ("no valid measurement: runs.csv holds no timed request "
+                                                    "(1 warmups only).")
+    assert isinstance(runs, pd.DataFrame)
+
+
+def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines():
+    from types import SimpleNamespace
+
+    from bracket import article
+
+    rows = [records.new_record(arm=arm, workload=wl, position=i, run=0, warmup=False, finish_reason="length",
+                               completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=1.0,
+                               error=None if arm == "a" else "HTTP 400: too long")
+            for i, (arm, wl) in enumerate([("a", "code"), ("b", "code"), ("b", "code")])]
+    d = SimpleNamespace(runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}},
+                                                      "workloads": {"code": {}, "chat": {}}})
+    assert article.unmeasured(d) == [
+        "Error: arm b has no valid run (2 error); nothing below measures it.",
+        "Error: workload chat has no valid run (no timed request ran); nothing below measures it."]
+
+
+def test_model_output_with_dollars_does_not_render_as_math_in_markdown():
+    from bracket import article
+
+    assert article.md_esc("$$x$$ costs $5") == "\\$\\$x\\$\\$ costs \\$5"

@@ -157,3 +157,33 @@ def test_an_echoing_server_leaks_the_key_nowhere_and_a_moved_checkout_reruns_not
     repo.rename(moved)
     proc = snakemake(moved, "-n", "echo", env=env)
     assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+
+
+def test_a_run_without_one_valid_measurement_fails_with_the_reason_first_and_keeps_its_records(tmp_path):
+    repo = fk.repo_copy(tmp_path / "checkout")
+    model = tiny_model(tmp_path / "model")
+    port = fk.free_port()
+    server = subprocess.Popen(fk.fake_argv(port, "--script", "http400"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT)
+    (repo / "experiments" / "all400.yaml").write_text(
+        f"engine: {{kind: openai, launch: attach, embedded: false, base_url: 'http://127.0.0.1:{port}', "
+        f"model: {model}}}\n"
+        "arms: {first: {}, again: {}}\n"
+        "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
+        "design: {rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0}\n"
+        "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n")
+    try:
+        fk.wait_for(lambda: fk.listener(port), 20, "the stand-in server")
+        proc = snakemake(repo, "all400", timeout=600)
+    finally:
+        server.kill()
+        server.wait()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    said = "no valid measurement: all 4 timed requests in results/all400/runs.csv are invalid."
+    assert said in out, out[-3000:]
+    assert "4 x error; the first: HTTP 400:" in out and "maximum context length is 2048 tokens" in out
+    assert out.index(said) < out.index("Error in rule analyze")  # the reason before Snakemake's report
+    assert len((repo / "results" / "all400" / "runs.csv").read_text().splitlines()) == 1 + 2 * 3
+    assert len(list((repo / "results" / "all400" / "raw").glob("block-*.jsonl"))) == 2
+    assert not (repo / "report" / "all400" / "article.html").exists()

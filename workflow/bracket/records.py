@@ -111,6 +111,28 @@ def validity(rec: dict) -> list[str]:
     return reasons
 
 
+def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
+    """Why a run produced no valid measurement, most common reason first; None when one is valid.
+
+    Said first when the workflow stops, so a run of only failed requests never looks like a result."""
+    if len(runs) and runs["valid"].astype(bool).any():
+        return None
+    warm = runs["warmup"].fillna(False).astype(bool) if "warmup" in runs else pd.Series(False, index=runs.index)
+    timed = runs.loc[~warm]
+    if timed.empty:
+        return f"no valid measurement: {where} holds no timed request ({int(warm.sum())} warmups only)."
+    first = timed["invalid_reason"].fillna("").str.split("; ").str[0]
+    lines = [f"no valid measurement: all {len(timed)} timed requests in {where} are invalid."]
+    for reason, n in first.value_counts().items():
+        example = ""
+        if reason == "error":
+            errors = timed.loc[first == reason, "error"].dropna()
+            if len(errors):
+                example = f"; the first: {str(errors.iloc[0])[:300]}"
+        lines.append(f"  {n} x {reason}{example}")
+    return "\n".join(lines)
+
+
 def tidy(records: list[dict]) -> pd.DataFrame:
     """The runs table: one row per request, every raw field, plus `valid` and `invalid_reason`.
 

@@ -10,6 +10,7 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
   malformed   one event that is not JSON
   http500     HTTP 500 with a JSON error body
   http429     HTTP 429 (rate limited)
+  http400     HTTP 400, as vLLM answers a prompt longer than its context
   truncated   two events, then the connection closes without [DONE]
   cache_hit   like ok, but usage reports cached_tokens 16
   early_stop  half the tokens, finish_reason "stop"
@@ -111,6 +112,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(401, {"error": "Unauthorized"})
         if word == "http500":
             return self._json(500, {"error": {"message": "engine core died", "type": "InternalServerError"}})
+        if word == "http400":
+            return self._json(400, {"error": {"message": "This model's maximum context length is 2048 tokens. "
+                                                         "However, you requested 1250008 tokens.",
+                                              "type": "BadRequestError"}})
         if word == "http429":
             return self._json(429, {"error": {"message": "too many requests"}})
         if word == "echo_auth":
