@@ -93,8 +93,8 @@ def context_length(cfg: dict, arm_name: str, model_dir: Path | None) -> tuple[in
 def longest_token_bytes(model_dir: Path | None) -> int | None:
     """Bytes of the longest entry of the model's vocabulary (tokenizer.json), or None when not here.
 
-    UTF-8 length of each entry: for byte-level BPE ("Ġ" standing for one byte) this overstates
-    the bytes a token covers, which only makes the lower bound on tokens weaker, never wrong."""
+    A byte-level BPE vocabulary writes each byte as one character ("Ġ" for a space), so an entry
+    covers as many bytes as it has characters; any other vocabulary is measured in UTF-8 bytes."""
     if model_dir is None or not (model_dir / "tokenizer.json").is_file():
         return None
     try:
@@ -103,8 +103,9 @@ def longest_token_bytes(model_dir: Path | None) -> int | None:
         return None
     vocab = (tok.get("model") or {}).get("vocab")
     entries = list(vocab) if isinstance(vocab, dict) else [v[0] for v in vocab or [] if isinstance(v, list)]
-    entries += [t.get("content", "") for t in tok.get("added_tokens") or [] if isinstance(t, dict)]
-    lengths = [len(e.encode("utf-8")) for e in entries if isinstance(e, str)]
+    byte_level = "ByteLevel" in json.dumps([tok.get("pre_tokenizer"), tok.get("decoder")])
+    lengths = [len(e) if byte_level else len(e.encode("utf-8")) for e in entries if isinstance(e, str)]
+    lengths += [len(t.get("content", "").encode("utf-8")) for t in tok.get("added_tokens") or [] if isinstance(t, dict)]
     return max(lengths) if lengths else None
 
 
