@@ -269,3 +269,33 @@ def test_model_output_with_dollars_does_not_render_as_math_in_markdown():
     from bracket import article
 
     assert article.md_esc("$$x$$ costs $5") == "\\$\\$x\\$\\$ costs \\$5"
+
+
+CLIENT = """
+import sys, time
+sys.path.insert(0, {workflow!r})
+from pathlib import Path
+from bracket.server import Server
+s = Server(argv=["sh", "-c", "sleep 600 & sleep 600"], env={{}}, log_path=Path({log!r}), base_url="http://x")
+s.start()
+print(s.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
+    """sh's background child gets no parent-death signal (only the group leader does): the watchdog stops it."""
+    script = CLIENT.format(workflow=str(fk.ROOT / "workflow"), log=str(tmp_path / "server.log"))
+    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pgid = int(client.stdout.readline())
+        group = fk.wait_for(lambda: (g := fk.group_members(pgid)) and len(g) >= 2 and g, 10, "the server's group")
+        client.send_signal(signal.SIGKILL)
+        client.wait(timeout=10)
+        t0 = time.monotonic()
+        fk.wait_for(lambda: fk.alive(group) == [], 10, "the group to go")
+        print(f"\nwatchdog: group of {len(group)} gone {time.monotonic() - t0:.2f} s after the client's SIGKILL")
+    finally:
+        if client.poll() is None:
+            client.kill()
+        fk.kill_group(pgid)
