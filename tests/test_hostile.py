@@ -299,3 +299,10 @@ def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
         if client.poll() is None:
             client.kill()
         fk.kill_group(pgid)
+
+
+@pytest.mark.parametrize("args", [["--api-key", "sk-x"], ["--hf-token=hf_x"]])
+def test_a_secret_on_the_servers_command_line_is_refused(args):
+    with pytest.raises(config.ExperimentError, match=f"engine.args passes {args[0].split('=')[0]}.*api_key_env"):
+        config.validate({"arms": {"a": {}}, "engine": {"args": args}}, source="x.yaml")
+    config.validate({"arms": {"a": {"args": ["--max-num-batched-tokens", "512", "--tokenizer-mode", "auto"]}}})

@@ -255,6 +255,17 @@ def check_engine_env(cfg: dict, source: str = "experiment") -> None:
 
     places = [("engine.env", cfg["engine"].get("env") or {})]
     places += [(f"arms.{name}.env", arm.get("env") or {}) for name, arm in cfg["arms"].items()]
+    arg_places = [("engine.args", cfg["engine"].get("args") or [])]
+    arg_places += [(f"arms.{name}.args", arm.get("args") or []) for name, arm in cfg["arms"].items()]
+    for where, args in arg_places:
+        for arg in args:
+            flag = str(arg).split("=", 1)[0]
+            if flag.startswith("-") and looks_secret(flag.lstrip("-").replace("-", "_")):
+                raise ExperimentError(
+                    f"{source}: {where} passes {flag}, whose value would be a secret on the server's command "
+                    f"line, which is recorded in every block's provenance and the article. Give an API key by "
+                    f"engine.api_key_env, any other secret by engine.secret_env (the engine reads it from its "
+                    f"environment), and remove {flag} from {where}.")
     for where, env in places:
         for key in env:
             if looks_secret(key):
