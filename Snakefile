@@ -33,5 +33,4 @@ for _name in EXPERIMENTS:
             _name
         default_target: _name == DEFAULT_EXPERIMENT
         input:
-            f"report/{_name}/article.html",
-            f"report/{_name}/article.md",
+            experiment_target(_name),

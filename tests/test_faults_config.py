@@ -13,7 +13,7 @@ import faultkit as fk  # noqa: E402
 
 CASES = {
     "bad_yaml": ("arms: {baseline: {}\ndesign: {rounds: 2\n",
-                 ["not valid YAML", "line 1", "Fix the brackets, quotes or indentation"]),
+                 ["not valid YAML", "line 2, column 7", "Fix the brackets, quotes or indentation"]),
     "unknown_key": ("arms: {baseline: {}}\ndesing: {rounds: 2}\n",
                     ["unknown key 'desing'", "did you mean 'design'?", "Allowed keys:"]),
     "wrong_type": ("arms: {baseline: {}}\ndesign: {rounds: two}\n",
@@ -55,5 +55,6 @@ def test_a_malformed_experiment_is_named_with_its_fix_before_any_server_starts(r
         assert f"experiments/{name}.yaml" in out
         for phrase in CASES[case][1]:
             assert phrase in out, f"{phrase!r} missing from:\n{out[-3000:]}"
+        assert "Traceback" not in out and "InputFunctionException" not in out, out[-3000:]  # one message
     assert not (repo / "LAUNCHED").exists()
     assert not (repo / "results" / name).exists() and not (repo / "logs" / name).exists()

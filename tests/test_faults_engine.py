@@ -165,7 +165,7 @@ def test_a_killed_server_fails_its_block_and_keeps_what_was_measured(scenario):
     s = scenario
     assert len(s["killed_group"]) >= 2  # the API server and its engine core
     assert s["run1_rc"] != 0 and s["run1_exit_after_kill_s"] < 60
-    assert "server exited with code -9 in the middle of block 1" in s["run1_out"]
+    assert "server exited with code -9 in the middle of block 2/2 (block-1)" in s["run1_out"]
     assert s["run1_meta"]["status"] == "failed" and "code -9" in s["run1_meta"]["error"]
     recs = s["run1_partial"]  # fk.lines checked it ends on a whole record
     assert len(recs) >= s["kill_at_records"] >= 3

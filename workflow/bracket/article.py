@@ -41,7 +41,7 @@ def esc(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")  # $ too: $$x$$ would render as math on GitHub
 _MD_LINE_START = re.compile(r"^(\s*)(\d+)?([#>+\-=.)])(?=\s|$|#)")
 
 
@@ -455,6 +455,25 @@ def title_line(d: Data) -> str | None:
             f"{top['workload']}, reads '{verdict}'")
 
 
+def unmeasured(d: Data) -> list[str]:
+    """Errors for the article's first lines: each arm and each workload without one valid timed run."""
+    runs = d.runs
+    if runs is None or "valid" not in runs or "arm" not in runs:
+        return []
+    valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
+    out = []
+    for kind, col, names in (("arm", "arm", list(d.cfg.get("arms") or [])),
+                             ("workload", "workload", [w for w, spec in (d.cfg.get("workloads") or {}).items()
+                                                       if (spec or {}).get("kind", "single") == "single"])):
+        for name in names:
+            if not (valid[col] == name).any():
+                tried = runs.loc[(runs[col] == name) & ~runs.get("warmup", False).fillna(False).astype(bool)]
+                reasons = tried["invalid_reason"].fillna("").str.split("; ").str[0].value_counts()
+                why = ", ".join(f"{n} {r}" for r, n in reasons.items()) or "no timed request ran"
+                out.append(f"Error: {kind} {name} has no valid run ({why}); nothing below measures it.")
+    return out
+
+
 def section_headline(d: Data) -> Section:
     s = Section([Heading(d.cfg.get("title") or d.name, 1)])
     sub = title_line(d)
@@ -462,6 +481,8 @@ def section_headline(d: Data) -> Section:
         s.add(Para(sub, "lead"))
     if d.cfg.get("question"):
         s.add(Para(f"The question: {d.cfg['question']}"))
+    for problem in unmeasured(d):  # before any number: what could not be measured at all
+        s.add(Para(problem, "warn"))
     rows = headline_rows(d)
     if not rows:
         return s.add(Para("No arm produced a valid run, so there is no headline; see the warnings and "

@@ -11,11 +11,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import httpx
+
+from bracket.secrets import redact
 
 
 @dataclass
@@ -55,11 +59,50 @@ class Counts:
     finish_reason: str | None = None
 
 
+def _clip(text: str, n: int) -> str:
+    """Server text for a record: secrets redacted before it is cut, so no part of one survives the cut."""
+    return redact(text)[:n]
+
+
+class _Deadline:
+    """Ends a request at `limit_s` after it was sent, however the server paces its bytes.
+
+    httpx's read timeout is a limit between two reads: a server that sends one token every few
+    seconds never trips it. At the deadline this shuts the connection's socket down, which wakes
+    the blocked read at once; the stream then ends and the request is recorded as over its limit.
+    """
+
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._timer: threading.Timer | None = None
+
+    def watch(self, response: httpx.Response, elapsed_s: float) -> None:
+        """Arm the deadline once the response has begun, `elapsed_s` after the request was sent."""
+        stream = response.extensions.get("network_stream")
+        get = getattr(stream, "get_extra_info", None)
+        self._sock = get("socket") if get else None
+        self._timer = threading.Timer(max(self.limit_s - elapsed_s, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, framing: str,
                  new_text: Callable[[dict], str], is_last: Callable[[dict], bool],
                  counts: Callable[[list[dict]], Counts], on_event: Callable[[dict], None] | None = None,
                  missing_counts: str = "no token counts in the response's final event",
-                 ) -> tuple[Measurement, list[dict]]:
+                 stall_s: float | None = None) -> tuple[Measurement, list[dict]]:
     """POST `body` and time its stream; return the measurement and every parsed event.
 
     framing: "sse" (`data: {...}` lines ending with `data: [DONE]`) or "ndjson" (one JSON object
@@ -71,6 +114,9 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
     Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
     has built it, which costs a few hundred microseconds that are not the server's), the first
     token time at the first event carrying text, the end when the stream closes.
+
+    timeout_s is the whole request's limit (request.timeout_s), from sending to the last byte;
+    stall_s (default: timeout_s) the longest wait for any data. A request over either is an error.
     """
     if framing not in ("sse", "ndjson"):
         raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
@@ -80,13 +126,16 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
     t_first = t_last = None
     t0 = time.perf_counter()
     end_marker = "[DONE]" if framing == "sse" else "the final object (done: true)"
+    stall = min(stall_s or timeout_s, timeout_s)
+    deadline = _Deadline(timeout_s)
     try:
-        request = http.build_request("POST", url, json=body, timeout=timeout_s)
+        request = http.build_request("POST", url, json=body, timeout=stall)
         t0 = time.perf_counter()
         with contextlib.closing(http.send(request, stream=True)) as resp:
+            deadline.watch(resp, time.perf_counter() - t0)
             if resp.status_code != 200:
-                text = resp.read().decode("utf-8", errors="replace")[:500]
-                m.error = f"HTTP {resp.status_code}: {text}"
+                text = resp.read().decode("utf-8", errors="replace")
+                m.error = f"HTTP {resp.status_code}: {_clip(text, 500)}"
                 m.wall_s = time.perf_counter() - t0
                 return m, events
             done = False
@@ -105,13 +154,13 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
                 try:
                     event = json.loads(payload)
                 except json.JSONDecodeError:
-                    m.error = f"malformed stream event: {payload[:200]!r}"
+                    m.error = f"malformed stream event: {_clip(payload, 200)!r}"
                     break
                 if not isinstance(event, dict):
-                    m.error = f"unexpected stream event: {payload[:200]!r}"
+                    m.error = f"unexpected stream event: {_clip(payload, 200)!r}"
                     break
                 if event.get("error"):
-                    m.error = f"server error in stream: {str(event['error'])[:300]}"
+                    m.error = f"server error in stream: {_clip(str(event['error']), 300)}"
                     break
                 now = time.perf_counter()
                 events.append(event)
@@ -131,11 +180,17 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
             if not done and m.error is None:
                 m.error = f"stream ended before {end_marker}"
     except httpx.TimeoutException:
-        m.error = f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
+        m.error = f"timed out after {stall:g} s without data from the server (request.timeout_s)"
         end = time.perf_counter()
     except httpx.HTTPError as exc:
-        m.error = f"{type(exc).__name__}: {exc}"
+        m.error = _clip(f"{type(exc).__name__}: {exc}", 500)
         end = time.perf_counter()
+    finally:
+        deadline.cancel()
+    if deadline.fired:
+        m.error = (f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
+                   if t_first is None else
+                   f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)")
     m.wall_s = end - t0
     m.output_text = "".join(parts)
     m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8")).hexdigest()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +155,9 @@ def _check_meaning(cfg: dict, source: str) -> None:
         raise ExperimentError(
             f"{source}: reference is {cfg['reference']!r}, but no arm has that name. "
             f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm.")
+    check_names(cfg, source)
+    check_engine_env(cfg, source)
     for name in arms:
-        if not name.replace("_", "").replace("-", "").isalnum():
-            raise ExperimentError(f"{source}: arm name {name!r} may use only letters, digits, '_' and '-'.")
         spec = cfg["arms"][name].get("speculative")
         if spec and spec["method"] == "ngram" and spec["prompt_lookup_min"] > spec["prompt_lookup_max"]:
             raise ExperimentError(
@@ -222,12 +223,66 @@ def _check_attach(cfg: dict, source: str) -> None:
                 f"(engine.launch: native or docker) so each arm gets its own.")
 
 
-def check_prompt_files(cfg: dict, root: Path, source: str = "experiment") -> None:
-    for name, wl in cfg["workloads"].items():
-        path = root / wl["prompts"]
-        if not path.is_file():
-            raise ExperimentError(f"{source}: workloads.{name}.prompts names {wl['prompts']!r}, "
-                                  f"which does not exist (looked in {path}).")
+def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_dir: str | Path | None = None) -> None:
+    """Before any server starts: every prompt file parses, holds prompts, and (where the model's files
+    are here) its prompts fit each arm's context (bracket.prompts.check)."""
+    from bracket import prompts
+
+    try:
+        prompts.check(cfg, root, model_dir=model_dir, source=source)
+    except prompts.PromptError as exc:
+        raise ExperimentError(str(exc)) from None
+
+
+# Names that become file and folder names (results/NAME/, raw_{workload}.csv, container names): one
+# path component, never '.', '..' or hidden, never an option.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why `name` cannot be an experiment, arm or workload name, or None when it can."""
+    if isinstance(name, str) and _NAME.match(name) and len(name) <= 100:
+        return None
+    return (f"{kind} name {name!r} is not allowed: names become file and folder names, so they must match "
+            f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, at most 100 "
+            f"characters); rename it.")
+
+
+def check_names(cfg: dict, source: str = "experiment") -> None:
+    """Arm and workload names, checked once, before anything uses them in a path."""
+    problems = [p for kind, names in (("arm", cfg["arms"]), ("workload", cfg["workloads"]))
+                for p in (name_problem(kind, n) for n in names) if p]
+    if problems:
+        raise ExperimentError("\n".join(f"{source}: {p}" for p in problems))
+
+
+def check_engine_env(cfg: dict, source: str = "experiment") -> None:
+    """Literal values of engine.env and arms.*.env are written to settings, provenance and the article,
+    so a variable whose name says it holds a secret may not be one of them."""
+    from bracket.secrets import looks_secret
+
+    places = [("engine.env", cfg["engine"].get("env") or {})]
+    places += [(f"arms.{name}.env", arm.get("env") or {}) for name, arm in cfg["arms"].items()]
+    arg_places = [("engine.args", cfg["engine"].get("args") or [])]
+    arg_places += [(f"arms.{name}.args", arm.get("args") or []) for name, arm in cfg["arms"].items()]
+    for where, args in arg_places:
+        for arg in args:
+            flag = str(arg).split("=", 1)[0]
+            if flag.startswith("-") and looks_secret(flag.lstrip("-").replace("-", "_")):
+                raise ExperimentError(
+                    f"{source}: {where} passes {flag}, whose value would be a secret on the server's command "
+                    f"line, which is recorded in every block's provenance and the article. Give an API key by "
+                    f"engine.api_key_env, any other secret by engine.secret_env (the engine reads it from its "
+                    f"environment), and remove {flag} from {where}.")
+    for where, env in places:
+        for key in env:
+            if looks_secret(key):
+                raise ExperimentError(
+                    f"{source}: {where} sets {key}, whose name says it holds a secret; values in {where} are "
+                    f"literal and written to the block's settings, its provenance and the article. Use "
+                    f"secret_env instead: remove {key} from {where}, add engine.secret_env: [{key}], and export "
+                    f"{key} in the environment that runs the workflow.")
 
 
 def load(path: str | Path) -> dict:

@@ -34,6 +34,7 @@ from bracket import arena, engines
 from bracket.engines import launch
 from bracket.client import stream_completion
 from bracket.runner import BlockFailed, _api_key, _secret_env, ensure_port_free, load_prompts, port_lock, redact
+from bracket.secrets import redact_file, redact_obj
 from bracket.server import ServerError
 
 UNSTABLE, STABLE = "unstable", "stable"
@@ -125,6 +126,7 @@ def serve(cfg: dict, arm_name: str, *, model: str, python: str, log_path: Path, 
                 yield http, base, argv
         finally:
             server.stop()
+            redact_file(log_path)
 
 
 def send_together(http: httpx.Client, url: str, bodies: list[dict], timeout_s: float) -> list:
@@ -196,4 +198,4 @@ def _row(config: str, repeat: int, member: str, m) -> dict:
 
 def write_json(result: dict, path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    Path(path).write_text(json.dumps(redact_obj(result), indent=1, ensure_ascii=False))

@@ -13,6 +13,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from bracket.secrets import redact_obj
+
 FIELDS = [
     "experiment", "arm", "block", "round", "position", "run", "warmup", "workload", "prompt_id",
     "started_at", "ttft_s", "wall_s", "completion_tokens", "prompt_tokens", "cached_tokens",
@@ -46,7 +48,8 @@ class RecordWriter:
         self._f = open(self.path, "a", encoding="utf-8")
 
     def append(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False, default=_jsonable)
+        # Every string through the run's one redaction: a server may echo the API key anywhere.
+        line = json.dumps(redact_obj(record), ensure_ascii=False, allow_nan=False, default=_jsonable)
         self._f.write(line + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
@@ -106,6 +109,28 @@ def validity(rec: dict) -> list[str]:
     if not rec.get("wall_s") or rec["wall_s"] <= 0:
         reasons.append("no wall time")
     return reasons
+
+
+def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
+    """Why a run produced no valid measurement, most common reason first; None when one is valid.
+
+    Said first when the workflow stops, so a run of only failed requests never looks like a result."""
+    if len(runs) and runs["valid"].astype(bool).any():
+        return None
+    warm = runs["warmup"].fillna(False).astype(bool) if "warmup" in runs else pd.Series(False, index=runs.index)
+    timed = runs.loc[~warm]
+    if timed.empty:
+        return f"no valid measurement: {where} holds no timed request ({int(warm.sum())} warmups only)."
+    first = timed["invalid_reason"].fillna("").str.split("; ").str[0]
+    lines = [f"no valid measurement: all {len(timed)} timed requests in {where} are invalid."]
+    for reason, n in first.value_counts().items():
+        example = ""
+        if reason == "error":
+            errors = timed.loc[first == reason, "error"].dropna()
+            if len(errors):
+                example = f"; the first: {str(errors.iloc[0])[:300]}"
+        lines.append(f"  {n} x {reason}{example}")
+    return "\n".join(lines)
 
 
 def tidy(records: list[dict]) -> pd.DataFrame:

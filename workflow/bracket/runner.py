@@ -25,8 +25,9 @@ from pathlib import Path
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 
-from bracket import arena, engines, eta, records
+from bracket import arena, engines, eta, prompts, records, secrets
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
@@ -40,22 +41,7 @@ class BlockFailed(RuntimeError):
     pass
 
 
-def load_prompts(path: str | Path) -> list[dict]:
-    prompts = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i + 1}: not JSON ({exc.msg}); each line must be "
-                             f'{{"id": ..., "prompt": ...}}') from None
-        if not isinstance(obj, dict) or "prompt" not in obj:
-            raise ValueError(f'{path}:{i + 1}: each line must be an object with a "prompt" key')
-        prompts.append({"id": str(obj.get("id", i)), "prompt": str(obj["prompt"])})
-    if not prompts:
-        raise ValueError(f"{path}: no prompts")
-    return prompts
+load_prompts = prompts.load  # kept under its old name for callers of the runner
 
 
 def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) -> str:
@@ -112,6 +98,7 @@ def _secret_env(cfg: dict) -> dict[str, str]:
             raise BlockFailed(f"engine.secret_env names {name!r}, but it is not set in this environment; "
                               f"export it before running.")
         out[name] = os.environ[name]
+    secrets.register(*out.values())
     return out
 
 
@@ -123,6 +110,7 @@ def _api_key(cfg: dict) -> str | None:
     if not os.environ.get(name):
         raise BlockFailed(f"engine.api_key_env names {name!r}, but it is not set (or empty) in this "
                           f"environment; export it before running.")
+    secrets.register(os.environ[name])
     return os.environ[name]
 
 
@@ -152,6 +140,8 @@ def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: b
                 shutil.copy2(src, target)
             else:
                 src.replace(target)
+            if suffix == ".log":  # an attempt killed outright wrote its log unredacted
+                secrets.redact_file(target)
     return dest.with_name(dest.name + ".jsonl")
 
 
@@ -169,11 +159,25 @@ def _signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def redact(text: str, secrets: dict[str, str]) -> str:
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "***")
-    return text
+def redact(text: str, known: dict[str, str] | None = None) -> str:
+    """`text` with every secret the run knows replaced (bracket.secrets); `known` are registered first."""
+    if known:
+        secrets.register(*known.values())
+    return secrets.redact(text)
+
+
+def block_name(block: Block, n_blocks: int) -> str:
+    """How messages name a block: counted from 1 like the progress lines, with its files' index."""
+    return f"block {block.position + 1}/{n_blocks} (block-{block.position})"
+
+
+def _write_meta(meta: dict, meta_path: Path) -> None:
+    """The block's provenance, redacted; `.partial` beside the final name until the block completes."""
+    target = meta_path.with_name(meta_path.name + ("" if meta["status"] == "complete" else ".partial"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(secrets.redact_obj(meta), indent=1, default=str))
+    tmp.replace(target)
 
 
 def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_path: str | Path,
@@ -186,36 +190,40 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
     """
     raw_path, meta_path, log_path, root = Path(raw_path), Path(meta_path), Path(log_path), Path(root)
     partial = raw_path.with_name(raw_path.name + ".partial")
+    secrets_ = _secret_env(cfg)
+    api_key = _api_key(cfg)
     kept = archive_attempt(raw_path, meta_path, log_path)
     if kept:
-        console.print(f"[yellow]block {block.position}: an earlier attempt did not finish; its records are kept "
-                      f"in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
+        console.print(f"[yellow]{block_name(block, n_blocks)}: an earlier attempt did not finish; its records are "
+                      f"kept in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
     eng = cfg["engine"]
     adapter = engines.get(eng["kind"])
     arm = cfg["arms"][block.arm]
-    workloads = {name: load_prompts(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
-    secrets = _secret_env(cfg)
-    api_key = _api_key(cfg)
+    try:  # before any server starts: the prompts parse and fit the arm's context
+        prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
+        workloads = {name: prompts.load(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
+    except prompts.PromptError as exc:
+        raise BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}") from None
     headers = {}
     if api_key:
         if not adapter.api_key_env:
             raise BlockFailed(f"engine.kind {eng['kind']!r} takes no API key by environment; "
                               f"leave engine.api_key_env empty.")
         # Given to the server by environment (never on argv, which is recorded) and sent on every request.
-        secrets[adapter.api_key_env] = api_key
+        secrets_[adapter.api_key_env] = api_key
         headers["Authorization"] = f"Bearer {api_key}"
     # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
     argv = list(argv) if argv is not None else launch.server_argv(
         cfg, adapter, arm, model, python, name=launch.container_name(experiment, block.arm, block.position),
-        env_names=list(secrets))
+        env_names=list(secrets_))
     env = launch.launch_env(cfg, adapter, arm)
-    env.update(secrets)
+    env.update(secrets_)
     base = launch.base_url(cfg)
     server_id = f"{experiment}-p{block.position}-{int(time.time())}"
     meta = {
         "experiment": experiment, "block": block.position, "arm": block.arm, "round": block.round,
         "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
-        "argv": argv, "env": {k: ("***" if k in secrets else v) for k, v in env.items()},
+        "argv": argv, "env": {k: ("***" if k in secrets_ else v) for k, v in env.items()},
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
     }
@@ -228,8 +236,9 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         ensure_port_free(eng)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("")
+        _write_meta(meta, meta_path)  # a client killed outright still leaves the attempt's provenance
         server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
-                                    secret_names=list(secrets))
+                                    secret_names=list(secrets_))
         writer = records.RecordWriter(partial)
         try:
             console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
@@ -240,15 +249,17 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                               f"(at the mean of {left[1]} finished block(s))", soft_wrap=True)
             server.start()
             meta["pid"] = server.proc.pid
+            _write_meta(meta, meta_path)
             try:
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
-                raise BlockFailed(redact(str(exc), secrets)) from None
+                raise BlockFailed(secrets.redact(str(exc))) from None
             meta["ready_s"] = round(ready, 2)
             meta["started_at"] = server.started_at
             with httpx.Client(timeout=10.0, headers=headers) as http, Telemetry(interval_s=0.5) as tel:
                 meta.update(provenance.collect(cfg, adapter, http, base, adapter.request_model(cfg, http, base),
                                                model, server.notes))
+                _write_meta(meta, meta_path)  # written before the first request
                 _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
                          server_id, req, design)
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
@@ -257,22 +268,26 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
             meta["status"] = "complete"
         except BaseException as exc:
             meta["status"] = "failed"
-            meta["error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
+            meta["error"] = secrets.redact(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, BlockFailed):
+                exc.args = (secrets.redact(str(exc)),)
             raise
         finally:
             writer.close()
             server.stop()
+            secrets.redact_file(log_path)
             meta["ended_at"] = time.time()
-            meta["log_tail"] = redact(log_tail(log_path, 5), secrets)
-            meta_tmp = meta_path.with_name(meta_path.name + (".partial" if meta["status"] != "complete" else ""))
-            meta_tmp.parent.mkdir(parents=True, exist_ok=True)
-            meta_tmp.write_text(json.dumps(meta, indent=1, default=str))
-            if meta["status"] != "complete":
+            meta["log_tail"] = secrets.redact(log_tail(log_path, 5))
+            _write_meta(meta, meta_path)
+            if meta["status"] == "complete":
+                meta_path.with_name(meta_path.name + ".partial").unlink(missing_ok=True)
+            else:
                 # Set aside now, log included: Snakemake clears a job's log before rerunning it.
                 kept = archive_attempt(raw_path, meta_path, log_path, copy_log=True)
-                console.print(f"[red]block {block.position} failed; the {_count_lines(kept)} records it measured, "
-                              f"its provenance and server log are kept in {kept.with_suffix('.*')}. Run the same "
-                              f"target again to rerun this block in a fresh server.[/]", soft_wrap=True)
+                n = _count_lines(kept) if kept.exists() else 0
+                console.print(f"[red]{block_name(block, n_blocks)} failed; the {n} records it measured, "
+                              f"its provenance and server log are kept in {escape(str(kept.with_suffix('.*')))}. "
+                              f"Run the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
     partial.rename(raw_path)
     return raw_path
 
@@ -291,9 +306,9 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
         warm = run < design["warmup_runs"]
         for wl_name, prompts in workloads.items():
             if not server.alive():
-                raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of block "
-                                  f"{block.position}; records so far are kept. Last lines of {server.log_path}:\n"
-                                  f"{log_tail(server.log_path)}")
+                raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of "
+                                  f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
+                                  f"{server.log_path}:\n{log_tail(server.log_path)}")
             if arena.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
                 for rec in arena.run_cell(cfg, experiment, block, arm, adapter, wl_name, prompts, http, base,
                                           server_id, run, warm, draft_budget(arm)):
@@ -315,7 +330,7 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"
             al = f"  AL {rec['acceptance_length']:.2f}" if rec["acceptance_length"] else ""
             tag = "warmup" if warm else f"run {run - design['warmup_runs'] + 1}/{design['runs_per_block']}"
-            err = f"  [red]{m.error}[/]" if m.error else ""
+            err = f"  [red]{escape(secrets.redact(m.error))}[/]" if m.error else ""
             done += 1
             left = eta.left_in_block(done, requests, time.monotonic() - t0)
             when = f"  ({eta.duration(left)} left in block)" if left else ""

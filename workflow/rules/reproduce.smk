@@ -82,7 +82,7 @@ rule determinism_control:
         experiment=get_experiment_path,
         python=get_engine_python,
         model=get_model_param,
-        root=str(ROOT),
+        root=rel(ROOT),
     log:
         server="logs/{exp}/server/determinism.log",
         control="logs/{exp}/determinism.log",

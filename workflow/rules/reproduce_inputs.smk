@@ -21,8 +21,11 @@ def load_reproduction(exp):
             f"{exp} is a reproduction that was never set up ({path} does not exist); start it with "
             f"snakemake --cores 1 reproduce --config experiment={breproduce.base_of(exp)} cell=ARM[,WORKLOAD] "
             f"runs=10 id={exp.split(breproduce.SEP, 1)[1]}")
-    cfg = bconfig.load(path)
-    bconfig.check_prompt_files(cfg, ROOT, source=str(path))
+    try:
+        cfg = bconfig.load(path)
+        bconfig.check_prompt_files(cfg, ROOT, source=rel(path), model_dir=embedded.model_dir(cfg))
+    except bconfig.ExperimentError as exc:
+        stop_with(exc)
     return cfg
 
 
@@ -49,7 +52,7 @@ def get_original_stats(wildcards):
 
 
 def get_ledger_path(wildcards):
-    return str(ROOT / "experiments" / f"{breproduce.base_of(wildcards.exp)}.corrections.yaml")
+    return rel(ROOT / "experiments" / f"{breproduce.base_of(wildcards.exp)}.corrections.yaml")
 
 
 def get_report_verdict(wildcards):
@@ -61,7 +64,7 @@ def get_report_verdict(wildcards):
 def get_report_ledger(wildcards):
     """The ledger, when it exists, so an entry added by hand re-renders the article."""
     p = ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml"
-    return [str(p)] if p.is_file() else []
+    return [rel(p)] if p.is_file() else []
 
 
 def get_report_determinism(wildcards):

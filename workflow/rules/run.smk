@@ -32,7 +32,7 @@ rule block:
         experiment=get_experiment_path,
         python=get_engine_python,
         model=get_model_param,
-        root=str(ROOT),
+        root=rel(ROOT),
     priority: get_block_priority
     log:
         server="logs/{exp}/server/block-{k}.log",

@@ -1,15 +1,23 @@
 """Statistics of runs.csv into stats.json (snakemake rule `analyze`)."""
 import json
+import sys
 
 import pandas as pd
 
-from bracket import config
+from bracket import config, records
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
 
 with rule_log(snakemake.log[0]) as log:
     cfg = config.load(snakemake.params.experiment)
-    stats = analyze(pd.read_csv(snakemake.input[0]), cfg)
+    runs = pd.read_csv(snakemake.input[0])
+    why = records.nothing_valid(runs, where=snakemake.input[0])
+    if why:
+        # The reason first; the records stay (raw/ and runs.csv), and no article presents nothing as a result.
+        print(f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/; fix the cause and run "
+              f"the same target again.\n", file=sys.stderr)
+        sys.exit(1)
+    stats = analyze(runs, cfg)
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

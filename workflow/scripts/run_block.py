@@ -2,7 +2,7 @@
 import socket
 import sys
 
-from bracket import config, design, runner
+from bracket import config, design, runner, secrets
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.
@@ -19,11 +19,11 @@ with rule_log(snakemake.log.block):
                          # the hosts of a cluster that share results/ (see workflow/profiles/README.md).
                          lock_dir=f"results/.locks/{socket.gethostname()}")
     except runner.BlockFailed as exc:
-        print(f"\nblock {k} of {exp} failed: {exc}", file=sys.stderr)
+        print(f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} failed: {secrets.redact(str(exc))}", file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, SystemExit) as exc:
         # Ctrl-C, or SIGTERM (turned into SystemExit by the runner): the server is already stopped.
         code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
-        print(f"\nblock {k} of {exp} interrupted; its server was stopped and the records so far are kept. "
-              f"Run the same target again to resume at this block.", file=sys.stderr)
+        print(f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} interrupted; its server was stopped and the records "
+              f"so far are kept. Run the same target again to resume at this block.", file=sys.stderr)
         sys.exit(code)

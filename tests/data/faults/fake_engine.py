@@ -10,11 +10,17 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
   malformed   one event that is not JSON
   http500     HTTP 500 with a JSON error body
   http429     HTTP 429 (rate limited)
+  http400     HTTP 400, as vLLM answers a prompt longer than its context
   truncated   two events, then the connection closes without [DONE]
   cache_hit   like ok, but usage reports cached_tokens 16
   early_stop  half the tokens, finish_reason "stop"
   short       finish_reason "length" but one token fewer than max_tokens
   slow        like ok, 0.2 s per event (a block long enough to interrupt)
+  drip        like ok, one token every --drip-s seconds (a server that never stalls long enough for a
+              between-reads timeout, yet takes far longer than request.timeout_s)
+  echo_auth   HTTP 500 whose body quotes the request's Authorization header (as some proxies and
+              gateways do); the header is logged too
+  echo_text   like ok, but the generated text quotes the Authorization header
 --api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
@@ -38,6 +44,7 @@ p.add_argument("--api-key-env", default="")
 p.add_argument("--child", action="store_true")
 p.add_argument("--never-ready", action="store_true")
 p.add_argument("--reject-flag", action="store_true")
+p.add_argument("--drip-s", type=float, default=4.0)
 args = p.parse_args()
 
 if args.reject_flag:
@@ -105,8 +112,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(401, {"error": "Unauthorized"})
         if word == "http500":
             return self._json(500, {"error": {"message": "engine core died", "type": "InternalServerError"}})
+        if word == "http400":
+            return self._json(400, {"error": {"message": "This model's maximum context length is 2048 tokens. "
+                                                         "However, you requested 1250008 tokens.",
+                                              "type": "BadRequestError"}})
         if word == "http429":
             return self._json(429, {"error": {"message": "too many requests"}})
+        if word == "echo_auth":
+            print(f"upstream rejected request with headers: Authorization: {self.headers.get('Authorization')}",
+                  flush=True)
+            return self._json(500, {"error": {"message": "upstream rejected the request",
+                                              "request_headers": {"Authorization": self.headers.get("Authorization")}}})
         max_tokens = int(body.get("max_tokens", 16))
         tokens = {"early_stop": max_tokens // 2, "short": max_tokens - 1}.get(word, max_tokens)
         finish = "stop" if word == "early_stop" else "length"
@@ -121,8 +137,11 @@ class Handler(BaseHTTPRequestHandler):
                 return  # connection closes mid-stream
             if word == "slow":
                 time.sleep(0.2)
+            if word == "drip":
+                time.sleep(args.drip_s)
             last = i == tokens - 1
-            self._event({"choices": [{"index": 0, "text": " t", "finish_reason": finish if last else None}]})
+            text = f" {self.headers.get('Authorization')}" if word == "echo_text" and i == 0 else " t"
+            self._event({"choices": [{"index": 0, "text": text, "finish_reason": finish if last else None}]})
         if word != "no_usage":
             cached = 16 if word == "cache_hit" else 0
             self._event({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": tokens,

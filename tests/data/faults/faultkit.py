@@ -29,7 +29,7 @@ def fake_argv(port: int, *flags: str) -> list[str]:
 
 
 def experiment(tmp: Path, port: int, *, runs: int = 3, warmup: int = 0, on_error: str = "continue",
-               workloads=("code",), arms=None, **engine) -> dict:
+               workloads=("code",), arms=None, request=None, **engine) -> dict:
     """A validated experiment aimed at 127.0.0.1:port, with prompts written under `tmp`."""
     from bracket import config
 
@@ -40,7 +40,7 @@ def experiment(tmp: Path, port: int, *, runs: int = 3, warmup: int = 0, on_error
         "arms": arms or {"baseline": {}},
         "workloads": {w: {"prompts": str(prompts)} for w in workloads},
         "design": {"rounds": 1, "runs_per_block": runs, "warmup_runs": warmup, "cooldown_s": 0},
-        "request": {"max_tokens": 8, "timeout_s": 10, "on_error": on_error},
+        "request": {"max_tokens": 8, "timeout_s": 10, "on_error": on_error, **(request or {})},
         "analysis": {"bootstrap_resamples": 200},
     }, source="fault test")
 

@@ -23,7 +23,7 @@ REASON_HINTS = {
     "cached_tokens unknown": "the engine did not report cached tokens: the cache guard cannot be checked",
     "early stop": "the output length was not pinned: the engine must honour ignore_eos",
     "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
-    "error": "requests failed: read the block logs under results/NAME/logs/",
+    "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
     "no wall time": "requests without a wall time: check the client's timing",
 }
 
@@ -47,13 +47,20 @@ def jsonable(obj):
     return obj
 
 
+def _reason_key(part: str) -> str:
+    return (part.split(" (")[0] if part.startswith("early stop") else
+            ("token count" if part.startswith("token count") else part))
+
+
 def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
+    """Invalid timed runs by reason: warmups are counted apart, and each run once, under its first
+    reason (an early stop is also short of max_tokens; it is one invalid run, not two)."""
     reasons: Counter = Counter()
     for r in frame.loc[~frame["valid"], "invalid_reason"]:
-        for part in (r or "unknown").split("; "):
-            if part != "warmup":
-                reasons[part.split(" (")[0] if part.startswith("early stop") else
-                        ("token count" if part.startswith("token count") else part)] += 1
+        parts = [p for p in (r or "unknown").split("; ") if p]
+        if "warmup" in parts:
+            continue
+        reasons[_reason_key(parts[0]) if parts else "unknown"] += 1
     warm = int(pd.Series(runs.get("warmup", False)).fillna(False).astype(bool).sum()) \
         if "warmup" in runs else 0
     return {"total": int(len(frame)), "valid": int(frame["valid"].sum()), "warmups": warm,
@@ -222,8 +229,11 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     for arm, wl, hits, total in first_run_slow(frame):
         warnings.append(f"{arm} / {wl}: the first timed run was the slowest in {hits} of {total} "
                         f"blocks: raise design.warmup_runs.")
+    exp = str(runs["experiment"].dropna().iloc[0]) if "experiment" in runs and runs["experiment"].notna().any() \
+        else "NAME"
     for reason, n in out["counts"]["invalid_by_reason"].items():
         hint = next((h for k, h in REASON_HINTS.items() if reason.startswith(k)), None)
+        hint = hint.replace("NAME", exp) if hint else hint
         warnings.append(f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of statistics"
                         + (f": {hint}." if hint else "."))
     out["warnings"] = warnings

@@ -1,0 +1,66 @@
+"""Take a server's process group down when the client that launched it dies.
+
+    python watchdog.py CLIENT_PID SERVER_PGID [GRACE_S]
+
+A server runs in its own process group (so teardown reaches every worker it forks), which also
+detaches it from its client: a client killed with SIGKILL runs no teardown, and the server would
+keep the port and the accelerator. The client starts this script beside each server, in a session
+of its own (a signal to the client's group does not reach it). It waits on the client's pidfd and:
+- exits when the server's group is gone (normal teardown, which also kills it outright);
+- when the client dies first, sends SIGTERM to the server's group, then SIGKILL after GRACE_S
+  (default 5) to whatever is left.
+It imports nothing from bracket, so it starts in tens of milliseconds with any Python.
+"""
+
+import os
+import select
+import signal
+import sys
+import time
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _client_gone(client: int, pidfd: int | None, wait_s: float) -> bool:
+    if pidfd is not None:
+        ready, _, _ = select.select([pidfd], [], [], wait_s)
+        return bool(ready)
+    time.sleep(wait_s)
+    return os.getppid() != client  # reparented: the client is gone
+
+
+def main(argv: list[str]) -> int:
+    client, pgid = int(argv[1]), int(argv[2])
+    grace = float(argv[3]) if len(argv) > 3 else 5.0
+    try:
+        pidfd = os.pidfd_open(client)
+    except (AttributeError, OSError):  # no pidfd (old kernel): poll the parent instead
+        pidfd = None
+    while True:
+        if not _group_alive(pgid):
+            return 0
+        if _client_gone(client, pidfd, 0.5):
+            break
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return 0
+        end = time.monotonic() + wait
+        while time.monotonic() < end and _group_alive(pgid):
+            time.sleep(0.1)
+        if not _group_alive(pgid):
+            return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
