@@ -304,18 +304,18 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
     t0, done, requests = time.monotonic(), 0, total * len(workloads)
     for run in range(total):
         warm = run < design["warmup_runs"]
-        for wl_name, prompts in workloads.items():
+        for wl_name, texts in workloads.items():
             if not server.alive():
                 raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of "
                                   f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
                                   f"{server.log_path}:\n{log_tail(server.log_path)}")
             if arena.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
-                for rec in arena.run_cell(cfg, experiment, block, arm, adapter, wl_name, prompts, http, base,
+                for rec in arena.run_cell(cfg, experiment, block, arm, adapter, wl_name, texts, http, base,
                                           server_id, run, warm, draft_budget(arm)):
                     with _signals_deferred():
                         writer.append(rec)
                 continue
-            p = prompts[run % len(prompts)]
+            p = texts[run % len(texts)]
             per_block = block.position if cfg["engine"]["launch"] == "attach" else None
             text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p["prompt"]
             measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)

@@ -3,7 +3,7 @@ rule engine_venv:
     output:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
-        venv=ENGINE_VENV,
+        venv=subpath(output[0], parent=True),
         python=rel(sys.executable),
         script=rel(ROOT / "workflow/scripts/install_engine.sh"),
     log:

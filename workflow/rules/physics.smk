@@ -14,7 +14,7 @@ rule weights:
     params:
         experiment=get_experiment_path,
         model=get_model_param,
-        root=str(ROOT),
+        root=rel(ROOT),
     priority: 2_000_000
     log:
         "logs/{exp}/weights.log",
