@@ -28,15 +28,16 @@ def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = 0.95,
     """Summaries of every (arm, workload) cell, sorted by workload then arm.
 
     Each cell's bootstrap draws from derive_seed(seed, "cell", arm, workload), so adding an arm
-    never changes another cell's interval.
+    never changes another cell's interval. With block ids the CI is block-level (see summarize).
     """
     out = []
     v = valid_rows(frame)
     for (workload, arm), sub in v.groupby(["workload", "arm"], sort=True):
         s = derive_seed(seed, "cell", arm, workload)
+        blocks = sub["block"].to_numpy() if sub["block"].notna().all() else None
         out.append((str(arm), str(workload), summarize(
             sub["value"].to_numpy(), confidence=confidence, n_resamples=n_resamples, rng=s,
-            spread_warning=spread_warning, precision=precision, seed=s)))
+            spread_warning=spread_warning, precision=precision, seed=s, blocks=blocks)))
     return out
 
 
