@@ -24,13 +24,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
     p.add_argument("--noise-threshold", type=float, default=0.01,
                    help="smallest relative effect called real (default 0.01)")
+    p.add_argument("--no-pool", dest="pool", action="store_false",
+                   help="textbook block-level analysis: never pool block noise with request noise, even "
+                        "when blocks agree (see bracket.stats.blocks)")
 
 
 def summarize_cmd(args) -> int:
     frame = io.load(args.raw)
     cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
                            n_resamples=args.resamples, spread_warning=args.spread_warning,
-                           precision=args.noise_threshold)
+                           precision=args.noise_threshold, pool=args.pool)
     if not cells:
         raise ValueError(f"no valid runs in {', '.join(args.raw)}; {len(frame)} rows, all invalid.")
     if args.json:
@@ -65,7 +68,7 @@ def compare_cmd(args) -> int:
     for wl in workloads:
         c = compare_arms(frame, args.baseline, args.candidate, wl, seed=args.seed,
                          reference=args.baseline, confidence=args.confidence,
-                         n_resamples=args.resamples, noise_threshold=args.noise_threshold)
+                         n_resamples=args.resamples, noise_threshold=args.noise_threshold, pool=args.pool)
         results.append({"workload": wl, "baseline": args.baseline, "candidate": args.candidate,
                         **dataclasses.asdict(c)})
     holm(results, args.confidence, family="the workloads compared here")

@@ -135,6 +135,9 @@ def abab_variance_factor(rounds: int) -> float:
     return float(np.linalg.pinv(X.T @ X)[1, 1])
 
 
+_ABAB_FACTORS = np.array([abab_variance_factor(r) for r in range(2, MAX_ROUNDS + 1)])
+
+
 def rounds_needed(block_var: float, half_width: float, confidence: float = 0.95) -> int | None:
     """Fewest A/B/A/B rounds whose drift-adjusted CI of the log ratio is at most +/- half_width.
 
@@ -144,11 +147,10 @@ def rounds_needed(block_var: float, half_width: float, confidence: float = 0.95)
     """
     if not half_width > 0:
         return None
-    for r in range(2, MAX_ROUNDS + 1):
-        hw = stats.t.ppf(0.5 + confidence / 2, 2 * r - 3) * math.sqrt(max(block_var, 0.0) * abab_variance_factor(r))
-        if hw <= half_width:
-            return r
-    return None
+    r = np.arange(2, MAX_ROUNDS + 1)
+    hw = stats.t.ppf(0.5 + confidence / 2, 2 * r - 3) * np.sqrt(max(block_var, 0.0) * _ABAB_FACTORS)
+    ok = np.flatnonzero(hw <= half_width)
+    return int(r[ok[0]]) if ok.size else None
 
 
 def clears(lo: float, hi: float, band: float) -> str | None:

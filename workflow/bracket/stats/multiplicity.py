@@ -15,11 +15,23 @@ those levels clears the band exactly when Holm rejects.
 from __future__ import annotations
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
-
 from bracket.stats.compare import UNDETERMINED, decide, with_rounds
 
 FAMILY = "every comparison of the experiment with a test (arms x workloads)"
+
+
+def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p-values (as statsmodels' multipletests(method="holm")) and the ascending order.
+
+    adjusted p of the i-th smallest (0-based) = max over j <= i of min(1, (m - j) p_(j)).
+    """
+    p = np.asarray(p, dtype=float)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adj = np.empty(m)
+    adj[order] = np.maximum.accumulate(steps)
+    return adj, order
 
 
 def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> int:
@@ -37,8 +49,8 @@ def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> in
     if m == 0:
         return 0
     p = np.array([rows[i]["p_beyond_band"] for i in idx], dtype=float)
-    reject, p_adj, _, _ = multipletests(p, alpha=alpha, method="holm")
-    order = np.argsort(p, kind="stable")
+    p_adj, order = holm_adjust(p)
+    reject = p_adj < alpha
     level = np.empty(m)
     stop = None
     for step, j in enumerate(order):
