@@ -115,9 +115,9 @@ def trend(df: pd.DataFrame, reference: str, *, confidence: float = 0.95) -> Tren
     within = d.groupby("arm")["position"].nunique()
     if not (within >= 2).any():
         return None
-    d["key"] = d["arm"].astype(str) + "\x00" + d["block"].astype(str)
+    d["key"] = d["arm"].astype(str) + "|" + d["block"].astype(str)
     tb = bl.block_table(d["value"].to_numpy(float), d["key"].to_numpy(), d["position"].to_numpy(float))
-    arm_of = tb["block"].str.split("\x00").str[0].to_numpy()
+    arm_of = tb["block"].str.rsplit("|", n=1).str[0].to_numpy()
     arms = [reference] + sorted(a for a in set(arm_of) if a != reference)
     X = np.column_stack([np.ones(len(tb))] + [(arm_of == a).astype(float) for a in arms[1:]]
                         + [tb["position"].to_numpy(float)])

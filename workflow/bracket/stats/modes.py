@@ -5,13 +5,19 @@ rates. The median of such a cell depends on how many runs happened to take each 
 unstable, and listing a whole mode as "outliers" hides what happened.
 
 Method: on log rates, the split into a lower and an upper group that maximises the
-between-group sum of squares (Otsu's split; each group at least 20 % of the runs and two runs),
-and Ashman's D = (mean_hi - mean_lo) / sqrt((s_lo^2 + s_hi^2) / 2) of that split. Because the
-best split of any sample separates its halves, D is large even for one normal sample (about 5 at
-10 runs); the threshold 2.8 + 15 / sqrt(n) lies above the 99.9th percentile of D for normal
-samples of 10, 20 and 40 runs (simulated: 7.7, 5.2, 4.1), so a unimodal cell is flagged less
-than once in a thousand. The modes must also differ by at least MIN_GAP, and the cell needs
-MIN_RUNS runs.
+between-group sum of squares (Otsu's split; each group at least 20 % of the values and two
+values), and Ashman's D = (mean_hi - mean_lo) / sqrt((s_lo^2 + s_hi^2) / 2) of that split.
+Because the best split of any sample separates its halves, D is large even for one normal
+sample; the threshold 3 + 60 / n lies above the 99.9th percentile of D for normal samples of 10,
+20 and 40 values (simulated: 7.7, 5.2, 4.1) and near it at 6 (14.2). The modes must also differ
+by at least MIN_GAP.
+
+Two places a second mode can live:
+- across blocks: some servers settle on one rate, others on another. Judged on the block medians
+  (six blocks or more), so ordinary block-to-block noise, which makes runs clump by block, is not
+  taken for two modes;
+- within blocks: runs of one server alternate between two rates. Judged on the runs
+  (MIN_RUNS or more), and reported only when a block holds runs of both modes.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MIN_RUNS = 8
+MIN_BLOCKS = 6
 MIN_GAP = 0.02
 
 
@@ -39,22 +46,17 @@ class Modes:
 
 
 def threshold(n: int) -> float:
-    return 2.8 + 15.0 / math.sqrt(n)
+    return 3.0 + 60.0 / n
 
 
-def bimodal(values, blocks=None) -> Modes | None:
-    """Modes if the runs form two separate groups (see module docstring), else None."""
-    v = np.asarray(values, dtype=float)
-    n = v.size
-    if n < MIN_RUNS:
-        return None
-    order = np.argsort(v, kind="stable")
-    x = np.log(v[order])
+def _split(y: np.ndarray) -> tuple[float, float] | None:
+    """(cut, D) of the best two-group split of log values `y`, or None when too few."""
+    x = np.sort(y)
+    n = x.size
     g = max(2, math.ceil(0.2 * n))
     best_k, best_ss = None, -1.0
     for k in range(g, n - g + 1):
-        a, b = x[:k], x[k:]
-        ss = k * (a.mean() - x.mean()) ** 2 + (n - k) * (b.mean() - x.mean()) ** 2
+        ss = k * (x[:k].mean() - x.mean()) ** 2 + (n - k) * (x[k:].mean() - x.mean()) ** 2
         if ss > best_ss:
             best_k, best_ss = k, ss
     if best_k is None:
@@ -64,12 +66,35 @@ def bimodal(values, blocks=None) -> Modes | None:
     d = (b.mean() - a.mean()) / s if s > 0 else math.inf
     if not (d > threshold(n) and math.expm1(np.median(b) - np.median(a)) >= MIN_GAP):
         return None
-    where = "unknown blocks"
+    return float((a[-1] + b[0]) / 2), float(d)
+
+
+def _modes(v: np.ndarray, upper: np.ndarray, d: float, n: int, where: str) -> Modes:
+    lo, hi = v[~upper], v[upper]
+    return Modes(float(np.median(lo)), float(np.median(hi)), int(lo.size), int(hi.size), d, threshold(n), where)
+
+
+def bimodal(values, blocks=None) -> Modes | None:
+    """Modes if the values form two separate groups (see module docstring), else None."""
+    v = np.asarray(values, dtype=float)
+    y = np.log(v)
     if blocks is not None:
-        bl = np.asarray(blocks)[order]
-        upper = np.zeros(n, dtype=bool)
-        upper[best_k:] = True
-        mixed = any(len(set(upper[bl == k])) > 1 for k in np.unique(bl))
-        where = "within blocks" if mixed else ("across blocks" if np.unique(bl).size > 1 else "within blocks")
-    return Modes(float(np.exp(np.median(a))), float(np.exp(np.median(b))), int(a.size), int(b.size),
-                 float(d), threshold(n), where)
+        b = np.asarray(blocks)
+        ids = np.unique(b)
+        if ids.size >= MIN_BLOCKS:
+            med = np.array([np.median(y[b == k]) for k in ids])
+            hit = _split(med)
+            if hit:
+                up_ids = set(ids[med > hit[0]].tolist())
+                return _modes(v, np.array([k in up_ids for k in b]), hit[1], ids.size, "across blocks")
+    if v.size < MIN_RUNS:
+        return None
+    hit = _split(y)
+    if not hit:
+        return None
+    upper = y > hit[0]
+    if blocks is None:
+        return _modes(v, upper, hit[1], v.size, "unknown blocks")
+    if any(len(set(upper[b == k].tolist())) > 1 for k in np.unique(b)):
+        return _modes(v, upper, hit[1], v.size, "within blocks")
+    return None  # runs clump by block but the block medians are not two modes: block noise
