@@ -24,6 +24,7 @@ textbook analysis that never pools.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -38,30 +39,39 @@ POOL_ALPHA = 0.5
 
 
 def block_table(values, blocks, positions=None) -> pd.DataFrame:
-    """One row per block: block id, n, position (mean), ym = median of log rate, s2 = var of log rate."""
+    """One row per block: block id, n, position (mean), ym = median of log rate, mad = its MAD."""
     v = np.asarray(values, dtype=float)
     df = pd.DataFrame({"block": np.asarray(blocks), "y": np.log(v),
                        "position": np.nan if positions is None else np.asarray(positions, dtype=float)})
     g = df.groupby("block", sort=True)
-    out = pd.DataFrame({"n": g.size(), "ym": g["y"].median(), "s2": g["y"].var(ddof=1),
+    ym = g["y"].median()
+    df["dev"] = (df["y"] - df["block"].map(ym)).abs()
+    out = pd.DataFrame({"n": g.size(), "ym": ym, "mad": df.groupby("block", sort=True)["dev"].median(),
                         "position": g["position"].mean()}).reset_index()
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _mad_median(n: int) -> float:
+    """Median of the MAD (about the sample median) of n standard normal values, by simulation."""
+    x = np.random.default_rng(n).standard_normal((20000, n))
+    return float(np.median(np.median(np.abs(x - np.median(x, axis=1, keepdims=True)), axis=1)))
 
 
 def within_variance(table: pd.DataFrame) -> tuple[float | None, float]:
     """Robust pooled within-block variance of log rate, and its (conservative) degrees of freedom.
 
-    Each block's sample variance is scaled to be median-unbiased (divided by median(chi2_k) / k,
-    k = n - 1), and the median over blocks is taken: a block with one wild request does not move
-    it. The degrees of freedom are half the pooled ones, a conservative allowance for the median's
-    lower efficiency. Returns (None, 0) when no block has two requests.
+    Each block's MAD about its median is scaled to be median-unbiased for sigma at its size (the
+    median MAD of normal samples of that size), and the median over blocks is taken: neither a
+    wild request, nor a first request that is always slow, nor one wild block moves it. The
+    degrees of freedom are half the pooled ones, a conservative allowance for the lower efficiency
+    of medians. Returns (None, 0) when no block has three requests.
     """
-    t = table[(table["n"] >= 2) & table["s2"].notna()]
+    t = table[table["n"] >= 3]
     if t.empty:
         return None, 0.0
-    k = t["n"].to_numpy() - 1.0
-    scaled = t["s2"].to_numpy() / (stats.chi2.median(k) / k)
-    return float(np.median(scaled)), float(0.5 * k.sum())
+    sig = t["mad"].to_numpy() / np.array([_mad_median(int(n)) for n in t["n"]])
+    return float(np.median(sig) ** 2), float(0.5 * (t["n"].to_numpy() - 1.0).sum())
 
 
 def median_variance(within: float, n) -> float:
