@@ -31,6 +31,8 @@ FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable eff
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
 #: (sequential A A B B gives 5; A/B/A/B gives 1.25 at 2 rounds and approaches 1).
 CONFOUNDED_VIF = 4.0
+#: A CI past WIDE x band on both sides is too wide for "no measurable effect" (see `too_wide`).
+WIDE = 2.0
 #: Most rounds `rounds_needed` searches.
 MAX_ROUNDS = 200
 
@@ -85,6 +87,7 @@ class Comparison:
     block_var: float | None = None      # variance of a block median: between-block residual
     within_var: float | None = None     # ... and from within-block noise alone
     thin_reason: str | None = None      # too few block df: undetermined unless the CI clears the band
+    vif: float | None = None            # variance inflation of the arm by the drift term (confounding)
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float,
@@ -177,7 +180,15 @@ def decide(estimate: float | None, se: float | None, df: float | None, band: flo
     v = clears(lo, hi, band)
     if v:
         return v, lo, hi
-    return (UNDETERMINED if thin else NO_EFFECT), lo, hi
+    return (UNDETERMINED if thin or too_wide(lo, hi, band) else NO_EFFECT), lo, hi
+
+
+def too_wide(lo: float, hi: float, band: float) -> bool:
+    """The CI reaches past twice the band on both sides: it cannot tell such an effect, either way, from none.
+
+    "No measurable effect" then would read as evidence of absence; it is "undetermined" instead.
+    """
+    return lo < 1 / (1 + WIDE * band) and hi > 1 + WIDE * band
 
 
 def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
@@ -289,7 +300,7 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
     r, target = _rounds(block_var, basis_fit.estimate, band, noise_threshold, confidence)
     reason = None
     if v == UNDETERMINED:
-        reason = with_rounds(structural or thin, r, target, min(n_b, n_c))
+        reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
         notes.append(reason)
     if basis_fit.pooled:
         notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
@@ -307,7 +318,12 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         verdict_ci_low=vlo, verdict_ci_high=vhi, verdict_ci_level=confidence if vlo is not None else None,
         undetermined_reason=reason, rounds_needed=r, rounds_needed_for=target, estimate=basis_fit.estimate,
         se=basis_fit.se, df=basis_fit.df, pooled=basis_fit.pooled, block_var=basis_fit.between_var,
-        within_var=basis_fit.within_var, thin_reason=thin, **common)
+        within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif, **common)
+
+
+def wide_reason(lo: float, hi: float, band: float) -> str:
+    return (f"the CI {lo:.3f}-{hi:.3f} reaches past {WIDE:g} x the {band:.1%} noise band on both sides: too few "
+            f"blocks for their noise to tell such an effect from none")
 
 
 def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:

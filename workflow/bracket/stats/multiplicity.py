@@ -15,7 +15,7 @@ those levels clears the band exactly when Holm rejects.
 from __future__ import annotations
 
 import numpy as np
-from bracket.stats.compare import UNDETERMINED, decide, with_rounds
+from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, decide, wide_reason, with_rounds
 
 FAMILY = "every comparison of the experiment with a test (arms x workloads)"
 
@@ -44,7 +44,7 @@ def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> in
     """
     alpha = 1 - confidence
     idx = [i for i, r in enumerate(rows) if r.get("p_beyond_band") is not None and r.get("se") is not None
-           and not (r.get("verdict") == UNDETERMINED and r.get("thin_reason") is None)]
+           and r.get("vif", 1.0) <= CONFOUNDED_VIF]
     m = len(idx)
     if m == 0:
         return 0
@@ -67,8 +67,9 @@ def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> in
                                "level": float(level[j])})
         if v != UNDETERMINED:
             r["undetermined_reason"] = None
-        elif not r.get("undetermined_reason"):
-            r["undetermined_reason"] = with_rounds(r["thin_reason"], r.get("rounds_needed"),
+        elif not r.get("undetermined_reason") or not r.get("thin_reason"):
+            r["undetermined_reason"] = with_rounds(r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
+                                                   r.get("rounds_needed"),
                                                    r.get("rounds_needed_for") or "", 
                                                    min(r["blocks_baseline"], r["blocks_candidate"]))
     return m
