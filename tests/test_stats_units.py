@@ -91,7 +91,7 @@ def _experiment_runs(seed=0):
         "arms": {"base": {}, "ng4": {"speculative": {"method": "ngram", "draft_tokens": 4}},
                  "ng8": {"speculative": {"method": "ngram", "draft_tokens": 8}}},
         "workloads": {"code": {"prompts": "c.jsonl"}}, "analysis": {"bootstrap_resamples": 300},
-        "design": {"rounds": 2}})  # pinned: the counts below are for 2 rounds (the default is now 4)
+        "design": {"rounds": 2}})  # pinned: the counts below are for 2 rounds (the default is now 5)
     rng = np.random.default_rng(seed)
     recs = []
     for b in design.from_config(cfg):
