@@ -21,7 +21,7 @@ def test_shipped_experiments_validate_and_fill_defaults():
 def test_defaults_come_from_the_schema():
     cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}}})
     assert cfg["reference"] == "a"  # first arm when not given
-    assert cfg["design"] == {"kind": "abab", "rounds": 2, "runs_per_block": 5, "warmup_runs": 1,
+    assert cfg["design"] == {"kind": "abab", "rounds": 5, "runs_per_block": 5, "warmup_runs": 1,
                              "cooldown_s": 5, "seed": 1}
     assert cfg["request"]["max_tokens"] == 256 and cfg["request"]["unique_prefix"] is True
     assert cfg["arms"]["b"]["speculative"]["prompt_lookup_min"] == 2

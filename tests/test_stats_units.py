@@ -11,7 +11,7 @@ from bracket import config, design, records
 from bracket.stats import analyze
 from bracket.stats import io as sio
 from bracket.stats.bootstrap import Sample, ratio_of_medians
-from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, compare, rank_test, verdict
+from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED, compare, verdict
 from bracket.stats.levels import levels, variance_components
 from bracket.stats.summary import median_ci, outliers, summarize
 
@@ -48,11 +48,6 @@ def test_verdict_needs_both_gates():
     assert verdict(1.05, 1.10, None, 0.01, 0.05) == NO_EFFECT
 
 
-def test_rank_test_refuses_when_it_cannot_reach_alpha():
-    p, why = rank_test(np.array([1.0, 2.0]), np.array([3.0, 4.0]), 0.05)
-    assert p is None and "cannot reach" in why
-
-
 arm_values = st.lists(st.floats(min_value=1.0, max_value=100.0, allow_nan=False), min_size=3, max_size=8)
 
 
@@ -75,7 +70,7 @@ def test_swapping_arms_inverts_ratio_and_interval(a, b, blocks, seed):
     assert ab.ci_high == pytest.approx(1 / ba.ci_low, rel=1e-9)
     cab = compare(sa, sb, rng=seed, n_resamples=200)
     cba = compare(sb, sa, rng=seed, n_resamples=200)
-    mirror = {FASTER: SLOWER, SLOWER: FASTER, NO_EFFECT: NO_EFFECT}
+    mirror = {FASTER: SLOWER, SLOWER: FASTER, NO_EFFECT: NO_EFFECT, UNDETERMINED: UNDETERMINED}
     assert cba.verdict == mirror[cab.verdict]
 
 
@@ -94,7 +89,8 @@ def _experiment_runs(seed=0):
     cfg = config.validate({
         "arms": {"base": {}, "ng4": {"speculative": {"method": "ngram", "draft_tokens": 4}},
                  "ng8": {"speculative": {"method": "ngram", "draft_tokens": 8}}},
-        "workloads": {"code": {"prompts": "c.jsonl"}}, "analysis": {"bootstrap_resamples": 300}})
+        "workloads": {"code": {"prompts": "c.jsonl"}}, "analysis": {"bootstrap_resamples": 300},
+        "design": {"rounds": 2}})  # pinned: the counts below are for 2 rounds (the default is now 5)
     rng = np.random.default_rng(seed)
     recs = []
     for b in design.from_config(cfg):
@@ -179,7 +175,10 @@ def test_cli_summarize_and_compare_json(capsys):
                          "--json", "--resamples", "500"])
     assert args.func(args) == 0
     [c] = json.loads(capsys.readouterr().out)  # a list, one comparison per workload, even for one
-    assert c["verdict"] == "faster" and round(c["ratio"], 2) == 5.28
+    # Seed 000's round three ran each arm in one block: 5.28x, but how much fresh servers differ
+    # is unmeasured there, so the verdict is undetermined, with what to run instead.
+    assert c["verdict"] == "undetermined" and round(c["ratio"], 2) == 5.28
+    assert "one block" in c["undetermined_reason"] and c["rounds_needed"] >= 3
     assert {"ratio", "ci_low", "ci_high", "p_value", "test", "drift", "noise_band", "verdict"} <= set(c)
     args = p.parse_args(["compare", raw, "--baseline", "nope", "--candidate", "dflash2_draft12"])
     with pytest.raises(ValueError, match="baseline arm 'nope'"):

@@ -397,6 +397,8 @@ def headline_rows(d: Data) -> list[dict]:
         rows.append({"workload": wl, "arm": b["arm"], "median": b["median"], "n": b["n"], "min": b["min"],
                      "max": b["max"], "ratio": b.get("ratio_to_reference"), "ci_low": b.get("ci_low"),
                      "ci_high": b.get("ci_high"), "verdict": b.get("verdict"),
+                     "ci_level": b.get("ci_level"), "picked_from": b.get("picked_from"),
+                     "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
                      "is_reference": b["arm"] == d.reference,
                      "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
                      "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
@@ -419,7 +421,7 @@ def headline_sentence(row: dict, reference: str) -> str:
         text = (f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
                 f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
     if row["ci_low"] is not None:
-        text += f" (95% CI {span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})"
+        text += f" ({ci_label(row.get('ci_level'), row.get('comparisons'))} {span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})"
     if row["ref_median"] is not None:
         text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
                  f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}")
@@ -680,8 +682,25 @@ def section_ceiling(d: Data) -> Section | None:
 
 # ---------------------------------------------------------------- results
 
+def ci_label(level, comparisons) -> str:
+    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it."""
+    if _missing(level):
+        return "95% CI"
+    text = f"{level * 100:.3g}% CI"
+    return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
+
+
+def verdict_cell(comp: dict) -> str:
+    """The verdict; an undetermined one with its rounds needed."""
+    if comp["verdict"] != "undetermined":
+        return comp["verdict"]
+    r = comp.get("rounds_needed")
+    return "undetermined" + (f" (run {r} rounds)" if r else " (more than 200 rounds)")
+
+
 def results_table(d: Data, workload: str) -> pd.DataFrame:
-    """Per arm: runs, median, CI, range, spread, and the ratio to the reference with CI and verdict."""
+    """Per arm: runs, blocks, median, CI, range, spread; ratio to the reference (raw and drift-adjusted,
+    each with its CI), the CI the verdict rests on (adjusted for multiplicity), and the verdict."""
     rows = []
     for arm in d.arms:
         c = d.cell(arm, workload)
@@ -689,12 +708,19 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
             continue
         comp = d.comparison(arm, workload)
         rows.append({
-            "arm": arm, "runs": c["n"], "median tok/s": rate(c["median"]),
+            "arm": arm, "runs": c["n"], "blocks": "" if c.get("blocks") is None else c["blocks"],
+            "median tok/s": rate(c["median"]),
             "95% CI": span(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
             "spread": pct(c.get("spread")),
             f"ratio to {d.reference}": "1 (reference)" if arm == d.reference else ratio(comp["ratio"]) if comp else "n/a",
-            "ratio CI": span(comp["ci_low"], comp["ci_high"], 2) if comp else "",
-            "verdict": comp["verdict"] if comp else ("reference" if arm == d.reference else "not compared"),
+            "raw 95% CI": span(comp["ci_low"], comp["ci_high"], 2) if comp else "",
+            "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
+                                        f"({span(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
+                                        if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
+            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'))} "
+                                 f"{span(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
+                                 if comp and not _missing(comp.get("verdict_ci_low")) else ""),
+            "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
         })
     return pd.DataFrame(rows)
 
@@ -703,10 +729,24 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
     if not d.stats.get("cells"):
         return None
     s = Section([Heading("Results per workload")])
-    s.add(Para("Median of the valid timed runs, the percentile-bootstrap CI of the median, the range, and "
-               "spread = (max " + DASH + " min) / median. Ratios are candidate / reference medians, with a CI from "
-               "a bootstrap that resamples blocks, then requests. A verdict needs both a significant test and a "
-               "CI outside the noise band."))
+    s.add(Para("Median of the valid timed runs, its CI, the range, and spread = (max " + DASH + " min) / median. "
+               "Each block is a fresh server, so the block is the unit: with two blocks or more the CI of an arm's "
+               "median and of each ratio come from the blocks' medians (OLS on their logs, Student t on the "
+               "blocks' degrees of freedom, pooled with the request noise only when blocks agree); with one block "
+               "a CI covers request noise only. The raw ratio and the drift-adjusted one (a linear trend in "
+               "time removed) are both shown; 'verdict rests on' names the one the verdict uses and gives its CI "
+               "at the level multiplicity leaves it. A verdict needs that CI wholly outside the noise band; "
+               "'undetermined' means the data cannot support one (one block per arm, arm confounded with "
+               "time, too few blocks, or a CI past twice the band on both sides) and says how many rounds would."))
+    mult = d.stats.get("multiplicity") or {}
+    if mult.get("comparisons"):
+        m = mult["comparisons"]
+        s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
+                   + (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
+                      f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                      if m > 1 else "")
+                   + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
+                   + ".", "note"))
     for wl in d.workloads:
         t = results_table(d, wl)
         if t.empty:
@@ -715,12 +755,15 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         tests = sorted({c["test"] for c in d.stats.get("comparisons", []) if c["workload"] == wl and c.get("test")})
         if tests:
             s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
-        drifts = [c for c in d.stats.get("comparisons", []) if c["workload"] == wl and c.get("drift_adjusted_ratio")]
-        if drifts:
-            s.add(Para("Drift-adjusted ratios: " + "; ".join(
-                f"{c['candidate']} {ratio(c['drift_adjusted_ratio'])} "
-                f"({span(c.get('drift_adjusted_ci_low'), c.get('drift_adjusted_ci_high'), 2)})" for c in drifts)
-                + ".", "note"))
+        for c in d.stats.get("comparisons", []):
+            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined_reason"):
+                s.add(Para(f"{c['candidate']}: undetermined: {c['undetermined_reason']}.", "warn"))
+        for c in d.stats.get("cells", []):
+            m2 = c.get("modes")
+            if c["workload"] == wl and m2:
+                s.add(Para(f"{c['arm']} has two modes ({m2['where']}): {m2['low_n']} runs near "
+                           f"{rate(m2['low_median'])} and {m2['high_n']} near {rate(m2['high_median'])} tok/s; its "
+                           f"median depends on how many runs took each path, so read both.", "warn"))
     if figure:
         s.add(figure)
     return s
@@ -832,7 +875,9 @@ def drift_table(d: Data) -> pd.DataFrame:
                      "first / last median": span(ref.get("first_median"), ref.get("last_median"), 2) if ref else "",
                      "trend per block": pct(_expm1(x.get("slope_per_block")), 2, True),
                      "trend CI": (f"{pct(_expm1(x['slope_ci'][0]), 2, True)} to {pct(_expm1(x['slope_ci'][1]), 2, True)}"
+                                  + (f" ({x['blocks']} blocks, t {x['df']:g} df)" if x.get("blocks") else "")
                                   if x.get("slope_ci") else ""),
+                     "robust trend (Theil-Sen)": pct(_expm1(x.get("slope_theil_sen")), 2, True),
                      "round-to-round change": rounds})
     return pd.DataFrame(rows)
 
@@ -876,13 +921,17 @@ def host_parts(hosts: dict) -> list:
     """Hosts as a factor: each host against the first, and each host's own drift."""
     base = hosts.get("baseline")
     rows = [{"arm": c["arm"], "workload": c["workload"], "host": c["candidate"], "against": c["baseline"],
-             "ratio": f"{c['ratio']:.3f}x", "ratio CI": f"{c['ci_low']:.3f}–{c['ci_high']:.3f}",
-             "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}", "verdict": c["verdict"]}
+             "ratio": f"{c['ratio']:.3f}x", "raw 95% CI": span(c.get("ci_low"), c.get("ci_high"), 3),
+             "verdict rests on": (f"{c.get('basis', 'raw')}, {ci_label(c.get('verdict_ci_level'), (c.get('multiplicity') or {}).get('comparisons'))} "
+                                  f"{span(c['verdict_ci_low'], c['verdict_ci_high'], 3)}"
+                                  if not _missing(c.get("verdict_ci_low")) else ""),
+             "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}", "verdict": verdict_cell(c)}
             for c in hosts.get("comparisons", [])]
     out = [Heading("Hosts", 3),
            Para(f"The whole design ran on each of {len(hosts.get('names', []))} hosts ({', '.join(hosts.get('names', []))}) "
                 f"side by side. Each host is compared with {base} on the same arm and workload, like any two arms: "
-                "ratio of medians with its bootstrap CI, a test, and a verdict against the noise band.")]
+                "a ratio from block medians with its CI, a test, and a verdict against the noise band, Holm-adjusted "
+                "across the host comparisons.")]
     if rows:
         out.append(Table(pd.DataFrame(rows), f"Each host against {base}", "hosts.csv"))
     drift_rows = []

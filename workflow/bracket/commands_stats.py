@@ -8,6 +8,7 @@ import json
 
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
+from bracket.stats.multiplicity import holm
 from bracket.stats.tables import cell_summaries, compare_arms, valid_rows
 
 DEFAULT_SEED = 20261129
@@ -23,13 +24,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
     p.add_argument("--noise-threshold", type=float, default=0.01,
                    help="smallest relative effect called real (default 0.01)")
+    p.add_argument("--no-pool", dest="pool", action="store_false",
+                   help="textbook block-level analysis: never pool block noise with request noise, even "
+                        "when blocks agree (see bracket.stats.blocks)")
 
 
 def summarize_cmd(args) -> int:
     frame = io.load(args.raw)
     cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
                            n_resamples=args.resamples, spread_warning=args.spread_warning,
-                           precision=args.noise_threshold)
+                           precision=args.noise_threshold, pool=args.pool)
     if not cells:
         raise ValueError(f"no valid runs in {', '.join(args.raw)}; {len(frame)} rows, all invalid.")
     if args.json:
@@ -37,16 +41,23 @@ def summarize_cmd(args) -> int:
                          indent=2))
         return 0
     pct = round(args.confidence * 100)
-    print(f"{'arm':<16} {'workload':<12} {'n':>4} {'median':>10} {f'{pct}% CI':>21} "
+    print(f"{'arm':<16} {'workload':<12} {'n':>4} {'blocks':>6} {'median':>10} {f'{pct}% CI':>21} "
           f"{'min':>9} {'max':>9} {'spread':>7}")
     for a, w, s in cells:
         ci = f"{s.ci_low:.4g} - {s.ci_high:.4g}" if s.ci_low is not None else "n/a"
-        print(f"{a:<16} {w:<12} {s.n:>4} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
+        nb = "?" if s.blocks is None else str(s.blocks)
+        print(f"{a:<16} {w:<12} {s.n:>4} {nb:>6} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
               f"{s.spread:>7.2%}")
+    for a, w, s in cells:
+        print(f"CI: {a} / {w}: {s.method}")
     for a, w, s in cells:
         for msg in s.warnings:
             print(f"warning: {a} / {w}: {msg}")
     return 0
+
+
+def _ci(lo, hi) -> str:
+    return "n/a" if lo is None else f"{lo:.4f} - {hi:.4f}"
 
 
 def compare_cmd(args) -> int:
@@ -57,36 +68,50 @@ def compare_cmd(args) -> int:
     for wl in workloads:
         c = compare_arms(frame, args.baseline, args.candidate, wl, seed=args.seed,
                          reference=args.baseline, confidence=args.confidence,
-                         n_resamples=args.resamples, noise_threshold=args.noise_threshold)
+                         n_resamples=args.resamples, noise_threshold=args.noise_threshold, pool=args.pool)
         results.append({"workload": wl, "baseline": args.baseline, "candidate": args.candidate,
                         **dataclasses.asdict(c)})
+    holm(results, args.confidence, family="the workloads compared here")
     if args.json:
         print(json.dumps(jsonable(results), indent=2))  # always a list: one shape per command
         return 0
+    pct = f"{args.confidence:.0%}"
     for r in results:
         p = "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}"
         drift = "unmeasured" if r["drift"] is None else f"{r['drift']:+.3%}"
         print(f"{r['workload']}: {r['candidate']} vs {r['baseline']}: {r['verdict']}")
-        print(f"  ratio {r['ratio']:.4f}x  CI {r['ci_low']:.4f} - {r['ci_high']:.4f}  ({r['ci_method']})")
+        if r["verdict_ci_low"] is not None:
+            mult = r.get("multiplicity") or {}
+            adj = (f", Holm-adjusted over {mult['comparisons']} comparisons"
+                   if mult.get("method") == "holm" else "")
+            est = r["drift_adjusted_ratio"] if r["basis"] == "drift-adjusted" else r["ratio"]
+            print(f"  verdict rests on: {r['basis']} ratio {est:.4f}x, {r['verdict_ci_level'] * 100:.4g}% CI "
+                  f"{_ci(r['verdict_ci_low'], r['verdict_ci_high'])}{adj}")
+        print(f"  raw ratio       {r['ratio']:.4f}x  {pct} CI {_ci(r['ci_low'], r['ci_high'])}  ({r['ci_method']})")
         if r["drift_adjusted_ratio"] is not None:
-            lo, hi = r["drift_adjusted_ci_low"], r["drift_adjusted_ci_high"]
-            ci = f"  CI {lo:.4f} - {hi:.4f}" if lo is not None else ""
-            print(f"  drift-adjusted {r['drift_adjusted_ratio']:.4f}x{ci}")
-        print(f"  p = {p} ({r['test']}); drift {drift}; noise band +/-{r['noise_band']:.2%}; "
-              f"verdict on the {r['basis']} ratio")
+            print(f"  drift-adjusted  {r['drift_adjusted_ratio']:.4f}x  {pct} CI "
+                  f"{_ci(r['drift_adjusted_ci_low'], r['drift_adjusted_ci_high'])}")
+        pb = "" if r["p_beyond_band"] is None else (
+            f"; p beyond the band = {r['p_beyond_band']:.3g} (adjusted {r['p_adjusted']:.3g})")
+        print(f"  p = {p} ({r['test']}){pb}")
+        print(f"  blocks {r['blocks_baseline']} + {r['blocks_candidate']}, runs {r['n_baseline']} + "
+              f"{r['n_candidate']}; drift {drift}; noise band +/-{r['noise_band']:.2%}")
+        if r["verdict"] == "undetermined":
+            print(f"  undetermined: {r['undetermined_reason']}")
         for n in r["notes"]:
-            print(f"  note: {n}")
+            if not (r["undetermined_reason"] and n.startswith(r["undetermined_reason"])):
+                print(f"  note: {n}")
     return 0
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("summarize", help="per cell: n, median with bootstrap CI, min, max, spread",
+    p = subparsers.add_parser("summarize", help="per cell: n, blocks, median with block-level CI, min, max, spread, modes",
                               description="Summarize each arm x workload cell of raw values.")
     _common(p)
     p.add_argument("--spread-warning", type=float, default=0.15,
                    help="spread above which the run count cannot pin the median (default 0.15)")
     p.set_defaults(func=summarize_cmd)
-    c = subparsers.add_parser("compare", help="ratio of medians with CI, test, drift and verdict",
+    c = subparsers.add_parser("compare", help="block-level ratio with CI, test, drift, verdict (or undetermined, with the rounds needed)",
                               description="Compare a candidate arm with a baseline arm.")
     _common(c)
     c.add_argument("--baseline", required=True, help="arm compared against")

@@ -14,6 +14,7 @@ from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
+from bracket.stats.multiplicity import FAMILY, holm
 from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
 
 VALUE = "decode_tok_s"
@@ -103,24 +104,39 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     counts
         {total, valid, warmups, invalid (not counting warmups), invalid_by_reason}.
     cells
-        One per (arm, workload): n, median, ci_low, ci_high (percentile bootstrap of the median),
+        One per (arm, workload): n, median, ci_low, ci_high (block-level t interval around
+        `center`, the mean log block median, with two blocks or more; else a percentile bootstrap
+        of the requests; `method` says which), blocks, modes (both modes of a bimodal cell),
         min, max, spread = (max - min) / median, mean, std, outliers (indices, kept), warnings,
         runs_needed (runs to pin the median to +/- noise_threshold, only when spread >
         spread_warning, else null), seed.
     comparisons
-        Each non-reference arm vs the reference, per workload: ratio = median(candidate) /
-        median(reference) with ci_low/ci_high (hierarchical bootstrap: blocks, then requests),
-        p_value and test, drift (round-to-round log change; see compare.comparison_drift),
-        drift_per_block (within-arm slope of log rate per block), noise_band, verdict
-        ("faster" | "slower" | "no measurable effect"), drift_adjusted_ratio and its CI, basis
-        (which ratio decided the verdict), notes.
+        Each non-reference arm vs the reference, per workload (bracket.stats.compare; the block
+        is the unit): ratio with ci_low/ci_high (raw: OLS on log block medians, arm only, t on
+        the blocks' df; unadjusted), ratio_of_medians (pooled requests), drift_adjusted_ratio with
+        its CI (arm + position), basis (which of the two the verdict rests on), p_value (no
+        effect) and test, p_beyond_band (the effect lies outside the noise band) and p_adjusted
+        (Holm), multiplicity {method, comparisons, family, level}, verdict_ci_low/high at
+        verdict_ci_level (the CI the verdict rests on: basis, adjusted for multiplicity), verdict
+        ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined_reason,
+        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, from the
+        block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
+        the log scale), drift, drift_per_block, noise_band, notes.
+    multiplicity
+        {method ("holm" or "none" for one comparison), comparisons (family size), family,
+        confidence, untested (comparisons without a test, left out of the family)}.
+    undetermined
+        [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
+        comparison.
     drift
         Per workload: reference_first_vs_last (ln(last block median / first block median) of
         the reference, which is (last - first) / mean to third order, with both medians and
         positions; null with one reference block), rounds ({arm: {medians by round, change}}),
-        slope_per_block (OLS of log(rate) on arm indicators + position: exp(slope) - 1 is the
-        relative change per block), slope_ci, slope_p, effects ({arm: drift-adjusted ratio to
-        the reference with CI}); null values when the design cannot separate time from arm.
+        slope_per_block (OLS of log block medians on arm indicators + position: exp(slope) - 1
+        is the relative change per block), slope_ci, slope_p (t on the blocks' df), blocks, df,
+        slope_theil_sen (median within-arm slope between blocks, robust to a wild block),
+        effects ({arm: drift-adjusted ratio to the reference with CI}); null values when the
+        design cannot separate time from arm.
         With several hosts, the first and last blocks ran on different machines: read each
         host's drift in `hosts` (its warning replaces the one of reference_first_vs_last).
     speculative
@@ -140,8 +156,10 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
         log(rate), the between share, the cost-optimal runs per block and advice (Kalibera &
         Jones), with block_cost_runs (warmup runs + cooldown in run lengths).
     best
-        Per workload: the arm with the highest median, with n, min, max, ratio_to_reference and
-        the verdict of its comparison (null for the reference itself).
+        Per workload: the arm with the highest median, with n, min, max, ratio_to_reference,
+        picked_from (arms it was picked from), and its comparison's verdict and the CI that
+        verdict rests on (ci_low, ci_high, ci_level, ci_basis: multiplicity-adjusted; null for
+        the reference itself).
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
@@ -189,9 +207,11 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
         out["drift"][wl] = {
             "reference_first_vs_last": ref["change"] if ref else None, "reference_blocks": ref,
             "rounds": round_changes(sub),
-            "slope_per_block": tr.slope if tr else None, "slope_ci": list(tr.slope_ci) if tr else None,
+            "slope_per_block": tr.slope if tr else None,
+            "slope_ci": list(tr.slope_ci) if tr and tr.slope_ci else None,
             "slope_p": tr.slope_p if tr else None, "effects": tr.effects if tr else {},
-            "cov_type": tr.cov_type if tr else None}
+            "cov_type": tr.cov_type if tr else None, "blocks": tr.blocks if tr else None,
+            "df": tr.df if tr else None, "slope_theil_sen": tr.slope_theil_sen if tr else None}
         # With several hosts the first and last blocks ran on different machines: drift is per host.
         if ref and abs(ref["change"]) > thr and out["hosts"] is None:
             warnings.append(
@@ -217,7 +237,20 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
                 continue
             out["comparisons"].append({"workload": wl, "baseline": reference, "candidate": arm,
                                        **dataclasses.asdict(c)})
-            warnings += [f"{arm} vs {reference} / {wl}: {n}" for n in c.notes]
+    m = holm(out["comparisons"], conf)
+    out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
+                           "confidence": conf,
+                           "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
+    for c in out["comparisons"]:
+        warnings += [f"{c['candidate']} vs {reference} / {c['workload']}: {n}" for n in c["notes"]
+                     if not n.startswith(("one block", "no block", "arm is confounded", "blocks leave"))]
+        if c["verdict"] == "undetermined":
+            warnings.append(f"{c['candidate']} vs {reference} / {c['workload']}: undetermined: "
+                            f"{c['undetermined_reason']}.")
+    out["undetermined"] = [{"workload": c["workload"], "candidate": c["candidate"],
+                            "reason": c["undetermined_reason"], "rounds_needed": c["rounds_needed"],
+                            "rounds_needed_for": c["rounds_needed_for"]}
+                           for c in out["comparisons"] if c["verdict"] == "undetermined"]
 
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
     out["levels"] = _levels(runs, cfg, valid)
@@ -305,8 +338,14 @@ def _best(cells, comparisons, medians, reference):
         top = max(here, key=lambda c: c["median"])
         ref = medians.get((reference, wl))
         comp = next((c for c in comparisons if c["workload"] == wl and c["candidate"] == top["arm"]), None)
+        # The fastest of k arms was picked after looking: its CI is the multiplicity-adjusted one
+        # its verdict rests on (Holm over every comparison), not the unadjusted raw CI.
         best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
                     "max": top["max"], "ratio_to_reference": top["median"] / ref if ref else None,
-                    "ci_low": comp["ci_low"] if comp else None, "ci_high": comp["ci_high"] if comp else None,
-                    "verdict": comp["verdict"] if comp else None}
+                    "ci_low": comp["verdict_ci_low"] if comp else None,
+                    "ci_high": comp["verdict_ci_high"] if comp else None,
+                    "ci_level": comp["verdict_ci_level"] if comp else None,
+                    "ci_basis": comp["basis"] if comp else None,
+                    "picked_from": len(here), "verdict": comp["verdict"] if comp else None,
+                    "undetermined_reason": comp["undetermined_reason"] if comp else None}
     return best

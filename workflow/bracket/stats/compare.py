@@ -1,9 +1,18 @@
-"""A vs B: ratio of medians with a CI, a test, the drift, the noise band and a verdict in words.
+"""A vs B: the ratio with a block-level CI, a test, the drift, the noise band and a verdict in words.
 
-Two gates decide, as in criterion.rs: the test must be significant (p < 1 - confidence) and the
-whole CI of the ratio must lie outside the noise band [1 / (1 + band), 1 + band], where band is the
-measured drift or the stated threshold, whichever is larger. Seed 000: "+0.029 % against 0.751 %
-drift" is "no measurable effect".
+The block is the unit (bracket.stats.blocks): each block is reduced to its median, and the arm
+effect is the coefficient of an OLS fit on log block medians, with a t interval on the blocks'
+degrees of freedom (pooled with the within-block noise only when blocks agree).
+
+Two gates decide, as in criterion.rs: the effect must be significant and the whole CI of the
+ratio must lie outside the noise band [1 / (1 + band), 1 + band], where band is the measured
+drift or the stated threshold, whichever is larger. Both gates are one test here: the p-value of
+"the effect lies inside the band" (`p_beyond_band`), which is below alpha exactly when the CI
+clears the band. Seed 000: "+0.029 % against 0.751 % drift" is "no measurable effect".
+
+When the data cannot support a verdict (one block per arm, arms confounded with time, no
+degrees of freedom left for block noise), the verdict is "undetermined", with the reason and the
+rounds that would support one, never "faster" or "slower".
 """
 
 from __future__ import annotations
@@ -12,22 +21,36 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import statsmodels.api as sm
+import pandas as pd
 from scipy import stats
-from scipy.special import comb
 
+from bracket.stats import blocks as bl
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 
-FASTER, SLOWER, NO_EFFECT = "faster", "slower", "no measurable effect"
+FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
+#: Variance inflation of the arm effect by the drift term above which arm and time are confounded
+#: (sequential A A B B gives 5; A/B/A/B gives 1.25 at 2 rounds and approaches 1).
+CONFOUNDED_VIF = 4.0
+#: A CI past WIDE x band on both sides is too wide for "no measurable effect" (see `too_wide`).
+WIDE = 2.0
+#: Most rounds `rounds_needed` searches.
+MAX_ROUNDS = 200
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Candidate vs baseline. Ratios are candidate / baseline of decode rate (> 1 is faster)."""
+    """Candidate vs baseline. Ratios are candidate / baseline of decode rate (> 1 is faster).
+
+    ratio, ci_low, ci_high: the raw ratio (block-level: exp of the arm coefficient on log block
+    medians, no drift term) and its CI at `confidence`, unadjusted for multiplicity.
+    drift_adjusted_*: the same with a linear drift term (position), when identified.
+    verdict_ci_low / verdict_ci_high / verdict_ci_level: the CI the verdict rests on (`basis`),
+    at the level multiplicity leaves it (`multiplicity`); equal to the basis CI for one comparison.
+    """
 
     ratio: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
     p_value: float | None
     test: str
     drift: float | None
@@ -47,6 +70,24 @@ class Comparison:
     n_resamples: int
     seed: int | None
     notes: tuple[str, ...]
+    ratio_of_medians: float = math.nan
+    p_beyond_band: float | None = None
+    p_adjusted: float | None = None
+    multiplicity: dict | None = None
+    verdict_ci_low: float | None = None
+    verdict_ci_high: float | None = None
+    verdict_ci_level: float | None = None
+    undetermined_reason: str | None = None
+    rounds_needed: int | None = None
+    rounds_needed_for: str | None = None
+    estimate: float | None = None       # log ratio on the basis
+    se: float | None = None
+    df: float | None = None
+    pooled: bool | None = None
+    block_var: float | None = None      # variance of a block median: between-block residual
+    within_var: float | None = None     # ... and from within-block noise alone
+    thin_reason: str | None = None      # too few block df: undetermined unless the CI clears the band
+    vif: float | None = None            # variance inflation of the arm by the drift term (confounding)
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float,
@@ -68,41 +109,9 @@ def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: fl
     return NO_EFFECT
 
 
-def rank_test(a: np.ndarray, b: np.ndarray, alpha: float) -> tuple[float | None, str]:
-    """Two-sided Mann-Whitney U, only when it can reach `alpha` at these sample sizes.
-
-    The smallest attainable two-sided p is 2 / C(n_a + n_b, min(n_a, n_b)) (as asv's
-    `is_different` checks); below that the test cannot decide and None is returned.
-    Rank-based because speculative decoding's runs have heavy tails (seed 000: 56.63 among
-    values near 65).
-    """
-    p_min = 2.0 / comb(a.size + b.size, min(a.size, b.size))
-    if not p_min < alpha:
-        return None, (f"Mann-Whitney U not run: with {a.size} and {b.size} runs its smallest p is "
-                      f"{p_min:.3g}, which cannot reach {alpha:g}")
-    return float(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue), "Mann-Whitney U (two-sided)"
-
-
-def trend_test(base: Sample, cand: Sample) -> tuple[float, str]:
-    """t-test of the arm term in OLS log(rate) = a + b [candidate] + slope * position.
-
-    Effects on decode rate are multiplicative, so the test is on the log scale, and the position
-    term removes a linear drift that would otherwise be read as an effect. Requests of one block
-    share a server launch and are not independent (Kalibera & Jones), so the standard errors are
-    cluster-robust by block with Student t on G - 1 degrees of freedom (G blocks); treating the
-    requests as independent makes p-values absurdly small (1e-50 from 12 runs).
-    """
-    y = np.log(np.concatenate([base.values, cand.values]))
-    X = np.column_stack([np.ones(y.size), np.r_[np.zeros(base.values.size), np.ones(cand.values.size)],
-                         np.concatenate([base.positions, cand.positions])])
-    groups = np.unique(np.concatenate([base.blocks.astype(str), cand.blocks.astype(str)]), return_inverse=True)[1]
-    fit = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
-    return float(fit.pvalues[1]), "OLS t-test on log rate with a linear drift term (block-clustered SE)"
-
-
 def comparison_drift(round_change_base: float | None, round_change_cand: float | None,
                      reference_change: float | None) -> float | None:
-    """The measured drift that sets the noise band of one comparison.
+    """The measured drift that sets the noise band of one comparison on the raw basis.
 
     The larger |first round -> last round| change of the two arms (A/B/A/B: the gap between
     rounds measures drift directly); if neither arm was measured twice, the reference arm's
@@ -114,60 +123,220 @@ def comparison_drift(round_change_base: float | None, round_change_cand: float |
     return abs(reference_change) if reference_change is not None else None
 
 
+def _design(tb: pd.DataFrame, arm: np.ndarray, trend: bool) -> np.ndarray:
+    cols = [np.ones(arm.size), arm]
+    if trend:
+        cols.append(tb["position"].to_numpy(float))
+    return np.column_stack(cols)
+
+
+def abab_variance_factor(rounds: int) -> float:
+    """[(X'X)^-1] of the arm term in A/B/A/B with `rounds` rounds, X = [1, arm, position]."""
+    pos = np.arange(2 * rounds, dtype=float)
+    arm = pos % 2
+    X = np.column_stack([np.ones(pos.size), arm, pos])
+    return float(np.linalg.pinv(X.T @ X)[1, 1])
+
+
+_ABAB_FACTORS = np.array([abab_variance_factor(r) for r in range(2, MAX_ROUNDS + 1)])
+
+
+def rounds_needed(block_var: float, half_width: float, confidence: float = 0.95) -> int | None:
+    """Fewest A/B/A/B rounds whose drift-adjusted CI of the log ratio is at most +/- half_width.
+
+    Expected half-width t(2r - 3) x sqrt(block_var x factor(r)), block_var the variance of one
+    block median at the current runs per block (from the variance components). None when more
+    than MAX_ROUNDS would be needed.
+    """
+    if not half_width > 0:
+        return None
+    r = np.arange(2, MAX_ROUNDS + 1)
+    hw = stats.t.ppf(0.5 + confidence / 2, 2 * r - 3) * np.sqrt(max(block_var, 0.0) * _ABAB_FACTORS)
+    ok = np.flatnonzero(hw <= half_width)
+    return int(r[ok[0]]) if ok.size else None
+
+
+def clears(lo: float, hi: float, band: float) -> str | None:
+    """FASTER / SLOWER when the ratio interval [lo, hi] lies wholly outside the band, else None."""
+    if lo > 1 + band:
+        return FASTER
+    if hi < 1 / (1 + band):
+        return SLOWER
+    return None
+
+
+def decide(estimate: float | None, se: float | None, df: float | None, band: float, level: float,
+           structural: str | None, thin: str | None) -> tuple[str, float | None, float | None]:
+    """The verdict and the ratio CI at `level` it rests on.
+
+    `structural` (one block per arm, confounded with time) makes it undetermined whatever the
+    data; `thin` (too few degrees of freedom to estimate block noise) only when the CI does not
+    clear the band, since a valid t interval that clears it is evidence at any size.
+    """
+    if structural or estimate is None or se is None or not df:
+        return UNDETERMINED, None, None
+    q = stats.t.ppf(0.5 + level / 2, df)
+    lo, hi = math.exp(estimate - q * se), math.exp(estimate + q * se)
+    v = clears(lo, hi, band)
+    if v:
+        return v, lo, hi
+    return (UNDETERMINED if thin or too_wide(lo, hi, band) else NO_EFFECT), lo, hi
+
+
+def too_wide(lo: float, hi: float, band: float) -> bool:
+    """The CI reaches past twice the band on both sides: it cannot tell such an effect, either way, from none.
+
+    "No measurable effect" then would read as evidence of absence; it is "undetermined" instead.
+    """
+    return lo < 1 / (1 + WIDE * band) and hi > 1 + WIDE * band
+
+
 def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
             noise_threshold: float = 0.01, confidence: float = 0.95, n_resamples: int = 2000,
-            rng: np.random.Generator | int | None = None, seed: int | None = None) -> Comparison:
-    """Compare candidate with baseline.
+            rng: np.random.Generator | int | None = None, seed: int | None = None,
+            pool: bool = True) -> Comparison:
+    """Compare candidate with baseline, the block as the unit.
 
     Parameters
     ----------
     baseline, candidate : Sample
-        Valid runs with block ids and positions (see `bootstrap.Sample.of`).
+        Valid runs with block ids and positions (see `bootstrap.Sample.of`). Block ids are taken
+        per arm: the same id in both arms names two different blocks.
     drift : float or None
-        Measured drift as a log ratio (see `comparison_drift`); None if unmeasured.
+        Measured drift as a log ratio (see `comparison_drift`); sets the band on the raw basis.
     noise_threshold : float
         Smallest relative effect called real.
-    confidence, n_resamples, rng
-        Bootstrap settings; alpha of the test is 1 - confidence. `seed` is recorded only.
+    confidence : float
+        CI level; alpha of the test is 1 - confidence.
+    n_resamples, rng
+        Used only with one block per arm, for the request-level CI shown beside "undetermined".
+    pool : bool
+        Pool block-level and within-block noise when blocks agree (bracket.stats.blocks);
+        False gives the textbook block-level analysis.
 
     Notes
     -----
-    When positions vary within an arm the verdict uses the drift-adjusted ratio and its
-    hierarchical bootstrap CI, with the OLS trend test; otherwise the raw ratio of medians with
-    the Mann-Whitney U test. `basis` says which. With one block per arm nothing separates the
-    arms from time, which `notes` says.
+    With two blocks or more per arm the ratio and its CI come from OLS on log block medians:
+    raw (arm only, t with blocks - 2 df) and, when positions vary within an arm, drift-adjusted
+    (arm + position, blocks - 3 df); the verdict rests on the adjusted one when it exists
+    (`basis`). The noise band is max(noise_threshold, measured drift) at the scale the verdict is
+    exposed to: on the raw basis the round-to-round change (seed 000's rule), on the adjusted
+    basis |drift per block| (the linear trend itself has been removed).
 
-    The noise band is max(noise_threshold, measured drift) at the scale the verdict is exposed
-    to. On the raw basis that is `drift`, the round-to-round change (seed 000's rule: an effect
-    smaller than the gap between rounds is unmeasurable). On the drift-adjusted basis the linear
-    trend has been removed, and what is left exposed is the drift between neighbouring blocks,
-    |slope| per block: using the round gap there would count the drift twice and make the band
-    grow with the number of arms in a round.
+    Undetermined: one block in either arm (block noise unmeasured, arm confounded with time);
+    arm confounded with the drift term (variance inflation above CONFOUNDED_VIF, as in a
+    sequential design); or one residual degree of freedom without pooling and a CI that does
+    not clear the band. `rounds_needed` then says how many A/B/A/B rounds would give a CI of
+    +/- max(noise_threshold, |effect| - band), from the block variance measured here.
     """
     if noise_threshold < 0:
         raise ValueError(f"`noise_threshold` must be non-negative, got {noise_threshold!r}.")
-    alpha = 1 - confidence
-    boot = ratio_of_medians(baseline, candidate, confidence=confidence, n_resamples=n_resamples, rng=rng)
     notes = []
-    if drift is None:
-        notes.append("no arm was measured twice, so drift is unknown and the band is the stated "
-                     "threshold; interleave the arms (design.kind: abab) to measure it")
-    if boot.adjusted_ci_low is not None:
-        p, test = trend_test(baseline, candidate)
-        lo, hi, basis = boot.adjusted_ci_low, boot.adjusted_ci_high, "drift-adjusted"
-        band = max(noise_threshold, abs(boot.slope))
-    else:
-        p, test = rank_test(baseline.values, candidate.values, alpha)
-        lo, hi, basis = boot.ci_low, boot.ci_high, "raw"
+    rom = float(np.median(candidate.values) / np.median(baseline.values))
+    n_b, n_c = baseline.n_blocks, candidate.n_blocks
+    common = dict(n_baseline=int(baseline.values.size), n_candidate=int(candidate.values.size),
+                  blocks_baseline=n_b, blocks_candidate=n_c, confidence=confidence,
+                  n_resamples=n_resamples, seed=seed, ratio_of_medians=rom)
+    if n_b < 2 or n_c < 2:
+        boot = ratio_of_medians(baseline, candidate, confidence=confidence, n_resamples=n_resamples, rng=rng)
+        tb_b = bl.block_table(baseline.values, baseline.blocks)
+        tb_c = bl.block_table(candidate.values, candidate.blocks)
+        w, _ = bl.within_variance(pd.concat([tb_b, tb_c], ignore_index=True))
+        floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
-        if baseline.n_blocks < 2 or candidate.n_blocks < 2:
-            notes.append("one block per arm: time and arm are confounded; drift cannot be told "
-                         "from an effect")
+        r, target = _rounds(floor, math.log(rom), band, noise_threshold, confidence)
+        reason = (f"{'one block' if min(n_b, n_c) == 1 else 'no block'} for "
+                  f"{'each arm' if max(n_b, n_c) < 2 else 'one arm'}: how much fresh servers differ is "
+                  f"not measured, and arm is confounded with time; run the arms interleaved "
+                  f"(design.kind: abab) for at least {max(r or 3, 3)} rounds")
+        notes.append(reason + " (the CI shown covers request noise only)")
+        return Comparison(ratio=rom, ci_low=boot.ci_low, ci_high=boot.ci_high, p_value=None,
+                          test="none: a test needs two blocks per arm", drift=drift,
+                          drift_per_block=None, noise_band=band, verdict=UNDETERMINED,
+                          drift_adjusted_ratio=None, drift_adjusted_ci_low=None,
+                          drift_adjusted_ci_high=None, basis="raw",
+                          ci_method=f"{boot.method}; requests only, block-to-block variation unmeasured",
+                          notes=tuple(notes), undetermined_reason=reason, rounds_needed=max(r or 3, 3),
+                          rounds_needed_for=target + " (a lower bound: block noise unmeasured)",
+                          within_var=floor or None, **common)
+    tb = bl.block_table(np.r_[baseline.values, candidate.values],
+                        np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]],
+                        np.r_[baseline.positions, candidate.positions])
+    arm = np.array([k.startswith("c") for k in tb["block"]], dtype=float)
+    within = bl.within_variance(tb)
+    raw = bl.fit(tb, _design(tb, arm, False), 1, pool=pool, within=within)
+    pos = tb["position"].to_numpy(float)
+    trend_ok = not np.isnan(pos).any() and any(np.unique(pos[arm == a]).size >= 2 for a in (0.0, 1.0))
+    adj = bl.fit(tb, _design(tb, arm, True), 1, pool=pool, within=within) if trend_ok else None
+    slope = None
+    if adj is not None:
+        X = _design(tb, arm, True)
+        slope = float((np.linalg.pinv(X) @ tb["ym"].to_numpy(float))[2])
+    raw_ci = raw.ci(confidence)
+    adj_ci = adj.ci(confidence) if adj is not None else None
+    basis_fit = adj if adj is not None else raw
+    if adj is not None:
+        basis = "drift-adjusted"
+        band = max(noise_threshold, abs(slope))
+    else:
+        basis = "raw"
+        band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
+        if drift is None:
+            notes.append("no arm was measured twice, so drift is unknown and the band is the stated "
+                         "threshold; interleave the arms (design.kind: abab) to measure it")
+    structural = thin = None
+    if basis_fit.vif > CONFOUNDED_VIF:
+        structural = (f"arm is confounded with time (the drift term inflates the arm's variance "
+                      f"{basis_fit.vif:.1f}-fold, as in a sequential design): interleave the arms "
+                      f"(design.kind: abab)")
+    elif basis_fit.df < 2:
+        thin = (f"{basis_fit.blocks} blocks leave {basis_fit.df:g} degree of freedom for block-to-block "
+                f"noise, too few to tell an effect from it")
+    band_log = (-math.log(1 + band), math.log(1 + band))
+    p_band = basis_fit.p_beyond(*band_log)
+    v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
+    block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
+    r, target = _rounds(block_var, basis_fit.estimate, band, noise_threshold, confidence)
+    reason = None
+    if v == UNDETERMINED:
+        reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
+        notes.append(reason)
+    if basis_fit.pooled:
+        notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
+    test = (f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
+            f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}")
     return Comparison(
-        ratio=boot.ratio, ci_low=boot.ci_low, ci_high=boot.ci_high, p_value=p, test=test,
-        drift=drift, drift_per_block=boot.slope, noise_band=band, verdict=verdict(lo, hi, p, band, alpha),
-        drift_adjusted_ratio=boot.adjusted_ratio, drift_adjusted_ci_low=boot.adjusted_ci_low,
-        drift_adjusted_ci_high=boot.adjusted_ci_high, basis=basis, ci_method=boot.method,
-        n_baseline=int(baseline.values.size), n_candidate=int(candidate.values.size),
-        blocks_baseline=baseline.n_blocks, blocks_candidate=candidate.n_blocks,
-        confidence=confidence, n_resamples=n_resamples, seed=seed, notes=tuple(notes))
+        ratio=math.exp(raw.estimate), ci_low=math.exp(raw_ci[0]) if raw_ci else None,
+        ci_high=math.exp(raw_ci[1]) if raw_ci else None, p_value=basis_fit.p_value(), test=test,
+        drift=drift, drift_per_block=slope, noise_band=band, verdict=v,
+        drift_adjusted_ratio=math.exp(adj.estimate) if adj is not None else None,
+        drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
+        drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None, basis=basis,
+        ci_method=basis_fit.method, notes=tuple(notes), p_beyond_band=p_band, p_adjusted=p_band,
+        multiplicity={"method": "none", "comparisons": 1},
+        verdict_ci_low=vlo, verdict_ci_high=vhi, verdict_ci_level=confidence if vlo is not None else None,
+        undetermined_reason=reason, rounds_needed=r, rounds_needed_for=target, estimate=basis_fit.estimate,
+        se=basis_fit.se, df=basis_fit.df, pooled=basis_fit.pooled, block_var=basis_fit.between_var,
+        within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif, **common)
+
+
+def wide_reason(lo: float, hi: float, band: float) -> str:
+    return (f"the CI {lo:.3f}-{hi:.3f} reaches past {WIDE:g} x the {band:.1%} noise band on both sides: too few "
+            f"blocks for their noise to tell such an effect from none")
+
+
+def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:
+    """The undetermined reason with what to run instead."""
+    if rounds is None:
+        return f"{reason}; more than {MAX_ROUNDS} rounds would be needed for a CI of {target}"
+    if rounds > rounds_now:
+        return f"{reason}; about {rounds} rounds of A/B/A/B would give a CI of {target}"
+    return reason
+
+
+def _rounds(block_var: float, estimate: float, band: float, threshold: float,
+            confidence: float) -> tuple[int | None, str]:
+    """Rounds for a CI half-width of max(threshold, |effect| - band), and that target in words."""
+    edge = math.log(1 + band)
+    hw = max(math.log(1 + threshold), abs(estimate) - edge)
+    return rounds_needed(block_var, hw, confidence), f"+/-{math.expm1(hw):.1%}"

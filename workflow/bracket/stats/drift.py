@@ -4,8 +4,9 @@ Three views, as in DESIGN.md's definition:
 
 - reference first vs last: the reference arm's first and last blocks (bracket design);
 - rounds: each arm's first round vs its last round (A/B/A/B);
-- trend: OLS of log(rate) on arm and schedule position, giving the drift per block and the
-  drift-adjusted effect of every arm.
+- trend: OLS of log block medians on arm and schedule position, giving the drift per block and
+  the drift-adjusted effect of every arm, with t intervals on the blocks' degrees of freedom,
+  and a Theil-Sen slope within arms (bracket.stats.blocks).
 
 Changes are log ratios, ln(later / earlier). For small changes the log ratio equals the change
 relative to the mean of the two, (later - earlier) / ((later + earlier) / 2), to third order, is
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
+
+from bracket.stats import blocks as bl
 
 
 def log_change(earlier, later) -> float:
@@ -76,49 +78,59 @@ def round_changes(df: pd.DataFrame) -> dict:
 
 @dataclass(frozen=True)
 class Trend:
-    """OLS fit of log(rate) = a_arm + slope * position + e."""
+    """Block-level fit of log(block median) = a_arm + slope * position + u_block."""
 
     slope: float
-    slope_ci: tuple[float, float]
-    slope_p: float
+    slope_ci: tuple[float, float] | None
+    slope_p: float | None
     effects: dict  # arm -> {"ratio", "ci_low", "ci_high", "p_value"} relative to the reference
     n: int
     cov_type: str
+    blocks: int = 0
+    df: float = 0.0
+    slope_theil_sen: float | None = None
 
 
 def trend(df: pd.DataFrame, reference: str, *, confidence: float = 0.95) -> Trend | None:
-    """Fit log(rate) on arm indicators and schedule position (statsmodels OLS).
+    """Fit log block medians on arm indicators and schedule position, the block as the unit.
 
-    log(v_i) = a + sum_k b_k [arm_i = k] + slope * position_i + e_i,  k != reference
+    log(median_j) = a + sum_k b_k [arm_j = k] + slope * position_j + u_j,  k != reference
 
-    `slope` is the drift per block (exp(slope) - 1 is the relative change per block);
-    exp(b_k) is arm k's drift-adjusted ratio to the reference. Standard errors are
-    heteroskedasticity-robust (HC1). Runs in one block are correlated, which makes these
-    intervals optimistic; the comparison verdicts use the block bootstrap instead.
+    One row per block (arm, block): its median, so one wild request cannot move the fit.
+    `slope` is the drift per block (exp(slope) - 1 is the relative change per block) with a t
+    interval on blocks - parameters degrees of freedom (pooled with the within-block noise when
+    blocks agree; bracket.stats.blocks), the calibrated small-sample test. exp(b_k) is arm k's
+    drift-adjusted ratio to the reference. `slope_theil_sen` is the median of the slopes between
+    blocks of the same arm, which one wild block cannot move either.
 
     Returns None when position does not vary within any arm (the slope is confounded with the
     arms, as in a design with one block per arm).
     """
     _check_frame(df, ("arm", "position", "value"))
-    d = df.dropna(subset=["position", "value"])
+    d = df.dropna(subset=["position", "value"]).copy()
     if d.empty or reference not in set(d["arm"]):
         return None
+    if "block" not in d or d["block"].isna().any():
+        d["block"] = d["position"]
     within = d.groupby("arm")["position"].nunique()
     if not (within >= 2).any():
         return None
-    arms = [reference] + sorted(a for a in d["arm"].unique() if a != reference)
-    X = pd.DataFrame({"const": 1.0}, index=d.index)
-    for a in arms[1:]:
-        X[f"arm[{a}]"] = (d["arm"] == a).astype(float)
-    X["position"] = d["position"].astype(float)
-    fit = sm.OLS(np.log(d["value"].astype(float)), X).fit(cov_type="HC1")
-    ci = fit.conf_int(alpha=1 - confidence)
+    d["key"] = d["arm"].astype(str) + "|" + d["block"].astype(str)
+    tb = bl.block_table(d["value"].to_numpy(float), d["key"].to_numpy(), d["position"].to_numpy(float))
+    arm_of = tb["block"].str.rsplit("|", n=1).str[0].to_numpy()
+    arms = [reference] + sorted(a for a in set(arm_of) if a != reference)
+    X = np.column_stack([np.ones(len(tb))] + [(arm_of == a).astype(float) for a in arms[1:]]
+                        + [tb["position"].to_numpy(float)])
+    within_v = bl.within_variance(tb)
+    f = bl.fit(tb, X, X.shape[1] - 1, within=within_v)
+    ci = f.ci(confidence)
     effects = {}
-    for a in arms[1:]:
-        c = f"arm[{a}]"
-        effects[str(a)] = {"ratio": float(np.exp(fit.params[c])), "ci_low": float(np.exp(ci.loc[c, 0])),
-                           "ci_high": float(np.exp(ci.loc[c, 1])), "p_value": float(fit.pvalues[c])}
-    return Trend(slope=float(fit.params["position"]),
-                 slope_ci=(float(ci.loc["position", 0]), float(ci.loc["position", 1])),
-                 slope_p=float(fit.pvalues["position"]), effects=effects, n=int(fit.nobs),
-                 cov_type="HC1")
+    for k, a in enumerate(arms[1:], start=1):
+        fa = bl.fit(tb, X, k, within=within_v)
+        ca = fa.ci(confidence)
+        effects[str(a)] = {"ratio": float(np.exp(fa.estimate)),
+                           "ci_low": float(np.exp(ca[0])) if ca else None,
+                           "ci_high": float(np.exp(ca[1])) if ca else None, "p_value": fa.p_value()}
+    return Trend(slope=f.estimate, slope_ci=(float(ci[0]), float(ci[1])) if ci else None,
+                 slope_p=f.p_value(), effects=effects, n=int(len(d)), cov_type=f.method,
+                 blocks=int(len(tb)), df=f.df, slope_theil_sen=bl.theil_sen_within(tb, arm_of))

@@ -20,6 +20,7 @@ import pandas as pd
 
 from bracket.stats._seeds import derive_seed
 from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.multiplicity import holm
 from bracket.stats.tables import compare_arms, valid_rows
 
 
@@ -65,7 +66,8 @@ def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = 0.95)
             per_wl[str(wl)] = {
                 "reference_first_vs_last": ref["change"] if ref else None, "reference_blocks": ref,
                 "rounds": round_changes(sub),
-                "slope_per_block": tr.slope if tr else None, "slope_ci": list(tr.slope_ci) if tr else None,
+                "slope_per_block": tr.slope if tr else None,
+                "slope_ci": list(tr.slope_ci) if tr and tr.slope_ci else None,
                 "slope_p": tr.slope_p if tr else None}
         out[str(host)] = per_wl
     return out
@@ -120,13 +122,14 @@ def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference:
     arms = [reference] + [a for a in cfg["arms"] if a != reference]
     comparisons, warnings = compare_hosts(framed, names, arms, seed=seed, confidence=confidence,
                                           n_resamples=n_resamples, noise_threshold=noise_threshold)
+    holm(comparisons, confidence, family="every host comparison (hosts x arms x workloads)")
     drift = host_drift(framed, reference, confidence=confidence)
     for c in comparisons:
-        if c["arm"] == reference and c["verdict"] != "no measurable effect":
+        if c["arm"] == reference and c["verdict"] in ("faster", "slower"):
             warnings.append(
                 f"{c['candidate']} vs {c['baseline']} / {reference} / {c['workload']}: the same configuration "
-                f"ran {c['verdict']} on {c['candidate']} (ratio {c['ratio']:.3f}, CI {c['ci_low']:.3f} to "
-                f"{c['ci_high']:.3f}): the hosts differ, so pooled arm comparisons mix machines; read each "
+                f"ran {c['verdict']} on {c['candidate']} (ratio {c['ratio']:.3f}, CI {c['verdict_ci_low']:.3f} to "
+                f"{c['verdict_ci_high']:.3f}): the hosts differ, so pooled arm comparisons mix machines; read each "
                 f"host's results, or find the cause (clocks, drivers, cooling, other tenants).")
     for host, per_wl in drift.items():
         for wl, d in per_wl.items():

@@ -5,7 +5,8 @@ Accepted inputs (by content, not only by extension):
 - the workflow's runs.csv (bracket.records.tidy): the value is decode_tok_s;
 - a JSONL of raw records (one request per line): tidied with bracket.records.tidy;
 - any CSV with at least `arm` and `value` columns (`workload`, `block`, `round`, `position`,
-  `run`, `valid` used when present);
+  `run`, `valid` used when present; see `_fill_time` for a table with rounds but no blocks, or
+  blocks numbered per arm);
 - llama-benchy's JSON report (`--format json`; keys "benchmarks"[].tg_throughput.values, the
   raw per-run generation rates, as in llama-benchy's schemas/benchmark_report_schema.json);
   the value is tg_tok_s = (n - 1) / (t_last - t_first), not the decode rate;
@@ -76,6 +77,31 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
     return df[COLUMNS + SPEC_COLUMNS].reset_index(drop=True)
 
 
+def _fill_time(df: pd.DataFrame, *, has_block: bool, has_position: bool, has_round: bool) -> None:
+    """Block and position where a table leaves them out, without merging arms or inventing order.
+
+    - no block but a position: each position is a block;
+    - no block and no position but a round: each arm's round is a block (statistics key blocks
+      per arm, so A's round 1 and B's round 1 stay two blocks), and the round is the time;
+    - a block but no position: the block is the time if block ids are distinct across arms
+      (a schedule's numbering); if they are numbered per arm (A: 1, 2; B: 1, 2) they say nothing
+      about order, and the round is the time when there is one, else time is unknown.
+    """
+    if not has_block:
+        if has_position:
+            df["block"] = df["position"]
+        elif has_round:
+            df["block"] = df["round"]
+    if not has_position and has_block:
+        per_arm = df.groupby(["workload", "block"])["arm"].nunique()
+        if not (per_arm > 1).any():
+            df["position"] = df["block"]
+        elif has_round:
+            df["position"] = df["round"]
+    elif not has_position and has_round:
+        df["position"] = df["round"]
+
+
 def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
     """A generic table with `arm` and `value` (and optionally workload, block, round, position)."""
     missing = [c for c in ("arm", "value") if c not in table.columns]
@@ -87,10 +113,7 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
     df["workload"] = table["workload"].astype(str) if "workload" in table else "all"
     for c in ("block", "round", "position", "run"):
         df[c] = pd.to_numeric(table[c], errors="coerce") if c in table else np.nan
-    if "block" not in table and "position" in table:
-        df["block"] = df["position"]
-    if "position" not in table and "block" in table:
-        df["position"] = df["block"]
+    _fill_time(df, has_block="block" in table, has_position="position" in table, has_round="round" in table)
     df["value"] = pd.to_numeric(table["value"], errors="coerce")
     df["valid"] = _as_bool(table["valid"]) if "valid" in table else True
     df["invalid_reason"] = table["invalid_reason"].fillna("").astype(str) if "invalid_reason" in table else ""

@@ -6,7 +6,12 @@ tests. The model of one run's decode rate, for arm a in the block at schedule po
     rate = base * effect_a * exp(drift * t + step * [t >= step_at] + u_block + e_run)
 
 u_block ~ N(0, block_sd^2) (one draw per block: launch, thermal and cache state) and
-e_run ~ N(0, run_sd^2). Arm "A" has effect 1, arm "B" has `effect`.
+e_run ~ N(0, run_sd^2). Arm "A" has effect 1, arm "B" has `effect`. Two departures seen on real
+servers can be added: the first timed run of each block slower by `first_slow` (the H200
+llama.cpp data: about 5 % at the client when no warmup absorbs it), and `wild` runs multiplied
+by `wild_factor` (one 10x run).
+
+`via_cli` runs `bracket compare` / `bracket summarize` on a simulated frame, as a user would.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ DESIGNS = ("sequential", "abab", "abba", "random")
 
 def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: float = 0.0,
              step_at: float | None = None, rounds: int = 2, runs: int = 5, block_sd: float = 0.003,
-             run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator, seed: int = 1
-             ) -> pd.DataFrame:
+             run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator, seed: int = 1,
+             first_slow: float = 0.0, wild: int = 0, wild_factor: float = 10.0) -> pd.DataFrame:
     """One simulated A vs B experiment as a tidy frame (arm, block, round, position, run, value).
 
     `drift` is the log change per block (0.01 is 1 % per block); `step` a log jump applied from
@@ -41,6 +46,28 @@ def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: floa
         level = np.log(base) + (np.log(effect) if b.arm == "B" else 0.0) + drift * t \
             + (step if t >= at else 0.0) + rng.normal(0.0, block_sd)
         vals = np.exp(level + rng.normal(0.0, run_sd, size=runs))
+        vals[0] *= 1.0 - first_slow
         rows += [{"arm": b.arm, "workload": "sim", "block": t, "round": b.round, "position": t,
                   "run": i, "value": float(v)} for i, v in enumerate(vals)]
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if wild:
+        at = rng.choice(len(df), size=wild, replace=False)
+        df.loc[at, "value"] *= wild_factor
+    return df
+
+
+def via_cli(df: pd.DataFrame, path, command: str, *args: str) -> object:
+    """Write `df` as a CSV at `path` and return the JSON that `bracket COMMAND path --json ARGS` prints."""
+    import contextlib
+    import io
+    import json
+
+    from bracket.cli import main
+
+    df.to_csv(path, index=False)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main([command, str(path), "--json", *args])
+    if rc != 0:
+        raise RuntimeError(f"bracket {command} {path} exited {rc}")
+    return json.loads(buf.getvalue())

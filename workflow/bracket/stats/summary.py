@@ -1,18 +1,26 @@
-"""Per-cell summaries: median with a bootstrap CI, range, spread, outliers and what to do about them.
+"""Per-cell summaries: median with a CI, range, spread, outliers, modes and what to do about them.
 
 A cell is one arm on one workload. Seed 000's round three is the model: ten raw values, their
 median, range and spread, and a warning when the spread is too wide for the run count.
+
+With two blocks or more the CI of the cell's median is block-level (bracket.stats.blocks: the
+mean of log block medians with a t interval on blocks - 1 df, pooled with the within-block noise
+when blocks agree); with one block it is a percentile bootstrap of the requests, which covers
+request noise only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from bracket.stats import blocks as bl
 from bracket.stats._seeds import as_generator
+from bracket.stats.modes import bimodal
 
 #: Modified z-score above which a value is flagged (Iglewicz & Hoaglin 1993); never dropped.
 OUTLIER_Z = 3.5
@@ -40,6 +48,9 @@ class CellSummary:
     n_resamples: int = 0
     method: str = "percentile"
     seed: int | None = None
+    blocks: int | None = None
+    center: float | None = None   # exp(mean log block median): the estimate the block-level CI is around
+    modes: dict | None = None     # both modes of a bimodal cell (bracket.stats.modes), else None
 
 
 def _values_iv(values) -> np.ndarray:
@@ -138,7 +149,8 @@ def outliers(values, *, threshold: float = OUTLIER_Z) -> tuple[int, ...]:
 
 def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
               rng: np.random.Generator | int | None = None, spread_warning: float = SPREAD_WARNING,
-              precision: float = 0.01, seed: int | None = None) -> CellSummary:
+              precision: float = 0.01, seed: int | None = None, blocks=None,
+              pool: bool = True) -> CellSummary:
     """Summarize one cell: n, median + bootstrap CI, min, max, spread, mean, std and warnings.
 
     Parameters
@@ -151,6 +163,10 @@ def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
         Spread above which the run count is said not to pin the median (seed 000: 0.15).
     precision : float
         Relative half-width the median should be pinned to when estimating `runs_needed`.
+    blocks : array_like, optional
+        Block id of each value. With two blocks or more the CI is block-level (module docstring).
+    pool : bool
+        Pool block and within-block noise when blocks agree (False: textbook block-level t).
 
     Returns
     -------
@@ -158,10 +174,32 @@ def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
         `runs_needed` is None unless the spread exceeds `spread_warning`.
     """
     x = _values_iv(values)
-    lo, hi = median_ci(x, confidence=confidence, n_resamples=n_resamples, rng=rng)
     med = float(np.median(x))
+    n_blocks = center = None
+    method = "percentile"
+    if blocks is not None:
+        b = np.asarray(blocks)
+        if b.shape != x.shape:
+            raise ValueError(f"`blocks` has {b.size} entries for {x.size} values; give one block id per value.")
+        n_blocks = int(np.unique(b).size)
+    if n_blocks is not None and n_blocks >= 2:
+        tb = bl.block_table(x, b)
+        f = bl.fit(tb, np.ones((len(tb), 1)), 0, pool=pool)
+        center = float(np.exp(f.estimate))
+        lo, hi = (float(np.exp(e)) for e in f.ci(confidence))
+        method = f.method
+    else:
+        lo, hi = median_ci(x, confidence=confidence, n_resamples=n_resamples, rng=rng)
+        if n_blocks == 1:
+            method = "percentile bootstrap of requests; one block, so block-to-block variation is unmeasured"
     sp = float((x.max() - x.min()) / med)
-    out = outliers(x)
+    two = bimodal(x, None if blocks is None else np.asarray(blocks))
+    if two is None:
+        out = outliers(x)
+    else:  # a whole mode is not a set of outliers: flag only within each mode
+        cut = (two.low_median * two.high_median) ** 0.5
+        out = tuple(sorted(int(i) for part in (np.flatnonzero(x < cut), np.flatnonzero(x >= cut))
+                           if part.size >= 3 for i in part[list(outliers(x[part]))]))
     need = runs_needed(x, precision=precision, confidence=confidence) if sp > spread_warning else None
     warns = []
     if x.size < 5:
@@ -171,6 +209,12 @@ def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
         warns.append(f"spread {sp:.1%} is above {spread_warning:.0%}: {x.size} runs will not pin the "
                      f"median; about {need} runs would pin it to +/-{precision:.0%} "
                      f"(raise design.runs_per_block or design.rounds).")
+    if two is not None:
+        warns.append(f"two modes ({two.where}): {two.low_n} runs near {two.low_median:.4g} and {two.high_n} "
+                     f"near {two.high_median:.4g} ({two.high_median / two.low_median - 1:+.1%}); the median "
+                     f"depends on how many runs took each path, so it is unstable. Report both; the "
+                     f"determinism control (batch=1 vs batch=2) tells two stable paths from an unstable "
+                     f"configuration.")
     if out:
         warns.append(f"{len(out)} run{'s are' if len(out) > 1 else ' is an'} outlier"
                      f"{'s' if len(out) > 1 else ''} (modified z > {OUTLIER_Z}; kept): "
@@ -180,4 +224,5 @@ def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
         n=int(x.size), median=med, ci_low=lo, ci_high=hi, min=float(x.min()), max=float(x.max()),
         spread=sp, mean=float(x.mean()), std=float(np.std(x, ddof=1)) if x.size > 1 else None,
         outliers=out, runs_needed=need, warnings=tuple(warns), confidence=confidence,
-        n_resamples=n_resamples, seed=seed)
+        n_resamples=n_resamples, method=method, seed=seed, blocks=n_blocks, center=center,
+        modes=None if two is None else dataclasses.asdict(two))

@@ -24,19 +24,20 @@ def valid_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = 0.95,
                    n_resamples: int = 2000, spread_warning: float = 0.15,
-                   precision: float = 0.01) -> list[tuple[str, str, CellSummary]]:
+                   precision: float = 0.01, pool: bool = True) -> list[tuple[str, str, CellSummary]]:
     """Summaries of every (arm, workload) cell, sorted by workload then arm.
 
     Each cell's bootstrap draws from derive_seed(seed, "cell", arm, workload), so adding an arm
-    never changes another cell's interval.
+    never changes another cell's interval. With block ids the CI is block-level (see summarize).
     """
     out = []
     v = valid_rows(frame)
     for (workload, arm), sub in v.groupby(["workload", "arm"], sort=True):
         s = derive_seed(seed, "cell", arm, workload)
+        blocks = sub["block"].to_numpy() if sub["block"].notna().all() else None
         out.append((str(arm), str(workload), summarize(
             sub["value"].to_numpy(), confidence=confidence, n_resamples=n_resamples, rng=s,
-            spread_warning=spread_warning, precision=precision, seed=s)))
+            spread_warning=spread_warning, precision=precision, seed=s, blocks=blocks, pool=pool)))
     return out
 
 
@@ -49,7 +50,7 @@ def _sample(sub: pd.DataFrame) -> Sample:
 
 def compare_arms(frame: pd.DataFrame, baseline: str, candidate: str, workload: str, *, seed: int,
                  reference: str | None = None, confidence: float = 0.95, n_resamples: int = 2000,
-                 noise_threshold: float = 0.01) -> Comparison:
+                 noise_threshold: float = 0.01, pool: bool = True) -> Comparison:
     """Compare two arms on one workload; drift from their rounds, else the reference's blocks."""
     v = valid_rows(frame)
     v = v[v["workload"] == workload]
@@ -67,7 +68,7 @@ def compare_arms(frame: pd.DataFrame, baseline: str, candidate: str, workload: s
     s = derive_seed(seed, "compare", baseline, candidate, workload)
     return compare(_sample(v[v["arm"] == baseline]), _sample(v[v["arm"] == candidate]), drift=drift,
                    noise_threshold=noise_threshold, confidence=confidence,
-                   n_resamples=n_resamples, rng=s, seed=s)
+                   n_resamples=n_resamples, rng=s, seed=s, pool=pool)
 
 
 def first_run_slow(frame: pd.DataFrame) -> list[tuple[str, str, int, int]]:

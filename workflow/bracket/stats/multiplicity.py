@@ -1,0 +1,75 @@
+"""Multiplicity: Holm's step-down adjustment across the comparisons of one experiment.
+
+An experiment compares many arms on many workloads; at alpha = 0.05 each, some will clear the
+band by chance. Holm (1979) controls the chance of any false "faster"/"slower" in the family at
+alpha and rejects everything Bonferroni does and more.
+
+The p-values adjusted are each comparison's `p_beyond_band` (the test that the effect lies
+outside the noise band, which is what a verdict claims). So that the CI printed beside a
+verdict is the one it rests on, each comparison's CI is recomputed at its Holm step's level:
+1 - alpha / (m - i) for the i-th smallest p (0-based) while the steps reject, and, for every
+comparison after the first that does not, the level of that first non-rejected step. A CI at
+those levels clears the band exactly when Holm rejects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, decide, wide_reason, with_rounds
+
+FAMILY = "every comparison of the experiment with a test (arms x workloads)"
+
+
+def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p-values (as statsmodels' multipletests(method="holm")) and the ascending order.
+
+    adjusted p of the i-th smallest (0-based) = max over j <= i of min(1, (m - j) p_(j)).
+    """
+    p = np.asarray(p, dtype=float)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adj = np.empty(m)
+    adj[order] = np.maximum.accumulate(steps)
+    return adj, order
+
+
+def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> int:
+    """Adjust `rows` (Comparison dicts) in place; returns the family size m.
+
+    Rows without a test (undetermined for lack of blocks) are outside the family and keep their
+    verdict. Each row in it gets p_adjusted (Holm), verdict_ci_low / verdict_ci_high at its step's
+    level (verdict_ci_level), the verdict those decide, and multiplicity {method, comparisons,
+    family, level}.
+    """
+    alpha = 1 - confidence
+    idx = [i for i, r in enumerate(rows) if r.get("p_beyond_band") is not None and r.get("se") is not None
+           and r.get("vif", 1.0) <= CONFOUNDED_VIF]
+    m = len(idx)
+    if m == 0:
+        return 0
+    p = np.array([rows[i]["p_beyond_band"] for i in idx], dtype=float)
+    p_adj, order = holm_adjust(p)
+    reject = p_adj < alpha
+    level = np.empty(m)
+    stop = None
+    for step, j in enumerate(order):
+        if stop is None and not reject[j]:
+            stop = step
+        level[j] = 1 - alpha / (m - (step if stop is None else stop))
+    for j, i in enumerate(idx):
+        r = rows[i]
+        v, lo, hi = decide(r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None,
+                           r.get("thin_reason"))
+        r.update(verdict=v, verdict_ci_low=lo, verdict_ci_high=hi, verdict_ci_level=float(level[j]),
+                 p_adjusted=float(p_adj[j]),
+                 multiplicity={"method": "holm" if m > 1 else "none", "comparisons": m, "family": family,
+                               "level": float(level[j])})
+        if v != UNDETERMINED:
+            r["undetermined_reason"] = None
+        elif not r.get("undetermined_reason") or not r.get("thin_reason"):
+            r["undetermined_reason"] = with_rounds(r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
+                                                   r.get("rounds_needed"),
+                                                   r.get("rounds_needed_for") or "",
+                                                   min(r["blocks_baseline"], r["blocks_candidate"]))
+    return m
