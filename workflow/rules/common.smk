@@ -93,8 +93,11 @@ def get_model_param(wildcards):
 
 def get_engine_inputs(wildcards):
     cfg = load_experiment(wildcards.exp)
+    build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(cfg) else []
     if not cfg["engine"]["embedded"]:
-        return []
+        return build
+    if cfg["engine"]["kind"] == "llamacpp":
+        return build + [get_model_dir(wildcards.exp)]  # the embedded model as GGUF
     return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
 
 

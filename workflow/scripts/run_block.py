@@ -2,11 +2,11 @@
 import socket
 import sys
 
-from bracket import config, design, runner
+from bracket import config, design, embedded, runner
 
 exp = snakemake.wildcards.exp
 k = int(snakemake.wildcards.k)
-cfg = config.load(snakemake.params.experiment)
+cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
 blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
 try:
     runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
