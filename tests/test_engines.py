@@ -321,7 +321,12 @@ def test_llamacpp_argv_uses_the_renamed_spec_flags():
         "--batch-size", "1024", "--spec-type", "draft-simple", "--spec-draft-model", "/models/draft.gguf",
         "--spec-draft-n-max", "6"]
     own = argv_of("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 8, "engine_method": "ngram-mod"}})
-    assert own[own.index("--spec-type"):] == ["--spec-type", "ngram-mod", "--spec-draft-n-max", "8"]
+    # ngram-mod's default n-min (48) exceeds n-max, so it would never draft (measured, docs/llamacpp.md)
+    assert own[own.index("--spec-type"):] == ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", "1",
+                                              "--spec-ngram-mod-n-max", "8", "--spec-draft-n-max", "8"]
+    simple = argv_of("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3}})
+    assert simple[simple.index("--spec-type"):] == ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                                                    "--spec-ngram-simple-size-m", "4", "--spec-draft-n-max", "4"]
 
 
 def test_ollama_is_configured_by_environment():

@@ -21,6 +21,7 @@ import numpy as np
 SHAPES = {  # Qwen3 model cards' config.json values
     "8b": dict(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, ffn=12288),
     "0.6b": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=3072),
+    "tiny": dict(hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32, ffn=128),  # for live tests (39 MB)
 }
 
 

@@ -180,6 +180,9 @@ class LlamaCpp(Engine):
                 r = http.post(f"{base}/slots/{sid}?action=erase", timeout=30.0)
             except httpx.HTTPError as exc:
                 return f"failed on slot {sid}: {type(exc).__name__}"
+            if r.status_code == 501:  # measured: slot actions, erase included, need a save path
+                return ("not available: llama-server runs slot actions (erase included) only when started with "
+                        "--slot-save-path DIR")
             if r.status_code != 200:
                 return f"failed on slot {sid}: HTTP {r.status_code}"
             erased.append(sid)
