@@ -97,7 +97,10 @@ def get_engine_inputs(wildcards):
     if not cfg["engine"]["embedded"]:
         return build
     if cfg["engine"]["kind"] == "llamacpp":
-        return build + [get_model_dir(wildcards.exp)]  # the embedded model as GGUF
+        # the embedded model as GGUF, and any embedded-style draft model an arm names
+        drafts = {(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()}
+        return build + [get_model_dir(wildcards.exp)] + sorted(
+            d for d in drafts if d.startswith("resources/models/tiny-qwen3-") and d.endswith(".gguf"))
     return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
 
 
