@@ -161,6 +161,47 @@ def test_llamacpp_not_streamed_body_and_absent_draft_fields():
     assert llamacpp.spec_from_timings({"predicted_n": 8, "cache_n": 0}) is None
 
 
+def test_llamacpp_0336_captured_stream_agrees_with_its_metrics_deltas():
+    """Captured from llama-server built from the llama-cpp-python 0.3.36 sdist (CPU), ngram-mod, the
+    embedded model: timings draft_n 3 / draft_n_accepted 3; /metrics 12 -> 15 and 12 -> 15 (one draft
+    round, 2 -> 3). verify steps = predicted_n - 1 - accepted = 64 - 1 - 3 = 60; AL = 1 + 3/60."""
+    rec = Recorded({"POST /v1/completions": (200, body("llamacpp-0.3.36-completions-ngram-mod.sse")),
+                    "GET /metrics": [(200, body("llamacpp-0.3.36-metrics-before.txt")),
+                                     (200, body("llamacpp-0.3.36-metrics-after.txt"))]})
+    arm = {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}}
+    out = engines.get("llamacpp").measure(rec.http, "http://l", "bracket-model", "p", {**REQ, "max_tokens": 64}, 7,
+                                          arm)
+    m = out.measurement
+    assert (m.error, m.completion_tokens, m.prompt_tokens, m.cached_tokens, m.finish_reason) == \
+        (None, 64, 20, 0, "length")
+    assert (out.spec.draft_tokens, out.spec.accepted_tokens, out.spec.verify_steps) == (3, 3, 60)
+    assert out.spec.acceptance_length == pytest.approx(1 + 3 / 60)
+    assert out.spec.source.endswith("/metrics deltas agree")
+    assert rec.sent("/v1/completions")["cache_prompt"] is False
+
+
+def test_llamacpp_timings_that_disagree_with_metrics_are_said_and_the_counters_kept():
+    rec = Recorded({"POST /v1/completions": (200, body("llamacpp-0.3.36-completions-ngram-mod.sse")),
+                    "GET /metrics": [(200, body("llamacpp-0.3.36-metrics-before.txt")),
+                                     (200, body("llamacpp-0.3.36-metrics-before.txt").replace(b"total 12", b"total 17"))]})
+    arm = {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}}
+    with pytest.warns(UserWarning, match="timings report 3 drafted / 3 accepted, its /metrics deltas 5 / 5"):
+        out = engines.get("llamacpp").measure(rec.http, "http://l", "m", "p", {**REQ, "max_tokens": 64}, 7, arm)
+    # 64 tokens = verify steps + accepted + the prefill's token: 60 + 3 + 1, so with 5 accepted, 58 steps
+    assert (out.spec.draft_tokens, out.spec.accepted_tokens, out.spec.verify_steps) == (5, 5, 58)
+
+
+def test_llamacpp_0336_captured_stream_without_speculation_and_its_props():
+    rec = Recorded({"POST /v1/completions": (200, body("llamacpp-0.3.36-completions-nospec.sse"))})
+    out = engines.get("llamacpp").measure(rec.http, "http://l", "m", "p", {**REQ, "max_tokens": 24}, 7, {})
+    assert (out.measurement.completion_tokens, out.measurement.cached_tokens, out.spec) == (24, 0, SpecFields())
+    props = Recorded({"GET /props": (200, body("llamacpp-0.3.36-props.json"))})
+    info = engines.get("llamacpp").provenance(props.http, "http://l", "m")
+    # A source tree without git (the sdist) reports b0-unknown; with the workflow's build, its record names the version.
+    assert info["engine_version"] == "b0-unknown" and info["server_info"]["total_slots"] == 1
+    assert "engine_build" not in info
+
+
 # --------------------------------------------------------------------------------------------- vLLM
 
 def test_vllm_per_request_metrics_are_preferred_to_counter_differences():
@@ -321,7 +362,12 @@ def test_llamacpp_argv_uses_the_renamed_spec_flags():
         "--batch-size", "1024", "--spec-type", "draft-simple", "--spec-draft-model", "/models/draft.gguf",
         "--spec-draft-n-max", "6"]
     own = argv_of("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 8, "engine_method": "ngram-mod"}})
-    assert own[own.index("--spec-type"):] == ["--spec-type", "ngram-mod", "--spec-draft-n-max", "8"]
+    # ngram-mod's default n-min (48) exceeds n-max, so it would never draft (measured, docs/llamacpp.md)
+    assert own[own.index("--spec-type"):] == ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", "1",
+                                              "--spec-ngram-mod-n-max", "8", "--spec-draft-n-max", "8"]
+    simple = argv_of("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3}})
+    assert simple[simple.index("--spec-type"):] == ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                                                    "--spec-ngram-simple-size-m", "4", "--spec-draft-n-max", "4"]
 
 
 def test_ollama_is_configured_by_environment():

@@ -168,9 +168,10 @@ def _check_meaning(cfg: dict, source: str) -> None:
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
                 f"set arms.{name}.speculative.model.")
-    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] != "vllm":
-        raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm; "
-                              f"set engine.kind: vllm or engine.embedded: false.")
+    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] not in ("vllm", "llamacpp"):
+        raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
+                              f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
+                              f"engine.embedded: false.")
     _check_engine(cfg, source)
 
 
@@ -181,7 +182,7 @@ def _check_engine(cfg: dict, source: str) -> None:
     eng = cfg["engine"]
     launch = eng["launch"]
     if eng["embedded"] and launch != "native":
-        raise ExperimentError(f"{source}: engine.embedded is true, which runs vLLM's CPU build natively; set "
+        raise ExperimentError(f"{source}: engine.embedded is true, which runs the embedded engine natively; set "
                               f"engine.launch: native, or engine.embedded: false with engine.model for {launch}.")
     adapter = engines.get(eng["kind"])
     if not adapter.launchable and launch != "attach":

@@ -142,8 +142,14 @@ def get_model_param(wildcards):
 
 def get_engine_inputs(wildcards):
     cfg = load_experiment(wildcards.exp)
+    build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(cfg) else []
     if not cfg["engine"]["embedded"]:
-        return []
+        return build
+    if cfg["engine"]["kind"] == "llamacpp":
+        # the embedded model as GGUF, and any embedded-style draft model an arm names
+        drafts = {(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()}
+        return build + [get_model_dir(wildcards.exp)] + sorted(
+            d for d in drafts if d.startswith("resources/models/tiny-qwen3-") and d.endswith(".gguf"))
     return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
 
 

@@ -1,3 +1,6 @@
+import os
+
+
 rule engine_venv:
     """vLLM's CPU build in its own virtual environment (about 80 s and 3.5 GB)."""
     output:
@@ -32,3 +35,45 @@ rule embedded_model:
         "{params.python} {input.builder} --out {params.out} --seed {wildcards.seed}"
         " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"
         " --steps {wildcards.steps} > {log} 2>&1"
+
+
+rule llamacpp_build:
+    """llama.cpp's llama-server from the llama-cpp-python sdist (CUDA where nvcc and a GPU are present).
+
+    Built once per machine: cached under ~/.cache/bracket/llama.cpp (or $BRACKET_CACHE), keyed by
+    version and build options; this record names the build used. About 11 minutes on 2 cores."""
+    output:
+        embedded.LLAMACPP_BUILD,
+    params:
+        script=rel(ROOT / "workflow/scripts/build_llamacpp.sh"),
+        version=embedded.LLAMACPP_VERSION,
+        backend=os.environ.get("BRACKET_LLAMACPP_BACKEND", "auto"),
+    log:
+        "logs/engine/llama.cpp.log",
+    conda:
+        "../envs/bracket.yaml"
+    shell:
+        "bash {params.script} {params.version} {params.backend} $(nproc) {output} > {log} 2>&1"
+
+
+rule embedded_gguf:
+    """The embedded tiny model as GGUF, by the converter vendored in the same llama.cpp source."""
+    input:
+        build=embedded.LLAMACPP_BUILD,
+        engine=f"{ENGINE_VENV}/.installed",
+        model="resources/models/{name}/build.json",
+        converter=rel(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+    output:
+        "resources/models/{name}.gguf",
+    wildcard_constraints:
+        name=r"tiny-qwen3-[^/]+",
+    params:
+        python=f"{ENGINE_VENV}/bin/python",
+        source=lambda wildcards, input: json.loads(Path(input.build).read_text())["source_dir"],
+        model=lambda wildcards: f"resources/models/{wildcards.name}",
+    log:
+        "logs/engine/{name}.gguf.log",
+    conda:
+        "../envs/bracket.yaml"
+    shell:
+        "{params.python} {input.converter} {params.source} {params.model} {output} > {log} 2>&1"

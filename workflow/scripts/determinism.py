@@ -1,11 +1,11 @@
 """The batch-1 vs batch-2 determinism control in a fresh server (rule `determinism_control`)."""
 import sys
 
-from bracket import config, determinism, runner
+from bracket import config, determinism, embedded, runner
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log.control):
-    cfg = config.load(snakemake.params.experiment)
+    cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
     try:
         result = determinism.run_control(cfg, snakemake.wildcards.exp, model=snakemake.params.model,
                                          python=snakemake.params.python, root=snakemake.params.root,

@@ -2,14 +2,14 @@
 import socket
 import sys
 
-from bracket import config, design, runner, secrets
+from bracket import config, design, embedded, runner, secrets
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.
 with rule_log(snakemake.log.block):
     exp = snakemake.wildcards.exp
     k = int(snakemake.wildcards.k)
-    cfg = config.load(snakemake.params.experiment)
+    cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
     blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
     try:
         runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,

@@ -161,6 +161,8 @@ class Engine:
         after = self.spec_counters(get_text(http, base + "/metrics") or "") if speculative else None
         self.adjust(m, kept)
         spec = self.spec_from_stream(kept) if speculative else None
+        if spec is not None and before is not None and after is not None:
+            spec = self.reconcile(spec, before, after)
         if spec is None and before is not None and after is not None:
             spec = SpecFields.from_counts(verify_steps=after.drafts - before.drafts,
                                           accepted=after.accepted - before.accepted,
@@ -170,6 +172,10 @@ class Engine:
 
     def adjust(self, m: Measurement, events: list[dict]) -> None:
         """Fill what the shared client could not read from an engine's extras (llama.cpp's cache_n)."""
+
+    def reconcile(self, spec: SpecFields, before: SpecCounters, after: SpecCounters) -> SpecFields:
+        """Check the response's own speculative values against the /metrics deltas of the same request."""
+        return spec
 
     # ---- cache and provenance -------------------------------------------------------------------------
     def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:

@@ -14,6 +14,11 @@ from before the rename take `-md` / `--draft-max` instead: pass those in arms.X.
 
 from __future__ import annotations
 
+import json
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
 import httpx
 
 from bracket.client import Measurement
@@ -43,6 +48,41 @@ def spec_from_timings(timings: dict) -> SpecFields | None:
     steps = n - 1 - accepted if n is not None and n - 1 - accepted > 0 else None
     return SpecFields.from_counts(verify_steps=steps, accepted=accepted, draft_tokens=drafted,
                                   source="response timings (verify steps = predicted_n - 1 - draft_n_accepted)")
+
+
+def spec_argv(spec: dict) -> list[str]:
+    """Speculative flags of this llama.cpp (llama-cpp-python 0.3.36's vendored source, docs/llamacpp.md).
+
+    ngram-simple drafts size_m tokens after a match of size_n tokens: draft_tokens and
+    prompt_lookup_max. ngram-mod drafts between n-min and n-max tokens; its default n-min (48)
+    exceeds any useful n-max, so it would never draft: n-min is set to 1. A draft model drafts
+    up to --spec-draft-n-max tokens.
+    """
+    method = spec.get("engine_method") or METHODS[spec["method"]]
+    n = str(spec["draft_tokens"])
+    argv = ["--spec-type", method]
+    if spec.get("model"):
+        argv += ["--spec-draft-model", spec["model"]]
+    if method == "ngram-simple":
+        argv += ["--spec-ngram-simple-size-n", str(spec.get("prompt_lookup_max") or 3), "--spec-ngram-simple-size-m", n]
+    elif method == "ngram-mod":
+        argv += ["--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", n]
+    return argv + ["--spec-draft-n-max", n]
+
+
+def build_record(executable: str | None) -> dict | None:
+    """The record the workflow's llama.cpp build left beside its llama-server (build_llamacpp.sh), if any."""
+    if not executable:
+        return None
+    try:
+        exe = Path(executable).resolve()
+        for parent in list(exe.parents)[:3]:
+            f = parent / "build.json"
+            if f.is_file():
+                return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def last_timings(events: list[dict]) -> dict | None:
@@ -83,15 +123,17 @@ class LlamaCpp(Engine):
             argv += ["--batch-size", str(s["chunked_prefill"])]
         spec = arm.get("speculative")
         if spec:
-            argv += ["--spec-type", spec.get("engine_method") or METHODS[spec["method"]]]
-            if spec.get("model"):
-                argv += ["--spec-draft-model", spec["model"]]
-            argv += ["--spec-draft-n-max", str(spec["draft_tokens"])]
+            argv += spec_argv(spec)
+        self.executable = argv[0]
         return argv + list(eng["args"]) + list(arm.get("args", []))
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+        # One slot keeps the previous prompt's KV: without cache_prompt false, the first token or two
+        # that every prompt shares are reused (cached_tokens 1-2, measured on the H200), and the cache
+        # guard rightly rejects the run. Prefix caching is measured only when an arm asks for it.
+        caching = ((arm or {}).get("server") or {}).get("prefix_caching") is True
         return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
-                "ignore_eos": True, "top_k": 0, **neutral_sampling(request),
+                "ignore_eos": True, "top_k": 0, **neutral_sampling(request), "cache_prompt": caching,
                 "stream": True, "stream_options": {"include_usage": True}}
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
@@ -99,6 +141,24 @@ class LlamaCpp(Engine):
         if DRAFTS not in s:
             return None
         return SpecCounters(drafts=s[DRAFTS], draft_tokens=s.get(DRAFT_TOKENS, 0.0), accepted=s.get(ACCEPTED, 0.0))
+
+    def reconcile(self, spec: SpecFields, before: SpecCounters, after: SpecCounters) -> SpecFields:
+        """timings' draft_n / draft_n_accepted against the /metrics deltas of the same request.
+
+        Single stream: the deltas are this request's. They must be equal; where they are not, the
+        counters win (they are what the server's own monitoring reports) and a warning says so.
+        """
+        drafted, accepted = after.draft_tokens - before.draft_tokens, after.accepted - before.accepted
+        if spec.draft_tokens == drafted and spec.accepted_tokens == accepted:
+            return replace(spec, source=f"{spec.source}; /metrics deltas agree")
+        warnings.warn(f"llama.cpp timings report {spec.draft_tokens} drafted / {spec.accepted_tokens} accepted, "
+                      f"its /metrics deltas {drafted:.0f} / {accepted:.0f}; the /metrics values are kept",
+                      stacklevel=2)
+        # Every token is a target token or an accepted draft: the steps follow from the accepted count.
+        steps = (spec.verify_steps + spec.accepted_tokens - accepted if spec.verify_steps is not None
+                 and spec.accepted_tokens is not None else after.drafts - before.drafts)
+        return SpecFields.from_counts(verify_steps=steps, accepted=accepted, draft_tokens=drafted,
+                                      source="/metrics deltas (timings disagreed)")
 
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         t = last_timings(events)
@@ -121,6 +181,9 @@ class LlamaCpp(Engine):
                 r = http.post(f"{base}/slots/{sid}?action=erase", timeout=30.0)
             except httpx.HTTPError as exc:
                 return f"failed on slot {sid}: {type(exc).__name__}"
+            if r.status_code == 501:  # measured: slot actions, erase included, need a save path
+                return ("not available: llama-server runs slot actions (erase included) only when started with "
+                        "--slot-save-path DIR")
             if r.status_code != 200:
                 return f"failed on slot {sid}: HTTP {r.status_code}"
             erased.append(sid)
@@ -128,5 +191,11 @@ class LlamaCpp(Engine):
 
     def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
         props = get_json(http, base + "/props")
-        version = props.get("build_info") if isinstance(props, dict) else None
-        return {"engine_version": version, "server_info": props if isinstance(props, dict) else None}
+        build_info = props.get("build_info") if isinstance(props, dict) else None
+        out = {"engine_version": build_info, "server_info": props if isinstance(props, dict) else None}
+        build = build_record(getattr(self, "executable", None))
+        if build:
+            # A source tree without git reports b0-unknown: the sdist's version is the version.
+            out["engine_version"] = f"llama.cpp from llama-cpp-python {build['version']} sdist ({build['backend']})"
+            out["engine_build"] = build
+        return out

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bracket on a lent H200: build llama.cpp with CUDA, write a Qwen3-8B-shaped GGUF, and run the
+# experiment bench/h200/h200_llamacpp.yaml through the workflow itself (Snakemake, native launch).
+#
+# Usage, from a folder holding repo/ (a copy of this repository), llama-src.tar.gz (the llama.cpp
+# source of the llama-cpp-python 0.3.36 sdist, trimmed) and whl/ (wheels of what the image lacks):
+#     bash repo/bench/h200/run.sh LIMIT_S
+# Idempotent: a second call on the same machine finds the build, the GGUF and the blocks already
+# done and resumes (Snakemake). Results go to $OUT as they are made.
+set -uo pipefail
+limit="${1:-540}"
+t0=$(date +%s)
+here="$(pwd)"; repo="$here/repo"
+out="${OUT:-$here/out}"; mkdir -p "$out"
+export BRACKET_CACHE=/tmp/bcache PYTHONUNBUFFERED=1
+cache="$BRACKET_CACHE/llama.cpp"; src="$cache/src-0.3.36"
+gguf=/tmp/bgpu/qwen3-8b-shaped-f16.gguf
+left() { echo $(( limit - ($(date +%s) - t0) )); }
+say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/steps.log"; }
+
+say "host $(hostname); $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+if [ ! -f /tmp/site/.done ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site whl/*.whl \
+    && touch /tmp/site/.done
+  say "wheels installed: $(ls whl | wc -l)"
+fi
+export PYTHONPATH="/tmp/site:$repo/workflow:$src/gguf-py"
+export PATH="/tmp/site/bin:/usr/local/cuda/bin:$PATH"
+if [ ! -f "$src/CMakeLists.txt" ]; then
+  mkdir -p "$cache" && tar -xzf llama-src.tar.gz -C "$cache" && say "source unpacked: $src"
+fi
+
+# The CUDA build and the GGUF in parallel, each in its own session so that a call ending early
+# does not stop them (a later call on the same machine waits for them and resumes).
+record="$repo/resources/engines/llama.cpp-0.3.36/build.json"
+if [ ! -f "$record" ]; then
+  setsid bash "$repo/workflow/scripts/build_llamacpp.sh" 0.3.36 auto 16 "$record" > "$out/build.log" 2>&1 < /dev/null &
+fi
+if [ ! -f "$gguf" ] && [ ! -f "$gguf.writing" ]; then
+  mkdir -p /tmp/bgpu && touch "$gguf.writing"
+  setsid bash -c "python3 '$repo/bench/h200/write_gguf.py' '$src' '$gguf.tmp' --shape 8b && mv '$gguf.tmp' '$gguf'; rm -f '$gguf.writing'" \
+    > "$out/gguf.log" 2>&1 < /dev/null &
+fi
+mkdir -p /tmp/bgpu
+# The copy probe while the CPUs build (it needs only the GPU): the measured side of the ceiling.
+if [ ! -f "$out/bandwidth_probe.json" ] && [ ! -f /tmp/bgpu/bandwidth_probe.json ]; then
+  (cd "$repo" && python3 bench/bandwidth_probe.py --json /tmp/bgpu/bandwidth_probe.json > "$out/bandwidth_probe.log" 2>&1)
+  say "bandwidth probe: $(tail -3 "$out/bandwidth_probe.log" | tr '\n' ' ')"
+fi
+cp /tmp/bgpu/bandwidth_probe.json "$out/" 2>/dev/null
+while [ ! -f "$record" ] || [ ! -f "$gguf" ]; do
+  if [ "$(left)" -lt 30 ]; then say "out of time waiting for the build or the GGUF"; exit 3; fi
+  if [ -f "$gguf.writing" ] || pgrep -f build_llamacpp.sh > /dev/null || [ -f "$gguf" ]; then sleep 5; else
+    say "the build or the GGUF writer stopped without a result"; tail -20 "$out/build.log" "$out/gguf.log"; exit 4; fi
+done
+say "build: $(python3 -c "import json; d=json.load(open('$record')); print(d['backend'], d['build_seconds'], 's', d['cmake_options'])")"
+say "gguf: $(ls -la $gguf)"
+
+cd "$repo"
+cp bench/h200/h200_llamacpp.yaml experiments/
+budget=$(( $(left) - 45 ))
+say "snakemake with ${budget} s left"
+timeout "$budget" python3 -m snakemake --cores 1 --scheduler greedy --keep-going h200_llamacpp > "$out/snakemake.log" 2>&1
+say "snakemake exit $?"
+tar -czf "$out/h200_results.tar.gz" results/h200_llamacpp logs report/h200_llamacpp resources/engines 2>/dev/null
+cp "$record" "$out/build.json" 2>/dev/null
+say "done; results packed ($(du -h "$out/h200_results.tar.gz" | cut -f1))"

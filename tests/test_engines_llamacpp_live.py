@@ -1,0 +1,149 @@
+"""The llama.cpp adapter against a real llama-server: the CPU build the workflow makes.
+
+The build comes from workflow/scripts/build_llamacpp.sh (the llama-cpp-python sdist's vendored
+llama.cpp), cached under ~/.cache/bracket/llama.cpp by version and options: the first run on a
+machine builds it (about 11 minutes on 2 idle cores), later runs and clones reuse it. The model is
+a tiny Qwen3-shaped GGUF with random weights (bench/h200/write_gguf.py --shape tiny) for launch,
+readiness, provenance and the cache and length guards, and the embedded trained model converted to
+GGUF (as the workflow does) for per-request acceptance against the /metrics deltas. GPU parts are not exercised here: the CPU build is
+forced, so a machine without a GPU runs every test and a machine with one runs the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import httpx
+import pytest
+
+from bracket import config, embedded, engines
+from bracket.client import get_text
+from bracket.engines import launch, provenance
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+PORT = 8053
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    record = tmp_path_factory.mktemp("llamacpp") / "build.json"
+    proc = subprocess.run(["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION,
+                           "cpu", "2", str(record)], capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(record.read_text())
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(llama_server, tmp_path_factory):
+    """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
+    out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/h200/write_gguf.py"), llama_server["source_dir"],
+                           str(out), "--shape", "tiny"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
+    """The embedded tiny model, converted as the workflow's embedded_gguf rule does: its greedy output
+    repeats itself, so ngram lookups find matches (random weights never do)."""
+    engine, model = embedded_engine
+    out = tmp_path_factory.mktemp("gguf") / "embedded.gguf"
+    proc = subprocess.run([str(engine / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+                           llama_server["source_dir"], str(model), str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)
+
+
+def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> dict:
+    return config.validate({"engine": {"kind": "llamacpp", "embedded": False, "model": "unused", "port": PORT,
+                                       "executable": server["llama_server"], "startup_timeout_s": 120,
+                                       "args": ["--ctx-size", "1024", "--threads", "2", "--slots"]},
+                            "arms": arms, "request": {"max_tokens": max_tokens, "timeout_s": 120}})
+
+
+def _serve(cfg, arm_name, model, tmp_path):
+    adapter = engines.get("llamacpp")
+    arm = cfg["arms"][arm_name]
+    argv = launch.server_argv(cfg, adapter, arm, model, "unused", name="unused")
+    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
+                                log_path=tmp_path / "server.log", base_url=launch.base_url(cfg), secret_names=[])
+    return adapter, arm, argv, server
+
+
+PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+           "The quick brown fox jumps over the lazy dog. The quick brown fox",
+           "import os\nimport sys\nimport json\nimport"]
+
+
+def test_launch_readiness_provenance_and_the_guards(llama_server, tiny_gguf, tmp_path):
+    cfg = _cfg(llama_server, {"plain": {}, "cached": {"server": {"prefix_caching": True}}})
+    adapter, arm, argv, server = _serve(cfg, "plain", tiny_gguf, tmp_path)
+    assert argv[0] == llama_server["llama_server"] and "--spec-type" not in argv
+    base = launch.base_url(cfg)
+    with server, httpx.Client(timeout=30) as http:
+        assert server.wait_ready(60) < 60
+        meta = provenance.collect(cfg, adapter, http, base, "bracket-model", tiny_gguf)
+        assert meta["engine_version"] == f"llama.cpp from llama-cpp-python {embedded.LLAMACPP_VERSION} sdist (cpu)"
+        assert meta["engine_build"]["cmake_options"][:2] == ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_OPENSSL=OFF"]
+        assert meta["engine_build"]["sdist_sha256"] and len(meta["engine_build"]["sdist_sha256"]) == 64
+        assert meta["server_info"]["build_info"]  # what the server itself says (b0-unknown: no git in the sdist)
+        # Cache guard: each prompt shares its first tokens with the one before; the slot would reuse them.
+        for i, prompt in enumerate(PROMPTS):
+            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm).measurement
+            # Length guard: ignore_eos pins the output length.
+            assert (m.error, m.completion_tokens, m.finish_reason, m.cached_tokens) == (None, 32, "length", 0)
+        # Asked for, the cache is used, and the record says so (the collect step then rejects the run).
+        same = "[run 9] " + PROMPTS[0]
+        adapter.measure(http, base, "bracket-model", same, cfg["request"], 1234, cfg["arms"]["cached"])
+        again = adapter.measure(http, base, "bracket-model", same, cfg["request"], 1234, cfg["arms"]["cached"])
+        assert again.measurement.cached_tokens > 0
+        assert "--slot-save-path" in adapter.flush_cache(http, base, "bracket-model")
+    assert not server.alive()
+    # With a save path, the slot is erased (attach mode flushes this way between blocks).
+    cfg["engine"]["args"] += ["--slot-save-path", str(tmp_path)]
+    adapter, arm, argv, server = _serve(cfg, "plain", tiny_gguf, tmp_path)
+    with server, httpx.Client(timeout=30) as http:
+        server.wait_ready(60)
+        assert adapter.flush_cache(http, base, "bracket-model") == "flushed (slots 0 erased)"
+
+
+@pytest.mark.parametrize("spec", [
+    {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8},
+    {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 2},
+    {"method": "draft_model", "draft_tokens": 4, "model": "SELF"},
+], ids=["ngram-mod", "ngram-simple", "draft-model"])
+def test_acceptance_from_timings_matches_the_metrics_deltas(llama_server, trained_gguf, tmp_path, spec):
+    spec = {**spec, "model": trained_gguf} if spec.get("model") == "SELF" else spec
+    cfg = _cfg(llama_server, {"spec": {"speculative": spec}}, max_tokens=96)
+    adapter, arm, argv, server = _serve(cfg, "spec", trained_gguf, tmp_path)
+    base = launch.base_url(cfg)
+    drafted = 0
+    with server, httpx.Client(timeout=30) as http, warnings.catch_warnings():
+        warnings.simplefilter("error")  # a disagreement between timings and /metrics is a warning: fail on it
+        server.wait_ready(60)
+        slots = http.get(base + "/slots").json()
+        assert slots[0]["speculative"] is True
+        for i, prompt in enumerate(PROMPTS):
+            before = adapter.spec_counters(get_text(http, base + "/metrics"))
+            out = adapter.measure(http, base, "bracket-model", f"[{i}] {prompt}", cfg["request"], 1234, arm)
+            after = adapter.spec_counters(get_text(http, base + "/metrics"))
+            m, s = out.measurement, out.spec
+            assert (m.error, m.completion_tokens, m.cached_tokens) == (None, 96, 0)
+            if after.draft_tokens == before.draft_tokens:
+                assert s.draft_tokens in (None, 0)  # timings omit draft_n when nothing was drafted
+                continue
+            drafted += s.draft_tokens
+            assert s.source.endswith("/metrics deltas agree")
+            assert s.draft_tokens == after.draft_tokens - before.draft_tokens
+            assert s.accepted_tokens == after.accepted - before.accepted
+            # Each target step yields one token plus the drafts it accepted; the prefill yields the first.
+            assert s.verify_steps + s.accepted_tokens == m.completion_tokens - 1
+            assert 1.0 <= s.acceptance_length <= 1 + spec["draft_tokens"]
+    assert drafted > 0, "no request drafted anything: the arm's flags did not turn speculation on"
