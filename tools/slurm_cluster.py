@@ -2,16 +2,18 @@
 """A real one-node SLURM cluster on this machine, to try the slurm profile (and to test it).
 
     sudo apt-get install slurmctld slurmd slurm-client munge            # Debian 12: SLURM 22.05
-    sudo apt-get install slurmdbd mariadb-server                        # optional: sacct's database
-    sudo python3 tools/slurm_cluster.py up --dir /tmp/bracket-slurm --gpus 2 --accounting
-    export SLURM_CONF=/tmp/bracket-slurm/etc/slurm.conf                 # printed by `up`
-    snakemake --profile workflow/profiles/slurm draft_sweep
-    sudo python3 tools/slurm_cluster.py down --dir /tmp/bracket-slurm   # stops every daemon and job
+    sudo apt-get install slurmdbd mariadb-server                        # for --accounting (sacct)
+    sudo python3 tools/slurm_cluster.py up --gpus 2 --accounting        # in /tmp/bracket-slurm
+    snakemake --profile workflow/profiles/slurm smoke                   # every job through sbatch
+    sacct -a -X -o JobID,Comment%40,State,AllocTRES%50,ReqMem,Timelimit,NodeList
+    sudo python3 tools/slurm_cluster.py down                            # stops every job and daemon
 
 Everything lives in one folder: the munge key and socket, slurm.conf (loopback, this machine's
 cores and memory from `slurmd -C`, one partition), a gres.conf with GPUs that exist only on paper
 when --gpus is given (SLURM schedules and accounts them; no device is bound), state, spool and
-logs. Nothing in /etc is read or written, the ports are free ones picked at start, and the
+logs. The one file outside it is a link, /etc/slurm/slurm.conf, to the folder's slurm.conf: inside a
+job, the executor plugin's `srun` finds the cluster only there (see DEFAULT_CONF); `up` refuses to
+replace a real one, and `down` removes the link. The ports are free ones picked at start, and the
 daemons run in the foreground of their own sessions, so `down` (or the test fixture) stops them
 and the cluster leaves nothing running. With --accounting, a private MariaDB and slurmdbd keep
 the job records that `sacct` reads, with an account (`bracket`) that sbatch's -A must name;
@@ -222,7 +224,7 @@ class Cluster:
     def _spawn(self, name: str, argv: list[str], env: dict | None = None):
         log = open(self.dir / "log" / f"{name}.out", "ab")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env or self.env())
+                                start_new_session=True, env=env or self.env(), cwd=self.dir / "run")
         log.close()
         self.pids[name] = proc.pid
         self._save()
