@@ -172,6 +172,10 @@ class Cluster:
         if (self.dir / STATE).exists():
             raise ClusterError(f"{self.dir} holds a cluster already; stop it first: "
                                f"{sys.argv[0]} down --dir {self.dir}")
+        for parent in self.dir.parents:
+            if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH:
+                raise ClusterError(f"{parent} is closed to other users (no o+x), and munged refuses a socket "
+                                   f"below it: choose a --dir elsewhere (for example under /tmp)")
         for sub in ("etc", "munge", "state", "spool", "run", "log"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
