@@ -12,8 +12,8 @@ as a local run, and the article. Stopping the cluster must leave no daemon or jo
 
 Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mariadb-server
 (.ci/run installs them); without them every test here is skipped with the command to install.
-Run alone: `pytest -m slurm` (6.5 minutes on a loaded 2-core machine, of which the cluster
-starts in about 15 s and the sweep, 12 jobs, takes about 6 min).
+Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine (two runs: 213 s and
+393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s).
 """
 
 import csv
