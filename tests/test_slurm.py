@@ -1,0 +1,260 @@
+"""The embedded sweep through a real SLURM cluster: `snakemake --profile workflow/profiles/slurm`.
+
+The fixture brings up a one-node cluster on this machine with tools/slurm_cluster.py: a private
+munged, MariaDB and slurmdbd (so `sacct` has records), slurmctld and slurmd, a `debug` partition,
+an account `bracket`, and one GPU that exists only on paper (GRES, so `--gpus` is scheduled and
+accounted). A short two-arm, two-round experiment then runs through the shipped profile, with
+the site settings a user would add (account, partition) written into the copy's profile, and
+every job is a real sbatch submission. The checks read the controller's own records: one job per
+block with the requested memory, GPU, time limit, node and whole node, blocks one at a time and
+in schedule order, the logs where the profile's README says they are, results of the same shape
+as a local run, and the article. Stopping the cluster must leave no daemon or job behind.
+
+Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mariadb-server
+(.ci/run installs them); without them every test here is skipped with the command to install.
+Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine (two runs: 213 s and
+393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s).
+"""
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from bracket import design
+
+from bracket.embedded import ENGINE_VENV
+from conftest import ROOT, SMOKE_MODEL
+from test_executor import engine_processes, snakemake, workflow_copy
+
+sys.path.insert(0, str(ROOT / "tools"))
+import slurm_cluster  # noqa: E402
+
+pytestmark = pytest.mark.slurm
+
+EXP = "slurmsweep"
+PORT = 8063
+NODE = "node1"
+SWEEP = """\
+title: "Two arms through SLURM"
+engine: {kind: vllm, embedded: true, port: %d}
+arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}
+hosts: [%s]
+workloads: {code: {prompts: experiments/prompts/code.jsonl}}
+design: {kind: abab, rounds: 2, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}
+request: {max_tokens: 16}
+cluster: {gpus: 1, mem_mb: 3000, runtime_min: 15}
+analysis: {bootstrap_resamples: 200}
+hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
+""" % (PORT, NODE)
+BLOCKS = 4
+DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "slurmstepd")
+SACCT_FIELDS = ("JobID", "JobName", "Comment", "State", "ExitCode", "Account", "Partition", "NodeList",
+                "AllocCPUS", "ReqMem", "AllocTRES", "Timelimit", "Start", "End")
+
+
+def _missing_tools() -> str:
+    if os.geteuid() != 0:
+        return "the SLURM daemons must run as root"
+    try:
+        for name in ("slurmctld", "slurmd", "sbatch", "munged"):
+            slurm_cluster._which(name, slurm_cluster.PACKAGES)
+        for name in ("slurmdbd", "mariadbd"):
+            slurm_cluster._which(name, slurm_cluster.ACCOUNTING_PACKAGES)
+    except slurm_cluster.ClusterError as e:
+        return str(e)
+    return ""
+
+
+def _alive(pids) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _slurm_processes(root: Path) -> list[str]:
+    """SLURM daemons and job steps that work in this cluster's folder, and any engine of the sweep."""
+    found = []
+    for p in psutil.process_iter(["pid", "name", "cmdline", "cwd"]):
+        text = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
+        if p.info["name"] in DAEMONS and str(root) in text and p.info["pid"] in _alive([p.info["pid"]]):
+            found.append(f"{p.info['pid']} {p.info['name']}")
+    return found + [f"{pid} engine" for pid in engine_processes(PORT)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = _missing_tools()
+    if why:
+        pytest.skip(f"no SLURM here ({why}); install it as root: apt-get install "
+                    f"{slurm_cluster.PACKAGES} {slurm_cluster.ACCOUNTING_PACKAGES}")
+    # not under pytest's folders: munged wants every folder above its socket open to all
+    root = Path(tempfile.mkdtemp(prefix="bracket-slurm-"))
+    c = slurm_cluster.Cluster(root, node=NODE, gpus=1, accounting=True)
+    try:
+        c.start()
+        pids = dict(c.pids)
+        assert set(pids) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
+        yield c
+        c.stop()
+        assert _alive(pids.values()) == [] and _slurm_processes(c.dir) == []
+        assert not slurm_cluster.DEFAULT_CONF.is_symlink()
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def prebuilt_resources(root: Path, engine: Path, model: Path):
+    """resources/ of the copy: the engine and model the embedded_engine fixture found, linked (the sweep
+    must never build them, least of all as SLURM jobs writing into a shared folder)."""
+    (root / "resources").unlink()
+    for target, link in ((engine, ENGINE_VENV), (model, SMOKE_MODEL)):
+        (root / link).parent.mkdir(parents=True, exist_ok=True)
+        (root / link).symlink_to(Path(target).resolve())
+
+
+def site_profile(root: Path):
+    """What a user adds to workflow/profiles/slurm for their site: account and partition."""
+    path = root / "workflow" / "profiles" / "slurm" / "config.yaml"
+    profile = yaml.safe_load(path.read_text())
+    profile["default-resources"].update(slurm_account=slurm_cluster.ACCOUNT,
+                                        slurm_partition=slurm_cluster.PARTITION)
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory, embedded_engine):
+    if engine_processes(PORT):
+        pytest.fail(f"an engine already listens on port {PORT}; stop it first")
+    root = workflow_copy(tmp_path_factory.mktemp("slurmrun"), {EXP: SWEEP})
+    prebuilt_resources(root, *embedded_engine)
+    site_profile(root)
+    # No SLURM_CONF: like most sites, the cluster is found at /etc/slurm/slurm.conf.
+    saved = os.environ.pop("SLURM_CONF", None)
+    try:
+        t0 = time.monotonic()
+        # Status every few seconds instead of the profile's 40 s (a test waits for every step).
+        proc = snakemake(root, "--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
+                         "3", f"report/{EXP}/article.html", timeout=2400)
+        took = time.monotonic() - t0
+    finally:
+        if saved is not None:
+            os.environ["SLURM_CONF"] = saved
+    out = cluster.run("sacct", "-a", "-X", "-P", "--noheader", "-S", "now-1days", "-o",
+                      ",".join(f"{f}%200" if f == "Comment" else f for f in SACCT_FIELDS)).stdout
+    jobs = list(csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|"))
+    print(f"sweep through SLURM: {took:.0f} s, {len(jobs)} jobs")
+    return root, proc, jobs
+
+
+def _blocks(jobs: list[dict]) -> dict[int, list[dict]]:
+    by_k: dict[int, list[dict]] = {}
+    for j in jobs:
+        m = re.fullmatch(rf"rule_block_wildcards_{EXP}_(\d+)", j["Comment"])
+        if m:
+            by_k.setdefault(int(m.group(1)), []).append(j)
+    return by_k
+
+
+def _t(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
+
+
+def test_sweep_reaches_its_article_through_sbatch(slurm_run):
+    root, proc, jobs = slurm_run
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-8000:]
+    assert (root / "report" / EXP / "article.html").stat().st_size > 0
+    submitted = re.findall(r"Job \d+ has been submitted with SLURM jobid (\d+)", out)
+    assert submitted and sorted(submitted, key=int) == sorted((j["JobID"] for j in jobs), key=int)
+    assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
+    # every rule of the run, not only the blocks, went through sbatch: nothing ran in snakemake
+    rules = {re.match(r"rule_(\w+?)(_wildcards_|$)", j["Comment"]).group(1) for j in jobs}
+    assert {"plan", "block", "collect", "analyze", "report"} <= rules, rules
+    assert all(j["Account"] == slurm_cluster.ACCOUNT and j["Partition"] == slurm_cluster.PARTITION for j in jobs)
+    assert engine_processes(PORT) == []  # every block stopped its server
+
+
+def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, cluster):
+    root, proc, jobs = slurm_run
+    assert proc.returncode == 0
+    blocks = _blocks(jobs)
+    assert sorted(blocks) == list(range(BLOCKS)) and all(len(v) == 1 for v in blocks.values()), blocks
+    cpus = slurm_cluster.machine()["CPUs"]
+    for k, (job,) in blocks.items():
+        # cluster: {gpus: 1, mem_mb: 3000, runtime_min: 15}; hosts: [node1]; exclusive by default
+        assert job["NodeList"] == NODE
+        assert job["ReqMem"] == "3000M"
+        assert "gres/gpu=1" in job["AllocTRES"].split(","), job["AllocTRES"]
+        assert job["Timelimit"] == "00:15:00"
+        assert int(job["AllocCPUS"]) == cpus  # --exclusive: the whole node, not the one CPU asked for
+    # the controller's view of one block, while it still remembers it (MinJobAge)
+    show = cluster.run("scontrol", "show", "job", blocks[0][0]["JobID"]).stdout
+    assert "OverSubscribe=NO" in show and f"ReqNodeList={NODE}" in show and "TresPerJob=gres:gpu:1" in show
+    others = [j for j in jobs if not j["Comment"].startswith("rule_block_")]
+    assert others and all(j["ReqMem"] == "4000M" and j["Timelimit"] == "00:30:00" for j in others)
+
+
+def test_blocks_ran_one_at_a_time_in_schedule_order(slurm_run):
+    root, proc, jobs = slurm_run
+    assert proc.returncode == 0
+    blocks = _blocks(jobs)
+    spans = [(_t(blocks[k][0]["Start"]), _t(blocks[k][0]["End"])) for k in range(BLOCKS)]
+    for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+        assert e0 <= s1, spans  # no overlap, and block k before block k+1
+    metas = [json.loads((root / "results" / EXP / "raw" / f"block-{k}.meta.json").read_text())
+             for k in range(BLOCKS)]
+    assert all(m["status"] == "complete" for m in metas)
+    assert all(b["started_at"] > a["ended_at"] for a, b in zip(metas, metas[1:]))
+    assert len({m["pid"] for m in metas}) == BLOCKS  # a fresh server per block
+
+
+def test_logs_are_where_the_profile_readme_says(slurm_run):
+    root, proc, jobs = slurm_run
+    assert proc.returncode == 0
+    readme = (ROOT / "workflow" / "profiles" / "slurm" / "README.md").read_text()
+    assert "logs/slurm/rule_block/EXPERIMENT_K/JOBID.log" in readme
+    for k, (job,) in _blocks(jobs).items():
+        log = root / "logs" / "slurm" / "rule_block" / f"{EXP}_{k}" / f"{job['JobID']}.log"
+        assert log.exists(), sorted(str(p.relative_to(root)) for p in (root / "logs").rglob("*.log"))
+        assert "Finished job" in log.read_text() or "1 of 1 steps (100%) done" in log.read_text()
+        assert (root / "logs" / EXP / "server" / f"block-{k}.log").stat().st_size > 0
+
+
+def test_results_have_the_shape_of_a_local_run(slurm_run):
+    root, proc, jobs = slurm_run
+    assert proc.returncode == 0
+    res = root / "results" / EXP
+    assert design.read(res / "schedule.csv") == design.draw_hosts(["baseline", "ngram_4"], "baseline", "abab",
+                                                                   2, 1, [NODE])
+    runs = pd.read_csv(res / "runs.csv")
+    assert len(runs) == BLOCKS * (1 + 2) and runs.loc[~runs["warmup"], "valid"].all()
+    assert set(runs["host"]) == {NODE}
+    assert (runs.loc[~runs["warmup"], "completion_tokens"] == 16).all()
+    # every file the workflow declares for the article exists, and no other under results/
+    summary = snakemake(root, "--summary", "--cores", "1", f"report/{EXP}/article.html")
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    rows = [line.split("\t") for line in summary.stdout.splitlines()[1:] if line.strip()]
+    declared = {r[0] for r in rows}
+    assert not [r for r in rows if r[0].startswith(("results/", "report/")) and "missing" in r]
+    written = {str(p.relative_to(root)) for p in res.rglob("*") if p.is_file()}
+    assert written <= declared, sorted(written - declared)
+    stats = json.loads((res / "stats.json").read_text())
+    assert {"baseline", "ngram_4"} <= set(json.dumps(stats).split('"'))
