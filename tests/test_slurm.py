@@ -198,7 +198,7 @@ def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, c
     blocks = _blocks(jobs)
     assert sorted(blocks) == list(range(BLOCKS)) and all(len(v) == 1 for v in blocks.values()), blocks
     cpus = slurm_cluster.machine()["CPUs"]
-    for k, (job,) in blocks.items():
+    for (job,) in blocks.values():
         # cluster: {gpus: 1, mem_mb: 3000, runtime_min: 15}; hosts: [node1]; exclusive by default
         assert job["NodeList"] == NODE
         assert job["ReqMem"] == "3000M"
@@ -217,7 +217,7 @@ def test_blocks_ran_one_at_a_time_in_schedule_order(slurm_run):
     assert proc.returncode == 0
     blocks = _blocks(jobs)
     spans = [(_t(blocks[k][0]["Start"]), _t(blocks[k][0]["End"])) for k in range(BLOCKS)]
-    for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+    for (_s0, e0), (s1, _e1) in zip(spans, spans[1:]):
         assert e0 <= s1, spans  # no overlap, and block k before block k+1
     metas = [json.loads((root / "results" / EXP / "raw" / f"block-{k}.meta.json").read_text())
              for k in range(BLOCKS)]

@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import stat
@@ -110,7 +108,7 @@ def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting:
         "MinJobAge=3600",  # `scontrol show job` and squeue keep finished jobs for an hour
         "SlurmdTimeout=300",
         "MailProg=/bin/true",
-        f"JobCompType=jobcomp/filetxt",  # one line per finished job, with or without a database
+        "JobCompType=jobcomp/filetxt",  # one line per finished job, with or without a database
         f"JobCompLoc={d}/log/jobcomp.txt",
     ]
     if accounting:
