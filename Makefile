@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP_QUIET := 2>&1 | grep -v -e "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: env draft_sweep test lint clean
+.PHONY: env draft_sweep test test-fast lint clean
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -20,6 +20,11 @@ draft_sweep: env
 
 test: env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+# Unit and property tests only (no engine, server, Snakemake, browser or install): under a minute.
+FAST := not engine and not integration and not slow and not slurm
+test-fast: env
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
 
 # ruff on every Python file, and Snakemake's own linter on the workflow (CI runs both: .ci/run).
 lint: env

@@ -13,6 +13,8 @@ from test_report import CHROMIUM, Chromium, data, rendered  # noqa: F401 - fixtu
 
 from bracket import article
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 
 def _with_verdicts(d, verdict):
     d = article.Data(**{**d.__dict__, "stats": json.loads(json.dumps(d.stats))})

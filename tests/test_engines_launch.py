@@ -26,6 +26,8 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 from reference_server import ReferenceServer  # noqa: E402
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 FAKE = ROOT / "tests" / "data" / "engines" / "fake_docker.py"
 SECRET = "hf_bracket_test_5d2e8c"
 

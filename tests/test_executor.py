@@ -27,6 +27,8 @@ from bracket import design
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 PORT = 8061
 EXP = "hostpair"

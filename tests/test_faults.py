@@ -24,6 +24,8 @@ from bracket.stats import analyze
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 
 def test_each_bad_response_is_recorded_with_its_error_and_the_block_continues(tmp_path):
     port = fk.free_port()

@@ -11,6 +11,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 CASES = {
     "bad_yaml": ("arms: {baseline: {}\ndesign: {rounds: 2\n",
                  ["not valid YAML", "line 2, column 7", "Fix the brackets, quotes or indentation"]),

@@ -21,6 +21,8 @@ from reference_server import ReferenceProcess, truth  # noqa: E402
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 TTFT = 0.05
 TOLERANCE = 0.002  # issue 9: decode-rate error at most 0.2 %
 TRIES = 4

@@ -27,6 +27,7 @@ def no_secrets_carried_over():
     secrets.forget()
 
 
+@pytest.mark.integration
 def test_a_server_that_echoes_the_api_key_leaves_it_in_no_file_and_no_message(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BRACKET_TEST_API_KEY", fk.SECRET)
     port = fk.free_port()
@@ -48,6 +49,7 @@ def test_a_server_that_echoes_the_api_key_leaves_it_in_no_file_and_no_message(tm
     assert fk.SECRET not in out.out + out.err and "Bearer ***" in out.err
 
 
+@pytest.mark.integration
 def test_an_echoed_key_in_the_error_that_stops_a_block_is_redacted_in_the_exception(tmp_path, monkeypatch):
     monkeypatch.setenv("BRACKET_TEST_API_KEY", fk.SECRET)
     port = fk.free_port()
@@ -60,6 +62,7 @@ def test_an_echoed_key_in_the_error_that_stops_a_block_is_redacted_in_the_except
     assert fk.files_containing(tmp_path, fk.SECRET) == []
 
 
+@pytest.mark.integration
 def test_a_secret_env_value_echoed_anywhere_is_redacted_too(tmp_path, monkeypatch):
     token = "hf_bracketTestToken0123456789"
     monkeypatch.setenv("HF_TOKEN", token)
@@ -91,6 +94,7 @@ def test_names_that_are_not_secrets_stay_allowed():
     assert cfg["engine"]["env"]["TOKENIZERS_PARALLELISM"] == "false"
 
 
+@pytest.mark.integration
 def test_a_server_that_drips_tokens_is_cut_at_the_total_limit_and_recorded_as_an_error(tmp_path):
     port = fk.free_port()
     # 8 tokens, one every 0.4 s: 3.2 s of stream, never 1 s without data; the limit is 1 s in all
@@ -108,6 +112,7 @@ def test_a_server_that_drips_tokens_is_cut_at_the_total_limit_and_recorded_as_an
     assert records.tidy(recs)["valid"].tolist() == [False, False]
 
 
+@pytest.mark.integration
 def test_a_runner_killed_with_sigkill_takes_its_server_down_and_keeps_log_and_meta(tmp_path):
     port = fk.free_port()
     driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
@@ -145,6 +150,7 @@ def test_a_runner_killed_with_sigkill_takes_its_server_down_and_keeps_log_and_me
     assert json.loads(fk.attempt(tmp_path, ext="meta.json").read_text())["pid"] == server
 
 
+@pytest.mark.integration
 def test_teardown_stops_the_watchdog_and_leaves_no_process(tmp_path):
     import psutil
 
@@ -283,6 +289,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.integration
 def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
     """sh's background child gets no parent-death signal (only the group leader does): the watchdog stops it."""
     script = CLIENT.format(workflow=str(fk.ROOT / "workflow"), log=str(tmp_path / "server.log"))

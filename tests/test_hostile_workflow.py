@@ -22,6 +22,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 
 def tiny_model(folder):
     """config.json, tokenizer.json (longest token 16 bytes) and a safetensors file of three tensors."""

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bracket import eta
 from bracket.server import Server, last_line
 
@@ -28,6 +30,7 @@ def test_time_left_in_the_experiment_from_finished_blocks(tmp_path):
     assert [eta.duration(x) for x in (None, 42, 600, 7200)] == ["unknown", "42 s", "10 min", "2.0 h"]
 
 
+@pytest.mark.integration
 def test_a_loading_server_beats_with_elapsed_time_and_its_last_log_line(tmp_path, capfd):
     """A real process that logs, then never answers: the heartbeat shows its last line, masked and clean."""
     script = ("import sys, time\n"

@@ -220,6 +220,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.integration
 def test_render_writes_article_figures_and_tables(rendered):
     out = rendered["out"]
     html_text = rendered["html"].read_text()
@@ -241,6 +242,7 @@ def test_render_writes_article_figures_and_tables(rendered):
     assert "Example entry" in md  # the corrections ledger
 
 
+@pytest.mark.integration
 def test_server_text_is_escaped(rendered):
     html_text = rendered["html"].read_text()
     md = rendered["md"].read_text()
@@ -253,6 +255,7 @@ def test_server_text_is_escaped(rendered):
     assert "javascript:alert(2))" not in md.replace("\\", "") or "\\[x\\]" in md
 
 
+@pytest.mark.integration
 def test_rerender_is_fast(rendered):
     # Re-rendering reads files only; the budget on the project's 2-core machines is 20 s.
     assert rendered["seconds"] < 20, f"render took {rendered['seconds']:.1f} s"
@@ -332,6 +335,7 @@ class Chromium:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium "
                                                    "(apt-get install -y chromium) to run the browser check")
+@pytest.mark.integration
 def test_article_in_headless_chromium(rendered, tmp_path):
     browser = Chromium(Path(tempfile.mkdtemp(dir=tmp_path)))
     try:
@@ -394,6 +398,7 @@ def test_budget_table_shows_the_same_flag_per_workload(data):
     assert code["change 4 \u2192 8"] == f"{100 * (653.4400730415679 / 510.73780956534927 - 1):+.1f}%"
 
 
+@pytest.mark.integration
 def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     """A second round (the fixture's blocks again, 3 % slower, later), a cache hit, an error and an
     early stop: drift becomes measurable and every section renders without failing."""
@@ -446,6 +451,7 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     assert (tmp_path / "out" / "figures" / "run_sequence.png").is_file()
 
 
+@pytest.mark.integration
 def test_failed_block_attempts_are_reported_escaped(tmp_path):
     """A block that failed and ran again: the article names the attempt, its records and its error."""
     src = tmp_path / "probe"

@@ -204,6 +204,7 @@ def test_reproductions_section_shows_both_sessions(tmp_path):
 
 # ---------------------------------------------------------------- the rules
 
+@pytest.mark.integration
 def test_reproduce_dry_run_plans_a_bracket_beside_the_reference():
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce",

@@ -12,6 +12,8 @@ import pytest
 
 from bracket.server import Server, ServerError, port_owner
 
+pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+
 
 def free_port():
     with socket.socket() as s:

@@ -113,6 +113,7 @@ def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_byt
     assert {b.name: b.stat().st_mtime for b in sorted((res / "raw").glob("block-*.jsonl"))} == block_mtimes
 
 
+@pytest.mark.integration
 def test_a_model_path_that_does_not_exist_stops_the_run_before_any_block_in_seconds(tmp_path):
     repo = fk.repo_copy(tmp_path / "repo")
     (repo / "experiments" / "missing_model.yaml").write_text(
