@@ -159,6 +159,21 @@ def test_preflight_names_a_missing_model_and_engine_program_in_seconds(tmp_path)
     assert "not on PATH" in preflight.binary_problems(missing_python)[0]
 
 
+def test_an_arena_cell_on_an_engine_with_a_native_stream_is_refused_before_launch(tmp_path):
+    arena_wl = {"w": {"prompts": "p.jsonl"}, "arena": {"kind": "arena", "prompts": "p.jsonl", "depth": 1024}}
+    for kind, path in (("sglang", "/generate"), ("ollama", "/api/generate")):
+        cfg = config.validate({"engine": {"embedded": False, "kind": kind, "model": "Qwen/Qwen3-8B"},
+                               "arms": {"baseline": {}}, "workloads": arena_wl}, source="test")
+        [p] = preflight.arena_problems(cfg)
+        assert "'arena' is an arena cell" in p and path in p and "engine.kind: openai" in p
+        assert p in preflight.problems(cfg, tmp_path)
+    for kind, extra in (("vllm", {}), ("llamacpp", {}),
+                        ("openai", {"launch": "attach", "base_url": "http://127.0.0.1:8000"})):
+        cfg = config.validate({"engine": {"embedded": False, "kind": kind, "model": "Qwen/Qwen3-8B", **extra},
+                               "arms": {"baseline": {}}, "workloads": arena_wl}, source="test")
+        assert preflight.arena_problems(cfg) == []
+
+
 def test_bracket_weights_takes_a_hub_id_from_the_local_cache(embedded_engine, offline, capsys):
     from bracket import cli
 

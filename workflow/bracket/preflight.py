@@ -95,9 +95,27 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     return []
 
 
+def arena_problems(cfg: dict) -> list[str]:
+    """An arena cell streams OpenAI completions (bracket.arena); an engine whose adapter speaks its own
+    native stream (SGLang's /generate, Ollama's NDJSON) would give no text and no token counts, and the
+    depth calibration would fail inside the first block."""
+    from bracket import arena, engines
+
+    kind = cfg["engine"]["kind"]
+    path = engines.get(kind).request_path
+    if path == "/v1/completions":
+        return []
+    return [f"workload {name!r} is an arena cell, which bracket streams as OpenAI completions, but engine.kind "
+            f"{kind} measures through its native {path} stream; attach to the server's OpenAI-compatible "
+            f"endpoint instead (engine.kind: openai, engine.launch: attach, engine.base_url), or make {name!r} a "
+            f"single-stream workload."
+            for name, wl in cfg["workloads"].items() if arena.is_arena(wl)]
+
+
 def problems(cfg: dict, root: str | Path = ".") -> list[str]:
     """Everything wrong with this host for this experiment that can be seen without a server."""
+    found = arena_problems(cfg)
     if cfg["engine"]["embedded"]:
-        return []
+        return found
     root = Path(root)
-    return model_problems(cfg, root) + binary_problems(cfg)
+    return found + model_problems(cfg, root) + binary_problems(cfg)
