@@ -397,7 +397,8 @@ def headline_rows(d: Data) -> list[dict]:
         rows.append({"workload": wl, "arm": b["arm"], "median": b["median"], "n": b["n"], "min": b["min"],
                      "max": b["max"], "ratio": b.get("ratio_to_reference"), "ci_low": b.get("ci_low"),
                      "ci_high": b.get("ci_high"), "verdict": b.get("verdict"),
-                     "ci_level": b.get("ci_level"), "picked_from": b.get("picked_from"),
+                     "ci_level": b.get("ci_level"), "ci_basis": b.get("ci_basis"),
+                     "picked_from": b.get("picked_from"),
                      "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
                      "is_reference": b["arm"] == d.reference,
                      "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
@@ -421,7 +422,9 @@ def headline_sentence(row: dict, reference: str) -> str:
         text = (f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
                 f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
     if row["ci_low"] is not None:
-        text += f" ({ci_label(row.get('ci_level'), row.get('comparisons'))} {span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})"
+        basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
+        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'))} "
+                 f"{span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})")
     if row["ref_median"] is not None:
         text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
                  f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}")

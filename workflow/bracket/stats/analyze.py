@@ -339,9 +339,16 @@ def _best(cells, comparisons, medians, reference):
         ref = medians.get((reference, wl))
         comp = next((c for c in comparisons if c["workload"] == wl and c["candidate"] == top["arm"]), None)
         # The fastest of k arms was picked after looking: its CI is the multiplicity-adjusted one
-        # its verdict rests on (Holm over every comparison), not the unadjusted raw CI.
+        # its verdict rests on (Holm over every comparison), not the unadjusted raw CI; the ratio quoted
+        # beside it is the estimate that CI is centred on (raw or drift-adjusted, from block medians),
+        # not the ratio of the two arms' run medians, which is kept apart.
+        of_medians = top["median"] / ref if ref else None
+        if comp:
+            est = comp["drift_adjusted_ratio"] if comp["basis"] == "drift-adjusted" else comp["ratio"]
+        else:
+            est = of_medians
         best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
-                    "max": top["max"], "ratio_to_reference": top["median"] / ref if ref else None,
+                    "max": top["max"], "ratio_to_reference": est, "ratio_of_medians": of_medians,
                     "ci_low": comp["verdict_ci_low"] if comp else None,
                     "ci_high": comp["verdict_ci_high"] if comp else None,
                     "ci_level": comp["verdict_ci_level"] if comp else None,

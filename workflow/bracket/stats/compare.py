@@ -299,8 +299,8 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
     r, target = _rounds(block_var, basis_fit.estimate, band, noise_threshold, confidence)
     reason = None
     if v == UNDETERMINED:
+        # kept in undetermined_reason alone: notes are the other remarks, so nothing is said twice
         reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
-        notes.append(reason)
     if basis_fit.pooled:
         notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
     test = (f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
