@@ -10,6 +10,7 @@ server started by the test, as a user's own server would be.
 from __future__ import annotations
 
 import json
+import textwrap
 import os
 import sys
 import time
@@ -113,6 +114,50 @@ def test_a_docker_block_runs_in_a_container_reads_acceptance_and_removes_it(tmp_
     assert verbs[0] == "rm" and verbs[1] == "run" and verbs[-1] == "rm"
     assert verbs.index("stop") < len(verbs) - 1
     assert list(fake_docker.glob("*.json")) == [] and not listening(port)
+
+
+def test_a_client_killed_outright_leaves_no_container_behind(tmp_path, fake_docker):
+    """SIGKILL of the process that ran `docker run -d` runs no teardown; the container is the docker
+    daemon's, so the watchdog stops and removes it."""
+    import signal
+    import subprocess
+
+    port = 8057
+    name = "bracket-killtest-b0"
+    client = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT / "workflow")!r})
+        from bracket.engines.launch import DockerServer
+        s = DockerServer(argv=["docker", "run", "-d", "--name", {name!r}, "-p", "127.0.0.1:{port}:{port}",
+                               "--entrypoint", "vllm", "bracket/reference:test", "serve", "/models/tiny"],
+                         env={{}}, log_path=Path({str(tmp_path / "server.log")!r}),
+                         base_url="http://127.0.0.1:{port}")
+        s.start()
+        s.wait_ready(30)
+        print("ready", flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", client], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        state = json.loads((fake_docker / f"{name}.json").read_text())
+        assert listening(port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        t0 = time.monotonic()
+        while (fake_docker / f"{name}.json").exists() and time.monotonic() - t0 < 20:
+            time.sleep(0.2)
+        gone = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (fake_docker / f"{name}.json").exists(), "the container outlived its client"
+    assert not psutil.pid_exists(state["pid"]) or psutil.Process(state["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert not listening(port)
+    calls = [json.loads(x)["argv"][0] for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert calls[-2:] == ["stop", "rm"]
+    print(f"\ncontainer stopped and removed {gone:.1f} s after its client was killed")
 
 
 def test_a_container_that_rejects_a_flag_fails_at_once_with_the_engines_message(tmp_path, fake_docker):

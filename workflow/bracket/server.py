@@ -213,10 +213,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_watchdog(pgid: int, grace_s: float = 5.0) -> subprocess.Popen | None:
-    """A process, in a session of its own, that stops group `pgid` if this process dies (bracket/watchdog.py)."""
+def start_watchdog(pgid: int | None, grace_s: float = 5.0, docker: tuple[str, str] | None = None,
+                   env: dict | None = None) -> subprocess.Popen | None:
+    """A process, in a session of its own, that stops group `pgid` (or the container `docker` =
+    (docker program, container name)) if this process dies (bracket/watchdog.py)."""
+    target = ["--docker", *docker] if docker else [str(pgid)]
     try:
-        return subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), str(pgid), str(grace_s)],
+        return subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), *target, str(grace_s)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
     except OSError:

@@ -1,6 +1,7 @@
 """Take a server's process group down when the client that launched it dies.
 
     python watchdog.py CLIENT_PID SERVER_PGID [GRACE_S]
+    python watchdog.py CLIENT_PID --docker DOCKER CONTAINER [GRACE_S]
 
 A server runs in its own process group (so teardown reaches every worker it forks), which also
 detaches it from its client: a client killed with SIGKILL runs no teardown, and the server would
@@ -9,12 +10,16 @@ of its own (a signal to the client's group does not reach it). It waits on the c
 - exits when the server's group is gone (normal teardown, which also kills it outright);
 - when the client dies first, sends SIGTERM to the server's group, then SIGKILL after GRACE_S
   (default 5) to whatever is left.
+A container is no process of ours (the docker daemon runs it): in the second form the watchdog
+stops it with `DOCKER stop -t GRACE_S CONTAINER`, then removes it with `DOCKER rm -f`, when the
+client dies; a normal teardown stops the watchdog first.
 It imports nothing from bracket, so it starts in tens of milliseconds with any Python.
 """
 
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 
@@ -37,13 +42,34 @@ def _client_gone(client: int, pidfd: int | None, wait_s: float) -> bool:
     return os.getppid() != client  # reparented: the client is gone
 
 
+def _open(client: int) -> int | None:
+    try:
+        return os.pidfd_open(client)
+    except (AttributeError, OSError):  # no pidfd (old kernel): poll the parent instead
+        return None
+
+
+def container(client: int, docker: str, name: str, grace: float) -> int:
+    """Stop and remove container `name` once the client is gone."""
+    pidfd = _open(client)
+    while not _client_gone(client, pidfd, 5.0):
+        pass
+    for argv, timeout in (([docker, "stop", "-t", str(int(grace)), name], grace + 60),
+                          ([docker, "rm", "-f", name], 120)):
+        try:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) > 2 and argv[2] == "--docker":
+        return container(int(argv[1]), argv[3], argv[4], float(argv[5]) if len(argv) > 5 else 5.0)
     client, pgid = int(argv[1]), int(argv[2])
     grace = float(argv[3]) if len(argv) > 3 else 5.0
-    try:
-        pidfd = os.pidfd_open(client)
-    except (AttributeError, OSError):  # no pidfd (old kernel): poll the parent instead
-        pidfd = None
+    pidfd = _open(client)
     while True:
         if not _group_alive(pgid):
             return 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bracket.engines.base import Engine
-from bracket.server import Server, ServerError
+from bracket.server import Server, ServerError, start_watchdog, stop_watchdog
 
 
 def base_url(cfg: dict) -> str:
@@ -203,6 +203,9 @@ class DockerServer(NativeServer):
         self.notes["container"] = {"name": self.name, "id": cid or None,
                                    "image": self.argv[self.argv.index("--entrypoint") + 2],
                                    "image_id": image_id, "image_digests": digests}
+        # The container is the docker daemon's, not a process of ours: should this process be killed
+        # outright (no teardown), the watchdog stops and removes it.
+        self.watchdog = start_watchdog(None, docker=(self.docker, self.name), env=env)
         with open(self.log_path, "ab") as log:
             self._follower = subprocess.Popen([self.docker, "logs", "-f", self.name], stdout=log,
                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -250,6 +253,7 @@ class DockerServer(NativeServer):
             self.sync_log()
         subprocess.run([self.docker, "rm", "-f", self.name], capture_output=True, env=env, timeout=120)
         self._stop_follower()
+        stop_watchdog(self.watchdog)
 
 
 def _image_digests(docker: str, image: str, env: dict) -> list[str] | None:
