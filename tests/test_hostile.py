@@ -308,6 +308,45 @@ def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
         fk.kill_group(pgid)
 
 
+SECRET_CLIENT = """
+import sys, time
+sys.path.insert(0, {workflow!r})
+from pathlib import Path
+from bracket import secrets
+from bracket.server import Server
+secrets.register({secret!r})
+s = Server(argv=["sh", "-c", "echo token=$HF_TOKEN; echo starting; sleep 600"], env={{"HF_TOKEN": {secret!r}}},
+           log_path=Path({log!r}), base_url="http://x")
+s.start()
+print(s.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_a_secret_the_server_logs_is_redacted_even_when_its_client_is_killed_outright(tmp_path):
+    """The client redacts the server's log at teardown; SIGKILL runs none, so the watchdog does it,
+    with the secrets it was handed on stdin (never on its command line)."""
+    secret = "hf_watchdog_test_7c1e"
+    log = tmp_path / "server.log"
+    script = SECRET_CLIENT.format(workflow=str(fk.ROOT / "workflow"), log=str(log), secret=secret)
+    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pgid = int(client.stdout.readline())
+        fk.wait_for(lambda: log.is_file() and "starting" in log.read_text(), 10, "the server's log line")
+        assert secret in log.read_text()  # the server really wrote it
+        watchdogs = [p for p in fk.psutil.process_iter(["cmdline"]) if "watchdog.py" in " ".join(p.info["cmdline"] or [])]
+        assert watchdogs and not any(secret in " ".join(p.info["cmdline"]) for p in watchdogs)
+        client.send_signal(signal.SIGKILL)
+        client.wait(timeout=10)
+        fk.wait_for(lambda: secret not in log.read_text(), 15, "the log to be redacted")
+    finally:
+        if client.poll() is None:
+            client.kill()
+        fk.kill_group(pgid)
+    assert "token=***" in log.read_text()
+
+
 @pytest.mark.parametrize("args", [["--api-key", "sk-x"], ["--hf-token=hf_x"]])
 def test_a_secret_on_the_servers_command_line_is_refused(args):
     with pytest.raises(config.ExperimentError, match=f"engine.args passes {args[0].split('=')[0]}.*api_key_env"):

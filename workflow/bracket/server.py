@@ -118,7 +118,7 @@ class Server:
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=env, start_new_session=True, preexec_fn=_die_with_parent)
         log.close()
-        self.watchdog = start_watchdog(self.proc.pid)
+        self.watchdog = start_watchdog(self.proc.pid, log_path=self.log_path)
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
         """Block until ready; return seconds waited. Raise ServerError on early exit or timeout."""
@@ -214,16 +214,28 @@ def _die_with_parent() -> None:
 
 
 def start_watchdog(pgid: int | None, grace_s: float = 5.0, docker: tuple[str, str] | None = None,
-                   env: dict | None = None) -> subprocess.Popen | None:
+                   env: dict | None = None, log_path: str | Path | None = None) -> subprocess.Popen | None:
     """A process, in a session of its own, that stops group `pgid` (or the container `docker` =
-    (docker program, container name)) if this process dies (bracket/watchdog.py)."""
+    (docker program, container name)) if this process dies, then redacts the secrets this process
+    knows from `log_path` (bracket/watchdog.py). The secrets travel on its stdin, never its argv."""
+    from bracket import secrets
+
     target = ["--docker", *docker] if docker else [str(pgid)]
+    known = sorted(s for s in secrets.known() if "\n" not in s)
+    log = ["--log", str(log_path)] if log_path and known else []
     try:
-        return subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), *target, str(grace_s)], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), *target, str(grace_s), *log],
+                                env=env, stdin=subprocess.PIPE if log else subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return None
+    if log:
+        try:
+            proc.stdin.write("".join(s + "\n" for s in known).encode())
+            proc.stdin.close()
+        except OSError:
+            pass
+    return proc
 
 
 def stop_watchdog(proc: subprocess.Popen | None) -> None:

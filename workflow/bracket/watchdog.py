@@ -1,7 +1,7 @@
 """Take a server's process group down when the client that launched it dies.
 
-    python watchdog.py CLIENT_PID SERVER_PGID [GRACE_S]
-    python watchdog.py CLIENT_PID --docker DOCKER CONTAINER [GRACE_S]
+    python watchdog.py CLIENT_PID SERVER_PGID [GRACE_S] [--log PATH]
+    python watchdog.py CLIENT_PID --docker DOCKER CONTAINER [GRACE_S] [--log PATH]
 
 A server runs in its own process group (so teardown reaches every worker it forks), which also
 detaches it from its client: a client killed with SIGKILL runs no teardown, and the server would
@@ -13,6 +13,9 @@ of its own (a signal to the client's group does not reach it). It waits on the c
 A container is no process of ours (the docker daemon runs it): in the second form the watchdog
 stops it with `DOCKER stop -t GRACE_S CONTAINER`, then removes it with `DOCKER rm -f`, when the
 client dies; a normal teardown stops the watchdog first.
+With --log, the secrets the client knows arrive on stdin, one per line (never on the command line),
+and once the server is down they are replaced by *** in its log: the client that would have
+redacted it at teardown is gone.
 It imports nothing from bracket, so it starts in tens of milliseconds with any Python.
 """
 
@@ -49,6 +52,21 @@ def _open(client: int) -> int | None:
         return None
 
 
+def redact_log(path: str | None, secrets: list[bytes]) -> None:
+    if not path or not secrets:
+        return
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        return
+    new = data
+    for s in sorted(secrets, key=len, reverse=True):
+        new = new.replace(s, b"***")
+    if new != data:
+        with open(path, "wb") as f:
+            f.write(new)
+
+
 def container(client: int, docker: str, name: str, grace: float) -> int:
     """Stop and remove container `name` once the client is gone."""
     pidfd = _open(client)
@@ -65,10 +83,22 @@ def container(client: int, docker: str, name: str, grace: float) -> int:
 
 
 def main(argv: list[str]) -> int:
+    log = None
+    if "--log" in argv:
+        i = argv.index("--log")
+        log, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+        secrets = [line for line in sys.stdin.buffer.read().split(b"\n") if line]
     if len(argv) > 2 and argv[2] == "--docker":
-        return container(int(argv[1]), argv[3], argv[4], float(argv[5]) if len(argv) > 5 else 5.0)
-    client, pgid = int(argv[1]), int(argv[2])
-    grace = float(argv[3]) if len(argv) > 3 else 5.0
+        code = container(int(argv[1]), argv[3], argv[4], float(argv[5]) if len(argv) > 5 else 5.0)
+    else:
+        code = process_group(int(argv[1]), int(argv[2]), float(argv[3]) if len(argv) > 3 else 5.0)
+    if log:
+        redact_log(log, secrets)
+    return code
+
+
+def process_group(client: int, pgid: int, grace: float) -> int:
+    """Signal group `pgid` once the client is gone; 0 when it is gone, 1 if something outlived SIGKILL."""
     pidfd = _open(client)
     while True:
         if not _group_alive(pgid):

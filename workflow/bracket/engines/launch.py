@@ -205,7 +205,7 @@ class DockerServer(NativeServer):
                                    "image_id": image_id, "image_digests": digests}
         # The container is the docker daemon's, not a process of ours: should this process be killed
         # outright (no teardown), the watchdog stops and removes it.
-        self.watchdog = start_watchdog(None, docker=(self.docker, self.name), env=env)
+        self.watchdog = start_watchdog(None, docker=(self.docker, self.name), env=env, log_path=self.log_path)
         with open(self.log_path, "ab") as log:
             self._follower = subprocess.Popen([self.docker, "logs", "-f", self.name], stdout=log,
                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
