@@ -494,3 +494,28 @@ def test_method_says_how_the_server_was_started(data):
     d = article.Data(**{**data.__dict__, "metas": attached})
     md = article.section_method(d)._repr_markdown_()
     assert "not restarted between blocks" in md and "same server flags" in md
+
+
+def _telemetry(sm_min, sm_max, reasons=()):
+    return {"n": 20, "name": "NVIDIA H200", "sm_clock_mhz": {"min": sm_min, "median": sm_max, "max": sm_max},
+            "mem_clock_mhz": {"min": 3201, "median": 3201, "max": 3201},
+            "temp_c": {"min": 36, "median": 45, "max": 48}, "power_w": {"min": 120.0, "median": 481.3, "max": 504.5},
+            "util_gpu_pct": {"min": 0, "median": 72, "max": 76}, "throttle_reasons_seen": list(reasons)}
+
+
+def test_the_accelerator_of_every_block_is_in_the_method_section(data):
+    """NVML telemetry from each block's meta: a table per block, and one sentence on whether the clock moved."""
+    import copy
+
+    assert article.section_telemetry(data) is None or not data.metas  # the CPU fixture has none
+    d = copy.copy(data)
+    d.metas = {k: {**m, "telemetry": _telemetry(1980, 1980, ["gpu_idle"])} for k, m in data.metas.items()}
+    md = article.section_method(d)._repr_markdown_()
+    assert "The accelerator during each block" in md and "held at 1980 MHz in every block" in md
+    t = article.telemetry_table(d)
+    assert len(t) == len(data.metas) and set(t["power W, median (max)"]) == {"481 (504)"}
+    assert set(t["temperature °C (min–median–max)"]) == {"36–45–48"}
+    first = min(d.metas)
+    d.metas = {**d.metas, first: {**d.metas[first], "telemetry": _telemetry(1410, 1980, ["sw_thermal_slowdown"])}}
+    md = article.section_telemetry(d)._repr_markdown_()
+    assert "ranged 1410–1980 MHz" in md and "sw\\_thermal\\_slowdown" in md  # markdown-escaped

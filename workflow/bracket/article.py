@@ -1150,6 +1150,57 @@ def launch_sentence(d: Data) -> str:
     return "A fresh server process was launched for each block and stopped after it."
 
 
+def _span3(x: dict | None, digits: int = 0) -> str:
+    if not x:
+        return ""
+    lo, med, hi = (x.get(k) for k in ("min", "median", "max"))
+    if lo == hi:
+        return f"{lo:.{digits}f}"
+    return f"{lo:.{digits}f}–{med:.{digits}f}–{hi:.{digits}f}"
+
+
+def telemetry_table(d: Data) -> pd.DataFrame:
+    """Per block: what the accelerator did while it was measured (NVML samples in each block's meta)."""
+    rows = []
+    for pos in sorted(d.metas):
+        m = d.metas[pos]
+        tel = m.get("telemetry")
+        if not isinstance(tel, dict) or not tel.get("n"):
+            continue
+        power = tel.get("power_w") or {}
+        rows.append({"block": pos, "arm": m.get("arm"), "round": m.get("round"), "device": tel.get("name"),
+                     "samples": tel.get("n"), "SM clock MHz (min–median–max)": _span3(tel.get("sm_clock_mhz")),
+                     "memory clock MHz": _span3(tel.get("mem_clock_mhz")),
+                     "temperature °C (min–median–max)": _span3(tel.get("temp_c")),
+                     "power W, median (max)": f"{power['median']:.0f} ({power['max']:.0f})" if power else "",
+                     "GPU busy %, median": (tel.get("util_gpu_pct") or {}).get("median"),
+                     "throttle reasons": ", ".join(tel.get("throttle_reasons_seen") or []) or "none",
+                     "sm_min": (tel.get("sm_clock_mhz") or {}).get("min"),
+                     "sm_max": (tel.get("sm_clock_mhz") or {}).get("max")})
+    return pd.DataFrame(rows)
+
+
+def section_telemetry(d: Data) -> Section | None:
+    """The accelerator's clocks, temperature and power in every block: drift that is the machine's."""
+    t = telemetry_table(d)
+    if t.empty:
+        return None
+    s = Section([Heading("The accelerator during each block", 3)])
+    lo, hi = t["sm_min"].min(), t["sm_max"].max()
+    busy = [r for r in t["throttle reasons"] if r not in ("none", "gpu_idle")]
+    if lo == hi and not busy:
+        s.add(Para(f"The SM clock held at {lo:.0f} MHz in every block, with no throttle reason other than idle: the "
+                   "differences between blocks are not the clock's."))
+    else:
+        s.add(Para(f"The SM clock ranged {lo:.0f}–{hi:.0f} MHz across blocks"
+                   + (f", and the GPU reported throttling ({', '.join(sorted(set(busy)))})" if busy else "")
+                   + ": blocks ran at different speeds of the machine itself; read the drift section with this in "
+                   "mind.", "warn"))
+    s.add(Table(t.drop(columns=["sm_min", "sm_max"]), "NVML samples per block, taken while the block ran",
+                "telemetry.csv"))
+    return s
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
@@ -1165,6 +1216,9 @@ def section_method(d: Data) -> Section:
                                          "prompts were sent without a unique prefix, so the prefix cache could engage. ")
                + "Decode rate = completion_tokens / wall time of the request, never stream events."))
     s.add(Table(schedule_table(d), "The schedule as it ran", "schedule.csv"))
+    tel = section_telemetry(d)
+    if tel is not None:
+        s.add(*tel.items)
     eng = cfg.get("engine", {})
     vs = _versions(d)
     plat = sorted({str(m.get("platform")) for m in d.metas.values() if m.get("platform")})
