@@ -80,4 +80,5 @@ def test_the_cli_on_numbers_from_anywhere(installed):
                "dflash2_draft12", "--json", "--resamples", "300", cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     [c] = json.loads(proc.stdout)
-    assert c["verdict"] == "faster" and round(c["ratio"], 2) == 5.28
+    # seed 000's round three ran each arm in one block: the ratio, but no verdict (tests/test_stats_units.py)
+    assert c["verdict"] == "undetermined" and round(c["ratio"], 2) == 5.28

@@ -21,7 +21,8 @@ rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
         engine=f"{ENGINE_VENV}/.installed",
-        builder=rel(ROOT / "workflow/bracket/embedded/build_model.py"),
+        # the package's own file: a clone's workflow/bracket, or site-packages after `pip install .`
+        builder=rel(Path(embedded.__file__).parent / "build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
@@ -62,7 +63,7 @@ rule embedded_gguf:
         build=embedded.LLAMACPP_BUILD,
         engine=f"{ENGINE_VENV}/.installed",
         model="resources/models/{name}/build.json",
-        converter=rel(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+        converter=rel(Path(embedded.__file__).parent / "to_gguf.py"),
     output:
         "resources/models/{name}.gguf",
     wildcard_constraints:
