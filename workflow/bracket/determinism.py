@@ -30,10 +30,10 @@ from pathlib import Path
 
 import httpx
 
-from bracket import arena, engines
+from bracket import arena, engines, prompts
 from bracket.engines import launch
 from bracket.client import stream_completion
-from bracket.runner import BlockFailed, _api_key, _secret_env, ensure_port_free, load_prompts, port_lock, redact
+from bracket.runner import BlockFailed, _api_key, _secret_env, ensure_port_free, port_lock, redact
 from bracket.secrets import redact_file, redact_obj
 from bracket.server import ServerError
 
@@ -155,7 +155,7 @@ def run_control(cfg: dict, experiment: str, *, model: str, python: str, root: st
         if a not in cfg["arms"]:
             raise ValueError(f"controls.determinism_arms names {a!r}, which is not an arm; arms: {', '.join(cfg['arms'])}")
     wl_name = next(iter(cfg["workloads"]))
-    prompt = load_prompts(root / cfg["workloads"][wl_name]["prompts"])[0]
+    prompt = prompts.load(root / cfg["workloads"][wl_name]["prompts"])[0]
     adapter = engines.get(cfg["engine"]["kind"])
     req = {**cfg["request"], "temperature": 0}
     repeats = int(ctl["determinism_repeats"])

@@ -41,9 +41,6 @@ class BlockFailed(RuntimeError):
     pass
 
 
-load_prompts = prompts.load  # kept under its old name for callers of the runner
-
-
 def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) -> str:
     """A short tag that makes every prompt unique within a block, so the prefix cache cannot serve it.
 
