@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from bracket.stats import io as sio
 from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
@@ -144,20 +145,36 @@ def test_holm_verdicts_agree_with_the_adjusted_cis():
     # Three comparisons whose unadjusted 95% CIs all clear a 1% band; the two weakest do not survive:
     # Holm's second step needs p < 0.05 / 2.
     rows = [{"estimate": e, "se": 0.004, "df": 20.0, "noise_band": 0.01, "verdict": FASTER,
-             "blocks_baseline": 4, "blocks_candidate": 4} for e in (0.05, 0.019, 0.0188)]
+             "blocks_baseline": 4, "blocks_candidate": 4, "block_var": 4 * 0.004 ** 2} for e in (0.05, 0.019, 0.0188)]
     from bracket.stats.blocks import BlockFit
     for r in rows:
         r["p_beyond_band"] = BlockFit(r["estimate"], 0.004, 20.0, 8, 3, None, None, False, 1.0, "").p_beyond(
             -np.log(1.01), np.log(1.01))
     assert all(r["p_beyond_band"] < 0.05 for r in rows)
     assert holm(rows, 0.95) == 3
-    assert [r["verdict"] for r in rows] == [FASTER, "no measurable effect", "no measurable effect"]
+    # The two that fail Holm do not clear the band, nor rule out +2% (twice the band): undetermined,
+    # with the rounds a CI at their Holm level would need.
+    assert [r["verdict"] for r in rows] == [FASTER, UNDETERMINED, UNDETERMINED]
+    assert all("rounds of A/B/A/B" in r["undetermined_reason"] for r in rows[1:])
     for r in rows:
         clears = r["verdict_ci_low"] > 1.01
         assert clears == (r["verdict"] == FASTER) and r["multiplicity"]["method"] == "holm"
         assert r["verdict_ci_level"] > 0.95
     assert rows[0]["verdict_ci_level"] == pytest.approx(1 - 0.05 / 3)
     assert rows[1]["verdict_ci_level"] == rows[2]["verdict_ci_level"] == pytest.approx(1 - 0.05 / 2)
+
+
+def test_no_measurable_effect_needs_a_ci_that_rules_out_twice_the_band():
+    from bracket.stats.compare import decide
+    # A smoke run's CI of 1.03-1.92 beside an 8.4% band: neither clears it nor rules out +90%.
+    est, q = (np.log(1.03) + np.log(1.92)) / 2, stats.t.ppf(0.975, 5)
+    se = (np.log(1.92) - np.log(1.03)) / 2 / q
+    v, lo, hi = decide(est, se, 5.0, 0.084, 0.95, None, None)
+    assert (v, round(lo, 2), round(hi, 2)) == (UNDETERMINED, 1.03, 1.92)
+    # Reaching past 2 x band on one side only is enough; inside +/-2 x band both ways is "no effect".
+    assert decide(np.log(1.005), 0.004, 20.0, 0.01, 0.95, None, None)[0] == "no measurable effect"
+    assert decide(np.log(1.012), 0.004, 20.0, 0.01, 0.95, None, None)[0] == UNDETERMINED
+    assert decide(np.log(0.988), 0.004, 20.0, 0.01, 0.95, None, None)[0] == UNDETERMINED
 
 
 def test_bimodal_cell_names_both_modes_and_lists_no_mode_as_outliers():

@@ -738,9 +738,11 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
                "blocks' degrees of freedom, pooled with the request noise only when blocks agree); with one block "
                "a CI covers request noise only. The raw ratio and the drift-adjusted one (a linear trend in "
                "time removed) are both shown; 'verdict rests on' names the one the verdict uses and gives its CI "
-               "at the level multiplicity leaves it. A verdict needs that CI wholly outside the noise band; "
-               "'undetermined' means the data cannot support one (one block per arm, arm confounded with "
-               "time, too few blocks, or a CI past twice the band on both sides) and says how many rounds would."))
+               "at the level multiplicity leaves it. 'Faster' or 'slower' needs that CI wholly outside the noise band; "
+               "'no measurable effect' needs it within twice the band on both sides, so that it rules out any "
+               "effect larger than that; 'undetermined' means the data support neither (one block per arm, arm "
+               "confounded with time, too few blocks, or a CI reaching past twice the band) and says how many "
+               "rounds would."))
     mult = d.stats.get("multiplicity") or {}
     if mult.get("comparisons"):
         m = mult["comparisons"]

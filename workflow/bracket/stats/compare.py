@@ -31,7 +31,7 @@ FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable eff
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
 #: (sequential A A B B gives 5; A/B/A/B gives 1.25 at 2 rounds and approaches 1).
 CONFOUNDED_VIF = 4.0
-#: A CI past WIDE x band on both sides is too wide for "no measurable effect" (see `too_wide`).
+#: A CI reaching past WIDE x band on either side is too wide for "no measurable effect" (see `too_wide`).
 WIDE = 2.0
 #: Most rounds `rounds_needed` searches.
 MAX_ROUNDS = 200
@@ -184,11 +184,13 @@ def decide(estimate: float | None, se: float | None, df: float | None, band: flo
 
 
 def too_wide(lo: float, hi: float, band: float) -> bool:
-    """The CI reaches past twice the band on both sides: it cannot tell such an effect, either way, from none.
+    """The CI reaches past WIDE x the band on either side: an effect that large is still in it.
 
-    "No measurable effect" then would read as evidence of absence; it is "undetermined" instead.
+    "No measurable effect" then would read as evidence of absence (a CI of 1.03-1.92 beside an
+    8% band does not rule out +90%); it is "undetermined" instead. "No measurable effect" thus
+    means the CI rules out effects beyond WIDE x band both ways.
     """
-    return lo < 1 / (1 + WIDE * band) and hi > 1 + WIDE * band
+    return lo < 1 / (1 + WIDE * band) or hi > 1 + WIDE * band
 
 
 def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
@@ -244,7 +246,7 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         w, _ = bl.within_variance(pd.concat([tb_b, tb_c], ignore_index=True))
         floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
-        r, target = _rounds(floor, math.log(rom), band, noise_threshold, confidence)
+        r, target = _rounds(floor, math.log(rom), band, confidence)
         reason = (f"{'one block' if min(n_b, n_c) == 1 else 'no block'} for "
                   f"{'each arm' if max(n_b, n_c) < 2 else 'one arm'}: how much fresh servers differ is "
                   f"not measured, and arm is confounded with time; run the arms interleaved "
@@ -296,7 +298,7 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
     p_band = basis_fit.p_beyond(*band_log)
     v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
     block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
-    r, target = _rounds(block_var, basis_fit.estimate, band, noise_threshold, confidence)
+    r, target = _rounds(block_var, basis_fit.estimate, band, confidence)
     reason = None
     if v == UNDETERMINED:
         # kept in undetermined_reason alone: notes are the other remarks, so nothing is said twice
@@ -321,8 +323,11 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
 
 
 def wide_reason(lo: float, hi: float, band: float) -> str:
-    return (f"the CI {lo:.3f}-{hi:.3f} reaches past {WIDE:g} x the {band:.1%} noise band on both sides: too few "
-            f"blocks for their noise to tell such an effect from none")
+    edge = 1 + WIDE * band
+    sides = [s for s, out in (("below", lo < 1 / edge), ("above", hi > edge)) if out]
+    where = " and ".join(sides) or "to"
+    return (f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor rules out effects past "
+            f"{WIDE:g} x it (it reaches {where} {1 / edge:.3f}-{edge:.3f}): too few blocks for their noise")
 
 
 def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:
@@ -334,9 +339,13 @@ def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -
     return reason
 
 
-def _rounds(block_var: float, estimate: float, band: float, threshold: float,
-            confidence: float) -> tuple[int | None, str]:
-    """Rounds for a CI half-width of max(threshold, |effect| - band), and that target in words."""
-    edge = math.log(1 + band)
-    hw = max(math.log(1 + threshold), abs(estimate) - edge)
+def _rounds(block_var: float, estimate: float, band: float, confidence: float) -> tuple[int | None, str]:
+    """Rounds for a CI that decides at the effect measured so far, and that half-width in words.
+
+    A CI of half-width |effect| - band clears the band; one of WIDE x band - |effect| rules out
+    effects past WIDE x band ("no measurable effect"). The target is the easier of the two, so at
+    least (WIDE - 1) / 2 x band.
+    """
+    edge, e = math.log(1 + band), abs(estimate)
+    hw = max(e - edge, WIDE * edge - e)
     return rounds_needed(block_var, hw, confidence), f"+/-{math.expm1(hw):.1%}"

@@ -15,7 +15,7 @@ those levels clears the band exactly when Holm rejects.
 from __future__ import annotations
 
 import numpy as np
-from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, decide, wide_reason, with_rounds
+from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
 
 FAMILY = "every comparison of the experiment with a test (arms x workloads)"
 
@@ -39,8 +39,8 @@ def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> in
 
     Rows without a test (undetermined for lack of blocks) are outside the family and keep their
     verdict. Each row in it gets p_adjusted (Holm), verdict_ci_low / verdict_ci_high at its step's
-    level (verdict_ci_level), the verdict those decide, and multiplicity {method, comparisons,
-    family, level}.
+    level (verdict_ci_level), the verdict those decide, rounds_needed at that level, and
+    multiplicity {method, comparisons, family, level}.
     """
     alpha = 1 - confidence
     idx = [i for i, r in enumerate(rows) if r.get("p_beyond_band") is not None and r.get("se") is not None
@@ -65,9 +65,13 @@ def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> in
                  p_adjusted=float(p_adj[j]),
                  multiplicity={"method": "holm" if m > 1 else "none", "comparisons": m, "family": family,
                                "level": float(level[j])})
+        if m > 1:  # rounds for a CI at this comparison's Holm level, as the one shown beside it
+            var = max(r.get("block_var") or 0.0, r.get("within_var") or 0.0)
+            r["rounds_needed"], r["rounds_needed_for"] = _rounds(var, r["estimate"], r["noise_band"],
+                                                                 float(level[j]))
         if v != UNDETERMINED:
             r["undetermined_reason"] = None
-        elif not r.get("undetermined_reason") or not r.get("thin_reason"):
+        else:
             r["undetermined_reason"] = with_rounds(r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
                                                    r.get("rounds_needed"),
                                                    r.get("rounds_needed_for") or "",
