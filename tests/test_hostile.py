@@ -14,7 +14,7 @@ import time
 import pytest
 
 from bracket import config, prompts, records, secrets
-from bracket.runner import BlockFailed
+from bracket.session import BlockFailed
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
