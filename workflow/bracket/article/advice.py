@@ -42,7 +42,7 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
         cell = d.cell(use, r["workload"])
         rows.append({"workload": r["workload"], "use": use, "flags": arm_flags(d, use),
                      "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}" if cell else "",
-                     "fastest measured": f"{r['arm']}, {rate(r['median'])}", "why": note})
+                     "fastest measured": f"{r['arm']}, {rate(r['median'])}", "why": note, "_fastest": r["arm"]})
     t = pd.DataFrame(rows)
     split = not t.empty and t["use"].nunique() > 1
     fastest_split = len({r["arm"] for r in headline_rows(d)}) > 1
@@ -54,7 +54,7 @@ def section_recommendations(d: Data) -> Section | None:
     if t.empty:
         return None
     s = Section([Heading("Recommendation")])
-    fastest = [str(x).split(",")[0] for x in t["fastest measured"]]
+    fastest = list(t["_fastest"])
     if t["use"].nunique() > 1:
         s.add(Para("The best arm is not the same on every workload, so the recommendation splits by workload "
                    "rather than shipping one global default:"))
@@ -69,7 +69,7 @@ def section_recommendations(d: Data) -> Section | None:
     else:
         s.add(Para(f"The same choice holds on every workload measured: {t['use'].iloc[0]}."))
     s.add(Table(t, "What to run, per workload", "recommendations.csv"))
-    if (t["use"] != t["fastest measured"].str.split(",").str[0]).any():
+    if (t["use"] != t["_fastest"]).any():
         s.add(Para("Where the fastest arm is not the one to use, its advantage was not shown at this run count: "
                    "the verdict, not the median, decides.", "note"))
     return s

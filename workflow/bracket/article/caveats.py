@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
+from bracket.stats import findings as findings_
 from bracket.article.elements import Bullets, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 
 
-_PREFIX = re.compile(r"^(?P<who>[A-Za-z0-9_\-]+(?: vs [A-Za-z0-9_\-]+)? / [A-Za-z0-9_\-]+): (?P<msg>.*)$", re.S)
-
-
-def group_warnings(warnings: list[str]) -> list[str]:
+def group_warnings(findings: list[dict]) -> list[str]:
     """Identical messages about several cells, merged: "message (baseline / code, ngram_4 / chat)"."""
-    groups: dict[str, list[str]] = {}
-    for w in warnings:
-        m = _PREFIX.match(w)
-        key, who = (m["msg"], m["who"]) if m else (w, None)
-        groups.setdefault(key, [])
-        if who:
-            groups[key].append(who)
-    return [f"{msg} ({', '.join(who)})" if who else msg for msg, who in groups.items()]
+    return findings_.group(findings)
 
 
 def section_warnings(d: Data) -> Section:
@@ -34,6 +23,6 @@ def section_warnings(d: Data) -> Section:
     if reasons:
         s.add(Table(pd.DataFrame({"reason": list(reasons), "runs": list(reasons.values())}),
                     "Invalid runs by reason (never dropped: each is in the raw table, marked)", "invalid.csv"))
-    ws = group_warnings(d.stats.get("warnings") or [])
+    ws = group_warnings(d.stats["findings"]) if "findings" in d.stats else list(d.stats.get("warnings") or [])
     s.add(Bullets(tuple(ws)) if ws else Para("None."))
     return s

@@ -68,20 +68,27 @@ def efficiency_table(d: Data) -> pd.DataFrame:
                                    cell["median"])[0]
             rows.append({"workload": wl, "arm": arm, "median tok/s": rate(cell["median"]),
                          "ceiling tok/s": rate(c["ceiling_tok_s"]), "of the ceiling": pct(ev["efficiency"], 0),
-                         "implied GB/s": f"{ev['implied_gbps']:.2f}", "efficiency": ev["efficiency"]})
+                         "implied GB/s": f"{ev['implied_gbps']:.2f}", "efficiency": ev["efficiency"],
+                         "median": cell["median"]})
     return pd.DataFrame(rows)
 
 
-def hypotheses_table(d: Data) -> pd.DataFrame:
-    """Seed 000's "bandwidth, not logs" table for the reference's median (across workloads)."""
+def hypotheses(d: Data) -> tuple[float | None, list[dict]]:
+    """The reference's median (across workloads) and seed 000's hypotheses evaluated against it (numbers)."""
     c = d.ceiling or {}
     cells = [d.cell(d.reference, wl) for wl in d.workloads]
     meds = [x["median"] for x in cells if x]
     if not c.get("hypotheses") or not meds:
-        return pd.DataFrame()
+        return None, []
     measured = float(pd.Series(meds).median())
+    return measured, _ceiling.evaluate(c["hypotheses"], measured)
+
+
+def hypotheses_table(d: Data) -> pd.DataFrame:
+    """Seed 000's "bandwidth, not logs" table for the reference's median (across workloads)."""
+    measured, hyp = hypotheses(d)
     rows = []
-    for h in _ceiling.evaluate(c["hypotheses"], measured):
+    for h in hyp:
         rows.append({"Assumption": h["name"], "Bytes per token": size(h["bytes_per_token"]),
                      "Ceiling tok/s": rate(h["ceiling_tok_s"]),
                      f"Measured {rate(measured)} is": pct(h["efficiency"], 0),
@@ -152,11 +159,11 @@ def section_ceiling(d: Data) -> Section | None:
         ref = eff[eff["arm"] == d.reference]
         if not ref.empty:
             e = float(ref["efficiency"].median())
-            s.add(Heading(f"Measured: {rate(float(pd.to_numeric(ref['median tok/s']).median()))} tok/s, "
+            s.add(Heading(f"Measured: {rate(float(ref['median'].median()))} tok/s, "
                           f"or {pct(e, 0)} of the ceiling", 3))
             s.add(Para(f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
                        f"{efficiency_reading(e)}."))
-            meds = pd.to_numeric(ref["median tok/s"])
+            meds = ref["median"]
             if len(meds) > 1:
                 flat = (meds.max() - meds.min()) / meds.median()
                 s.add(Para(f"Across workloads the reference's medians differ by {pct(flat)} "
@@ -171,7 +178,7 @@ def section_ceiling(d: Data) -> Section | None:
             s.add(Para("Speculative arms are left out of this table: one weight read verifies several drafted "
                        "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
                        "note"))
-        s.add(Table(eff.drop(columns="efficiency"), "Measured medians against the ceiling", "efficiency.csv"))
+        s.add(Table(eff.drop(columns=["efficiency", "median"]), "Measured medians against the ceiling", "efficiency.csv"))
     hyp = hypotheses_table(d)
     if not hyp.empty:
         s.add(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))

@@ -56,9 +56,14 @@ class Bullets:
 
 @dataclass(frozen=True, eq=False)
 class Table:
+    """A table; columns whose name starts with "_" carry numbers for the prose and are not shown."""
+
     frame: pd.DataFrame
     caption: str = ""
     csv: str | None = None  # file name under tables/, written by `Section.save`
+
+    def __post_init__(self):
+        object.__setattr__(self, "frame", self.frame[[c for c in self.frame.columns if not str(c).startswith("_")]])
 
     def html(self) -> str:
         cap = f"<p class=\"caption\">{esc(self.caption)}</p>" if self.caption else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 
+from bracket import records
 from bracket.article.elements import Bullets, Heading, Para, Section
 from bracket.article.inputs import Data
 from bracket.article.results import ci_label
@@ -101,7 +102,7 @@ def unmeasured(d: Data) -> list[str]:
         for name in names:
             if not (valid[col] == name).any():
                 tried = runs.loc[(runs[col] == name) & ~runs.get("warmup", False).fillna(False).astype(bool)]
-                reasons = tried["invalid_reason"].fillna("").str.split("; ").str[0].value_counts()
+                reasons = records.first_kind(tried).value_counts()
                 why = ", ".join(f"{n} {r}" for r, n in reasons.items()) or "no timed request ran"
                 out.append(f"Error: {kind} {name} has no valid run ({why}); nothing below measures it.")
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bracket.article.ceiling import hypotheses_table
+from bracket.article.ceiling import hypotheses
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import pct, span
@@ -26,8 +26,8 @@ def k_table(d: Data) -> pd.DataFrame:
 
 def section_hypotheses(d: Data) -> Section | None:
     k = d.stats.get("k_model") or {}
-    hyp = hypotheses_table(d)
-    if not k.get("rows") and hyp.empty:
+    _, hyp = hypotheses(d)
+    if not k.get("rows") and not hyp:
         return None
     s = Section([Heading("Hypotheses tested")])
     outcomes = []
@@ -38,10 +38,10 @@ def section_hypotheses(d: Data) -> Section | None:
                          "test": f"k of the other arms inside the band {span(band[0], band[1], 3)} set by "
                                  f"{', '.join(k.get('calibration', []))}" if band else "needs acceptance data",
                          "outcome": verdict + (f" ({k['reason']})" if k.get("reason") else "")})
-    for _, h in hyp.iterrows():
-        outcomes.append({"hypothesis": f"the engine reads the weights {h['Assumption']}",
+    for h in hyp:
+        outcomes.append({"hypothesis": f"the engine reads the weights {h['name']}",
                          "test": "measured rate below that hypothesis' ceiling",
-                         "outcome": "possible" if h["Physically possible?"] == "yes" else "falsified"})
+                         "outcome": "possible" if h["possible"] else "falsified"})
     s.add(Table(pd.DataFrame(outcomes), "Each hypothesis, its test and its outcome", "hypotheses.csv"))
     if k.get("rows"):
         s.add(Heading("The k model", 3))
