@@ -17,6 +17,7 @@ from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
+from bracket.stats import defaults as D
 
 VALUE = "decode_tok_s"
 REASON_HINTS = {
@@ -163,9 +164,9 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
     a = cfg.get("analysis", {})
-    seed, conf = int(a.get("seed", 20261129)), float(a.get("confidence", 0.95))
-    R, thr = int(a.get("bootstrap_resamples", 2000)), float(a.get("noise_threshold", 0.01))
-    spread_warn = float(a.get("spread_warning", 0.15))
+    seed, conf = int(a.get("seed", D.SEED)), float(a.get("confidence", D.CONFIDENCE))
+    R, thr = int(a.get("bootstrap_resamples", D.RESAMPLES)), float(a.get("noise_threshold", D.NOISE_THRESHOLD))
+    spread_warn = float(a.get("spread_warning", D.SPREAD_WARNING))
     reference = cfg.get("reference") or next(iter(cfg["arms"]))
     frame = from_runs(runs)
     valid = valid_rows(frame)

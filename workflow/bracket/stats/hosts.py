@@ -23,6 +23,7 @@ from bracket.stats.findings import Finding
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.multiplicity import holm
 from bracket.stats.tables import compare_arms, valid_rows
+from bracket.stats import defaults as D
 
 
 def host_names(runs: pd.DataFrame, cfg: dict) -> list[str]:
@@ -49,7 +50,7 @@ def with_slots(frame: pd.DataFrame, hosts: pd.Series) -> pd.DataFrame:
     return out
 
 
-def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = 0.95) -> dict:
+def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE) -> dict:
     """Per host and workload: the reference's first vs last block, the rounds, and the trend per slot.
 
     The same three views as analyze's `drift` (bracket.stats.drift), computed on each host's valid
@@ -75,8 +76,8 @@ def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = 0.95)
 
 
 def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, seed: int,
-                  confidence: float = 0.95, n_resamples: int = 2000,
-                  noise_threshold: float = 0.01) -> tuple[list[dict], list[str]]:
+                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
+                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[list[dict], list[str]]:
     """Each host against the first, per arm and workload, with `bracket.stats.tables.compare_arms`.
 
     Within one arm the hosts take the place of arms (ratio = median on host j / median on the
@@ -107,8 +108,8 @@ def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, see
 
 
 def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference: str, *, seed: int,
-                  confidence: float = 0.95, n_resamples: int = 2000,
-                  noise_threshold: float = 0.01) -> tuple[dict | None, list[Finding]]:
+                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
+                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[dict | None, list[Finding]]:
     """stats.json's `hosts` section and its warnings; (None, []) when the runs name fewer than two hosts.
 
     Keys: names (hosts in the experiment's order; the first is the baseline), baseline,
