@@ -183,3 +183,27 @@ def test_cli_summarize_and_compare_json(capsys):
     args = p.parse_args(["compare", raw, "--baseline", "nope", "--candidate", "dflash2_draft12"])
     with pytest.raises(ValueError, match="baseline arm 'nope'"):
         args.func(args)
+
+
+def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
+    runs, cfg, _ = _experiment_runs()
+    # A 1 GB/token model on 100 GB/s: 100 tok/s ceiling; the plain reference runs at about 50.
+    ceiling = {"ceiling_tok_s": 100.0, "bytes_per_token": 1e9,
+               "hypotheses": [{"name": "as stored", "bytes_per_token": 1e9, "ceiling_tok_s": 100.0},
+                              {"name": "at 4 bits", "bytes_per_token": 2.5e8, "ceiling_tok_s": 400.0},
+                              {"name": "at 32 bits", "bytes_per_token": 4e9, "ceiling_tok_s": 25.0}]}
+    out = analyze(runs, cfg, ceiling)
+    ref = next(c for c in out["cells"] if c["arm"] == cfg["reference"])
+    (eff,) = out["physics"]["efficiency"]  # speculative arms are not held against the plain ceiling
+    assert eff["arm"] == cfg["reference"] and eff["efficiency"] == pytest.approx(ref["median"] / 100)
+    assert eff["implied_gbps"] == pytest.approx(ref["median"] * 1e9 / 1e9)
+    assert out["physics"]["reference_median"] == pytest.approx(ref["median"])
+    assert [h["possible"] for h in out["physics"]["hypotheses"]] == [True, True, False]  # 50 tok/s > 25
+    # ng8 was shown faster, so it is what to run; had it not been, the reference would be
+    assert (out["best"]["code"]["use"], out["best"]["code"]["use_because"]) == ("ng8", "shown faster")
+    from bracket.stats.analyze import recommend
+    assert recommend("ng8", "undetermined", "base") == ("base", "not shown")
+    assert recommend("base", None, "base") == ("base", "reference fastest")
+    # one timed run reported 5 cached tokens; lengths pinned at 256
+    assert out["guards"] == {"timed": 30, "cached_unknown": 0, "cache_hits": 1, "pinned_tokens": 256}
+    assert analyze(runs, cfg)["physics"] is None

@@ -21,6 +21,7 @@ A hypothesis whose ceiling lies below the measured rate is physically impossible
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 HYPOTHESES = (("as stored", None), ("dequantised to FP8", 8), ("dequantised to BF16", 16))
@@ -163,3 +164,31 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def measured(ceiling: dict | None, cells: list[dict], reference: str, plain_arms: list[str]) -> dict:
+    """The measurement against the ceiling: stats.json's `physics` (the analysis decides; the article shows).
+
+    `cells` are stats.json cells (arm, workload, median). Only arms without speculation are held
+    against the plain ceiling: with it, one weight read yields several tokens. Returns
+    {"efficiency": [{workload, arm, median, ceiling_tok_s, efficiency, implied_gbps}],
+    "reference_median": median of the reference's workload medians, "hypotheses": seed 000's
+    precision hypotheses evaluated at it (efficiency, possible, implied_gbps)}.
+    """
+    c = ceiling or {}
+    out: dict = {"efficiency": [], "reference_median": None, "hypotheses": []}
+    ref = [x["median"] for x in cells if x["arm"] == reference and x.get("median")]
+    if ref:
+        out["reference_median"] = float(statistics.median(ref))
+    if c.get("hypotheses") and out["reference_median"]:
+        out["hypotheses"] = evaluate(c["hypotheses"], out["reference_median"])
+    if not c.get("ceiling_tok_s"):
+        return out
+    one = [{"bytes_per_token": c["bytes_per_token"], "ceiling_tok_s": c["ceiling_tok_s"]}]
+    for x in cells:
+        if x["arm"] in plain_arms and x.get("median"):
+            ev = evaluate(one, x["median"])[0]
+            out["efficiency"].append({"workload": x["workload"], "arm": x["arm"], "median": x["median"],
+                                      "ceiling_tok_s": c["ceiling_tok_s"], "efficiency": ev["efficiency"],
+                                      "implied_gbps": ev["implied_gbps"]})
+    return out

@@ -169,3 +169,19 @@ def tidy(records: list[dict]) -> pd.DataFrame:
     if len(df):
         df = df.sort_values(["position", "started_at"], kind="stable").reset_index(drop=True)
     return df
+
+
+def guards(runs: pd.DataFrame) -> dict:
+    """Seed 000's statements about the raw values, as facts checked on the timed runs (stats.json `guards`).
+
+    cached_unknown: runs that did not report cached tokens; cache_hits: runs with cached tokens
+    above 0 (marked invalid); pinned_tokens: the one completion length of every timed run when
+    each also ended on `length` (None when lengths varied or a run stopped early).
+    """
+    timed = runs[~runs["warmup"].fillna(False).astype(bool)] if "warmup" in runs else runs
+    cached = pd.to_numeric(timed.get("cached_tokens", pd.Series(dtype=float)), errors="coerce")
+    toks = pd.to_numeric(timed.get("completion_tokens", pd.Series(dtype=float)), errors="coerce").dropna()
+    fin = timed.get("finish_reason")
+    pinned = len(toks) and toks.nunique() == 1 and fin is not None and bool((fin == "length").all())
+    return {"timed": int(len(timed)), "cached_unknown": int(cached.isna().sum()),
+            "cache_hits": int((cached > 0).sum()), "pinned_tokens": int(toks.iloc[0]) if pinned else None}

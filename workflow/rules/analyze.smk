@@ -16,9 +16,10 @@ rule collect:
 
 
 rule analyze:
-    """Summaries, drift, comparisons, speculative readings and model checks."""
+    """Summaries, drift, comparisons, speculative readings, the measurement against the ceiling, guards."""
     input:
         "results/{exp}/runs.csv",
+        ceiling="results/{exp}/ceiling.json",
     output:
         "results/{exp}/stats.json",
     params:

@@ -17,7 +17,9 @@ with rule_log(snakemake.log[0]) as log:
         print(f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/; fix the cause and run "
               f"the same target again.\n", file=sys.stderr)
         sys.exit(1)
-    stats = analyze(runs, cfg)
+    with open(snakemake.input.ceiling) as f:
+        ceiling = json.load(f)
+    stats = analyze(runs, cfg, ceiling)
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

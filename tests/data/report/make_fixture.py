@@ -76,10 +76,10 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     runs = records.tidy(records.read(OUT / "raw" / p.name for p in blocks))
     runs.to_csv(OUT / "runs.csv", index=False)
     design.write(design.from_config(cfg), OUT / "schedule.csv")
-    stats = analyze(runs, cfg)
-    (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     weights.write_json(model_dir, OUT / "weights.json", cfg)
-    ceiling.write_json(OUT / "weights.json", cfg, OUT / "ceiling.json")
+    ceil = ceiling.write_json(OUT / "weights.json", cfg, OUT / "ceiling.json")
+    stats = analyze(runs, cfg, ceil)
+    (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     if (model_dir / "build.json").exists():
         shutil.copy(model_dir / "build.json", OUT / "raw" / "model-build.json")
     size = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file())

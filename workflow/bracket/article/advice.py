@@ -6,6 +6,7 @@ import shlex
 
 import pandas as pd
 
+from bracket.stats.analyze import recommend
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.headline import headline_rows
 from bracket.article.inputs import Data
@@ -33,12 +34,12 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
     """Per workload: what to use, its flags and its measurement; and whether the choice splits."""
     rows = []
     for r in headline_rows(d):
-        faster = r["verdict"] == "faster"
-        use = r["arm"] if (r["is_reference"] or faster) else d.reference
-        note = ("the reference was fastest" if r["is_reference"] else
-                f"{ratio(r['ratio'])} the {d.reference}" if faster else
-                f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more runs "
-                f"confirm it")
+        b = d.stats["best"][r["workload"]]
+        use, because = (b["use"], b["use_because"]) if "use" in b else recommend(r["arm"], r["verdict"], d.reference)
+        note = {"reference fastest": "the reference was fastest",
+                "shown faster": f"{ratio(r['ratio'])} the {d.reference}"}.get(
+            because, f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more "
+                     f"runs confirm it")
         cell = d.cell(use, r["workload"])
         rows.append({"workload": r["workload"], "use": use, "flags": arm_flags(d, use),
                      "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}" if cell else "",

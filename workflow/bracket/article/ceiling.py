@@ -50,38 +50,31 @@ def efficiency_reading(eff: float) -> str:
             "not to reading weights, so bandwidth is not what limits this model on this machine")
 
 
+def physics(d: Data) -> dict:
+    """stats.json's `physics` (the analysis's measurement against the ceiling); for a stats.json
+    written before it existed, the same function of the package computes it from the same inputs."""
+    if d.stats.get("physics") is not None:
+        return d.stats["physics"]
+    plain = [a for a in d.arms if not (d.cfg.get("arms", {}).get(a) or {}).get("speculative")]
+    return _ceiling.measured(d.ceiling, d.stats.get("cells") or [], d.reference, plain)
+
+
 def efficiency_table(d: Data) -> pd.DataFrame:
-    """Measured median of each workload's reference and best arm against the plain ceiling."""
-    c = d.ceiling or {}
-    rows = []
-    if not c.get("ceiling_tok_s"):
-        return pd.DataFrame()
-    for wl in d.workloads:
-        # Only arms without speculation: with it, one weight read yields several tokens and the
-        # plain ceiling does not bound the rate.
-        arms = [a for a in d.arms if not (d.cfg.get("arms", {}).get(a) or {}).get("speculative")]
-        for arm in arms:
-            cell = d.cell(arm, wl)
-            if not cell:
-                continue
-            ev = _ceiling.evaluate([{"bytes_per_token": c["bytes_per_token"], "ceiling_tok_s": c["ceiling_tok_s"]}],
-                                   cell["median"])[0]
-            rows.append({"workload": wl, "arm": arm, "median tok/s": rate(cell["median"]),
-                         "ceiling tok/s": rate(c["ceiling_tok_s"]), "of the ceiling": pct(ev["efficiency"], 0),
-                         "implied GB/s": f"{ev['implied_gbps']:.2f}", "efficiency": ev["efficiency"],
-                         "median": cell["median"]})
-    return pd.DataFrame(rows)
+    """Measured median of each arm without speculation against the plain ceiling, per workload."""
+    rows = physics(d)["efficiency"]
+    order = {(wl, a): (i, j) for i, wl in enumerate(d.workloads) for j, a in enumerate(d.arms)}
+    rows = sorted((r for r in rows if (r["workload"], r["arm"]) in order),
+                  key=lambda r: order[(r["workload"], r["arm"])])
+    return pd.DataFrame([{"workload": r["workload"], "arm": r["arm"], "median tok/s": rate(r["median"]),
+                          "ceiling tok/s": rate(r["ceiling_tok_s"]), "of the ceiling": pct(r["efficiency"], 0),
+                          "implied GB/s": f"{r['implied_gbps']:.2f}", "_efficiency": r["efficiency"],
+                          "_median": r["median"]} for r in rows])
 
 
 def hypotheses(d: Data) -> tuple[float | None, list[dict]]:
-    """The reference's median (across workloads) and seed 000's hypotheses evaluated against it (numbers)."""
-    c = d.ceiling or {}
-    cells = [d.cell(d.reference, wl) for wl in d.workloads]
-    meds = [x["median"] for x in cells if x]
-    if not c.get("hypotheses") or not meds:
-        return None, []
-    measured = float(pd.Series(meds).median())
-    return measured, _ceiling.evaluate(c["hypotheses"], measured)
+    """The reference's median (across workloads) and seed 000's hypotheses evaluated at it."""
+    p = physics(d)
+    return p["reference_median"], (p["hypotheses"] if p["reference_median"] else [])
 
 
 def hypotheses_table(d: Data) -> pd.DataFrame:
@@ -158,12 +151,12 @@ def section_ceiling(d: Data) -> Section | None:
     if not eff.empty:
         ref = eff[eff["arm"] == d.reference]
         if not ref.empty:
-            e = float(ref["efficiency"].median())
-            s.add(Heading(f"Measured: {rate(float(ref['median'].median()))} tok/s, "
+            e = float(ref["_efficiency"].median())
+            s.add(Heading(f"Measured: {rate(float(ref['_median'].median()))} tok/s, "
                           f"or {pct(e, 0)} of the ceiling", 3))
             s.add(Para(f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
                        f"{efficiency_reading(e)}."))
-            meds = ref["median"]
+            meds = ref["_median"]
             if len(meds) > 1:
                 flat = (meds.max() - meds.min()) / meds.median()
                 s.add(Para(f"Across workloads the reference's medians differ by {pct(flat)} "
@@ -171,14 +164,14 @@ def section_ceiling(d: Data) -> Section | None:
                            + ("That flatness is itself evidence: compute-bound throughput moves when the work "
                               "changes; a rate set by the weight read doesn't." if flat < 0.05 else
                               "The rate moves with the work, so something other than the weight read sets it.")))
-        if (eff["efficiency"] > 1).any():
+        if (eff["_efficiency"] > 1).any():
             s.add(Para("An arm without speculation above the ceiling cannot be: check the byte account and the "
                        "bandwidth before believing either number.", "warn"))
         if any((d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms):
             s.add(Para("Speculative arms are left out of this table: one weight read verifies several drafted "
                        "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
                        "note"))
-        s.add(Table(eff.drop(columns=["efficiency", "median"]), "Measured medians against the ceiling", "efficiency.csv"))
+        s.add(Table(eff, "Measured medians against the ceiling", "efficiency.csv"))
     hyp = hypotheses_table(d)
     if not hyp.empty:
         s.add(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bracket import records
 from bracket.article.elements import Heading, Para, Section, Table, _blank
 from bracket.article.inputs import Data
 from bracket.article.text import rate
@@ -90,22 +91,18 @@ def raw_table(runs: pd.DataFrame, workload: str) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def guards(runs: pd.DataFrame) -> list[str]:
-    """Seed 000's statements about the raw values, each checked, not assumed."""
+def guard_sentences(g: dict) -> list[str]:
+    """Seed 000's statements about the raw values, from the analysis's checks (records.guards)."""
     out = []
-    timed = runs[~runs["warmup"]] if "warmup" in runs else runs
-    cached = pd.to_numeric(timed.get("cached_tokens"), errors="coerce")
-    if cached.notna().all() and (cached == 0).all():
-        out.append("Every timed response had cached_tokens at 0: the prefix cache never engaged.")
-    elif cached.isna().any():
-        out.append(f"{int(cached.isna().sum())} timed responses did not report cached tokens: the cache guard "
+    if g["cached_unknown"]:
+        out.append(f"{g['cached_unknown']} timed responses did not report cached tokens: the cache guard "
                    f"could not be checked for them.")
+    elif g["cache_hits"]:
+        out.append(f"{g['cache_hits']} timed responses hit the prefix cache; they are marked invalid.")
     else:
-        out.append(f"{int((cached > 0).sum())} timed responses hit the prefix cache; they are marked invalid.")
-    toks = pd.to_numeric(timed.get("completion_tokens"), errors="coerce").dropna()
-    fin = timed.get("finish_reason")
-    if len(toks) and toks.nunique() == 1 and fin is not None and (fin == "length").all():
-        out.append(f"Output length was pinned at {int(toks.iloc[0])} tokens per run (finish_reason was length "
+        out.append("Every timed response had cached_tokens at 0: the prefix cache never engaged.")
+    if g["pinned_tokens"] is not None:
+        out.append(f"Output length was pinned at {g['pinned_tokens']} tokens per run (finish_reason was length "
                    f"every time), so the only variable is elapsed time.")
     else:
         out.append("Output length was not the same for every timed run; runs that stopped early are marked invalid.")
@@ -113,9 +110,14 @@ def guards(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def guards(runs: pd.DataFrame) -> list[str]:
+    """The guard sentences of a runs table (checked by bracket.records.guards)."""
+    return guard_sentences(records.guards(runs))
+
+
 def section_raw(d: Data) -> Section:
     s = Section([Heading("Every raw value")])
-    for g in guards(d.runs):
+    for g in guard_sentences(d.stats["guards"] if d.stats.get("guards") else records.guards(d.runs)):
         s.add(Para(g))
     s.add(Para("Every request, in the order it ran. Warmups and invalid runs are shown and marked, never dropped; "
                "only rows marked valid enter the statistics above. The same values are in "

@@ -9,6 +9,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from bracket.ceiling import measured
+from bracket.records import guards
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
@@ -80,7 +82,7 @@ def _block_cost_runs(runs: pd.DataFrame, cfg: dict) -> float:
     return max(1.0, d.get("warmup_runs", 1) + cooldown)
 
 
-def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
+def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
     Only rows with valid == True enter statistics; the value is decode_tok_s
@@ -152,14 +154,21 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
         Per workload: the arm with the highest median, with n, min, max, ratio_to_reference,
         picked_from (arms it was picked from), and its comparison's verdict and the CI that
         verdict rests on (ci_low, ci_high, ci_level, ci_basis: multiplicity-adjusted; null for
-        the reference itself).
+        the reference itself), and the recommendation: use (the arm to run) and use_because
+        ("reference fastest", "shown faster" or "not shown", see `recommend`).
+    physics
+        The measurement against ceiling.json (`ceiling`, when given): efficiency of each arm
+        without speculation, the reference's median and seed 000's precision hypotheses
+        evaluated at it (bracket.ceiling.measured).
+    guards
+        Seed 000's raw-data checks as facts (bracket.records.guards).
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
         blocks), and comparisons: each host against the first, per arm and workload, with the
         fields of `comparisons` (see bracket.stats.hosts).
-    warnings
-        Actionable sentences: what went wrong and what to change.
+    findings, warnings
+        What went wrong and what to change: records (bracket.stats.findings) and their sentences.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
@@ -250,6 +259,9 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
+    plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
+    out["physics"] = measured(ceiling, out["cells"], reference, plain) if ceiling is not None else None
+    out["guards"] = guards(runs)
 
     if cfg.get("design", {}).get("kind") == "sequential":
         warnings.append(Finding("design", "design.kind is sequential: every arm ran in one stretch of time, so "
@@ -326,6 +338,19 @@ def _levels(runs, cfg, valid):
     return out
 
 
+def recommend(fastest: str, verdict: str | None, reference: str) -> tuple[str, str]:
+    """What to run on a workload: the fastest arm only when it is the reference or shown faster.
+
+    Returns (arm, because): "reference fastest", "shown faster", or "not shown" (the fastest
+    median's advantage did not survive its verdict: keep the reference until more runs settle it).
+    """
+    if fastest == reference:
+        return reference, "reference fastest"
+    if verdict == "faster":
+        return fastest, "shown faster"
+    return reference, "not shown"
+
+
 def _best(cells, comparisons, medians, reference):
     best = {}
     for wl in sorted({c["workload"] for c in cells}):
@@ -342,7 +367,9 @@ def _best(cells, comparisons, medians, reference):
             est = comp["drift_adjusted_ratio"] if comp["basis"] == "drift-adjusted" else comp["ratio"]
         else:
             est = of_medians
+        use, why = recommend(top["arm"], comp["verdict"] if comp else None, reference)
         best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
+                    "use": use, "use_because": why,
                     "max": top["max"], "ratio_to_reference": est, "ratio_of_medians": of_medians,
                     "ci_low": comp["verdict_ci_low"] if comp else None,
                     "ci_high": comp["verdict_ci_high"] if comp else None,
