@@ -41,15 +41,20 @@ def load_corrections(path) -> list[dict] | None:
         if not isinstance(entry, dict):
             raise CorrectionsError(f"{p}: entry {i + 1} is a {type(entry).__name__}, not a mapping with keys "
                                    f"{', '.join(CORRECTION_KEYS)}.")
-        missing = [k for k in CORRECTION_KEYS if not entry.get(k)]
-        unknown = sorted(set(entry) - set(CORRECTION_KEYS))
-        if missing or unknown:
-            raise CorrectionsError(
-                f"{p}: entry {i + 1} " + (f"lacks {', '.join(missing)}" if missing else "") +
-                ("; " if missing and unknown else "") + (f"has unknown keys {', '.join(unknown)}" if unknown else "") +
-                f". Each entry needs exactly: {', '.join(CORRECTION_KEYS)}.")
-        out.append({k: str(entry[k]) for k in CORRECTION_KEYS})
+        out.append(checked(entry, f"{p}: entry {i + 1}"))
     return out
+
+
+def checked(entry: dict, where: str) -> dict:
+    """The entry with exactly CORRECTION_KEYS, as strings; or CorrectionsError naming `where` and the fix."""
+    missing = [k for k in CORRECTION_KEYS if not entry.get(k)]
+    unknown = sorted(set(entry) - set(CORRECTION_KEYS))
+    if missing or unknown:
+        raise CorrectionsError(
+            f"{where} " + (f"lacks {', '.join(missing)}" if missing else "") +
+            ("; " if missing and unknown else "") + (f"has unknown keys {', '.join(unknown)}" if unknown else "") +
+            f". Each entry needs exactly: {', '.join(CORRECTION_KEYS)}.")
+    return {k: str(entry[k]) for k in CORRECTION_KEYS}
 
 
 HEADER = ("# Corrections to this experiment's published figures: append-only, newest last.\n"
@@ -57,13 +62,7 @@ HEADER = ("# Corrections to this experiment's published figures: append-only, ne
 
 
 def _entry_text(entry: dict) -> str:
-    missing = [k for k in CORRECTION_KEYS if not entry.get(k)]
-    unknown = sorted(set(entry) - set(CORRECTION_KEYS))
-    if missing or unknown:
-        raise CorrectionsError(f"a ledger entry needs exactly {', '.join(CORRECTION_KEYS)}; "
-                               f"missing {missing or 'none'}, unknown {unknown or 'none'}.")
-    return yaml.safe_dump([{k: str(entry[k]) for k in CORRECTION_KEYS}], sort_keys=False, allow_unicode=True,
-                          width=100)
+    return yaml.safe_dump([checked(entry, "a new ledger entry")], sort_keys=False, allow_unicode=True, width=100)
 
 
 def append(path: str | Path, entries: list[dict]) -> list[dict]:
