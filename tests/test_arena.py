@@ -63,12 +63,26 @@ def test_the_text_is_deterministic_and_not_repeated():
     grams = [a[i:i + 8] for i in range(len(a) - 8)]
     assert len(set(grams)) == len(grams)  # no 8-word run occurs twice: nothing for n-gram drafting to copy
     words = arena_text.built_text()
-    c1, p1 = arena_text.request_texts(words, 300, 50, 1, "arena", 3, 0, False)
-    c2, p2 = arena_text.request_texts(words, 300, 50, 1, "arena", 3, 1, False)
-    assert (c1, p1) == arena_text.request_texts(words, 300, 50, 1, "arena", 3, 0, False)
+    c1, p1 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, False)
+    c2, p2 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 1, False)
+    assert (c1, p1) == arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, False)
     assert c1 != c2 and len(c1.split()) == 300 and len(p1.split()) == 50
-    _, p3 = arena_text.request_texts(words, 300, 50, 1, "arena", 3, 0, True)
+    c4, _ = arena_text.request_texts(words, 300, 50, 1, "arena", 1, 3, 0, False)
+    assert c4 != c1  # another block, another slice
+    _, p3 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, True)
     assert p3.startswith(p1) and len(p3.split()) == 51  # --no-cache: a unique suffix
+
+
+def test_slices_are_cut_to_token_counts_when_the_server_can_tokenize():
+    words = arena_text.built_text()
+    tokens = lambda text: sum(1 + len(w) // 5 for w in text.split())  # noqa: E731 (longer words, more tokens)
+    for start in (0, 777, len(words) - 100):  # the last wraps round the end of the text
+        w = arena_text.fit(words, start, 300, 200, tokens)
+        n = tokens(arena_text.join(arena_text.slice_words(words, w, start)))
+        n_next = tokens(arena_text.join(arena_text.slice_words(words, w + 1, start)))
+        assert n <= 300 < n_next  # the longest slice not above the target
+    c, p = arena_text.request_texts(words, 250, 40, 1, "arena", 0, 0, 0, False, tokens, 300, 50)
+    assert 300 - 2 <= tokens(c) <= 300 and 50 - 2 <= tokens(p) <= 50
 
 
 def test_calibration_hits_depth_plus_prompt_as_the_server_counts():

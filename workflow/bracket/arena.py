@@ -47,7 +47,7 @@ from bracket import arena_text, records
 
 DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 console = Console(stderr=True, highlight=False)
-_calibrated: dict[tuple, tuple[int, int]] = {}
+_calibrated: dict[tuple, tuple] = {}
 
 
 def served_name(adapter, cfg: dict, http, base: str) -> str:
@@ -145,10 +145,16 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     if key not in _calibrated:
         def count(context, prompt):
             return send(context, prompt, {**req, "max_tokens": 1})[0].prompt_tokens
-        _calibrated[key] = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
-    ctx_words, pp_words = _calibrated[key]
+        ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
+        tokens = arena_text.token_counter(http, base, model)
+        ctx_tokens = tokens(arena_text.join(words[:ctx_words])) if tokens and ctx_words else 0
+        pp_tokens = tokens(arena_text.join(words[len(words) // 2:len(words) // 2 + pp_words])) \
+            if tokens and pp_words else 0
+        _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens)
+    ctx_words, pp_words, tokens, ctx_tokens, pp_tokens = _calibrated[key]
     seed = cfg["design"]["seed"]
-    texts = [arena_text.request_texts(words, ctx_words, pp_words, seed, wl_name, run, u, no_cache)
+    texts = [arena_text.request_texts(words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache,
+                                      tokens, ctx_tokens, pp_tokens)
              for u in range(wl["users"])]
     barrier = threading.Barrier(len(texts))
 

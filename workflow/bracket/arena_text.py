@@ -99,20 +99,92 @@ def slice_words(words: tuple[str, ...], n: int, start: int) -> tuple[str, ...]:
     return (words * reps)[start:start + n]
 
 
-def request_texts(words: tuple[str, ...], ctx_words: int, pp_words: int, seed: int, workload: str, run: int,
-                  user: int, no_cache: bool) -> tuple[str, str]:
-    """(context, prompt) of one user in one run: one contiguous slice from a seeded start, like llama-benchy.
+def request_texts(words: tuple[str, ...], ctx_words: int, pp_words: int, seed: int, workload: str, block: int,
+                  run: int, user: int, no_cache: bool, tokens=None, ctx_tokens: int = 0,
+                  pp_tokens: int = 0) -> tuple[str, str]:
+    """(context, prompt) of one user in one run of a block: one contiguous slice from a seeded start, as
+    llama-benchy takes one from a random start (the block is in the seed, so a server that serves several
+    blocks, under attach, never sees a context twice).
 
     no_cache (llama-benchy --no-cache): a unique suffix on the prompt, so nothing past the template
     can be served from a cache even when two slices meet.
     """
-    rng = random.Random(f"{seed}:{workload}:{run}:{user}")
+    rng = random.Random(f"{seed}:{workload}:{block}:{run}:{user}")
     start = rng.randrange(len(words))
+    if tokens is not None:  # cut to the calibrated token counts, as llama-benchy cuts token slices
+        ctx_words = fit(words, start, ctx_tokens, ctx_words, tokens) if ctx_words else 0
+        pp_words = fit(words, (start + ctx_words) % len(words), pp_tokens, pp_words, tokens) if pp_words else 0
     part = slice_words(words, ctx_words + pp_words, start)
     context, prompt = join(part[:ctx_words]), join(part[ctx_words:])
     if no_cache:
         prompt += f" {rng.getrandbits(64):016x}"
     return context, prompt
+
+
+def token_counter(http, base: str, model: str):
+    """tokens(text) through the server's own tokenizer route (vLLM's and llama.cpp's POST /tokenize), or None.
+
+    With it each user's slice is cut to the calibrated token counts, as llama-benchy cuts token slices
+    with the model's tokenizer; without it (Ollama, SGLang) slices have the calibrated word counts,
+    and the records give the prompt tokens the server counted.
+    """
+    import httpx
+
+    def vllm(text):
+        r = http.post(base + "/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False},
+                      timeout=30.0)
+        r.raise_for_status()
+        return int(r.json()["count"])
+
+    def llamacpp(text):
+        r = http.post(base + "/tokenize", json={"content": text, "add_special": False}, timeout=30.0)
+        r.raise_for_status()
+        return len(r.json()["tokens"])
+
+    for f in (vllm, llamacpp):
+        try:
+            if f("The fog lay over the street.") > 0:
+                return f
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def fit(words: tuple[str, ...], start: int, target: int, guess: int, tokens) -> int:
+    """Words from `start` whose text is `target` tokens (the longest slice not above it), by the server's tokenizer.
+
+    Proportional steps to come near, then word by word to the longest slice within the target.
+    """
+    if target <= 0:
+        return 0
+    seen: dict[int, int] = {}
+
+    def n_of(w: int) -> int:
+        if w not in seen:
+            seen[w] = tokens(join(slice_words(words, w, start)))
+        return seen[w]
+
+    w = max(guess, 1)
+    for _ in range(8):
+        n = n_of(w)
+        if n == target:
+            break
+        step = int(round((target - n) * w / max(n, 1)))
+        nxt = max(1, w + (step if step else (1 if n < target else -1)))
+        if nxt in seen:
+            break
+        w = nxt
+    under = [k for k, n in seen.items() if n <= target]
+    w = max(under) if under else min(seen)
+    for _ in range(64):  # down until within the target, then up while the next word still fits
+        if n_of(w) <= target or w == 1:
+            break
+        w -= 1
+    for _ in range(64):
+        if n_of(w + 1) > target:
+            break
+        w += 1
+    return w
 
 
 # ---- requests --------------------------------------------------------------------------------------------

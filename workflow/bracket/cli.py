@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "bracket.commands_stats",
     "bracket.commands_physics",
     "bracket.commands_setup",
+    "bracket.commands_export",
 ]
 
 
