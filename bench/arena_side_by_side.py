@@ -92,7 +92,7 @@ def main() -> int:
     ap.add_argument("--users", type=int, default=2)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--port", type=int, default=8047)
+    ap.add_argument("--port", type=int, default=8183)
     ap.add_argument("--attach", help="measure a server you run (OpenAI-compatible base URL) instead")
     ap.add_argument("--tokenizer", help="tokenizer dir or tokenizer.json for llama-benchy (default: the tiny model)")
     ap.add_argument("--llama-benchy", type=Path, default=BENCHY,
@@ -164,12 +164,29 @@ def main() -> int:
         f"Prompt tokens per request as the server counted them (bracket): median {int(np.median(served)) if served else 'n/a'}, "
         f"range {min(served) if served else '-'}-{max(served) if served else '-'} (asked {a.depth + a.pp}).",
         "",
+        f"llama-benchy kept {sum(len(c['tg_throughput']['values']) if c['tg_throughput'] else 0 for c in cells)} of "
+        f"{a.runs * len(cells)} runs' tg and {sum(len(c['tg_req_throughput']['values']) if c['tg_req_throughput'] else 0 for c in cells)} "
+        f"of {a.runs * a.users * len(cells)} requests' per-request tg (it drops a request whose tokens all carry one "
+        f"timestamp, and a run whose window is zero).",
+        "",
+        "Why the two tools can differ on the same cell (the definitions are the same here: without speculative "
+        "decoding each first event carries one token, so llama-benchy's tg and bracket's window rate coincide "
+        "run by run): (1) the clocks: llama-benchy stamps a chunk when its single asyncio loop reads it "
+        "(`iter_any`), so when the client falls behind, several events share one timestamp, requests lose their "
+        "tg and runs their window, and the kept runs lean fast; bracket stamps each event as its thread parses it; "
+        "(2) the prompts: llama-benchy cuts its own tokenizer's tokens and shrinks the depth by the template's "
+        "tokens measured at warmup, bracket cuts words to the server's /tokenize counts (asked and served are "
+        "printed above); (3) the summary: llama-benchy's mean ± SD over its kept runs, bracket's median with a "
+        "bootstrap CI over all valid runs; (4) the time: blocks run one after the other on a shared 2-core "
+        "machine, so drift between blocks (see the per-block values) is as large as any difference between tools.",
+        "",
         f"bracket's cell exported as a llama-benchy report: `{res.with_suffix('.bracket.json').name}`; "
         f"llama-benchy's first report: `{res.with_suffix('.llama-benchy.json').name}`.",
     ]
     res.parent.mkdir(parents=True, exist_ok=True)
-    res.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = "\n".join(lines).replace(str(ROOT) + "/", "")
+    res.write_text(text + "\n")
+    print(text)
     return 0
 
 

@@ -20,7 +20,7 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
     engine, model = embedded_engine
     depth, pp, tg, users = 256, 64, 16, 2
     cfg = config.validate({
-        "engine": {"kind": "vllm", "embedded": True, "port": 8046,
+        "engine": {"kind": "vllm", "embedded": True, "port": 8184,
                    "args": ["--chat-template", str(ROOT / "tests" / "data" / "arena" / "chat_template.jinja")]},
         "arms": {"base": {}},
         "workloads": {"cell": {"prompts": "experiments/prompts/chat.jsonl", "kind": "arena", "depth": depth,

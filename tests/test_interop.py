@@ -75,7 +75,7 @@ def test_arena_cells_export_as_llama_benchy_and_import_back():
            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
     raw = []
     for run_i, tg in enumerate([100.0, 110.0, 120.0]):
-        for u, ttft in enumerate((0.5, 0.6)):
+        for ttft in (0.5, 0.6):
             raw.append({"started_at": 10.0 * run_i, "ttft_s": ttft, "completion_tokens": 16, "tg_tok_s": tg,
                         "error": None, "arm": "b", "workload": "arena", "block": 0, "run": run_i, "warmup": False,
                         "cached_tokens": 0, "finish_reason": "length", "max_tokens": 16, "wall_s": 1.0,

@@ -144,7 +144,10 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     key = (server_id, wl_name)
     if key not in _calibrated:
         def count(context, prompt):
-            return send(context, prompt, {**req, "max_tokens": 1})[0].prompt_tokens
+            m = send(context, prompt, {**req, "max_tokens": 1})[0]
+            if m.error or not m.prompt_tokens:
+                raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
+            return m.prompt_tokens
         ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
         tokens = arena_text.token_counter(http, base, model)
         ctx_tokens = tokens(arena_text.join(words[:ctx_words])) if tokens and ctx_words else 0
