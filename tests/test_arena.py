@@ -186,3 +186,18 @@ def test_summary_and_section_show_both_definitions():
     assert lb["tg_throughput"]["std"] == pytest.approx(float(__import__("numpy").std(lb["tg_throughput"]["values"])))
     md = article.section_arena(None, article.Controls([], None, None, s))._repr_markdown_()
     assert "± " in md and "first token" in md and "1024 + 128" in md
+
+
+@pytest.mark.parametrize("kind,name,prompt_tokens,first", [
+    ("vllm", "vllm-0.32-cpu-chat-completions.sse", 117, 1),
+    ("llamacpp", "llamacpp-0.3.36-chat-completions.sse", 159, None)])
+def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first):
+    # Captured from the embedded vLLM CPU engine and the cached llama-server build with the body
+    # arena_text.chat_body sends (tests/data/engines/README.md): the role chunk comes first.
+    rec = Recorded({"POST /v1/chat/completions": (200, body(name))})
+    m, extra = arena_text.send(engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA,
+                               1234, {}, "chat", False)
+    assert m.error is None and m.completion_tokens == 8 and m.finish_reason == "length" and m.cached_tokens == 0
+    assert m.stream_events == 8 and extra["first_event_tokens"] == first and extra["ttfr_s"] <= m.ttft_s
+    if prompt_tokens:
+        assert m.prompt_tokens == prompt_tokens
