@@ -1,15 +1,15 @@
-"""The arena cell on the real embedded vLLM CPU engine, at a small depth (one server start, about a minute).
+"""The arena cell on the real embedded vLLM CPU engine, at a small depth, through the block runner a
+workflow run uses (one server start, about a minute).
 
 Chat requests need a chat template, which the tiny model lacks: tests/data/arena/chat_template.jinja
 is passed with --chat-template, as a user would for such a model.
 """
 
-from types import SimpleNamespace
-
 import pytest
 
-from bracket import arena, config, engines, interop
-from bracket.determinism import serve
+from bracket import arena, article, config, interop, records
+from bracket.design import Block
+from bracket.runner import run_block
 
 from conftest import ROOT
 
@@ -27,13 +27,11 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
                                "prompt_tokens": pp, "tokens": tg, "users": users}},
         "design": {"runs_per_block": 3, "warmup_runs": 1, "seed": 1},
         "analysis": {"bootstrap_resamples": 200}}, source="test")
-    adapter = engines.get("vllm")
-    raw = []
-    with serve(cfg, "base", model=str(model), python=str(engine / "bin" / "python"), log_path=tmp_path / "server.log",
-               lock_dir=tmp_path / "locks") as (http, base, argv):
-        block = SimpleNamespace(arm="base", position=0, round=0)
-        for run in range(4):
-            raw += arena.run_cell(cfg, "t", block, {}, adapter, "cell", [], http, base, "srv", run, run == 0, None)
+    path = run_block(cfg, "arena", Block(position=0, arm="base", round=1, seed=1), 1,
+                     raw_path=tmp_path / "raw" / "block-0.jsonl", meta_path=tmp_path / "raw" / "block-0.meta.json",
+                     log_path=tmp_path / "block-0.log", model=str(model), python=str(engine / "bin" / "python"),
+                     root=ROOT, lock_dir=tmp_path / "locks")
+    raw = records.read([path])
     assert len(raw) == 4 * users and all(r["error"] is None for r in raw), [r["error"] for r in raw]
     assert all(r["completion_tokens"] == tg and r["finish_reason"] == "length" for r in raw)
     # depth + prompt as the server counts them: slices cut by vLLM's /tokenize to the calibrated counts
@@ -50,5 +48,7 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
     # no multi-token first events without speculation: the two definitions agree run by run
     for r in cell["runs"]:
         assert r["llama_benchy_tg"] == pytest.approx(r["window_tok_s"])
+    md = article.section_arena(None, article.Controls([], None, None, summary))._repr_markdown_()
+    assert f"{depth} + {pp}" in md and " ± " in md
     (back,) = interop.benchy_cells(interop.export_arena(summary, "base"))
     assert (back["context_size"], back["prompt_size"], back["response_size"], back["concurrency"]) == (depth, pp, tg, 2)
