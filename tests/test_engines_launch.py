@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from bracket import config, design, runner
-from bracket.runner import BlockFailed
+from bracket.session import BlockFailed
 
 from conftest import ROOT
 

@@ -18,7 +18,7 @@ import pytest
 
 from bracket import engines, records
 from bracket.commands_run import launch_command
-from bracket.runner import BlockFailed
+from bracket.session import BlockFailed
 from bracket.stats import analyze
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))

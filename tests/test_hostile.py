@@ -14,7 +14,7 @@ import time
 import pytest
 
 from bracket import config, prompts, records, secrets
-from bracket.runner import BlockFailed
+from bracket.session import BlockFailed
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
@@ -249,7 +249,7 @@ def test_counts_leave_warmups_out_and_count_each_invalid_run_once():
     assert c == {"total": 3, "valid": 1, "warmups": 1, "invalid": 1, "invalid_by_reason": {"early stop": 1}}
     assert records.nothing_valid(runs) is None
     assert records.nothing_valid(runs.assign(valid=False)).startswith("no valid measurement: all 2 timed")
-    assert "1 x early stop (stop)" in records.nothing_valid(runs.iloc[:2])
+    assert "1 x early stop; the first: early stop (stop)" in records.nothing_valid(runs.iloc[:2])
     assert records.nothing_valid(runs.iloc[:1]) == ("no valid measurement: runs.csv holds no timed request "
                                                     "(1 warmups only).")
     assert isinstance(runs, pd.DataFrame)

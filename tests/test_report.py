@@ -160,11 +160,17 @@ def test_recommendation_keeps_the_reference_without_a_verdict(data):
 
 
 def test_group_warnings_merges_repeated_messages():
-    ws = ["a / code: only 3 valid runs", "b / chat: only 3 valid runs", "x vs a / code: one block per arm",
-          "2 runs invalid (cache hit), left out of statistics."]
-    g = article.group_warnings(ws)
+    from bracket.stats.findings import Finding
+    fs = [Finding("cell", "only 3 valid runs", arm="a", workload="code"),
+          Finding("cell", "only 3 valid runs", arm="b", workload="chat"),
+          Finding("comparison", "one block per arm", arm="x", vs="a", workload="code"),
+          Finding("invalid", "2 runs invalid (cache hit), left out of statistics."),
+          Finding("host", "ran slower", host="box-2", vs="box-1", arm="base", workload="code")]
+    assert fs[2].text() == "x vs a / code: one block per arm"
+    g = article.group_warnings([f.record() for f in fs])
     assert g[0] == "only 3 valid runs (a / code, b / chat)"
-    assert "one block per arm (x vs a / code)" in g and ws[3] in g
+    assert "one block per arm (x vs a / code)" in g and fs[3].message in g
+    assert "ran slower (box-2 vs box-1 / base / code)" in g
 
 
 def test_corrections_ledger(tmp_path):

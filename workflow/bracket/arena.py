@@ -43,17 +43,11 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from bracket import arena_text, records
+from bracket import arena_text, records, session
 
 DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, tuple] = {}
-
-
-def served_name(adapter, cfg: dict, http, base: str) -> str:
-    """The model name requests carry (the adapter's, when it can ask the server)."""
-    ask = getattr(adapter, "request_model", None)
-    return ask(cfg, http, base) if ask else "bracket-model"
 
 
 def spec(wl: dict) -> dict:
@@ -133,7 +127,7 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     """One run of the cell: `users` requests sent at one instant; one raw record per user."""
     wl = spec(cfg["workloads"][wl_name])
     req = {**cfg["request"], "max_tokens": wl["tokens"]}
-    model = served_name(adapter, cfg, http, base)
+    model = session.served_name(adapter, cfg, http, base)
     words = arena_text.words_of(wl)
     no_cache = wl["cache"] == "no_cache"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from bracket import config, engines
+from bracket import config, engines, session
 from bracket.embedded import engine_python, model_dir
 from bracket.engines import launch
 
@@ -23,11 +23,11 @@ def launch_command(cfg: dict, arm: str, experiment: str = "experiment") -> str:
     if eng["launch"] == "attach":
         return (f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(cfg)}; "
                 f"start the server there yourself, with the same flags for every arm.")
-    secret_names = list(eng["secret_env"])
-    if eng.get("api_key_env") and adapter.api_key_env:
-        secret_names.append(adapter.api_key_env)
+    if eng.get("api_key_env") and not adapter.api_key_env:  # as a block would refuse it
+        raise ValueError(f"engine.kind {eng['kind']!r} takes no API key by environment; "
+                         f"leave engine.api_key_env empty.")
     argv = launch.server_argv(cfg, adapter, cfg["arms"][arm], model_dir(cfg), engine_python(cfg),
-                              name=launch.container_name(experiment, arm), env_names=secret_names)
+                              name=launch.container_name(experiment, arm), env_names=session.secret_names(cfg, adapter))
     env = launch.launch_env(cfg, adapter, cfg["arms"][arm])
     secret = " ".join(f"{name}=${name}" for name in eng["secret_env"])
     if eng.get("api_key_env") and adapter.api_key_env:

@@ -10,8 +10,9 @@ from bracket.stats import io
 from bracket.stats.analyze import jsonable
 from bracket.stats.multiplicity import holm
 from bracket.stats.tables import cell_summaries, compare_arms, valid_rows
+from bracket.stats import defaults as D
 
-DEFAULT_SEED = 20261129
+DEFAULT_SEED = D.SEED
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -19,11 +20,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="runs.csv, raw .jsonl, a CSV with arm,value[,workload,block,round,position], "
                         "llama-benchy JSON or vllm bench serve --save-detailed JSON")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--confidence", type=float, default=D.CONFIDENCE, help=f"CI level (default {D.CONFIDENCE})")
+    p.add_argument("--resamples", type=int, default=D.RESAMPLES, help=f"bootstrap resamples (default {D.RESAMPLES})")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
-    p.add_argument("--noise-threshold", type=float, default=0.01,
-                   help="smallest relative effect called real (default 0.01)")
+    p.add_argument("--noise-threshold", type=float, default=D.NOISE_THRESHOLD,
+                   help=f"smallest relative effect called real (default {D.NOISE_THRESHOLD})")
     p.add_argument("--no-pool", dest="pool", action="store_false",
                    help="textbook block-level analysis: never pool block noise with request noise, even "
                         "when blocks agree (see bracket.stats.blocks)")
@@ -108,8 +109,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("summarize", help="per cell: n, blocks, median with block-level CI, min, max, spread, modes",
                               description="Summarize each arm x workload cell of raw values.")
     _common(p)
-    p.add_argument("--spread-warning", type=float, default=0.15,
-                   help="spread above which the run count cannot pin the median (default 0.15)")
+    p.add_argument("--spread-warning", type=float, default=D.SPREAD_WARNING,
+                   help=f"spread above which the run count cannot pin the median (default {D.SPREAD_WARNING})")
     p.set_defaults(func=summarize_cmd)
     c = subparsers.add_parser("compare", help="block-level ratio with CI, test, drift, verdict (or undetermined, with the rounds needed)",
                               description="Compare a candidate arm with a baseline arm.")

@@ -1,6 +1,6 @@
 """The corrections ledger: experiments/NAME.corrections.yaml, append-only, committed with the experiment.
 
-A YAML list of {date, claim, correction, evidence}, read by `bracket.article.load_corrections`
+A YAML list of {date, claim, correction, evidence}, read by `load_corrections`
 and rendered in the article's corrections section. Entries are appended at the end of the file,
 byte for byte after what was there: an earlier entry is never rewritten or reordered, so a
 published report's corrections can always be traced (seed 000 left part 19 as written and added a
@@ -13,7 +13,44 @@ from pathlib import Path
 
 import yaml
 
-from bracket.article import CORRECTION_KEYS, CorrectionsError, load_corrections
+
+class CorrectionsError(ValueError):
+    """A corrections ledger that cannot be read; the message says which entry and what to fix."""
+
+
+CORRECTION_KEYS = ("date", "claim", "correction", "evidence")
+
+
+def load_corrections(path) -> list[dict] | None:
+    """The corrections ledger: a YAML list of {date, claim, correction, evidence}; None if absent.
+
+    Entries are appended, never rewritten; the article shows them in file order. A missing file
+    means no corrections. An empty file or an empty list is also "none".
+    """
+    p = Path(path) if path else None
+    if p is None or not p.is_file():
+        return None
+    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise CorrectionsError(f"{p}: a corrections ledger is a YAML list of entries with keys "
+                               f"{', '.join(CORRECTION_KEYS)}; got a {type(data).__name__}.")
+    out = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise CorrectionsError(f"{p}: entry {i + 1} is a {type(entry).__name__}, not a mapping with keys "
+                                   f"{', '.join(CORRECTION_KEYS)}.")
+        missing = [k for k in CORRECTION_KEYS if not entry.get(k)]
+        unknown = sorted(set(entry) - set(CORRECTION_KEYS))
+        if missing or unknown:
+            raise CorrectionsError(
+                f"{p}: entry {i + 1} " + (f"lacks {', '.join(missing)}" if missing else "") +
+                ("; " if missing and unknown else "") + (f"has unknown keys {', '.join(unknown)}" if unknown else "") +
+                f". Each entry needs exactly: {', '.join(CORRECTION_KEYS)}.")
+        out.append({k: str(entry[k]) for k in CORRECTION_KEYS})
+    return out
+
 
 HEADER = ("# Corrections to this experiment's published figures: append-only, newest last.\n"
           "# Each entry: date, claim, correction, evidence. Add entries by hand or with `snakemake reproduce`.\n")

@@ -30,12 +30,10 @@ from pathlib import Path
 
 import httpx
 
-from bracket import arena, engines, prompts
+from bracket import engines, prompts, session
 from bracket.engines import launch
 from bracket.client import stream_completion
-from bracket.runner import BlockFailed, _api_key, _secret_env, ensure_port_free, port_lock, redact
-from bracket.secrets import redact_file, redact_obj
-from bracket.server import ServerError
+from bracket.secrets import redact_obj
 
 UNSTABLE, STABLE = "unstable", "stable"
 
@@ -91,42 +89,14 @@ def reading(result: dict) -> str:
 @contextlib.contextmanager
 def serve(cfg: dict, arm_name: str, *, model: str, python: str, log_path: Path, lock_dir: Path,
           extra_args: list[str] = ()):
-    """A fresh server for one arm (the block runner's launch, readiness and teardown); yields (http, base url)."""
-    eng = cfg["engine"]
-    adapter = engines.get(eng["kind"])
-    arm = cfg["arms"][arm_name]
-    secrets = _secret_env(cfg)
-    headers = {}
-    api_key = _api_key(cfg)
-    if api_key and adapter.api_key_env:
-        secrets[adapter.api_key_env] = api_key
-        headers["Authorization"] = f"Bearer {api_key}"
-    # The block runner's launch path: native, inside `docker run`, or attached (no command; the
-    # extra args, such as turning the prefix cache off, then cannot apply and the cache is flushed).
-    argv = launch.server_argv(cfg, adapter, arm, model, python, name=launch.container_name(
-        "determinism", arm_name, 0), env_names=list(secrets))
-    if argv:
-        argv += list(extra_args)
-    env = launch.launch_env(cfg, adapter, arm)
-    env.update(secrets)
-    base = launch.base_url(cfg)
-    with port_lock(lock_dir, eng["port"]):
-        ensure_port_free(eng)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("")
-        server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
-                                    secret_names=list(secrets))
-        try:
-            server.start()
-            try:
-                server.wait_ready(eng["startup_timeout_s"])
-            except ServerError as exc:
-                raise BlockFailed(redact(str(exc), secrets)) from None
-            with httpx.Client(timeout=10.0, headers=headers) as http:
-                yield http, base, argv
-        finally:
-            server.stop()
-            redact_file(log_path)
+    """A fresh server for one arm (bracket.session, as the block runner's); yields (http, base url, argv).
+
+    Under attach there is no command, so `extra_args` (such as turning the prefix cache off) cannot apply.
+    """
+    p = session.plan(cfg, arm_name, model=model, python=python, extra_args=extra_args,
+                     name=launch.container_name("determinism", arm_name, 0))
+    with session.serve(cfg, p, log_path=log_path, lock_dir=lock_dir) as s:
+        yield s.http, s.base, p.argv
 
 
 def send_together(http: httpx.Client, url: str, bodies: list[dict], timeout_s: float) -> list:
@@ -168,7 +138,7 @@ def run_control(cfg: dict, experiment: str, *, model: str, python: str, root: st
         with serve(cfg, arm, model=model, python=python, log_path=log_path, lock_dir=Path(lock_dir),
                    extra_args=NO_PREFIX_CACHE.get(cfg["engine"]["kind"], [])) as (http, base, argv):
             url = base + getattr(adapter, "request_path", "/v1/completions")
-            body = adapter.request_body(arena.served_name(adapter, cfg, http, base), prompt["prompt"], req,
+            body = adapter.request_body(session.served_name(adapter, cfg, http, base), prompt["prompt"], req,
                                         seed=req["seed"])
             for i in range(repeats):
                 m = stream_completion(http, url, body, req["timeout_s"])

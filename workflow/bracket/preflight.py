@@ -3,7 +3,7 @@
 Run when the workflow loads an experiment (workflow/rules/common.smk), after validation, and by
 `bracket check`. Each check looks only at this host: that the model a native launch serves exists,
 that docker's mounts exist, that the engine's program is there. The engine's port is checked again
-before every launch (bracket.runner.ensure_port_free), where it matters. The embedded engine needs
+before every launch (bracket.session.ensure_port_free), where it matters. The embedded engine needs
 none of this: the workflow builds it.
 """
 

@@ -90,28 +90,46 @@ def read(paths: Iterable[str | Path]) -> list[dict]:
     return out
 
 
-def validity(rec: dict) -> list[str]:
-    """Reasons a timed record must not enter the statistics (empty list: valid).
+#: The kinds of invalid run: what statistics count by and the article groups by (runs.csv `invalid_kind`).
+INVALID_KINDS = ("warmup", "error", "cached_tokens unknown", "cache hit", "early stop", "token count",
+                 "no wall time", "no positive value")
+
+
+def reasons(rec: dict) -> list[tuple[str, str]]:
+    """(kind, text) of each reason a timed record must not enter the statistics (empty list: valid).
 
     Guards from seed 000: the prefix cache never engaged (cached_tokens == 0), the output length
-    was pinned (finish_reason == "length" and completion_tokens == max_tokens).
+    was pinned (finish_reason == "length" and completion_tokens == max_tokens). `kind` is one of
+    INVALID_KINDS, `text` says it with the record's values.
     """
-    reasons = []
+    out = []
     if rec.get("error"):
-        reasons.append("error")
-        return reasons
+        return [("error", "error")]
     if rec.get("cached_tokens") is None:
-        reasons.append("cached_tokens unknown")
+        out.append(("cached_tokens unknown", "cached_tokens unknown"))
     elif rec["cached_tokens"] > 0:
-        reasons.append("cache hit")
+        out.append(("cache hit", "cache hit"))
     if rec.get("finish_reason") != "length":
-        reasons.append(f"early stop ({rec.get('finish_reason')})")
+        out.append(("early stop", f"early stop ({rec.get('finish_reason')})"))
     mt = rec.get("max_tokens")
     if mt is not None and rec.get("completion_tokens") != mt:
-        reasons.append(f"token count {rec.get('completion_tokens')} != max_tokens {mt}")
+        out.append(("token count", f"token count {rec.get('completion_tokens')} != max_tokens {mt}"))
     if not rec.get("wall_s") or rec["wall_s"] <= 0:
-        reasons.append("no wall time")
-    return reasons
+        out.append(("no wall time", "no wall time"))
+    return out
+
+
+def validity(rec: dict) -> list[str]:
+    """The texts of `reasons(rec)`."""
+    return [text for _, text in reasons(rec)]
+
+
+def first_kind(runs: pd.DataFrame) -> pd.Series:
+    """Each row's first invalid kind ("" when valid); from `invalid_kind`, or runs.csv files written before it."""
+    if "invalid_kind" in runs:
+        return runs["invalid_kind"].fillna("").astype(str)
+    first = runs.get("invalid_reason", pd.Series("", index=runs.index)).fillna("").astype(str).str.split("; ").str[0]
+    return first.map(lambda t: next((k for k in INVALID_KINDS if t.startswith(k)), t))
 
 
 def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
@@ -124,15 +142,13 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
     timed = runs.loc[~warm]
     if timed.empty:
         return f"no valid measurement: {where} holds no timed request ({int(warm.sum())} warmups only)."
-    first = timed["invalid_reason"].fillna("").str.split("; ").str[0]
+    first = first_kind(timed)
     lines = [f"no valid measurement: all {len(timed)} timed requests in {where} are invalid."]
-    for reason, n in first.value_counts().items():
-        example = ""
-        if reason == "error":
-            errors = timed.loc[first == reason, "error"].dropna()
-            if len(errors):
-                example = f"; the first: {str(errors.iloc[0])[:300]}"
-        lines.append(f"  {n} x {reason}{example}")
+    for kind, n in first.value_counts().items():
+        rows = timed.loc[first == kind]
+        texts = rows["error"].dropna() if kind == "error" and "error" in rows else rows["invalid_reason"].dropna()
+        example = f"; the first: {str(texts.iloc[0])[:300]}" if len(texts) and str(texts.iloc[0]) != kind else ""
+        lines.append(f"  {n} x {kind}{example}")
     return "\n".join(lines)
 
 
@@ -143,13 +159,15 @@ def tidy(records: list[dict]) -> pd.DataFrame:
     """
     cols = FIELDS + [c for c in EXTRA_FIELDS if c != "output_text"]
     df = pd.DataFrame([{k: r.get(k) for k in cols} for r in records], columns=cols)
-    reasons = []
+    texts, kinds = [], []
     for r in records:
-        why = validity(r)
+        why = reasons(r)
         if r.get("warmup"):
-            why = ["warmup"] + why
-        reasons.append("; ".join(why))
-    df["invalid_reason"] = reasons
+            why = [("warmup", "warmup")] + why
+        texts.append("; ".join(t for _, t in why))
+        kinds.append(why[0][0] if why else "")
+    df["invalid_reason"] = texts
+    df["invalid_kind"] = kinds
     df["valid"] = df["invalid_reason"] == ""
     if len(df):
         df = df.sort_values(["position", "started_at"], kind="stable").reset_index(drop=True)

@@ -11,10 +11,8 @@ server, while finished blocks are never redone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import platform
 import shutil
 import signal
@@ -23,22 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import arena, engines, eta, prompts, records, secrets
+from bracket import arena, eta, prompts, records, secrets, session
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
-from bracket.server import ServerError, log_tail, port_owner
+from bracket.server import log_tail
+from bracket.session import BlockFailed
 from bracket.telemetry import Telemetry, summarize
 
 console = Console(stderr=True, highlight=False)
-
-
-class BlockFailed(RuntimeError):
-    pass
 
 
 def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) -> str:
@@ -53,62 +47,6 @@ def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) 
     key = f"{seed}:{workload}:{run}" + (f":{block}" if block is not None else "")
     nonce = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"# {nonce}\n"
-
-
-def ensure_port_free(eng: dict) -> None:
-    """Before a launch: the engine's port must be free (an attached server is expected to hold it)."""
-    owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
-    if owner:
-        raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
-                          f"engine.port to a free port.")
-
-
-@contextlib.contextmanager
-def port_lock(lock_dir: Path, port: int):
-    """One server per port at a time, across jobs and invocations on this host."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"port-{port}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _terminate_on_signal():
-    """Turn SIGTERM into SystemExit so `finally` blocks (server teardown) run."""
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _secret_env(cfg: dict) -> dict[str, str]:
-    out = {}
-    for name in cfg["engine"]["secret_env"]:
-        if name not in os.environ:
-            raise BlockFailed(f"engine.secret_env names {name!r}, but it is not set in this environment; "
-                              f"export it before running.")
-        out[name] = os.environ[name]
-    secrets.register(*out.values())
-    return out
-
-
-def _api_key(cfg: dict) -> str | None:
-    """The API key named by engine.api_key_env, read from the caller's environment (never from a file)."""
-    name = cfg["engine"].get("api_key_env")
-    if not name:
-        return None
-    if not os.environ.get(name):
-        raise BlockFailed(f"engine.api_key_env names {name!r}, but it is not set (or empty) in this "
-                          f"environment; export it before running.")
-    secrets.register(os.environ[name])
-    return os.environ[name]
 
 
 def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: bool = False) -> Path | None:
@@ -187,92 +125,77 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
     """
     raw_path, meta_path, log_path, root = Path(raw_path), Path(meta_path), Path(log_path), Path(root)
     partial = raw_path.with_name(raw_path.name + ".partial")
-    secrets_ = _secret_env(cfg)
-    api_key = _api_key(cfg)
+    eng = cfg["engine"]
+    # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
+    p = session.plan(cfg, block.arm, model=model, python=python, argv=argv,
+                     name=launch.container_name(experiment, block.arm, block.position))
     kept = archive_attempt(raw_path, meta_path, log_path)
     if kept:
         console.print(f"[yellow]{block_name(block, n_blocks)}: an earlier attempt did not finish; its records are "
                       f"kept in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
-    eng = cfg["engine"]
-    adapter = engines.get(eng["kind"])
     arm = cfg["arms"][block.arm]
     try:  # before any server starts: the prompts parse and fit the arm's context
         prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
         workloads = {name: prompts.load(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
     except prompts.PromptError as exc:
         raise BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}") from None
-    headers = {}
-    if api_key:
-        if not adapter.api_key_env:
-            raise BlockFailed(f"engine.kind {eng['kind']!r} takes no API key by environment; "
-                              f"leave engine.api_key_env empty.")
-        # Given to the server by environment (never on argv, which is recorded) and sent on every request.
-        secrets_[adapter.api_key_env] = api_key
-        headers["Authorization"] = f"Bearer {api_key}"
-    # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
-    argv = list(argv) if argv is not None else launch.server_argv(
-        cfg, adapter, arm, model, python, name=launch.container_name(experiment, block.arm, block.position),
-        env_names=list(secrets_))
-    env = launch.launch_env(cfg, adapter, arm)
-    env.update(secrets_)
-    base = launch.base_url(cfg)
     server_id = f"{experiment}-p{block.position}-{int(time.time())}"
     meta = {
         "experiment": experiment, "block": block.position, "arm": block.arm, "round": block.round,
         "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
-        "argv": argv, "env": {k: ("***" if k in secrets_ else v) for k, v in env.items()},
+        "argv": p.argv, "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
     }
     design = cfg["design"]
     req = cfg["request"]
-    with port_lock(Path(lock_dir), eng["port"]), _terminate_on_signal():
+    writer = None
+
+    def cooldown():
         if block.position > 0 and design["cooldown_s"] > 0:
             console.print(f"cooldown {design['cooldown_s']:.0f} s before block {block.position + 1}/{n_blocks}")
             time.sleep(design["cooldown_s"])
-        ensure_port_free(eng)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("")
+
+    def before_start():
+        nonlocal writer
         _write_meta(meta, meta_path)  # a client killed outright still leaves the attempt's provenance
-        server = launch.make_server(cfg, adapter, argv=argv, env=env, log_path=log_path, base_url=base,
-                                    secret_names=list(secrets_))
         writer = records.RecordWriter(partial)
-        try:
-            console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
-                          f"{block.round}: starting {eng['kind']}")
-            left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
-            if left:
-                console.print(f"  about {eta.duration(left[0])} left in the experiment, this block included "
-                              f"(at the mean of {left[1]} finished block(s))", soft_wrap=True)
-            server.start()
-            meta["pid"] = server.proc.pid
-            _write_meta(meta, meta_path)
-            try:
-                ready = server.wait_ready(eng["startup_timeout_s"])
-            except ServerError as exc:
-                raise BlockFailed(secrets.redact(str(exc))) from None
-            meta["ready_s"] = round(ready, 2)
-            meta["started_at"] = server.started_at
-            with httpx.Client(timeout=10.0, headers=headers) as http, Telemetry(interval_s=0.5) as tel:
-                meta.update(provenance.collect(cfg, adapter, http, base, adapter.request_model(cfg, http, base),
-                                               model, server.notes))
+        console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
+                      f"{block.round}: starting {eng['kind']}")
+        left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
+        if left:
+            console.print(f"  about {eta.duration(left[0])} left in the experiment, this block included "
+                          f"(at the mean of {left[1]} finished block(s))", soft_wrap=True)
+
+    def on_start(server):
+        meta["pid"] = server.proc.pid
+        _write_meta(meta, meta_path)
+
+    try:
+        with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
+                           before_start=before_start, on_start=on_start) as s:
+            meta["ready_s"] = round(s.ready_s, 2)
+            meta["started_at"] = s.server.started_at
+            with Telemetry(interval_s=0.5) as tel:
+                meta.update(provenance.collect(cfg, p.adapter, s.http, s.base,
+                                               session.served_name(p.adapter, cfg, s.http, s.base),
+                                               model, s.server.notes))
                 _write_meta(meta, meta_path)  # written before the first request
-                _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer,
-                         server_id, req, design)
+                _measure(cfg, experiment, block, n_blocks, arm, p.adapter, workloads, s.http, s.base, s.server,
+                         writer, server_id, req, design)
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
             meta["telemetry"] = summarize(tel.samples)
             meta["telemetry_samples"] = tel.samples
             meta["status"] = "complete"
-        except BaseException as exc:
-            meta["status"] = "failed"
-            meta["error"] = secrets.redact(f"{type(exc).__name__}: {exc}")
-            if isinstance(exc, BlockFailed):
-                exc.args = (secrets.redact(str(exc)),)
-            raise
-        finally:
+    except BaseException as exc:
+        meta["status"] = "failed"
+        meta["error"] = secrets.redact(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, BlockFailed):
+            exc.args = (secrets.redact(str(exc)),)
+        raise
+    finally:
+        if writer is not None:  # the server was (about to be) started: the attempt is recorded
             writer.close()
-            server.stop()
-            secrets.redact_file(log_path)
             meta["ended_at"] = time.time()
             meta["log_tail"] = secrets.redact(log_tail(log_path, 5))
             _write_meta(meta, meta_path)
@@ -296,7 +219,7 @@ def _count_lines(path: Path) -> int:
 
 def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,
              req, design):
-    model_name = adapter.request_model(cfg, http, base)
+    model_name = session.served_name(adapter, cfg, http, base)
     total = design["warmup_runs"] + design["runs_per_block"]
     t0, done, requests = time.monotonic(), 0, total * len(workloads)
     for run in range(total):

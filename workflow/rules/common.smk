@@ -168,7 +168,7 @@ def get_block_priority(wildcards):
     Not an input chain to the block before: Snakemake 9.27 skips the rerun checks of every job
     downstream of a job that reruns, even through ancient() inputs, so changing two arms would
     rerun only the first (snakemake/dag.py, update_needrun's masking). Blocks never overlap
-    anyway: each takes its host's port lock (bracket.runner.port_lock), and the profiles cap
+    anyway: each takes its host's port lock (bracket.session.port_lock), and the profiles cap
     exclusive_host at 1. A reproduction's blocks come after every block of its base experiment.
     """
     base = 1_000_000 if not breproduce.is_derived(wildcards.exp) else 500_000

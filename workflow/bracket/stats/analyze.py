@@ -11,11 +11,13 @@ import pandas as pd
 
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.findings import Finding, texts
 from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
+from bracket.stats import defaults as D
 
 VALUE = "decode_tok_s"
 REASON_HINTS = {
@@ -48,20 +50,11 @@ def jsonable(obj):
     return obj
 
 
-def _reason_key(part: str) -> str:
-    return (part.split(" (")[0] if part.startswith("early stop") else
-            ("token count" if part.startswith("token count") else part))
-
-
 def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
-    """Invalid timed runs by reason: warmups are counted apart, and each run once, under its first
-    reason (an early stop is also short of max_tokens; it is one invalid run, not two)."""
-    reasons: Counter = Counter()
-    for r in frame.loc[~frame["valid"], "invalid_reason"]:
-        parts = [p for p in (r or "unknown").split("; ") if p]
-        if "warmup" in parts:
-            continue
-        reasons[_reason_key(parts[0]) if parts else "unknown"] += 1
+    """Invalid timed runs by kind (records.INVALID_KINDS): warmups are counted apart, and each run once,
+    under its first reason (an early stop is also short of max_tokens; it is one invalid run, not two)."""
+    kinds = frame.loc[~frame["valid"], "invalid_kind"].replace("", "unknown")
+    reasons = Counter(k for k in kinds if k != "warmup")
     warm = int(pd.Series(runs.get("warmup", False)).fillna(False).astype(bool).sum()) \
         if "warmup" in runs else 0
     return {"total": int(len(frame)), "valid": int(frame["valid"].sum()), "warmups": warm,
@@ -171,9 +164,9 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
     a = cfg.get("analysis", {})
-    seed, conf = int(a.get("seed", 20261129)), float(a.get("confidence", 0.95))
-    R, thr = int(a.get("bootstrap_resamples", 2000)), float(a.get("noise_threshold", 0.01))
-    spread_warn = float(a.get("spread_warning", 0.15))
+    seed, conf = int(a.get("seed", D.SEED)), float(a.get("confidence", D.CONFIDENCE))
+    R, thr = int(a.get("bootstrap_resamples", D.RESAMPLES)), float(a.get("noise_threshold", D.NOISE_THRESHOLD))
+    spread_warn = float(a.get("spread_warning", D.SPREAD_WARNING))
     reference = cfg.get("reference") or next(iter(cfg["arms"]))
     frame = from_runs(runs)
     valid = valid_rows(frame)
@@ -181,11 +174,12 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
                  "reference": reference, "design": cfg.get("design", {}).get("kind"),
                  "noise_threshold": thr, "spread_warning": spread_warn,
                  "counts": _counts(runs, frame)}
-    warnings: list[str] = []
+    warnings: list[Finding] = []
     if valid.empty:
         out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None,
                    k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
-        out["warnings"] = ["no valid runs: every request was a warmup or invalid; see counts."]
+        none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
+        out["findings"], out["warnings"] = [none.record()], [none.text()]
         return jsonable(out)
 
     cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R,
@@ -193,7 +187,7 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     out["cells"] = [{"arm": arm, "workload": wl, **dataclasses.asdict(s)} for arm, wl, s in cells]
     medians = {(arm, wl): s.median for arm, wl, s in cells}
     for arm, wl, s in cells:
-        warnings += [f"{arm} / {wl}: {w}" for w in s.warnings]
+        warnings += [Finding("cell", w, arm=arm, workload=wl) for w in s.warnings]
 
     workloads = sorted(valid["workload"].unique())
     out["hosts"], host_warnings = hosts_section(runs, frame, cfg, reference, seed=seed, confidence=conf,
@@ -214,17 +208,18 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
             "df": tr.df if tr else None, "slope_theil_sen": tr.slope_theil_sen if tr else None}
         # With several hosts the first and last blocks ran on different machines: drift is per host.
         if ref and abs(ref["change"]) > thr and out["hosts"] is None:
-            warnings.append(
-                f"{wl}: the reference {reference} moved {ref['change']:+.2%} between its first and last "
+            warnings.append(Finding(
+                "drift", f"the reference {reference} moved {ref['change']:+.2%} between its first and last "
                 f"blocks, more than the {thr:.0%} noise threshold: raw ratios cannot tell smaller effects "
                 f"from drift, and the drift-adjusted ones remove only a linear trend. Lengthen "
-                f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.")
+                f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.", workload=wl))
 
     out["comparisons"] = []
     for wl in workloads:
         arms_here = sorted(valid.loc[valid["workload"] == wl, "arm"].unique())
         if reference not in arms_here:
-            warnings.append(f"{wl}: the reference {reference} has no valid runs, so nothing is compared.")
+            warnings.append(Finding("not compared", f"the reference {reference} has no valid runs, so nothing "
+                                                    f"is compared.", workload=wl))
             continue
         for arm in arms_here:
             if arm == reference:
@@ -233,7 +228,7 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
                 c = compare_arms(frame, reference, arm, wl, seed=seed, reference=reference,
                                  confidence=conf, n_resamples=R, noise_threshold=thr)
             except ValueError as exc:
-                warnings.append(f"{arm} vs {reference} / {wl}: not compared: {exc}")
+                warnings.append(Finding("not compared", f"not compared: {exc}", arm=arm, vs=reference, workload=wl))
                 continue
             out["comparisons"].append({"workload": wl, "baseline": reference, "candidate": arm,
                                        **dataclasses.asdict(c)})
@@ -242,11 +237,11 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
                            "confidence": conf,
                            "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
     for c in out["comparisons"]:
-        warnings += [f"{c['candidate']} vs {reference} / {c['workload']}: {n}" for n in c["notes"]
+        where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
+        warnings += [Finding("comparison", n, **where) for n in c["notes"]
                      if not n.startswith(("one block", "no block", "arm is confounded", "blocks leave"))]
         if c["verdict"] == "undetermined":
-            warnings.append(f"{c['candidate']} vs {reference} / {c['workload']}: undetermined: "
-                            f"{c['undetermined_reason']}.")
+            warnings.append(Finding("undetermined", f"undetermined: {c['undetermined_reason']}.", **where))
     out["undetermined"] = [{"workload": c["workload"], "candidate": c["candidate"],
                             "reason": c["undetermined_reason"], "rounds_needed": c["rounds_needed"],
                             "rounds_needed_for": c["rounds_needed_for"]}
@@ -257,19 +252,19 @@ def analyze(runs: pd.DataFrame, cfg: dict) -> dict:
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
 
     if cfg.get("design", {}).get("kind") == "sequential":
-        warnings.append("design.kind is sequential: every arm ran in one stretch of time, so drift and "
-                        "arm are confounded; use abab or abba.")
+        warnings.append(Finding("design", "design.kind is sequential: every arm ran in one stretch of time, so "
+                                          "drift and arm are confounded; use abab or abba."))
     for arm, wl, hits, total in first_run_slow(frame):
-        warnings.append(f"{arm} / {wl}: the first timed run was the slowest in {hits} of {total} "
-                        f"blocks: raise design.warmup_runs.")
+        warnings.append(Finding("warmup", f"the first timed run was the slowest in {hits} of {total} blocks: "
+                                          f"raise design.warmup_runs.", arm=arm, workload=wl))
     exp = str(runs["experiment"].dropna().iloc[0]) if "experiment" in runs and runs["experiment"].notna().any() \
         else "NAME"
     for reason, n in out["counts"]["invalid_by_reason"].items():
         hint = next((h for k, h in REASON_HINTS.items() if reason.startswith(k)), None)
         hint = hint.replace("NAME", exp) if hint else hint
-        warnings.append(f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of statistics"
-                        + (f": {hint}." if hint else "."))
-    out["warnings"] = warnings
+        warnings.append(Finding("invalid", f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of "
+                                           f"statistics" + (f": {hint}." if hint else ".")))
+    out["findings"], out["warnings"] = [f.record() for f in warnings], texts(warnings)
     return jsonable(out)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from bracket.stats._seeds import as_generator
+from bracket.stats import defaults as D
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,8 @@ def _percentile_ci(log_ratios: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(np.exp(lo)), float(np.exp(hi))
 
 
-def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float = 0.95,
-                     n_resamples: int = 2000, rng: np.random.Generator | int | None = None
+def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float = D.CONFIDENCE,
+                     n_resamples: int = D.RESAMPLES, rng: np.random.Generator | int | None = None
                      ) -> RatioBootstrap:
     """Bootstrap CI of median(candidate) / median(baseline), raw and drift-adjusted.
 

@@ -26,6 +26,7 @@ from scipy import stats
 
 from bracket.stats import blocks as bl
 from bracket.stats.bootstrap import Sample, ratio_of_medians
+from bracket.stats import defaults as D
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
@@ -141,7 +142,7 @@ def abab_variance_factor(rounds: int) -> float:
 _ABAB_FACTORS = np.array([abab_variance_factor(r) for r in range(2, MAX_ROUNDS + 1)])
 
 
-def rounds_needed(block_var: float, half_width: float, confidence: float = 0.95) -> int | None:
+def rounds_needed(block_var: float, half_width: float, confidence: float = D.CONFIDENCE) -> int | None:
     """Fewest A/B/A/B rounds whose drift-adjusted CI of the log ratio is at most +/- half_width.
 
     Expected half-width t(2r - 3) x sqrt(block_var x factor(r)), block_var the variance of one
@@ -194,7 +195,7 @@ def too_wide(lo: float, hi: float, band: float) -> bool:
 
 
 def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
-            noise_threshold: float = 0.01, confidence: float = 0.95, n_resamples: int = 2000,
+            noise_threshold: float = D.NOISE_THRESHOLD, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
             rng: np.random.Generator | int | None = None, seed: int | None = None,
             pool: bool = True) -> Comparison:
     """Compare candidate with baseline, the block as the unit.

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from bracket.stats import blocks as bl
+from bracket.stats import defaults as D
 
 
 def log_change(earlier, later) -> float:
@@ -91,7 +92,7 @@ class Trend:
     slope_theil_sen: float | None = None
 
 
-def trend(df: pd.DataFrame, reference: str, *, confidence: float = 0.95) -> Trend | None:
+def trend(df: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE) -> Trend | None:
     """Fit log block medians on arm indicators and schedule position, the block as the unit.
 
     log(median_j) = a + sum_k b_k [arm_j = k] + slope * position_j + u_j,  k != reference

@@ -19,9 +19,11 @@ import dataclasses
 import pandas as pd
 
 from bracket.stats._seeds import derive_seed
+from bracket.stats.findings import Finding
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.multiplicity import holm
 from bracket.stats.tables import compare_arms, valid_rows
+from bracket.stats import defaults as D
 
 
 def host_names(runs: pd.DataFrame, cfg: dict) -> list[str]:
@@ -48,7 +50,7 @@ def with_slots(frame: pd.DataFrame, hosts: pd.Series) -> pd.DataFrame:
     return out
 
 
-def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = 0.95) -> dict:
+def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE) -> dict:
     """Per host and workload: the reference's first vs last block, the rounds, and the trend per slot.
 
     The same three views as analyze's `drift` (bracket.stats.drift), computed on each host's valid
@@ -74,8 +76,8 @@ def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = 0.95)
 
 
 def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, seed: int,
-                  confidence: float = 0.95, n_resamples: int = 2000,
-                  noise_threshold: float = 0.01) -> tuple[list[dict], list[str]]:
+                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
+                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[list[dict], list[str]]:
     """Each host against the first, per arm and workload, with `bracket.stats.tables.compare_arms`.
 
     Within one arm the hosts take the place of arms (ratio = median on host j / median on the
@@ -97,7 +99,8 @@ def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, see
                                      reference=base, confidence=confidence, n_resamples=n_resamples,
                                      noise_threshold=noise_threshold)
                 except ValueError as exc:
-                    notes.append(f"{host} vs {base} / {arm} / {wl}: not compared: {exc}")
+                    notes.append(Finding("not compared", f"not compared: {exc}", host=host, vs=base, arm=arm,
+                                         workload=str(wl)))
                     continue
                 rows.append({"arm": arm, "workload": str(wl), "baseline": base, "candidate": host,
                              **dataclasses.asdict(c)})
@@ -105,8 +108,8 @@ def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, see
 
 
 def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference: str, *, seed: int,
-                  confidence: float = 0.95, n_resamples: int = 2000,
-                  noise_threshold: float = 0.01) -> tuple[dict | None, list[str]]:
+                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
+                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[dict | None, list[Finding]]:
     """stats.json's `hosts` section and its warnings; (None, []) when the runs name fewer than two hosts.
 
     Keys: names (hosts in the experiment's order; the first is the baseline), baseline,
@@ -126,17 +129,18 @@ def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference:
     drift = host_drift(framed, reference, confidence=confidence)
     for c in comparisons:
         if c["arm"] == reference and c["verdict"] in ("faster", "slower"):
-            warnings.append(
-                f"{c['candidate']} vs {c['baseline']} / {reference} / {c['workload']}: the same configuration "
-                f"ran {c['verdict']} on {c['candidate']} (ratio {c['ratio']:.3f}, CI {c['verdict_ci_low']:.3f} to "
-                f"{c['verdict_ci_high']:.3f}): the hosts differ, so pooled arm comparisons mix machines; read each "
-                f"host's results, or find the cause (clocks, drivers, cooling, other tenants).")
+            warnings.append(Finding(
+                "host", f"the same configuration ran {c['verdict']} on {c['candidate']} (ratio "
+                f"{c['ratio']:.3f}, CI {c['verdict_ci_low']:.3f} to {c['verdict_ci_high']:.3f}): the hosts differ, so "
+                f"pooled arm comparisons mix machines; read each host's results, or find the cause (clocks, "
+                f"drivers, cooling, other tenants).", host=c["candidate"], vs=c["baseline"], arm=reference,
+                workload=c["workload"]))
     for host, per_wl in drift.items():
         for wl, d in per_wl.items():
             change = d["reference_first_vs_last"]
             if change is not None and abs(change) > noise_threshold:
-                warnings.append(
-                    f"{host} / {wl}: the reference {reference} moved {change:+.2%} between its first and last "
+                warnings.append(Finding(
+                    "drift", f"the reference {reference} moved {change:+.2%} between its first and last "
                     f"blocks on this host, more than the {noise_threshold:.0%} noise threshold; keep the host "
-                    f"otherwise idle (cluster.exclusive) and lengthen design.cooldown_s.")
+                    f"otherwise idle (cluster.exclusive) and lengthen design.cooldown_s.", host=host, workload=wl))
     return {"names": names, "baseline": names[0], "drift": drift, "comparisons": comparisons}, warnings

@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-COLUMNS = ["arm", "workload", "block", "round", "position", "run", "value", "valid", "invalid_reason"]
+from bracket import records
+
+COLUMNS = ["arm", "workload", "block", "round", "position", "run", "value", "valid", "invalid_reason", "invalid_kind"]
 SPEC_COLUMNS = ["draft_tokens", "accepted_tokens", "verify_steps", "acceptance_length", "draft_budget"]
 
 
@@ -62,16 +64,21 @@ def from_runs(runs: pd.DataFrame) -> pd.DataFrame:
         df["valid"] = ~_as_bool(runs.get("warmup", pd.Series(False, index=runs.index)))
     reason = runs["invalid_reason"] if "invalid_reason" in runs else pd.Series("", index=runs.index)
     df["invalid_reason"] = reason.fillna("").astype(str)
+    if "invalid_kind" in runs:
+        df["invalid_kind"] = runs["invalid_kind"].fillna("").astype(str)
     for c in SPEC_COLUMNS:
         df[c] = pd.to_numeric(runs[c], errors="coerce") if c in runs else np.nan
     return _finish(df)
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    if "invalid_kind" not in df:  # a CSV written by hand or by an older bracket: kinds from the texts
+        df["invalid_kind"] = records.first_kind(df)
     bad = df["valid"] & ~(np.isfinite(df["value"]) & (df["value"] > 0))
     if bad.any():
         df.loc[bad, "valid"] = False
         df.loc[bad, "invalid_reason"] = "no positive value"
+        df.loc[bad, "invalid_kind"] = "no positive value"
     for c in SPEC_COLUMNS:
         if c not in df:
             df[c] = np.nan

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
+from bracket.stats import defaults as D
 
 FAMILY = "every comparison of the experiment with a test (arms x workloads)"
 
@@ -34,7 +35,7 @@ def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
     return adj, order
 
 
-def holm(rows: list[dict], confidence: float = 0.95, family: str = FAMILY) -> int:
+def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMILY) -> int:
     """Adjust `rows` (Comparison dicts) in place; returns the family size m.
 
     Rows without a test (undetermined for lack of blocks) are outside the family and keep their

@@ -21,6 +21,7 @@ from scipy import stats
 from bracket.stats import blocks as bl
 from bracket.stats._seeds import as_generator
 from bracket.stats.modes import bimodal
+from bracket.stats import defaults as D
 
 #: Modified z-score above which a value is flagged (Iglewicz & Hoaglin 1993); never dropped.
 OUTLIER_Z = 3.5
@@ -44,7 +45,7 @@ class CellSummary:
     outliers: tuple[int, ...]
     runs_needed: int | None
     warnings: tuple[str, ...] = field(default=())
-    confidence: float = 0.95
+    confidence: float = D.CONFIDENCE
     n_resamples: int = 0
     method: str = "percentile"
     seed: int | None = None
@@ -84,7 +85,7 @@ def spread(values) -> float:
     return float((x.max() - x.min()) / np.median(x))
 
 
-def median_ci(values, *, confidence: float = 0.95, n_resamples: int = 2000,
+def median_ci(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
               rng: np.random.Generator | int | None = None) -> tuple[float | None, float | None]:
     """Bootstrap confidence interval of the median (scipy.stats.bootstrap, percentile method).
 
@@ -116,7 +117,7 @@ def robust_sigma(values) -> float:
     return float(stats.median_abs_deviation(_values_iv(values), scale="normal"))
 
 
-def runs_needed(values, *, precision: float, confidence: float = 0.95) -> int:
+def runs_needed(values, *, precision: float, confidence: float = D.CONFIDENCE) -> int:
     """Runs that would pin the median to within +/- `precision` (relative) at `confidence`.
 
     n = (z * 1.2533 * sigma / (precision * median))^2, from the asymptotic standard error of the
@@ -147,9 +148,9 @@ def outliers(values, *, threshold: float = OUTLIER_Z) -> tuple[int, ...]:
     return tuple(int(i) for i in np.flatnonzero(z > threshold))
 
 
-def summarize(values, *, confidence: float = 0.95, n_resamples: int = 2000,
+def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
               rng: np.random.Generator | int | None = None, spread_warning: float = SPREAD_WARNING,
-              precision: float = 0.01, seed: int | None = None, blocks=None,
+              precision: float = D.NOISE_THRESHOLD, seed: int | None = None, blocks=None,
               pool: bool = True) -> CellSummary:
     """Summarize one cell: n, median + bootstrap CI, min, max, spread, mean, std and warnings.
 

@@ -16,15 +16,16 @@ from bracket.stats.bootstrap import Sample
 from bracket.stats.compare import Comparison, compare, comparison_drift
 from bracket.stats.drift import first_vs_last, round_changes
 from bracket.stats.summary import CellSummary, summarize
+from bracket.stats import defaults as D
 
 
 def valid_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["valid"].astype(bool)]
 
 
-def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = 0.95,
-                   n_resamples: int = 2000, spread_warning: float = 0.15,
-                   precision: float = 0.01, pool: bool = True) -> list[tuple[str, str, CellSummary]]:
+def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = D.CONFIDENCE,
+                   n_resamples: int = D.RESAMPLES, spread_warning: float = D.SPREAD_WARNING,
+                   precision: float = D.NOISE_THRESHOLD, pool: bool = True) -> list[tuple[str, str, CellSummary]]:
     """Summaries of every (arm, workload) cell, sorted by workload then arm.
 
     Each cell's bootstrap draws from derive_seed(seed, "cell", arm, workload), so adding an arm
@@ -49,8 +50,8 @@ def _sample(sub: pd.DataFrame) -> Sample:
 
 
 def compare_arms(frame: pd.DataFrame, baseline: str, candidate: str, workload: str, *, seed: int,
-                 reference: str | None = None, confidence: float = 0.95, n_resamples: int = 2000,
-                 noise_threshold: float = 0.01, pool: bool = True) -> Comparison:
+                 reference: str | None = None, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
+                 noise_threshold: float = D.NOISE_THRESHOLD, pool: bool = True) -> Comparison:
     """Compare two arms on one workload; drift from their rounds, else the reference's blocks."""
     v = valid_rows(frame)
     v = v[v["workload"] == workload]

@@ -1,0 +1,75 @@
+"""Recommendations: what to run, and its flags."""
+
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+
+from bracket.article.elements import Heading, Para, Section, Table
+from bracket.article.headline import headline_rows
+from bracket.article.inputs import Data
+from bracket.article.text import rate, ratio, runs_phrase, spec_words
+
+
+def arm_flags(d: Data, arm: str) -> str:
+    """The launch flags that distinguish this arm, as they ran (from a block's launch command)."""
+    for pos in sorted(d.metas):
+        m = d.metas[pos]
+        if m.get("arm") != arm or not m.get("argv"):
+            continue
+        argv = list(m["argv"])
+        extra = [a for a in (d.cfg["arms"].get(arm, {}) or {}).get("args", [])]
+        out = []
+        for i, a in enumerate(argv):
+            if a.startswith("--speculative") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out += [a, argv[i + 1]]
+        return shlex.join(out + extra) if (out or extra) else "(no speculative flags)"
+    spec = (d.cfg.get("arms", {}).get(arm) or {}).get("speculative")
+    return f"{spec_words(spec)} (from the experiment: no launch record)" if spec else "(no speculative flags)"
+
+
+def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
+    """Per workload: what to use, its flags and its measurement; and whether the choice splits."""
+    rows = []
+    for r in headline_rows(d):
+        faster = r["verdict"] == "faster"
+        use = r["arm"] if (r["is_reference"] or faster) else d.reference
+        note = ("the reference was fastest" if r["is_reference"] else
+                f"{ratio(r['ratio'])} the {d.reference}" if faster else
+                f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more runs "
+                f"confirm it")
+        cell = d.cell(use, r["workload"])
+        rows.append({"workload": r["workload"], "use": use, "flags": arm_flags(d, use),
+                     "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}" if cell else "",
+                     "fastest measured": f"{r['arm']}, {rate(r['median'])}", "why": note, "_fastest": r["arm"]})
+    t = pd.DataFrame(rows)
+    split = not t.empty and t["use"].nunique() > 1
+    fastest_split = len({r["arm"] for r in headline_rows(d)}) > 1
+    return t, split or fastest_split
+
+
+def section_recommendations(d: Data) -> Section | None:
+    t, split = recommendations(d)
+    if t.empty:
+        return None
+    s = Section([Heading("Recommendation")])
+    fastest = list(t["_fastest"])
+    if t["use"].nunique() > 1:
+        s.add(Para("The best arm is not the same on every workload, so the recommendation splits by workload "
+                   "rather than shipping one global default:"))
+    elif split:
+        s.add(Para(f"The fastest arm differs by workload ({'; '.join(f'{a} on {w}' for a, w in zip(fastest, t['workload']))}), "
+                   f"but none was shown faster than the reference at this run count, so the recommendation is "
+                   f"{t['use'].iloc[0]} everywhere until more runs settle it:"))
+    elif (t["use"] == d.reference).all():
+        s.add(Para(f"Keep {t['use'].iloc[0]}: no arm was shown faster than it on any workload measured"
+                   + ("" if not fastest or set(fastest) == {d.reference} else
+                      ", so the highest medians below are measurements, not reasons to switch") + "."))
+    else:
+        s.add(Para(f"The same choice holds on every workload measured: {t['use'].iloc[0]}."))
+    s.add(Table(t, "What to run, per workload", "recommendations.csv"))
+    if (t["use"] != t["_fastest"]).any():
+        s.add(Para("Where the fastest arm is not the one to use, its advantage was not shown at this run count: "
+                   "the verdict, not the median, decides.", "note"))
+    return s

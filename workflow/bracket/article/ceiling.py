@@ -1,0 +1,192 @@
+"""The decode ceiling: byte account, efficiency and the precision hypotheses."""
+
+from __future__ import annotations
+
+
+import pandas as pd
+
+from bracket import ceiling as _ceiling
+from bracket.article.elements import Heading, Para, Section, Table
+from bracket.article.inputs import Data
+from bracket.article.text import TIMES, pct, rate, size
+
+
+READ_EVERY_TOKEN = {
+    "backbone": "yes",
+    "embedding": "one row per token",
+    "output": "yes",
+    "vision": "only with images",
+    "mtp": "only with MTP speculation on",
+    "other": "no (audio and other encoders)",
+}
+COMPONENT_NAMES = {"backbone": "Language backbone", "embedding": "Token embedding", "output": "Output layer",
+                   "vision": "Vision tower", "mtp": "MTP head", "other": "Other encoders"}
+
+
+def byte_account(weights: dict) -> pd.DataFrame:
+    """Component, size, and whether a text token reads it (seed 000's table)."""
+    tied = weights.get("tied_embeddings")
+    rows = []
+    for comp, nbytes in (weights.get("components") or {}).items():
+        if not nbytes:
+            continue
+        read = READ_EVERY_TOKEN.get(comp, "?")
+        if comp == "embedding" and tied:
+            read = "yes (tied: it is also the output layer)"
+        rows.append({"Component": COMPONENT_NAMES.get(comp, comp), "Size": size(nbytes), "Read every token?": read,
+                     "bytes": int(nbytes)})
+    return pd.DataFrame(rows, columns=["Component", "Size", "Read every token?", "bytes"])
+
+
+def efficiency_reading(eff: float) -> str:
+    if eff > 1:
+        return ("above the ceiling: more than one token per weight read, which only speculative decoding "
+                "(or a wrong byte count) can do")
+    if eff >= 0.7:
+        return "bandwidth-bound: the clock mostly measures how long it takes to read the weights"
+    if eff >= 0.3:
+        return "a large share of each token's time goes to something other than reading weights"
+    return ("far below the ceiling: the time goes to scheduling, sampling and framework overhead, "
+            "not to reading weights, so bandwidth is not what limits this model on this machine")
+
+
+def efficiency_table(d: Data) -> pd.DataFrame:
+    """Measured median of each workload's reference and best arm against the plain ceiling."""
+    c = d.ceiling or {}
+    rows = []
+    if not c.get("ceiling_tok_s"):
+        return pd.DataFrame()
+    for wl in d.workloads:
+        # Only arms without speculation: with it, one weight read yields several tokens and the
+        # plain ceiling does not bound the rate.
+        arms = [a for a in d.arms if not (d.cfg.get("arms", {}).get(a) or {}).get("speculative")]
+        for arm in arms:
+            cell = d.cell(arm, wl)
+            if not cell:
+                continue
+            ev = _ceiling.evaluate([{"bytes_per_token": c["bytes_per_token"], "ceiling_tok_s": c["ceiling_tok_s"]}],
+                                   cell["median"])[0]
+            rows.append({"workload": wl, "arm": arm, "median tok/s": rate(cell["median"]),
+                         "ceiling tok/s": rate(c["ceiling_tok_s"]), "of the ceiling": pct(ev["efficiency"], 0),
+                         "implied GB/s": f"{ev['implied_gbps']:.2f}", "efficiency": ev["efficiency"],
+                         "median": cell["median"]})
+    return pd.DataFrame(rows)
+
+
+def hypotheses(d: Data) -> tuple[float | None, list[dict]]:
+    """The reference's median (across workloads) and seed 000's hypotheses evaluated against it (numbers)."""
+    c = d.ceiling or {}
+    cells = [d.cell(d.reference, wl) for wl in d.workloads]
+    meds = [x["median"] for x in cells if x]
+    if not c.get("hypotheses") or not meds:
+        return None, []
+    measured = float(pd.Series(meds).median())
+    return measured, _ceiling.evaluate(c["hypotheses"], measured)
+
+
+def hypotheses_table(d: Data) -> pd.DataFrame:
+    """Seed 000's "bandwidth, not logs" table for the reference's median (across workloads)."""
+    measured, hyp = hypotheses(d)
+    rows = []
+    for h in hyp:
+        rows.append({"Assumption": h["name"], "Bytes per token": size(h["bytes_per_token"]),
+                     "Ceiling tok/s": rate(h["ceiling_tok_s"]),
+                     f"Measured {rate(measured)} is": pct(h["efficiency"], 0),
+                     "Physically possible?": "yes" if h["possible"] else "no: falsified"})
+    return pd.DataFrame(rows)
+
+
+def section_ceiling_unknown(w: dict, c: dict) -> Section:
+    """No headers were found: the ceiling is unknown; say why and which key would give it."""
+    s = Section([Heading("The ceiling is unknown: no byte account of the model")])
+    reason = w.get("reason") or c.get("reason") or "no tensor headers of the model were found"
+    key = w.get("key") or c.get("key") or "engine.model"
+    s.add(Para("Every token a model emits requires reading the weights it uses from memory, so single-stream "
+               "decoding has a physical ceiling: bandwidth " + TIMES + " bytes read per token. The bytes come "
+               "from the model's tensor headers, and none could be read for this experiment, so the ceiling is "
+               "unknown and the measured rates below stand without it."))
+    s.add(Para(f"Why: {reason}.", "warn"))
+    s.add(Para(f"To get it, set {key}; bracket reads the headers from a local directory or .gguf file, the "
+               "local Hugging Face cache for a hub id, a container path mapped through engine.docker.volumes, "
+               "or the hub itself where it is reachable. `bracket weights DIR` prints the account for any "
+               "directory."))
+    bw = c.get("bandwidth_gbps")
+    if bw:
+        s.add(Para(f"Memory bandwidth was found ({bw:g} GB/s); with the bytes per token, the ceiling would be "
+                   f"{bw:g} GB/s {TIMES} bytes per token.", "note"))
+    return s
+
+
+def section_ceiling(d: Data) -> Section | None:
+    w, c = d.weights, d.ceiling or {}
+    if not w:
+        return None
+    if w.get("status") == "unknown" or not w.get("bytes_per_token"):
+        return section_ceiling_unknown(w, c)
+    bpt, bw, ceil = w.get("bytes_per_token"), c.get("bandwidth_gbps"), c.get("ceiling_tok_s")
+    head = (f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
+            if ceil else "The byte account")
+    s = Section([Heading(head)])
+    s.add(Para("Every token a model emits requires reading the weights it uses from memory. That gives "
+               "single-stream decoding a hard physical ceiling: bandwidth " + TIMES + " bytes read per token = "
+               "tokens per second. The denominator comes from the tensor headers, not the file size: parts a "
+               "text token never reads are left out, and the embedding table counts one row per token."))
+    acct = byte_account(w)
+    s.add(Table(acct.drop(columns="bytes"), f"Byte account of {w.get('model', 'the model')}, from tensor headers",
+                "byte_account.csv"))
+    stored = w.get("stored_bytes") or acct["bytes"].sum()
+    if stored and abs(stored - bpt) > 0.005 * stored:
+        s.add(Para(f"The denominator for text-only work is {size(bpt)}, not the {size(stored)} stored."))
+    else:
+        s.add(Para(f"A text token reads {size(bpt)}: everything stored"
+                   + (", because the output layer is the embedding matrix itself (tied), read in full once."
+                      if w.get("tied_embeddings") else ".")))
+    for note in w.get("notes") or []:
+        s.add(Para(f"Note from the account: {note}", "note"))
+    if not ceil:
+        src = (c.get("bandwidth_source") or {}).get("detail", "")
+        return s.add(Para(f"No memory bandwidth was stated or measured ({src}), so there is no ceiling to "
+                          f"compare against: set hardware.device or hardware.bandwidth_gbps."))
+    src = c.get("bandwidth_source") or {}
+    src_text = {"user": "stated in the experiment (hardware.bandwidth_gbps)",
+                "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
+                "probe": f"measured by a copy probe: {src.get('method', '')}"}.get(src.get("kind"), src.get("detail", ""))
+    s.add(Para(f"Memory bandwidth: {bw:g} GB/s, {src_text.strip().rstrip(':')}."))
+    s.add(Para(f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
+               f"without speculative decoding."))
+    eff = efficiency_table(d)
+    if not eff.empty:
+        ref = eff[eff["arm"] == d.reference]
+        if not ref.empty:
+            e = float(ref["efficiency"].median())
+            s.add(Heading(f"Measured: {rate(float(ref['median'].median()))} tok/s, "
+                          f"or {pct(e, 0)} of the ceiling", 3))
+            s.add(Para(f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
+                       f"{efficiency_reading(e)}."))
+            meds = ref["median"]
+            if len(meds) > 1:
+                flat = (meds.max() - meds.min()) / meds.median()
+                s.add(Para(f"Across workloads the reference's medians differ by {pct(flat)} "
+                           f"({', '.join(f'{w} {m}' for w, m in zip(ref['workload'], ref['median tok/s']))}). "
+                           + ("That flatness is itself evidence: compute-bound throughput moves when the work "
+                              "changes; a rate set by the weight read doesn't." if flat < 0.05 else
+                              "The rate moves with the work, so something other than the weight read sets it.")))
+        if (eff["efficiency"] > 1).any():
+            s.add(Para("An arm without speculation above the ceiling cannot be: check the byte account and the "
+                       "bandwidth before believing either number.", "warn"))
+        if any((d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms):
+            s.add(Para("Speculative arms are left out of this table: one weight read verifies several drafted "
+                       "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
+                       "note"))
+        s.add(Table(eff.drop(columns=["efficiency", "median"]), "Measured medians against the ceiling", "efficiency.csv"))
+    hyp = hypotheses_table(d)
+    if not hyp.empty:
+        s.add(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))
+        s.add(Para("If the engine secretly widened the weights before the math, it would read more bytes per "
+                   "token, and the ceiling would fall. A hypothesis whose ceiling lies below the measured rate "
+                   "is physically impossible."))
+        s.add(Table(hyp, "Ceilings under each precision hypothesis", "precision_hypotheses.csv"))
+        if len(set(hyp["Bytes per token"])) == 1:
+            s.add(Para("Here the weights are stored at 16 bits or wider, so the three hypotheses read the same "
+                       "bytes: this check cannot tell them apart on this model.", "note"))
+    return s

@@ -1,0 +1,136 @@
+"""The headline: title line and one sentence per workload, from the raw values."""
+
+from __future__ import annotations
+
+
+
+from bracket import records
+from bracket.article.elements import Bullets, Heading, Para, Section
+from bracket.article.inputs import Data
+from bracket.article.results import ci_label
+from bracket.article.text import rate, ratio, runs_phrase, span
+
+
+def headline_rows(d: Data) -> list[dict]:
+    """Per workload: the best arm, its median, runs and range, and its ratio to the reference.
+
+    From stats.json `best`; the reference's numbers come from the same session's cells.
+    """
+    rows = []
+    for wl in d.workloads:
+        b = d.stats.get("best", {}).get(wl)
+        if not b:
+            continue
+        ref = d.cell(d.reference, wl)
+        comp = d.comparison(b["arm"], wl)
+        rows.append({"workload": wl, "arm": b["arm"], "median": b["median"], "n": b["n"], "min": b["min"],
+                     "max": b["max"], "ratio": b.get("ratio_to_reference"), "ci_low": b.get("ci_low"),
+                     "ci_high": b.get("ci_high"), "verdict": b.get("verdict"),
+                     "ci_level": b.get("ci_level"), "ci_basis": b.get("ci_basis"),
+                     "picked_from": b.get("picked_from"),
+                     "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
+                     "is_reference": b["arm"] == d.reference,
+                     "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
+                     "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
+                     "test": comp.get("test") if comp else None})
+    return rows
+
+
+def headline_sentence(row: dict, reference: str) -> str:
+    """Seed 000's form: "65.02 tok/s (10 runs, 56.6–69.3), 5.28x the baseline".
+
+    The wording follows the verdict: only a "faster" verdict names the arm as the winner; otherwise
+    the sentence says no arm was shown faster and gives the highest median as a measurement.
+    """
+    best = f"{rate(row['median'])} tok/s {runs_phrase(row['n'], row['min'], row['max'])}"
+    if row["is_reference"]:
+        return f"{row['workload']}: the reference {reference} was fastest, {best}; no other arm beat it."
+    if row["verdict"] == "faster":
+        text = f"{row['workload']}: {row['arm']}, {best}, {ratio(row['ratio'])} the {reference}"
+    else:
+        text = (f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
+                f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
+    if row["ci_low"] is not None:
+        basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
+        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'))} "
+                 f"{span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})")
+    if row["ref_median"] is not None:
+        text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
+                 f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}")
+    return text + "."
+
+
+def _join(items) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def title_line(d: Data) -> str | None:
+    """The subtitle, following the verdicts: a seed-000 line ("ngram_8 reaches 653 tok/s on code, 188
+    with baseline") for the largest ratio among arms shown faster; otherwise that no arm was shown
+    faster than the reference, never a ratio the verdict did not carry."""
+    rows = headline_rows(d)
+    if not rows:
+        return None
+    ref = d.label(d.reference)
+    shown = [r for r in rows if not r["is_reference"] and r["ratio"] and r["verdict"] == "faster"]
+    if shown:
+        top = max(shown, key=lambda r: r["ratio"])
+        line = (f"{top['arm']} reaches {top['median']:.0f} tok/s on {top['workload']}, "
+                f"{top['ref_median']:.0f} with {ref}")
+        rest = [r["workload"] for r in rows if r not in shown]
+        return line + (f"; on {_join(rest)} no arm was shown faster" if rest else "")
+    others = [r for r in rows if not r["is_reference"] and r["ratio"]]
+    if not others:
+        return f"{ref} was the fastest on every workload measured"
+    top = max(others, key=lambda r: r["ratio"])
+    verdict = top["verdict"] or "no verdict at this run count"
+    return (f"No arm was shown faster than {ref}: the largest ratio, {top['arm']}'s {ratio(top['ratio'])} on "
+            f"{top['workload']}, reads '{verdict}'")
+
+
+def unmeasured(d: Data) -> list[str]:
+    """Errors for the article's first lines: each arm and each workload without one valid timed run."""
+    runs = d.runs
+    if runs is None or "valid" not in runs or "arm" not in runs:
+        return []
+    valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
+    out = []
+    for kind, col, names in (("arm", "arm", list(d.cfg.get("arms") or [])),
+                             ("workload", "workload", [w for w, spec in (d.cfg.get("workloads") or {}).items()
+                                                       if (spec or {}).get("kind", "single") == "single"])):
+        for name in names:
+            if not (valid[col] == name).any():
+                tried = runs.loc[(runs[col] == name) & ~runs.get("warmup", False).fillna(False).astype(bool)]
+                reasons = records.first_kind(tried).value_counts()
+                why = ", ".join(f"{n} {r}" for r, n in reasons.items()) or "no timed request ran"
+                out.append(f"Error: {kind} {name} has no valid run ({why}); nothing below measures it.")
+    return out
+
+
+def section_headline(d: Data) -> Section:
+    s = Section([Heading(d.cfg.get("title") or d.name, 1)])
+    sub = title_line(d)
+    if sub:
+        s.add(Para(sub, "lead"))
+    if d.cfg.get("question"):
+        s.add(Para(f"The question: {d.cfg['question']}"))
+    for problem in unmeasured(d):  # before any number: what could not be measured at all
+        s.add(Para(problem, "warn"))
+    rows = headline_rows(d)
+    if not rows:
+        return s.add(Para("No arm produced a valid run, so there is no headline; see the warnings and "
+                          "the raw values below."))
+    s.add(Para("The fastest arm per workload, as the median decode rate (completion tokens divided by the "
+               "request's wall time), with its run count and range, and its ratio to the reference measured "
+               "in the same session. Ratios survive drift between sessions; absolute numbers don't."))
+    s.add(Bullets(tuple(headline_sentence(r, d.reference) for r in rows)))
+    weak: dict = {}
+    for r in rows:
+        if not r["is_reference"] and r["verdict"] and r["verdict"] != "faster":
+            weak.setdefault((r["verdict"], r["test"]), []).append(r["workload"])
+    for (verdict, test), wls in weak.items():
+        s.add(Para(f"Read the verdict before the ratio: on {_join(wls)} it is '{verdict}'"
+                   + (f" ({test})" if test else "") + ". A ratio without a verdict is a number, not a result.",
+                   "warn"))
+    return s

@@ -1,0 +1,117 @@
+"""The article's inputs: the experiment's files read once into `Data`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bracket import config, records
+from bracket.corrections import load_corrections
+
+
+@dataclass
+class Data:
+    """Everything the article reads; nothing else is consulted and no server is contacted."""
+
+    name: str
+    cfg: dict
+    runs: pd.DataFrame
+    stats: dict
+    weights: dict | None
+    ceiling: dict | None
+    schedule: pd.DataFrame
+    metas: dict  # block position -> meta dict
+    raw: list  # raw records (with output_text)
+    corrections: list | None
+    corrections_path: str
+    model_dir: str | None
+    model_build: dict | None
+    out_dir: Path
+    failed_attempts: list = field(default_factory=list)  # meta of attempts set aside in raw/failed/
+
+    @property
+    def reference(self) -> str:
+        return self.stats.get("reference") or self.cfg.get("reference")
+
+    @property
+    def workloads(self) -> list[str]:
+        """Workloads in the experiment's order, then any others found in the runs."""
+        seen = list(self.cfg.get("workloads", {}))
+        return [w for w in seen if w in set(self.runs["workload"])] + \
+            sorted(set(self.runs["workload"].astype(str)) - set(seen))
+
+    @property
+    def arms(self) -> list[str]:
+        seen = list(self.cfg.get("arms", {}))
+        return seen + sorted(set(self.runs["arm"].astype(str)) - set(seen))
+
+    def cell(self, arm: str, workload: str) -> dict | None:
+        return next((c for c in self.stats.get("cells", []) if c["arm"] == arm and c["workload"] == workload), None)
+
+    def comparison(self, arm: str, workload: str) -> dict | None:
+        return next((c for c in self.stats.get("comparisons", [])
+                     if c["candidate"] == arm and c["workload"] == workload), None)
+
+    def label(self, arm: str) -> str:
+        lab = (self.cfg.get("arms", {}).get(arm) or {}).get("label")
+        return f"{arm} ({lab})" if lab and lab != arm else arm
+
+
+def model_dir_from_argv(argv) -> str | None:
+    """The model directory a launch command served (vLLM --model / SGLang --model-path / llama.cpp -m)."""
+    argv = list(argv or [])
+    # "-m" last, and never the interpreter's "python -m module".
+    for flag in ("--model", "--model-path", "-m"):
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv) and not (flag == "-m" and i > 0 and "python" in Path(argv[i - 1]).name):
+                return argv[i + 1]
+            if a.startswith(flag + "=") and flag != "-m":
+                return a.split("=", 1)[1]
+    return None
+
+
+def _read_json(path) -> dict | None:
+    p = Path(path) if path else None
+    return json.loads(p.read_text()) if p and p.is_file() else None
+
+
+def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
+         corrections_path, out_dir) -> Data:
+    """Read one experiment's files (the report rule's inputs) into a `Data`."""
+    cfg = config.load(experiment_path)
+    runs = pd.read_csv(runs_csv)
+    for col in ("valid", "warmup"):
+        if col in runs:
+            runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
+    meta_dir = Path(meta_dir)
+    metas = {}
+    for p in sorted(meta_dir.glob("block-*.meta.json")):
+        m = json.loads(p.read_text())
+        metas[int(m.get("block", p.name.split("-")[1].split(".")[0]))] = m
+    raw = records.read(sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])))
+    failed_attempts = []
+    for p in sorted((meta_dir / "failed").glob("*.meta.json")):
+        m = json.loads(p.read_text())
+        jsonl = p.with_name(p.name.replace(".meta.json", ".jsonl"))
+        m["records_kept"] = len(records.read([jsonl])) if jsonl.is_file() else 0
+        m["file"] = f"raw/failed/{jsonl.name}"
+        failed_attempts.append(m)
+    model_dir = next((model_dir_from_argv(m.get("argv")) for m in metas.values() if m.get("argv")), None)
+    build = None
+    # A relative model path in the launch command is relative to the workflow's root (experiments/..).
+    roots = [Path(experiment_path).resolve().parent.parent, Path.cwd()]
+    dirs = [Path(model_dir)] if model_dir and Path(model_dir).is_absolute() else \
+        [r / model_dir for r in roots] if model_dir else []
+    for cand in [p / "build.json" for p in dirs] + [meta_dir / "model-build.json"]:
+        if cand.is_file():
+            build = json.loads(cand.read_text())
+            break
+    name = Path(experiment_path).stem
+    return Data(name=name, cfg=cfg, runs=runs, stats=json.loads(Path(stats_json).read_text()),
+                weights=_read_json(weights_json), ceiling=_read_json(ceiling_json),
+                schedule=pd.read_csv(schedule_csv), metas=metas, raw=raw,
+                corrections=load_corrections(corrections_path), corrections_path=str(corrections_path or ""),
+                model_dir=model_dir, model_build=build, out_dir=Path(out_dir), failed_attempts=failed_attempts)

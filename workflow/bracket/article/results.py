@@ -1,0 +1,99 @@
+"""Results per workload: medians, CIs, ratios and verdicts."""
+
+from __future__ import annotations
+
+
+import pandas as pd
+
+from bracket.article.elements import Figure, Heading, Para, Section, Table
+from bracket.article.inputs import Data
+from bracket.article.text import DASH, _missing, pct, rate, ratio, span
+
+
+def ci_label(level, comparisons) -> str:
+    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it."""
+    if _missing(level):
+        return "95% CI"
+    text = f"{level * 100:.3g}% CI"
+    return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
+
+
+def verdict_cell(comp: dict) -> str:
+    """The verdict; an undetermined one with its rounds needed."""
+    if comp["verdict"] != "undetermined":
+        return comp["verdict"]
+    r = comp.get("rounds_needed")
+    return "undetermined" + (f" (run {r} rounds)" if r else " (more than 200 rounds)")
+
+
+def results_table(d: Data, workload: str) -> pd.DataFrame:
+    """Per arm: runs, blocks, median, CI, range, spread; ratio to the reference (raw and drift-adjusted,
+    each with its CI), the CI the verdict rests on (adjusted for multiplicity), and the verdict."""
+    rows = []
+    for arm in d.arms:
+        c = d.cell(arm, workload)
+        if not c:
+            continue
+        comp = d.comparison(arm, workload)
+        rows.append({
+            "arm": arm, "runs": c["n"], "blocks": "" if c.get("blocks") is None else c["blocks"],
+            "median tok/s": rate(c["median"]),
+            "95% CI": span(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
+            "spread": pct(c.get("spread")),
+            f"ratio to {d.reference}": "1 (reference)" if arm == d.reference else ratio(comp["ratio"]) if comp else "n/a",
+            "raw 95% CI": span(comp["ci_low"], comp["ci_high"], 2) if comp else "",
+            "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
+                                        f"({span(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
+                                        if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
+            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'))} "
+                                 f"{span(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
+                                 if comp and not _missing(comp.get("verdict_ci_low")) else ""),
+            "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
+        })
+    return pd.DataFrame(rows)
+
+
+def section_results(d: Data, figure: Figure | None = None) -> Section | None:
+    if not d.stats.get("cells"):
+        return None
+    s = Section([Heading("Results per workload")])
+    s.add(Para("Median of the valid timed runs, its CI, the range, and spread = (max " + DASH + " min) / median. "
+               "Each block is a fresh server, so the block is the unit: with two blocks or more the CI of an arm's "
+               "median and of each ratio come from the blocks' medians (OLS on their logs, Student t on the "
+               "blocks' degrees of freedom, pooled with the request noise only when blocks agree); with one block "
+               "a CI covers request noise only. The raw ratio and the drift-adjusted one (a linear trend in "
+               "time removed) are both shown; 'verdict rests on' names the one the verdict uses and gives its CI "
+               "at the level multiplicity leaves it. 'Faster' or 'slower' needs that CI wholly outside the noise band; "
+               "'no measurable effect' needs it within twice the band on both sides, so that it rules out any "
+               "effect larger than that; 'undetermined' means the data support neither (one block per arm, arm "
+               "confounded with time, too few blocks, or a CI reaching past twice the band) and says how many "
+               "rounds would."))
+    mult = d.stats.get("multiplicity") or {}
+    if mult.get("comparisons"):
+        m = mult["comparisons"]
+        s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
+                   + (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
+                      f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                      if m > 1 else "")
+                   + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
+                   + ".", "note"))
+    for wl in d.workloads:
+        t = results_table(d, wl)
+        if t.empty:
+            continue
+        s.add(Heading(wl, 3), Table(t, f"{wl}: decode rate per arm", f"results_{wl}.csv"))
+        tests = sorted({c["test"] for c in d.stats.get("comparisons", []) if c["workload"] == wl and c.get("test")})
+        if tests:
+            s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
+        for c in d.stats.get("comparisons", []):
+            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined_reason"):
+                s.add(Para(f"{c['candidate']}: undetermined: {c['undetermined_reason']}.", "warn"))
+        for c in d.stats.get("cells", []):
+            m2 = c.get("modes")
+            if c["workload"] == wl and m2:
+                s.add(Para(f"{c['arm']} has two modes ({m2['where']}): {m2['low_n']} runs near "
+                           f"{rate(m2['low_median'])} and {m2['high_n']} near {rate(m2['high_median'])} tok/s; its "
+                           f"median depends on how many runs took each path, so read both.", "warn"))
+    if figure:
+        s.add(figure)
+    return s

@@ -1,0 +1,91 @@
+"""Escaping and number formats: the only place numbers become text."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+
+
+
+DASH = "\u2013"
+TIMES = "\u00f7"
+
+
+def esc(value) -> str:
+    """HTML-escape anything (None becomes the empty string)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")  # $ too: $$x$$ would render as math on GitHub
+_MD_LINE_START = re.compile(r"^(\s*)(\d+)?([#>+\-=.)])(?=\s|$|#)")
+
+
+def md_esc(value) -> str:
+    """Markdown-escape text for a paragraph or a table cell, so it renders as the same text.
+
+    HTML is neutralised with entities (``<`` becomes ``&lt;``), Markdown punctuation gets a
+    backslash, and line breaks become spaces (a table row is one line).
+    """
+    text = "" if value is None else str(value)
+    text = html.escape(text, quote=False)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    text = re.sub(r"[\r\n]+", " ", text)
+    # A leading "#", ">", "-", "+", "=" or "1." would start a heading, quote or list.
+    return _MD_LINE_START.sub(lambda m: m.group(1) + (m.group(2) or "") + "\\" + m.group(3), text)
+
+
+def rate(x) -> str:
+    """A decode rate, two decimals (seed 000: "65.02")."""
+    return "n/a" if _missing(x) else f"{x:.2f}"
+
+
+def span(lo, hi, digits: int = 1) -> str:
+    """A range, "56.6–69.3"."""
+    if _missing(lo) or _missing(hi):
+        return "n/a"
+    return f"{lo:.{digits}f}{DASH}{hi:.{digits}f}"
+
+
+def ratio(x) -> str:
+    return "n/a" if _missing(x) else f"{x:.2f}x"
+
+
+def pct(x, digits: int = 1, sign: bool = False) -> str:
+    if _missing(x):
+        return "n/a"
+    return f"{100 * x:+.{digits}f}%" if sign else f"{100 * x:.{digits}f}%"
+
+
+def size(nbytes) -> str:
+    """Bytes in decimal units, as the seeds write them (18.77 GB, 8.39 MB)."""
+    if _missing(nbytes):
+        return "n/a"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def _n(k, noun: str) -> str:
+    return f"{k} {noun}{'' if k == 1 else 's'}"
+
+
+def runs_phrase(n, lo, hi) -> str:
+    """ "(10 runs, 56.6–69.3)" as in seed 000."""
+    return f"({int(n)} run{'s' if int(n) != 1 else ''}, {span(lo, hi)})"
+
+
+def spec_words(sp: dict | None) -> str:
+    """An arm's speculative settings in words ("off" without)."""
+    if not sp:
+        return "off"
+    words = f"{sp.get('method')}, draft budget {sp.get('draft_tokens')}"
+    if sp.get("method") == "ngram":
+        words += f", lookup {sp.get('prompt_lookup_min')}{DASH}{sp.get('prompt_lookup_max')} tokens"
+    return words + (f", draft model {sp['model']}" if sp.get("model") else "")
