@@ -45,7 +45,7 @@ BOOK_URL = "file:///bracket-arena/text.txt"
 TEMPLATE = ROOT / "tests" / "data" / "arena" / "chat_template.jinja"  # the tiny model has none
 
 
-def experiment(a) -> dict:
+def experiment(a, text: str | None = None) -> dict:
     raw = {"engine": {"kind": "vllm", "embedded": True, "port": a.port, "args": ["--chat-template", str(TEMPLATE)]},
            "arms": {"server": {}},
            "workloads": {"cell": {"prompts": "experiments/prompts/chat.jsonl", "kind": "arena", "depth": a.depth,
@@ -53,8 +53,23 @@ def experiment(a) -> dict:
            "design": {"runs_per_block": a.runs, "warmup_runs": 1, "seed": 1},
            "request": {"max_tokens": a.tg}}
     if a.attach:
-        raw["engine"] = {"kind": "openai", "launch": "attach", "base_url": a.attach, "port": a.port}
+        raw["engine"] = {"kind": "openai", "launch": "attach", "embedded": False, "base_url": a.attach, "port": a.port}
+    if text:
+        raw["workloads"]["cell"]["text"] = text
     return config.validate(raw, source="arena_side_by_side")
+
+
+def reference(a, work: Path):
+    """bench/reference_server.py with a known ttft and rate, and the word-level tokenizer and book that
+    count its tokens exactly (bench/harness_accuracy.py); bracket reads the same book as llama-benchy."""
+    sys.path.insert(0, str(HERE))
+    from harness_accuracy import write_offline_assets
+    from reference_server import ReferenceProcess
+
+    ref = ReferenceProcess(ttft=a.ref_ttft, rate=a.ref_rate, tokens_per_event=1)
+    tok_dir, book = write_offline_assets(work, a.llama_benchy.parent / "python")
+    (work / "book.txt").write_text(book)
+    return ref, str(tok_dir / "tokenizer.json"), book
 
 
 def bracket_block(cfg, http, base, rnd: int) -> list[dict]:
@@ -94,6 +109,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--port", type=int, default=8183)
     ap.add_argument("--attach", help="measure a server you run (OpenAI-compatible base URL) instead")
+    ap.add_argument("--reference", action="store_true",
+                    help="measure bench/reference_server.py (known ttft and rate) instead of an engine: the truth row")
+    ap.add_argument("--ref-ttft", type=float, default=0.1, help="reference server's time to first token (s)")
+    ap.add_argument("--ref-rate", type=float, default=200.0, help="reference server's tokens per second per request")
     ap.add_argument("--tokenizer", help="tokenizer dir or tokenizer.json for llama-benchy (default: the tiny model)")
     ap.add_argument("--llama-benchy", type=Path, default=BENCHY,
                     help="llama-benchy executable (default: bench/.venv-peers, or $BRACKET_PEERS_DIR)")
@@ -101,13 +120,19 @@ def main() -> int:
     a = ap.parse_args()
     if not a.llama_benchy.exists():
         sys.exit(f"llama-benchy is not installed at {a.llama_benchy}; see bench/README.md")
-    cfg = experiment(a)
     work = Path(tempfile.mkdtemp(prefix="arena-sbs-"))
+    ref = None
+    if a.reference:
+        ref, ref_tokenizer, book = reference(a, work)
+        a.attach, a.tokenizer = ref.url, ref_tokenizer
+        cfg = experiment(a, text=str(work / "book.txt"))
+    else:
+        book = arena_text.join(arena_text.built_text())
+        cfg = experiment(a)
     home = work / "home"
     cache = home / ".cache" / "llama-benchy"
     cache.mkdir(parents=True)
-    (cache / (hashlib.md5(BOOK_URL.encode()).hexdigest() + ".txt")).write_text(
-        arena_text.join(arena_text.built_text()))
+    (cache / (hashlib.md5(BOOK_URL.encode()).hexdigest() + ".txt")).write_text(book)
     model = str(ROOT / embedded.model_dir(cfg)) if not a.attach else None
     tokenizer = a.tokenizer or str(Path(model) / "tokenizer.json")
     raw, reports, order, t0 = [], [], [], time.time()
@@ -124,6 +149,8 @@ def main() -> int:
                 else:
                     doc, bargv = benchy_block(a, base, home, tokenizer, work / f"benchy-{rnd}.json")
                     reports.append(doc)
+    if ref is not None:
+        ref.stop()
     summary = arena.summarize(raw, cfg)
     (cell,) = summary["cells"]
     lb_bracket = cell["llama_benchy"]
@@ -136,11 +163,20 @@ def main() -> int:
     export = interop.export_arena(summary, "server", model="bracket-model (tiny)")
     interop.write(export, res.with_suffix(".bracket.json"))
     interop.write(reports[0], res.with_suffix(".llama-benchy.json"))
+    server_words = (f"bench/reference_server.py (ttft {a.ref_ttft * 1000:g} ms, {a.ref_rate:g} tok/s per request, "
+                    f"one token per event)" if ref is not None else
+                    "attached at " + a.attach if a.attach else "embedded vLLM 0.32 CPU engine, tiny model")
+    truth = []
+    if ref is not None:
+        truth = [f"| truth (the reference's schedule) | {a.users * a.ref_rate:.1f} (at most: {a.users} x "
+                 f"{a.ref_rate:g}, less the arrival spread) | same | {a.users * (a.depth + a.pp) / a.ref_ttft:.1f} "
+                 f"(at most) | about 0 (the role chunk is written at once) | {a.ref_ttft * 1000:.1f} | per request: "
+                 f"tg {a.ref_rate:g} |"]
     cmd = "  .venv/bin/python bench/" + " ".join(shlex.quote(x) for x in [Path(__file__).name] + sys.argv[1:])
     lines = [
         "# The arena cell, bracket and llama-benchy side by side", "",
         f"Made {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))} by", "", cmd, "",
-        f"Server: {'attached at ' + a.attach if a.attach else 'embedded vLLM 0.32 CPU engine, tiny model'} "
+        f"Server: {server_words} "
         f"({' '.join(argv[-6:]) if argv else ''}); a shared 2-core machine, so timings are noisy.",
         f"Cell: depth {a.depth} + prompt {a.pp} tokens, {a.tg} tokens per user, {a.users} users, chat requests; "
         f"{a.rounds} rounds of one bracket block and one llama-benchy block ({a.runs} timed runs each, after a "
@@ -155,6 +191,10 @@ def main() -> int:
         f"{sm.get('n', 0)} |",
         f"| llama-benchy 0.4.0 | {pm(pooled['tg_throughput'])} | – | {pm(pooled['pp_throughput'])} | "
         f"{pm(pooled['ttfr'])} | {pm(pooled['e2e_ttft'])} | {len(pooled['tg_throughput']['values']) if pooled['tg_throughput'] else 0} |",
+        *truth,
+        "",
+        f"Per-request tg (mean ± SD): bracket {pm(lb_bracket['tg_req_throughput'])}, llama-benchy "
+        f"{pm(pooled['tg_req_throughput'])}.",
         "",
         "Per block (tg mean ± SD): " + "; ".join(
             [f"llama-benchy round {i + 1}: {pm(c['tg_throughput'])}" for i, c in enumerate(cells)]
