@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from bracket import config, engines
-from bracket.commands_run import launch_command
+from bracket.cli.launch import launch_command
 from bracket.config import ExperimentError
 from bracket.engines import launch, llamacpp, provenance, sglang
 from bracket.engines.base import SpecFields

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bracket import engines, records
-from bracket.commands_run import launch_command
+from bracket.cli.launch import launch_command
 from bracket.session import BlockFailed
 from bracket.stats import analyze
 

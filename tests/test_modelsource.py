@@ -138,7 +138,7 @@ def test_hub_metadata_becomes_tensor_headers():
              "model-00002-of-00002.safetensors": SafetensorsFileMetadata(
                  metadata={}, tensors={"lm_head.weight": info("BF16", [64, 16], 0, 2048)})}
     meta = SafetensorsRepoMetadata(metadata=None, sharded=True, weight_map={}, files_metadata=files)
-    from bracket.headers import hub_tensors
+    from bracket.checkpoint import hub_tensors
 
     tensors = hub_tensors(meta)
     assert [(t.name, t.dtype, t.shape, t.nbytes) for t in tensors] == [

@@ -2,7 +2,8 @@
 
 import pytest
 
-from bracket import commands_run, engines, session
+from bracket import engines, session
+from bracket.cli import launch
 from bracket.config import validate
 
 
@@ -20,7 +21,7 @@ def test_api_key_goes_by_environment_and_header_and_is_redacted(monkeypatch):
     from bracket import secrets
     assert "sk-session-test" not in secrets.redact("key sk-session-test-0123456789 echoed")
     # the printed command names the key, never its value
-    cmd = commands_run.launch_command(cfg, "a")
+    cmd = launch.launch_command(cfg, "a")
     assert "VLLM_API_KEY=$MY_KEY" in cmd and "sk-session" not in cmd
 
 
@@ -30,7 +31,7 @@ def test_an_api_key_the_adapter_cannot_take_is_refused_everywhere(monkeypatch):
     with pytest.raises(session.BlockFailed, match="takes no API key by environment"):
         session.credentials(cfg, engines.get("sglang"))
     with pytest.raises(ValueError, match="takes no API key by environment"):
-        commands_run.launch_command(cfg, "a")
+        launch.launch_command(cfg, "a")
 
 
 def test_missing_secret_names_the_variable_and_the_fix(monkeypatch):

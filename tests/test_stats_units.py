@@ -162,7 +162,7 @@ def test_vllm_and_llama_benchy_json(tmp_path):
 def test_cli_summarize_and_compare_json(capsys):
     import argparse
 
-    from bracket import commands_stats
+    from bracket.cli import stats as commands_stats
     p = argparse.ArgumentParser()
     commands_stats.register(p.add_subparsers(dest="command"))
     raw = "tests/data/stats/seed000_round3.csv"

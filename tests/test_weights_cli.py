@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bracket import commands_physics
+from bracket.cli import physics as commands_physics
 
 _spec = importlib.util.spec_from_file_location("physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py")
 ck = importlib.util.module_from_spec(_spec)

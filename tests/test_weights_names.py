@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bracket import weights
-from bracket.formats import classify_format, group_modules
-from bracket.headers import TensorHeader
+from bracket.storage import classify_format, group_modules
+from bracket.checkpoint import TensorHeader
 
 
 def t(name, dtype="BF16", shape=(8, 8)):

@@ -33,8 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bracket import modelsource
-from bracket.formats import Module, group_modules
-from bracket.headers import Checkpoint, read_checkpoint, read_hub_checkpoint
+from bracket.storage import Module, group_modules
+from bracket.checkpoint import Checkpoint, read_checkpoint, read_hub_checkpoint
 
 COMPONENTS = ("backbone", "embedding", "output", "vision", "mtp", "other")
 # Parts a plain text token never reads.

@@ -16,7 +16,7 @@ from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
-from bracket.stats.tables import cell_summaries, compare_arms, first_run_slow, valid_rows
+from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
 from bracket.stats import defaults as D
 
 VALUE = "decode_tok_s"

@@ -22,7 +22,7 @@ from bracket.stats._seeds import derive_seed
 from bracket.stats.findings import Finding
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.multiplicity import holm
-from bracket.stats.tables import compare_arms, valid_rows
+from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats import defaults as D
 
 
@@ -78,7 +78,7 @@ def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = D.CON
 def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, seed: int,
                   confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
                   noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[list[dict], list[str]]:
-    """Each host against the first, per arm and workload, with `bracket.stats.tables.compare_arms`.
+    """Each host against the first, per arm and workload, with `bracket.stats.cells.compare_arms`.
 
     Within one arm the hosts take the place of arms (ratio = median on host j / median on the
     first host, > 1 is faster), the slot is the time, and the drift that sets the noise band is

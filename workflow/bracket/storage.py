@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bracket.headers import TensorHeader
+from bracket.checkpoint import TensorHeader
 
 # Bits of one element of each safetensors dtype.
 DTYPE_BITS = {

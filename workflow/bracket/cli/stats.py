@@ -9,7 +9,7 @@ import json
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
 from bracket.stats.multiplicity import holm
-from bracket.stats.tables import cell_summaries, compare_arms, valid_rows
+from bracket.stats.cells import cell_summaries, compare_arms, valid_rows
 from bracket.stats import defaults as D
 
 DEFAULT_SEED = D.SEED

@@ -1,4 +1,4 @@
-"""`bracket launch EXPERIMENT ARM --print`: the exact server command a block of that arm runs."""
+"""`bracket launch EXPERIMENT ARM --print`: the exact server command a block of that arm runs (it runs nothing)."""
 
 from __future__ import annotations
 

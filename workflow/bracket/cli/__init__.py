@@ -1,6 +1,6 @@
 """The `bracket` command: works on files, with or without Snakemake.
 
-Each subcommand lives beside the code it drives; a module listed here exposes
+Each subcommand has a module in this package named for what it does; each exposes
 `register(subparsers)`, which adds its parser and sets `func` to a callable taking the parsed args
 and returning an exit code. With --json, a command prints one shape whatever its input (compare:
 a list of comparisons, one per workload, even when there is one).
@@ -13,11 +13,11 @@ import importlib
 import sys
 
 COMMAND_MODULES = [
-    "bracket.commands_run",
-    "bracket.commands_stats",
-    "bracket.commands_physics",
-    "bracket.commands_setup",
-    "bracket.commands_export",
+    "bracket.cli.launch",    # bracket launch: print the server command a block runs
+    "bracket.cli.stats",     # bracket summarize / compare: statistics on raw values from anywhere
+    "bracket.cli.physics",   # bracket weights / ceiling: byte account and decode ceilings
+    "bracket.cli.setup",     # bracket workflow / check: a runnable workflow, an experiment checked
+    "bracket.cli.export",    # bracket export: cells as llama-benchy or vllm bench serve JSON
 ]
 
 
@@ -44,5 +44,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
