@@ -1,8 +1,14 @@
-"""The Spark Arena cell: llama-benchy's window rate, worked by hand, and the depth calibration."""
+"""The Spark Arena / llama-benchy cell: both definitions worked by hand, the text, the calibration,
+validation per engine, and each adapter's own stream on replayed bodies (tests/data/engines)."""
+
+import math
 
 import pytest
 
-from bracket import arena, article
+from bracket import arena, arena_text, article, config, engines
+from bracket.config import ExperimentError
+
+from test_engines import REQ, Recorded, body
 
 
 def user(started, ttft, n, tg, **kw):
@@ -24,33 +30,174 @@ def test_window_rate_is_unknown_when_a_user_failed():
     assert w["window_tok_s"] is None
 
 
-def test_calibration_reaches_the_depth_as_the_server_counts():
-    prompts = [{"id": "a", "prompt": "def f(x):\n    return x + 1\n"}]
-    count = lambda text: len(text) // 3 + 7  # a server with 3 characters per token and 7 template tokens
-    chars = arena.calibrate(count, prompts, 1024)
-    assert abs(count(arena.context(prompts, chars)) - 1024) <= 5
-    assert len(arena.context(prompts, 500)) == 500
+def test_llama_benchy_definitions_by_hand():
+    # user 1 starts at 100.0, role chunk at 100.4, first text at 100.5 carrying 3 tokens (a verify step),
+    #   128 tokens, tg 100 -> last token at 100.5 + 127/100 = 101.77; prompt 1000 tokens
+    # user 2 starts at 100.1, first response = first text at 100.1 + 0.7 = 100.8, 128 tokens at 127 tok/s
+    #   -> last at 101.8; prompt 1002 tokens
+    recs = [user(100.0, 0.5, 128, 100.0, ttfr_s=0.4, first_event_tokens=3, prompt_tokens=1000),
+            user(100.1, 0.7, 128, 127.0, ttfr_s=None, first_event_tokens=None, prompt_tokens=1002)]
+    b = arena.benchy_run(recs)
+    # pp: 2002 tokens over (last first token 100.8 - first start 100.0) = 0.8 s
+    assert b["pp"] == pytest.approx(2002 / 0.8)
+    # tg: decode tokens after each first event, 125 + 127 = 252, over 101.8 - 100.5 = 1.3 s
+    assert b["tg"] == pytest.approx(252 / 1.3)
+    # bracket's window rate counts 127 + 127 over the same window
+    assert arena.window_rate(recs)["window_tok_s"] == pytest.approx(254 / 1.3)
+    assert b["tg_req"] == pytest.approx([125 / 1.27, 127 / 1.0])
+    assert b["ttfr_ms"] == pytest.approx([400.0, 700.0]) and b["e2e_ttft_ms"] == pytest.approx([500.0, 700.0])
+    # one user: llama-benchy's per-request values are the cell's
+    one = arena.benchy_run([recs[1]])
+    assert one["tg"] == pytest.approx(127.0) and one["pp"] == pytest.approx(1002 / 0.7)
+
+
+def test_metric_is_mean_and_population_sd():
+    m = arena.metric([100.0, 110.0, 120.0])
+    assert m["mean"] == 110.0 and m["std"] == pytest.approx(math.sqrt(200 / 3)) and m["values"] == [100, 110, 120]
+    assert arena.metric([]) is None
+
+
+def test_the_text_is_deterministic_and_not_repeated():
+    a, b = arena_text.built_text(20_000, 7), arena_text.built_text(20_000, 7)
+    assert a == b and arena_text.built_text(20_000, 8) != a
+    grams = [a[i:i + 8] for i in range(len(a) - 8)]
+    assert len(set(grams)) == len(grams)  # no 8-word run occurs twice: nothing for n-gram drafting to copy
+    words = arena_text.built_text()
+    c1, p1 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, False)
+    c2, p2 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 1, False)
+    assert (c1, p1) == arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, False)
+    assert c1 != c2 and len(c1.split()) == 300 and len(p1.split()) == 50
+    c4, _ = arena_text.request_texts(words, 300, 50, 1, "arena", 1, 3, 0, False)
+    assert c4 != c1  # another block, another slice
+    _, p3 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, True)
+    assert p3.startswith(p1) and len(p3.split()) == 51  # --no-cache: a unique suffix
+
+
+def test_slices_are_cut_to_token_counts_when_the_server_can_tokenize():
+    words = arena_text.built_text()
+    tokens = lambda text: sum(1 + len(w) // 5 for w in text.split())  # noqa: E731 (longer words, more tokens)
+    for start in (0, 777, len(words) - 100):  # the last wraps round the end of the text
+        w = arena_text.fit(words, start, 300, 200, tokens)
+        n = tokens(arena_text.join(arena_text.slice_words(words, w, start)))
+        n_next = tokens(arena_text.join(arena_text.slice_words(words, w + 1, start)))
+        assert n <= 300 < n_next  # the longest slice not above the target
+    c, p = arena_text.request_texts(words, 250, 40, 1, "arena", 0, 0, 0, False, tokens, 300, 50)
+    assert 300 - 2 <= tokens(c) <= 300 and 50 - 2 <= tokens(p) <= 50
+
+
+def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
+    words = arena_text.built_text()
+
+    def count(context, prompt):  # 1.3 tokens per word, 9 template tokens, 4 more for a system turn
+        return math.ceil(1.3 * len(prompt.split())) + 9 + (math.ceil(1.3 * len(context.split())) + 4 if context else 0)
+
+    ctx, pp = arena.calibrate(count, words, 4096, 512)
+    prompt = arena_text.join(words[:pp])
+    assert abs(count("", prompt) - 9 - 512) <= 3
+    assert abs(count(arena_text.join(words[:ctx]), prompt) - (4096 + 512)) <= 23
+    assert arena.calibrate(count, words, 0, 256)[0] == 0
 
 
 def test_spec_defaults_are_the_leaderboard_cell():
-    assert arena.spec({"prompts": "p", "kind": "arena"}) == {"depth": 16384, "users": 2, "tokens": 128}
-    assert arena.spec({"kind": "arena", "depth": 1024}) == {"depth": 1024, "users": 2, "tokens": 128}
+    assert arena.spec({"prompts": "p", "kind": "arena"}) == {
+        "depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048, "api": "chat", "cache": "fresh",
+        "text": None}
+    assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
     assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
 
 
-def test_summary_and_section():
-    cfg = {"workloads": {"arena": {"kind": "arena", "depth": 1024, "prompts": "p"}}, "arms": {"b": {}},
+def arena_cfg(kind, **wl):
+    return {"engine": {"kind": kind, "embedded": False, "model": "/models/m", "port": 8051}, "arms": {"a": {}},
+            "workloads": {"cell": {"prompts": "p.jsonl", "kind": "arena", **wl}}}
+
+
+def test_validation_refuses_a_chat_cell_on_sglang_and_says_what_to_do():
+    with pytest.raises(ExperimentError, match="api: completions"):
+        config.validate(arena_cfg("sglang"), source="t")
+    config.validate(arena_cfg("sglang", api="completions"), source="t")
+    for kind in ("vllm", "llamacpp", "ollama"):
+        config.validate(arena_cfg(kind), source="t")
+    with pytest.raises(ExperimentError, match="not a file"):
+        config.validate(arena_cfg("vllm", text="/no/such/book.txt"), source="t")
+
+
+REQ_ARENA = {**REQ, "max_tokens": 8}
+
+
+def test_ollama_chat_cell_goes_through_api_chat_ndjson():
+    rec = Recorded({"POST /api/chat": (200, body("ollama-chat-stream.ndjson"))})
+    m, extra = arena_text.send(engines.get("ollama"), rec.http, "http://o", "qwen3:0.6b", "CONTEXT", "PROMPT",
+                               REQ_ARENA, 1234, {}, "chat", False)
+    assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 300
+    assert m.output_text == " The fog lay over the street all night" and m.finish_reason == "length"
+    sent = rec.sent("/api/chat")
+    assert sent["messages"] == [{"role": "system", "content": "CONTEXT"}, {"role": "user", "content": "PROMPT"}]
+    assert "prompt" not in sent and "raw" not in sent and sent["options"]["num_predict"] == 8
+    assert extra["ttfr_s"] == pytest.approx(m.ttft_s, abs=1e-3)
+
+
+def test_vllm_chat_cell_reads_role_chunk_and_token_ids():
+    rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
+    m, extra = arena_text.send(engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P",
+                               REQ_ARENA, 1234, {}, "chat", True)
+    assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 300 and m.cached_tokens == 0
+    assert m.output_text == " The fog lay over the street all night" and m.stream_events == 3
+    assert extra["first_event_tokens"] == 2  # llama-benchy's decode tokens: 8 - 2
+    assert extra["ttfr_s"] <= m.ttft_s  # the role chunk came first
+    sent = rec.sent("/v1/chat/completions")
+    assert sent["return_token_ids"] is True and sent["min_tokens"] == 8 and sent["ignore_eos"] is True
+    assert sent["cache_prompt"] is False and sent["stream_options"] == {"include_usage": True}
+
+
+def test_sglang_completions_cell_goes_through_generate():
+    rec = Recorded({"POST /generate": (200, body("sglang-0.5.23-generate-nospec.sse"))})
+    m, extra = arena_text.send(engines.get("sglang"), rec.http, "http://s", "bracket-model", "CTX", "PROMPT",
+                               REQ_ARENA, 1234, {}, "completions", False)
+    assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 12
+    assert rec.sent("/generate")["text"] == "CTX\n\nPROMPT"
+    assert extra == {"ttfr_s": m.ttft_s, "first_event_tokens": None}
+
+
+def test_ollama_completions_cell_goes_through_generate_ndjson():
+    rec = Recorded({"POST /api/generate": (200, body("ollama-generate-stream.ndjson"))})
+    m, _ = arena_text.send(engines.get("ollama"), rec.http, "http://o", "qwen3:0.6b", "CTX", "PROMPT",
+                           REQ_ARENA, 1234, {}, "completions", False)
+    assert m.error is None and m.completion_tokens == 8 and rec.sent("/api/generate")["raw"] is True
+
+
+def test_summary_and_section_show_both_definitions():
+    cfg = {"workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
+           "arms": {"b": {}},
            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
     raw = []
     for run, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):
             raw.append(user(10.0 * run, ttft, 128, tg, arm="b", workload="arena", block=0, run=run, warmup=False,
                             cached_tokens=0, finish_reason="length", max_tokens=128, wall_s=2.0,
-                            prompt_tokens=1024))
+                            prompt_tokens=1152))
     s = arena.summarize(raw, cfg)
     (c,) = s["cells"]
-    assert c["depth_measured"] == 1024 and len(c["runs"]) == 3 and all(r["valid"] for r in c["runs"])
-    # run 0: window from 0.5 to 0.6 + 1.27 = 1.37 s for 254 tokens
+    assert c["depth_measured"] == 1152 and len(c["runs"]) == 3 and all(r["valid"] for r in c["runs"])
+    # run 0: window from 0.5 to 0.6 + 1.27 = 1.37 s for 254 tokens (both definitions: one token per first event)
     assert c["runs"][0]["window_tok_s"] == pytest.approx(254 / 1.37)
+    lb = c["llama_benchy"]
+    assert lb["prompt_size"] == 128 and lb["context_size"] == 1024 and lb["concurrency"] == 2
+    assert lb["tg_throughput"]["values"] == pytest.approx([r["window_tok_s"] for r in c["runs"]])
+    assert lb["tg_throughput"]["std"] == pytest.approx(float(__import__("numpy").std(lb["tg_throughput"]["values"])))
     md = article.section_arena(None, article.Controls([], None, None, s))._repr_markdown_()
-    assert "1024 / 1024" in md
+    assert "± " in md and "first token" in md and "1024 + 128" in md
+
+
+@pytest.mark.parametrize("kind,name,prompt_tokens,first", [
+    ("vllm", "vllm-0.32-cpu-chat-completions.sse", 117, 1),
+    ("llamacpp", "llamacpp-0.3.36-chat-completions.sse", 159, None)])
+def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first):
+    # Captured from the embedded vLLM CPU engine and the cached llama-server build with the body
+    # arena_text.chat_body sends (tests/data/engines/README.md): the role chunk comes first.
+    rec = Recorded({"POST /v1/chat/completions": (200, body(name))})
+    m, extra = arena_text.send(engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA,
+                               1234, {}, "chat", False)
+    assert m.error is None and m.completion_tokens == 8 and m.finish_reason == "length" and m.cached_tokens == 0
+    assert m.stream_events == 8 and extra["first_event_tokens"] == first and extra["ttfr_s"] <= m.ttft_s
+    if prompt_tokens:
+        assert m.prompt_tokens == prompt_tokens

@@ -173,6 +173,11 @@ def _check_meaning(cfg: dict, source: str) -> None:
                               f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
                               f"engine.embedded: false.")
     _check_engine(cfg, source)
+    from bracket import arena  # what an arena cell needs of the engine's stream
+
+    refused = arena.problems(cfg)
+    if refused:
+        raise ExperimentError(f"{source}: " + "\n  ".join(refused))
 
 
 def _check_engine(cfg: dict, source: str) -> None:

@@ -96,20 +96,10 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
 
 
 def arena_problems(cfg: dict) -> list[str]:
-    """An arena cell streams OpenAI completions (bracket.arena); an engine whose adapter speaks its own
-    native stream (SGLang's /generate, Ollama's NDJSON) would give no text and no token counts, and the
-    depth calibration would fail inside the first block."""
-    from bracket import arena, engines
+    """An arena cell this engine's adapter cannot send through its own stream (bracket.arena.problems)."""
+    from bracket import arena
 
-    kind = cfg["engine"]["kind"]
-    path = engines.get(kind).request_path
-    if path == "/v1/completions":
-        return []
-    return [f"workload {name!r} is an arena cell, which bracket streams as OpenAI completions, but engine.kind "
-            f"{kind} measures through its native {path} stream; attach to the server's OpenAI-compatible "
-            f"endpoint instead (engine.kind: openai, engine.launch: attach, engine.base_url), or make {name!r} a "
-            f"single-stream workload."
-            for name, wl in cfg["workloads"].items() if arena.is_arena(wl)]
+    return arena.problems(cfg)
 
 
 def problems(cfg: dict, root: str | Path = ".") -> list[str]:

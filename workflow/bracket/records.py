@@ -25,10 +25,13 @@ FIELDS = [
 # host the block was pinned to (null when the experiment names no hosts), and the output text (for
 # the greedy-agreement and determinism controls).
 EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "output_text"]
+# Arena cells only (bracket.arena): llama-benchy's time to the first response event and the tokens its
+# first text event carried; kept in the raw records, not in the runs table.
+ARENA_FIELDS = ["ttfr_s", "first_event_tokens"]
 
 
 def new_record(**values) -> dict:
-    unknown = set(values) - set(FIELDS) - set(EXTRA_FIELDS)
+    unknown = set(values) - set(FIELDS) - set(EXTRA_FIELDS) - set(ARENA_FIELDS)
     if unknown:
         raise KeyError(f"not raw-record fields: {sorted(unknown)}")
     rec = {k: None for k in FIELDS + EXTRA_FIELDS}

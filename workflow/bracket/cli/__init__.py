@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "bracket.cli.stats",     # bracket summarize / compare: statistics on raw values from anywhere
     "bracket.cli.physics",   # bracket weights / ceiling: byte account and decode ceilings
     "bracket.cli.setup",     # bracket workflow / check: a runnable workflow, an experiment checked
+    "bracket.cli.export",    # bracket export: cells as llama-benchy or vllm bench serve JSON
 ]
 
 

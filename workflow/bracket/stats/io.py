@@ -9,7 +9,8 @@ Accepted inputs (by content, not only by extension):
   blocks numbered per arm);
 - llama-benchy's JSON report (`--format json`; keys "benchmarks"[].tg_throughput.values, the
   raw per-run generation rates, as in llama-benchy's schemas/benchmark_report_schema.json);
-  the value is tg_tok_s = (n - 1) / (t_last - t_first), not the decode rate;
+  the value is llama-benchy's tg (first token excluded), not the decode rate, and each
+  (pp, tg, depth, concurrency) is its own workload, named with the metric (bracket.interop);
 - `vllm bench serve --save-result --save-detailed` JSON (per-request "output_lens", "ttfts",
   "itls", "errors"); the value is output_len / (ttft + sum(itl)), the request's decode rate
   measured from send to last token.
@@ -130,34 +131,15 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
 
 
 def _llama_benchy(doc: dict, arm: str, block: int) -> pd.DataFrame:
-    rows = []
-    for b in doc.get("benchmarks", []):
-        metric = b.get("tg_throughput") or {}
-        values = metric.get("values")
-        if not values:
-            continue
-        wl = f"tg{b.get('response_size')}@d{b.get('context_size', 0)}/c{b.get('concurrency', 1)}"
-        rows += [{"arm": arm, "workload": wl, "block": block, "run": i, "value": v}
-                 for i, v in enumerate(values)]
-    if not rows:
-        raise ValueError("llama-benchy report has no tg_throughput.values (raw per-run rates); "
-                         "re-run with a llama-benchy version that writes them (schema with 'values').")
-    return pd.DataFrame(rows)
+    # One cell per (pp, tg, depth, concurrency, phase), named with the metric (bracket.interop).
+    from bracket import interop
+    return pd.DataFrame(interop.llama_benchy_rows(doc, arm, block))
 
 
 def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
-    out, ttfts, itls = doc["output_lens"], doc["ttfts"], doc["itls"]
-    errors = doc.get("errors") or [""] * len(out)
-    if not (len(out) == len(ttfts) == len(itls) == len(errors)):
-        raise ValueError("vllm bench result: output_lens, ttfts, itls and errors differ in length.")
-    rows = []
-    for i, (n, t0, itl, err) in enumerate(zip(out, ttfts, itls, errors)):
-        wall = (t0 or 0.0) + float(np.sum(itl or []))
-        ok = not err and n and wall > 0
-        rows.append({"arm": arm, "workload": "all", "block": block, "run": i,
-                     "value": (n / wall) if ok else np.nan, "valid": bool(ok),
-                     "invalid_reason": "" if ok else ("error" if err else "no tokens")})
-    return pd.DataFrame(rows)
+    # One cell per input and output length, concurrency and rate (bracket.interop).
+    from bracket import interop
+    return pd.DataFrame(interop.vllm_rows(doc, arm, block))
 
 
 def load(paths) -> pd.DataFrame:

@@ -1,0 +1,54 @@
+"""The arena cell on the real embedded vLLM CPU engine, at a small depth, through the block runner a
+workflow run uses (one server start, about a minute).
+
+Chat requests need a chat template, which the tiny model lacks: tests/data/arena/chat_template.jinja
+is passed with --chat-template, as a user would for such a model.
+"""
+
+import pytest
+
+from bracket import arena, article, config, interop, records
+from bracket.design import Block
+from bracket.runner import run_block
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+
+
+def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded_engine):
+    engine, model = embedded_engine
+    depth, pp, tg, users = 256, 64, 16, 2
+    cfg = config.validate({
+        "engine": {"kind": "vllm", "embedded": True, "port": 8184,
+                   "args": ["--chat-template", str(ROOT / "tests" / "data" / "arena" / "chat_template.jinja")]},
+        "arms": {"base": {}},
+        "workloads": {"cell": {"prompts": "experiments/prompts/chat.jsonl", "kind": "arena", "depth": depth,
+                               "prompt_tokens": pp, "tokens": tg, "users": users}},
+        "design": {"runs_per_block": 3, "warmup_runs": 1, "seed": 1},
+        "analysis": {"bootstrap_resamples": 200}}, source="test")
+    path = run_block(cfg, "arena", Block(position=0, arm="base", round=1, seed=1), 1,
+                     raw_path=tmp_path / "raw" / "block-0.jsonl", meta_path=tmp_path / "raw" / "block-0.meta.json",
+                     log_path=tmp_path / "block-0.log", model=str(model), python=str(engine / "bin" / "python"),
+                     root=ROOT, lock_dir=tmp_path / "locks")
+    raw = records.read([path])
+    assert len(raw) == 4 * users and all(r["error"] is None for r in raw), [r["error"] for r in raw]
+    assert all(r["completion_tokens"] == tg and r["finish_reason"] == "length" for r in raw)
+    # depth + prompt as the server counts them: slices cut by vLLM's /tokenize to the calibrated counts
+    assert all(abs(r["prompt_tokens"] - (depth + pp)) <= 8 for r in raw), [r["prompt_tokens"] for r in raw]
+    # each user its own slice: no prefix served from another request's cache
+    assert all(r["cached_tokens"] == 0 for r in raw if not r["warmup"])
+    assert all(r["ttfr_s"] is not None and 0 < r["ttfr_s"] <= r["ttft_s"] for r in raw)
+    summary = arena.summarize(raw, cfg)
+    (cell,) = summary["cells"]
+    assert cell["summary"]["n"] == 3 and cell["summary"]["ci_low"] <= cell["summary"]["median"]
+    lb = cell["llama_benchy"]
+    assert len(lb["tg_throughput"]["values"]) == 3 and lb["tg_throughput"]["mean"] > 0
+    assert lb["pp_throughput"]["mean"] > 0 and len(lb["ttfr"]["values"]) == 3 * users
+    # no multi-token first events without speculation: the two definitions agree run by run
+    for r in cell["runs"]:
+        assert r["llama_benchy_tg"] == pytest.approx(r["window_tok_s"])
+    md = article.section_arena(None, article.Controls([], None, None, summary))._repr_markdown_()
+    assert f"{depth} + {pp}" in md and " ± " in md
+    (back,) = interop.benchy_cells(interop.export_arena(summary, "base"))
+    assert (back["context_size"], back["prompt_size"], back["response_size"], back["concurrency"]) == (depth, pp, tg, 2)

@@ -1,0 +1,188 @@
+"""The community's result files both ways: llama-benchy 0.4.0 JSON and `vllm bench serve` JSON.
+
+Import. A cell is everything that defines it, kept apart: llama-benchy's prompt size (pp),
+context size (depth), concurrency, response size (tg) and phase (a prefix-caching run's context
+load is its own cell); vllm bench's input and output length, max concurrency and request rate.
+Each imported row says which metric it is, in its workload name, because the tools' rates are
+not bracket's decode rate:
+
+- llama-benchy `tg_throughput` (the default): decode tokens after each request's first token event
+  over the window from the first first-token to the last last-token (concurrency > 1: all users
+  together); the first token and the prefill are outside it. bracket's decode rate is
+  completion_tokens / wall time, first token and prefill included, so it reads lower.
+- llama-benchy `pp_throughput`, `tg_req_throughput`, `ttfr`, `e2e_ttft` on request (metric=...).
+- vllm bench: output_len / (ttft + sum(itl)) per request, bracket's decode rate (first token
+  included), from --save-result --save-detailed.
+
+Export. bracket's arena cells (results/NAME/arena.json, bracket.arena.summarize) become a
+llama-benchy report (metadata + "benchmarks", the schema of llama_benchy/results.py); raw records
+of one workload become a vllm bench serve detailed result. Export then import gives the same
+cells (tests/test_interop.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+BENCHY_METRICS = ("pp_throughput", "pp_req_throughput", "tg_throughput", "tg_req_throughput", "peak_throughput",
+                  "peak_req_throughput", "ttfr", "est_ppt", "e2e_ttft")
+BENCHY_KEYS = ("concurrency", "context_size", "prompt_size", "response_size", "is_context_prefill_phase")
+BENCHY_META = {"version": "0.4.0", "latency_mode": "none", "latency_ms": 0.0, "prefix_caching_enabled": False}
+METRIC_WORDS = {"tg_throughput": "tg", "tg_req_throughput": "tg/req", "pp_throughput": "pp",
+                "pp_req_throughput": "pp/req", "ttfr": "ttfr ms", "e2e_ttft": "e2e_ttft ms", "est_ppt": "est_ppt ms"}
+
+
+def benchy_cell_name(b: dict, metric: str = "tg_throughput") -> str:
+    """llama-benchy's own test name with every defining parameter: 'tg pp512 tg128 @ d0 c1' (+ ' ctx')."""
+    name = (f"{METRIC_WORDS.get(metric, metric)} pp{b.get('prompt_size')} tg{b.get('response_size')} "
+            f"@ d{b.get('context_size') or 0} c{b.get('concurrency') or 1}")
+    return name + (" ctx" if b.get("is_context_prefill_phase") else "")
+
+
+def benchy_cells(doc: dict) -> list[dict]:
+    """A llama-benchy report's cells: defining parameters and every metric, one per BenchmarkRun."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise ValueError("not a llama-benchy report: expected a JSON object with 'benchmarks' (llama-benchy "
+                         "--format json --save-result FILE)")
+    cells = []
+    for i, b in enumerate(doc["benchmarks"]):
+        missing = [k for k in ("prompt_size", "response_size") if b.get(k) is None]
+        if missing:
+            raise ValueError(f"llama-benchy benchmarks[{i}] has no {', '.join(missing)}; without them cells of "
+                             f"different sizes would merge. Re-run with llama-benchy 0.4 or later.")
+        cell = {"concurrency": int(b.get("concurrency") or 1), "context_size": int(b.get("context_size") or 0),
+                "prompt_size": int(b["prompt_size"]), "response_size": int(b["response_size"]),
+                "is_context_prefill_phase": bool(b.get("is_context_prefill_phase", False))}
+        for m in BENCHY_METRICS:
+            v = b.get(m)
+            cell[m] = ({"mean": float(v["mean"]), "std": float(v["std"]), "values": [float(x) for x in v["values"]]}
+                       if isinstance(v, dict) and v.get("values") is not None else None)
+        cells.append(cell)
+    keys = [tuple(c[k] for k in BENCHY_KEYS) for c in cells]
+    if len(set(keys)) != len(keys):
+        raise ValueError("llama-benchy report lists one cell (pp, tg, depth, concurrency, phase) twice; "
+                         "split the file by run before importing.")
+    return cells
+
+
+def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> list[dict]:
+    """Rows (arm, workload, block, run, value) for the statistics: one per raw value of `metric`, cells apart."""
+    if metric not in BENCHY_METRICS:
+        raise ValueError(f"metric {metric!r} is not a llama-benchy metric; one of {', '.join(BENCHY_METRICS)}")
+    rows = []
+    for c in benchy_cells(doc):
+        if not c[metric]:
+            continue
+        name = benchy_cell_name(c, metric)
+        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v}
+                 for i, v in enumerate(c[metric]["values"])]
+    if not rows:
+        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values); re-run with a "
+                         f"llama-benchy version that writes them (schema with 'values').")
+    return rows
+
+
+def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None) -> dict:
+    """A llama-benchy report (metadata + benchmarks) from cells in llama-benchy's BenchmarkRun form.
+
+    `cells` are the "llama_benchy" entries of bracket's arena.json, or benchy_cells() of a report.
+    """
+    runs = []
+    for c in cells:
+        run = {k: c[k] for k in BENCHY_KEYS}
+        run.update({m: c.get(m) for m in BENCHY_METRICS})
+        run["throughput_over_time"] = None
+        run["requests_throughput_over_time"] = None
+        runs.append(run)
+    ts = timestamp or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return {**BENCHY_META, "timestamp": ts, "model": model,
+            "max_concurrency": max((c["concurrency"] for c in cells), default=1), "benchmarks": runs}
+
+
+def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
+    """One arm's arena cells (results/NAME/arena.json) as a llama-benchy report."""
+    cells = [c["llama_benchy"] for c in arena.get("cells", []) if c["arm"] == arm and c.get("llama_benchy")]
+    if not cells:
+        arms = sorted({c["arm"] for c in arena.get("cells", [])})
+        raise ValueError(f"no arena cell of arm {arm!r}; arms with cells: {', '.join(arms) or 'none'}")
+    return export_llama_benchy(cells, model or arm)
+
+
+# ---- vllm bench serve ------------------------------------------------------------------------------------
+
+def vllm_cell_name(doc: dict) -> str:
+    ins = [int(x) for x in doc.get("input_lens") or [] if x is not None]
+    outs = [int(x) for x in doc.get("output_lens") or [] if x]
+    inp = f"in{int(np.median(ins))}" if ins else "in?"
+    out = f"out{int(np.median(outs))}" if outs else "out?"
+    conc = doc.get("max_concurrency")
+    rate = doc.get("request_rate")
+    return f"decode {inp} {out} c{conc if conc is not None else 'inf'} rate{rate if rate is not None else 'inf'}"
+
+
+def vllm_rows(doc: dict, arm: str, block: int) -> list[dict]:
+    """Rows of a `vllm bench serve --save-result --save-detailed` result: output_len / (ttft + sum itl)."""
+    out, ttfts, itls = doc["output_lens"], doc["ttfts"], doc["itls"]
+    errors = doc.get("errors") or [""] * len(out)
+    if not (len(out) == len(ttfts) == len(itls) == len(errors)):
+        raise ValueError("vllm bench result: output_lens, ttfts, itls and errors differ in length.")
+    name = vllm_cell_name(doc)
+    rows = []
+    for i, (n, t0, itl, err) in enumerate(zip(out, ttfts, itls, errors)):
+        wall = (t0 or 0.0) + float(np.sum(itl or []))
+        ok = bool(not err and n and wall > 0)
+        rows.append({"arm": arm, "workload": name, "block": block, "run": i,
+                     "value": (n / wall) if ok else math.nan, "valid": ok,
+                     "invalid_reason": "" if ok else ("error" if err else "no tokens")})
+    return rows
+
+
+def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = "bracket-model") -> dict:
+    """Timed raw records of one arm and workload as a vllm bench serve detailed result.
+
+    bracket records no per-token times, so each request's itls are its mean inter-token interval
+    repeated (t_last - t_first over n - 1, from tg_tok_s), which keeps ttft + sum(itl) = the time to
+    the last token; the per-request decode rate vllm_rows reads back is n / (ttft + t_last - t_first).
+    """
+    timed = [r for r in recs if not r.get("warmup")]
+    if not timed:
+        raise ValueError("no timed records to export (all are warmup, or the list is empty)")
+    cells = {(r.get("arm"), r.get("workload")) for r in timed}
+    if len(cells) > 1:
+        raise ValueError(f"records of {len(cells)} cells (arm, workload): export one at a time, "
+                         f"e.g. {sorted(map(str, cells))[:3]}")
+    ins, outs, ttfts, itls, lat, errs = [], [], [], [], [], []
+    for r in timed:
+        n = r.get("completion_tokens") or 0
+        gap = 1.0 / r["tg_tok_s"] if r.get("tg_tok_s") else 0.0
+        ins.append(r.get("prompt_tokens"))
+        outs.append(n)
+        ttfts.append(r.get("ttft_s") or 0.0)
+        itls.append([gap] * max(n - 1, 0))
+        lat.append(r.get("wall_s"))
+        errs.append(r.get("error") or "")
+    starts = [r["started_at"] for r in timed if r.get("started_at") is not None]
+    ends = [r["started_at"] + r["wall_s"] for r in timed if r.get("started_at") is not None and r.get("wall_s")]
+    duration = (max(ends) - min(starts)) if starts and ends else None
+    ok = [e == "" for e in errs]
+    return {"date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": "bracket", "endpoint_type": "bracket",
+            "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}", "model_id": model,
+            "num_prompts": len(timed), "request_rate": "inf", "burstiness": 1.0, "max_concurrency": max_concurrency,
+            "duration": duration, "completed": sum(ok), "failed": len(ok) - sum(ok),
+            "total_input_tokens": sum(i or 0 for i, o in zip(ins, ok) if o),
+            "total_output_tokens": sum(n for n, o in zip(outs, ok) if o),
+            "output_throughput": (sum(n for n, o in zip(outs, ok) if o) / duration) if duration else None,
+            "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
+            "start_times": [r.get("started_at") for r in timed], "errors": errs,
+            "bracket_note": "itls are each request's mean inter-token interval repeated; bracket records no "
+                            "per-token times"}
+
+
+def write(doc: dict, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=2))
