@@ -42,12 +42,14 @@ def summarize_cmd(args) -> int:
                          indent=2))
         return 0
     pct = round(args.confidence * 100)
-    print(f"{'arm':<16} {'workload':<12} {'n':>4} {'blocks':>6} {'median':>10} {f'{pct}% CI':>21} "
+    aw = max([16] + [len(str(a)) for a, _, _ in cells])  # imported cells carry long names (interop)
+    ww = max([12] + [len(str(w)) for _, w, _ in cells])
+    print(f"{'arm':<{aw}} {'workload':<{ww}} {'n':>4} {'blocks':>6} {'median':>10} {f'{pct}% CI':>21} "
           f"{'min':>9} {'max':>9} {'spread':>7}")
     for a, w, s in cells:
         ci = f"{s.ci_low:.4g} - {s.ci_high:.4g}" if s.ci_low is not None else "n/a"
         nb = "?" if s.blocks is None else str(s.blocks)
-        print(f"{a:<16} {w:<12} {s.n:>4} {nb:>6} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
+        print(f"{a:<{aw}} {w:<{ww}} {s.n:>4} {nb:>6} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
               f"{s.spread:>7.2%}")
     for a, w, s in cells:
         print(f"CI: {a} / {w}: {s.method}")
