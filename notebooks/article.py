@@ -33,17 +33,25 @@ corrections_path = "../tests/data/report/probe/probe.corrections.yaml"
 agreement_json = "../tests/data/report/probe/agreement.json"
 arena_json = "../tests/data/report/probe/arena.json"
 determinism_json = "../tests/data/report/probe/determinism.json"
-results_dir = "../tests/data/report/"
+verdict_paths = "[]"
+block_files = ""
+attempts_json = ""
+model_dir = ""
 out_dir = "../report/fixture"
 
 # %% tags=["remove_cell"]
+# verdict_paths: a JSON list of reproductions' verdict.json files; block_files: a JSON list of the raw
+# files the report rule names (empty: the notebook on its own reads meta_dir).
+import json
+
 from IPython.display import display
 
 from bracket import article
 
 d = article.load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
-                 corrections_path, out_dir)
-controls = article.load_controls(d.name, agreement_json, arena_json, determinism_json, results_dir)
+                 corrections_path, out_dir, block_files=json.loads(block_files) if block_files else None,
+                 attempts_json=attempts_json or None, model_dir=model_dir or None)
+controls = article.load_controls(agreement_json, arena_json, determinism_json, json.loads(verdict_paths))
 sections = []
 
 

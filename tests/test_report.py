@@ -186,11 +186,22 @@ def test_corrections_ledger(tmp_path):
         article.load_corrections(p)
 
 
-def test_model_dir_from_launch_command():
-    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/tiny", "--port", "1"]
-    assert article.model_dir_from_argv(argv) == "/m/tiny"
-    assert article.model_dir_from_argv(["llama-server", "-m", "/m/x.gguf"]) == "/m/x.gguf"
-    assert article.model_dir_from_argv(["sglang", "--model-path=/m/y"]) == "/m/y"
+def test_the_report_reads_the_files_it_is_given(tmp_path):
+    """Named blocks only (a stale block file beside them is not read), the named model's build record."""
+    src = tmp_path / "probe"
+    shutil.copytree(FIXTURE, src)
+    shutil.copy(src / "raw" / "block-2.jsonl", src / "raw" / "block-7.jsonl")  # left from a longer schedule
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "build.json").write_text(json.dumps({"layers": 9, "seed": 5}))
+    (src / "raw" / "model-build.json").unlink(missing_ok=True)
+    named = [src / "raw" / f"block-{k}.jsonl" for k in range(3)]
+    d = article.load(**params(src, tmp_path / "out"), block_files=named, model_dir=str(model),
+                     attempts_json=str(tmp_path / "none.json"))
+    assert sorted(d.metas) == [0, 1, 2] and len(d.raw) == sum(len(p.read_text().splitlines()) for p in named)
+    assert d.model_dir == str(model) and d.model_build == {"layers": 9, "seed": 5}
+    assert d.failed_attempts == []
+    assert len(article.load(**params(src, tmp_path / "out2")).raw) > len(d.raw)  # on its own: the folder
 
 
 def test_sections_absent_without_their_data(data):
@@ -215,7 +226,10 @@ def test_notebook_pair_in_sync():
     assert len(tagged) == 1
     for line in tagged[0].source.splitlines():
         assert re.fullmatch(r'\w+ = "[^"]*"', line), f"parameters hold literals only: {line!r}"
-        assert line.split('"')[1].startswith("../tests/data/report/") or line.startswith("out_dir")
+        name, value = line.split(" = ")[0], line.split('"')[1]
+        # fixture paths, the output folder, or the optional lists and paths only the report rule names
+        assert value.startswith("../tests/data/report/") or name == "out_dir" or \
+            (name in ("verdict_paths", "block_files", "attempts_json", "model_dir") and value in ("", "[]"))
 
 
 # ---------------------------------------------------------------- the render

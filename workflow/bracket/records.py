@@ -188,3 +188,16 @@ def guards(runs: pd.DataFrame) -> dict:
     pinned = len(toks) and toks.nunique() == 1 and fin is not None and bool((fin == "length").all())
     return {"timed": int(len(timed)), "cached_unknown": int(cached.isna().sum()),
             "cache_hits": int((cached > 0).sum()), "pinned_tokens": int(toks.iloc[0]) if pinned else None}
+
+
+def failed_attempts(raw_dir: str | Path) -> list[dict]:
+    """The provenance of every attempt set aside in raw_dir/failed/ (bracket.runner.archive_attempt),
+    with records_kept (how many records it measured) and file (its records, relative to the experiment)."""
+    out = []
+    for p in sorted((Path(raw_dir) / "failed").glob("*.meta.json")):
+        m = json.loads(p.read_text())
+        jsonl = p.with_name(p.name.replace(".meta.json", ".jsonl"))
+        m["records_kept"] = len(read([jsonl])) if jsonl.is_file() else 0
+        m["file"] = f"raw/failed/{jsonl.name}"
+        out.append(m)
+    return out

@@ -273,14 +273,14 @@ def correction_entries(v: dict, base: str, repro_name: str, date: str) -> list[d
     return out
 
 
-def load_verdicts(results_dir: str | Path, base: str) -> list[dict]:
-    """Every reproduction of `base` found beside its results (results/BASE--repro-*/verdict.json), oldest first."""
+def read_verdicts(paths) -> list[dict]:
+    """Reproductions' verdicts (results/BASE--repro-*/verdict.json, as the report rule names them), oldest first."""
     import json
 
-    root = Path(results_dir)
     out = []
-    for p in sorted(root.glob(f"{base}{SEP}*/verdict.json")):
-        v = json.loads(p.read_text())
-        v.setdefault("name", p.parent.name)
-        out.append(v)
+    for p in map(Path, paths or ()):
+        if p.is_file():
+            v = json.loads(p.read_text())
+            v.setdefault("name", p.parent.name)
+            out.append(v)
     return sorted(out, key=lambda v: str(v.get("created", "")))

@@ -4,7 +4,8 @@ rule collect:
         schedule="results/{exp}/schedule.csv",
         blocks=get_block_files,
     output:
-        "results/{exp}/runs.csv",
+        runs="results/{exp}/runs.csv",
+        attempts="results/{exp}/failed_attempts.json",
     params:
         experiment=get_experiment_path,
     log:

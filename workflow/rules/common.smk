@@ -102,6 +102,11 @@ def get_block_files(wildcards):
     return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in get_blocks(wildcards.exp)]
 
 
+def get_block_meta_files(wildcards):
+    """Each block's provenance, written beside its records by the same job."""
+    return [f.replace(".jsonl", ".meta.json") for f in get_block_files(wildcards)]
+
+
 def get_design_params(wildcards):
     cfg = load_experiment(wildcards.exp)
     hosts = {"hosts": cfg["hosts"]} if cfg.get("hosts") else {}

@@ -8,6 +8,8 @@ rule report:
         ceiling="results/{exp}/ceiling.json",
         schedule="results/{exp}/schedule.csv",
         blocks=get_block_files,
+        metas=get_block_meta_files,
+        attempts="results/{exp}/failed_attempts.json",
         agreement="results/{exp}/agreement.json",
         arena="results/{exp}/arena.json",
         determinism=get_report_determinism,
@@ -20,6 +22,8 @@ rule report:
     params:
         experiment=get_experiment_path,
         corrections=get_corrections_path,
+        model_dir=get_model_param,
+        verdicts_done=get_report_verdicts_done,
     log:
         "logs/{exp}/report.log",
     conda:

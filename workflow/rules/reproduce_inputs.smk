@@ -61,6 +61,13 @@ def get_report_verdict(wildcards):
     return [f"results/{r.name}/verdict.json"] if r is not None and r.base == wildcards.exp else []
 
 
+def get_report_verdicts_done(wildcards):
+    """Earlier reproductions' verdicts on this experiment, named to the report as params, not inputs:
+    as inputs they would put their 10-run jobs back into the DAG, to be rerun on any code change."""
+    found = (ROOT / "results").glob(f"{wildcards.exp}{breproduce.SEP}*/verdict.json")
+    return sorted(rel(p) for p in found)
+
+
 def get_report_ledger(wildcards):
     """The ledger, when it exists, so an entry added by hand re-renders the article."""
     p = ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml"

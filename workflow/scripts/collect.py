@@ -1,10 +1,17 @@
 """Tidy every raw record into runs.csv (snakemake rule `collect`)."""
+import json
+from pathlib import Path
+
 from bracket import records
+from bracket.secrets import redact_obj
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     df = records.tidy(records.read(snakemake.input.blocks))
-    df.to_csv(snakemake.output[0], index=False)
+    df.to_csv(snakemake.output.runs, index=False)
+    # Attempts set aside in raw/failed/ (a block that failed and ran again), for the article.
+    attempts = records.failed_attempts(Path(snakemake.output.runs).parent / "raw")
+    Path(snakemake.output.attempts).write_text(json.dumps(redact_obj(attempts), indent=1, default=str))
     log.info("%d records, %d valid", len(df), int(df["valid"].sum()))
     for reason, n in df.loc[~df["valid"], "invalid_reason"].value_counts().items():
         log.info("  %d x %s", n, reason)

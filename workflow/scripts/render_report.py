@@ -1,4 +1,5 @@
 """Render the article (snakemake rule `report`)."""
+import json
 from pathlib import Path
 
 from bracket import report
@@ -17,12 +18,16 @@ with rule_log(snakemake.log[0], mode="a"):
             "ceiling_json": str(Path(snakemake.input.ceiling).resolve()),
             "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
             "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
+            "block_files": json.dumps([str(Path(p).resolve()) for p in snakemake.input.blocks]),
+            "attempts_json": str(Path(snakemake.input.attempts).resolve()),
+            "model_dir": str(snakemake.params.model_dir or ""),
             "corrections_path": str(Path(snakemake.params.corrections).resolve()),
             "agreement_json": str(Path(snakemake.input.agreement).resolve()),
             "arena_json": str(Path(snakemake.input.arena).resolve()),
-            # Read when present: the control runs only on request (controls.determinism or its target).
-            "determinism_json": str(Path(snakemake.input.stats).parent.resolve() / "determinism.json"),
-            "results_dir": str(Path(snakemake.input.stats).parent.parent.resolve()),
+            # Declared only when the control runs (controls.determinism or its target).
+            "determinism_json": str(Path(snakemake.input.determinism[0]).resolve()) if snakemake.input.determinism else "",
+            "verdict_paths": json.dumps(sorted({str(Path(p).resolve()) for p in [*snakemake.input.verdict,
+                                                                                   *snakemake.params.verdicts_done]})),
             "out_dir": str(out_dir.resolve()),
         },
         log_path=snakemake.log[0],

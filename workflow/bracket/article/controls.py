@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -22,10 +21,11 @@ class Controls:
     arena: dict | None  # results/NAME/arena.json
 
 
-def load_controls(name: str, agreement_json, arena_json, determinism_json, results_dir) -> Controls:
-    from bracket.reproduce import load_verdicts
+def load_controls(agreement_json, arena_json, determinism_json, verdict_paths=()) -> Controls:
+    """The controls' files the report rule names; a path that is empty or absent is a control not run."""
+    from bracket.reproduce import read_verdicts
 
-    return Controls(verdicts=load_verdicts(results_dir, name) if results_dir and Path(results_dir).is_dir() else [],
+    return Controls(verdicts=read_verdicts(verdict_paths),
                     determinism=_read_json(determinism_json), agreement=_read_json(agreement_json),
                     arena=_read_json(arena_json))
 

@@ -60,48 +60,40 @@ class Data:
         return f"{arm} ({lab})" if lab and lab != arm else arm
 
 
-def model_dir_from_argv(argv) -> str | None:
-    """The model directory a launch command served (vLLM --model / SGLang --model-path / llama.cpp -m)."""
-    argv = list(argv or [])
-    # "-m" last, and never the interpreter's "python -m module".
-    for flag in ("--model", "--model-path", "-m"):
-        for i, a in enumerate(argv):
-            if a == flag and i + 1 < len(argv) and not (flag == "-m" and i > 0 and "python" in Path(argv[i - 1]).name):
-                return argv[i + 1]
-            if a.startswith(flag + "=") and flag != "-m":
-                return a.split("=", 1)[1]
-    return None
-
-
 def _read_json(path) -> dict | None:
     p = Path(path) if path else None
     return json.loads(p.read_text()) if p and p.is_file() else None
 
 
 def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
-         corrections_path, out_dir) -> Data:
-    """Read one experiment's files (the report rule's inputs) into a `Data`."""
+         corrections_path, out_dir, *, block_files=None, attempts_json=None, model_dir=None) -> Data:
+    """Read one experiment's files (the report rule's inputs) into a `Data`.
+
+    The report rule names every file: `block_files` (the raw records of the blocks the schedule
+    ran; their provenance is the `.meta.json` beside each), `attempts_json` (the failed attempts,
+    written by the collect rule) and `model_dir` (the model the experiment served, as the workflow
+    resolved it). Without them (the notebook on its own, the fixture) the blocks and attempts are
+    found in `meta_dir`, and the model's build record at meta_dir/model-build.json.
+    """
     cfg = config.load(experiment_path)
     runs = pd.read_csv(runs_csv)
     for col in ("valid", "warmup"):
         if col in runs:
             runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
     meta_dir = Path(meta_dir)
+    if block_files is None:
+        block_files = sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
+    block_files = [Path(p) for p in block_files]
     metas = {}
-    for p in sorted(meta_dir.glob("block-*.meta.json")):
-        m = json.loads(p.read_text())
-        metas[int(m.get("block", p.name.split("-")[1].split(".")[0]))] = m
-    raw = records.read(sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1])))
-    failed_attempts = []
-    for p in sorted((meta_dir / "failed").glob("*.meta.json")):
-        m = json.loads(p.read_text())
-        jsonl = p.with_name(p.name.replace(".meta.json", ".jsonl"))
-        m["records_kept"] = len(records.read([jsonl])) if jsonl.is_file() else 0
-        m["file"] = f"raw/failed/{jsonl.name}"
-        failed_attempts.append(m)
-    model_dir = next((model_dir_from_argv(m.get("argv")) for m in metas.values() if m.get("argv")), None)
+    for jsonl in block_files:
+        p = jsonl.with_name(jsonl.name.replace(".jsonl", ".meta.json"))
+        if p.is_file():
+            m = json.loads(p.read_text())
+            metas[int(m.get("block", jsonl.stem.split("-")[1]))] = m
+    raw = records.read(block_files)
+    failed_attempts = (_read_json(attempts_json) or []) if attempts_json else records.failed_attempts(meta_dir)
     build = None
-    # A relative model path in the launch command is relative to the workflow's root (experiments/..).
+    # A relative model path is relative to the workflow's root (experiments/..).
     roots = [Path(experiment_path).resolve().parent.parent, Path.cwd()]
     dirs = [Path(model_dir)] if model_dir and Path(model_dir).is_absolute() else \
         [r / model_dir for r in roots] if model_dir else []
@@ -114,4 +106,5 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
                 weights=_read_json(weights_json), ceiling=_read_json(ceiling_json),
                 schedule=pd.read_csv(schedule_csv), metas=metas, raw=raw,
                 corrections=load_corrections(corrections_path), corrections_path=str(corrections_path or ""),
-                model_dir=model_dir, model_build=build, out_dir=Path(out_dir), failed_attempts=failed_attempts)
+                model_dir=model_dir or None, model_build=build, out_dir=Path(out_dir),
+                failed_attempts=failed_attempts)

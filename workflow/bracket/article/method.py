@@ -160,8 +160,8 @@ def section_method(d: Data) -> Section:
         s.add(Table(pd.DataFrame(rows), "Failed block attempts", "failed_attempts.csv"))
     if d.model_dir or d.model_build:
         s.add(Heading("The model", 3))
-        s.add(Para(f"Served from {d.model_dir}." if d.model_dir else "The model directory is not named in the "
-                   "launch commands."))
+        s.add(Para(f"Served from {d.model_dir}." if d.model_dir else "The model's directory was not named to "
+                   "the report; its build record was kept beside the raw values."))
         if d.model_build:
             b = d.model_build
             s.add(Para(f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "

@@ -325,10 +325,8 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
 
 def wide_reason(lo: float, hi: float, band: float) -> str:
     edge = 1 + WIDE * band
-    sides = [s for s, out in (("below", lo < 1 / edge), ("above", hi > edge)) if out]
-    where = " and ".join(sides) or "to"
-    return (f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor rules out effects past "
-            f"{WIDE:g} x it (it reaches {where} {1 / edge:.3f}-{edge:.3f}): too few blocks for their noise")
+    return (f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor stays within {WIDE:g} x it "
+            f"({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise")
 
 
 def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:
