@@ -539,3 +539,9 @@ def test_the_accelerator_of_every_block_is_in_the_method_section(data):
     d.metas = {**d.metas, first: {**d.metas[first], "telemetry": _telemetry(1410, 1980, ["sw_thermal_slowdown"])}}
     md = article.section_telemetry(d)._repr_markdown_()
     assert "ranged 1410–1980 MHz" in md and "sw\\_thermal\\_slowdown" in md  # markdown-escaped
+
+
+def test_a_range_that_runs_off_reads_as_such():
+    # A ratio CI on one degree of freedom: not a hundred digits, not a false zero.
+    assert article.span(0.0001, 3.5e107, 2) == "<0.01\u20133.5e+107"
+    assert article.span(56.63, 69.3) == "56.6\u201369.3" and article.span(0.0, 1.0, 2) == "0.00\u20131.00"

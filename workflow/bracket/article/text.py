@@ -41,11 +41,21 @@ def rate(x) -> str:
     return "n/a" if _missing(x) else f"{x:.2f}"
 
 
+def _end(v: float, digits: int) -> str:
+    """One end of a range: fixed decimals, but an interval that runs off to 1e+107 or down to zero (a
+    CI on one degree of freedom) reads as such rather than as a hundred digits or a false 0.00."""
+    if abs(v) >= 1e6:
+        return f"{v:.1e}"
+    if 0 < abs(v) < 0.5 * 10 ** -digits:
+        return f"<{10 ** -digits:.{digits}f}"
+    return f"{v:.{digits}f}"
+
+
 def span(lo, hi, digits: int = 1) -> str:
     """A range, "56.6–69.3"."""
     if _missing(lo) or _missing(hi):
         return "n/a"
-    return f"{lo:.{digits}f}{DASH}{hi:.{digits}f}"
+    return f"{_end(lo, digits)}{DASH}{_end(hi, digits)}"
 
 
 def ratio(x) -> str:
