@@ -156,6 +156,10 @@ def _count_words(text: str) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as uvicorn (asyncio) and llama-server (cpp-httplib built with CPPHTTPLIB_TCP_NODELAY)
+    # set it: with Nagle's algorithm on, a small write waits for the ACK of the one before, which the
+    # client's delayed ACK holds up to 40 ms, and two groups of a bursty stream would arrive as one.
+    disable_nagle_algorithm = True
     server: "_HTTPServer"
 
     def log_message(self, fmt, *args):  # quiet: the harness is timing us
