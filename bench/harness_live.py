@@ -189,7 +189,7 @@ def run_llama_benchy(ctx, n, repeats) -> list[dict]:
     out = work / f"llama-benchy-{time.monotonic_ns()}.json"
     p = _exec([str(PEERS_DIR / "llama-benchy/bin/llama-benchy"), "--base-url", ctx["base"] + "/v1", "--model",
                SERVED_NAME, "--tokenizer", str(ctx["tokenizer"]), "--book-url", url, "--pp", "32", "--tg", str(n), "--runs",
-               str(repeats), "--latency-mode", "none", "--skip-coherence", "--no-warmup", "--exact-tg",
+               str(repeats), "--latency-mode", "none", "--skip-coherence", "--no-warmup", "--no-adapt-prompt", "--exact-tg",
                "--format", "json", "--save-result", str(out)], env={"HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"},
               cwd=work)
     if p.returncode or not out.exists():
@@ -252,6 +252,10 @@ def gguf(work: Path) -> Path:
     return out
 
 
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
 def serve(name: str, work: Path, port: int):
     kind, spec, _ = SERVERS[name]
     if kind == "llamacpp":
@@ -262,7 +266,12 @@ def serve(name: str, work: Path, port: int):
                "args": ["--ctx-size", "2048", "--threads", "2", "--slots"]}
     else:
         model = str(MODEL)
-        eng = {"kind": "vllm", "embedded": True, "port": port, "per_request_metrics": True, "startup_timeout_s": 900}
+        # The tiny model's tokenizer has no chat template and llama-benchy only speaks chat: ChatML, as
+        # llama-server falls back to.
+        template = work / "chatml.jinja"
+        template.write_text(CHATML)
+        eng = {"kind": "vllm", "embedded": True, "port": port, "per_request_metrics": True, "startup_timeout_s": 900,
+               "args": ["--chat-template", str(template)]}
     cfg = config.validate({"engine": eng, "arms": {"spec": {"speculative": spec}}, "request": {"max_tokens": 128}})
     adapter = engines.get(kind)
     arm = cfg["arms"]["spec"]
@@ -299,7 +308,7 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
             if err:
                 rows.append({"server": name, "tool": tool, "note": err[:300]})
                 continue
-            if len(accounts) < len(values):
+            if not values or len(accounts) < len(values):
                 rows.append({"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
                                                                    f"{len(accounts)} in the server's account"})
                 continue
