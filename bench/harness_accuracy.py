@@ -51,7 +51,8 @@ from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 
-PEERS_DIR = HERE / ".venv-peers"
+# The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
+PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
 TOLERANCE = 0.002
 TTFT = 0.05
 

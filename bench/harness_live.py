@@ -60,8 +60,7 @@ LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD", Path.home() / ".cache/b
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 POLL_S = 0.1
-# The peers' virtual environments (bench/README.md installs them); another checkout's with BRACKET_PEERS_DIR.
-PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", harness_accuracy.PEERS_DIR))
+PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR
 PROMPT_EVAL = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
 EVAL = re.compile(r"(?<!prompt) eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
 SERVERS = {

@@ -1,0 +1,74 @@
+"""bench/harness_live.py: tools beside a live server's own per-request timings.
+
+The parsing of llama-server's timing lines is checked on a captured log; the pairing on the real
+llama-server CPU build (cached under ~/.cache/bracket/llama.cpp, see test_engines_llamacpp_live.py)
+with bracket and llama-benchy, the lightest peer. A peer whose virtual environment is absent
+(bench/README.md installs them; BRACKET_PEERS_DIR points at another checkout's) is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import harness_live  # noqa: E402
+
+# Captured from llama-server (llama-cpp-python 0.3.36's llama.cpp) serving with ngram-simple.
+LOG = """\
+0.02.089.642 I slot print_timing: id  0 | task 1 | prompt eval time =     215.71 ms /    60 tokens (    3.60 ms per token,   278.16 tokens per second)
+0.02.089.689 I slot print_timing: id  0 | task 1 |        eval time =     747.78 ms /    16 tokens (   49.85 ms per token,    20.06 tokens per second)
+0.02.089.703 I slot print_timing: id  0 | task 1 |       total time =     963.49 ms /    76 tokens
+0.02.089.743 I slot print_timing: id  0 | task 1 | draft acceptance = 0.50000 (    2 accepted /     4 generated), mean len =  3.00
+0.02.657.769 I slot print_timing: id  0 | task 18 | prompt eval time =      34.09 ms /    60 tokens (    0.57 ms per token,  1759.84 tokens per second)
+0.02.657.812 I slot print_timing: id  0 | task 18 |        eval time =     440.05 ms /   128 tokens (    3.46 ms per token,   288.60 tokens per second)
+"""
+
+
+def test_llama_log_pairs_prompt_and_eval_lines(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(LOG)
+    got = harness_live.LlamaLog(log).entries()
+    assert got == [{"e2e_s": pytest.approx(0.96349), "first_last_s": pytest.approx(0.74778), "n": 16},
+                   {"e2e_s": pytest.approx(0.47414), "first_last_s": pytest.approx(0.44005), "n": 128}]
+    assert harness_live.LlamaLog(log).start() == 2
+
+
+def test_ratios_and_format():
+    rows = [{"tool_tg": 99.0, "server_tg": 100.0, "tool_decode": None, "server_decode": 90.0},
+            {"tool_tg": 120.0, "server_tg": 100.0, "tool_decode": 88.0, "server_decode": 88.0}]
+    assert harness_live.ratios(rows, "tg") == pytest.approx([0.99, 1.2])
+    assert harness_live.ratios(rows, "decode") == [1.0]
+    assert harness_live.fmt([0.99, 1.2, 1.0]) == "1.0000 (0.990-1.200, 3)"
+    assert harness_live.fmt([]) == "–"
+
+
+@pytest.mark.engine
+def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, monkeypatch):
+    if not (harness_live.LLAMACPP / "bin/llama-server").exists():
+        pytest.skip(f"no llama.cpp CPU build at {harness_live.LLAMACPP} (tests/test_engines_llamacpp_live.py builds it)")
+    if not (harness_live.ENGINE / "bin/python").exists() or not (harness_live.MODEL / "tokenizer.json").exists():
+        pytest.skip("no embedded engine and model (BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL) to convert to GGUF")
+    tools = ["bracket", "llama-benchy"]
+    if not (harness_live.PEERS_DIR / "llama-benchy/bin/python").exists():
+        pytest.skip(f"llama-benchy is not installed in {harness_live.PEERS_DIR / 'llama-benchy'} (bench/README.md)")
+    monkeypatch.chdir(ROOT)
+    rows, argv = harness_live.measure_server("llamacpp_ngram", tools, 64, 3, tmp_path, 8072)
+    assert "--spec-type ngram-simple" in argv
+    for tool in tools:
+        rs = [r for r in rows if r["tool"] == tool]
+        assert len(rs) == 3 and not any(r.get("note") for r in rs), rs
+        assert all(r["server_n"] == 64 for r in rs)  # each request paired with its own timing line
+    b = [r for r in rows if r["tool"] == "bracket"]
+    assert all(r["tool_n"] == 64 for r in b)
+    # decode: bracket's wall time holds the server's prompt + eval time and a little more (HTTP, tokenizing).
+    dec = harness_live.ratios(b, "decode")
+    assert all(0.5 < x <= 1.001 for x in dec), dec
+    # tg: the same quantity on both sides; bursts on a busy machine can only raise a client's reading.
+    assert 0.9 < statistics.median(harness_live.ratios(b, "tg")) < 1.5
+    assert 0.9 < statistics.median(harness_live.ratios([r for r in rows if r["tool"] == "llama-benchy"], "tg")) < 1.5
