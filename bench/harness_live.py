@@ -174,8 +174,19 @@ def run_bracket(ctx, n, repeats) -> list[dict]:
 
 
 def _exec(argv, env=None, cwd=None, timeout=900) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
-                          cwd=cwd)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+                       cwd=cwd)
+    LAST_OUTPUT[0] = p.stdout + p.stderr
+    return p
+
+
+LAST_OUTPUT = [""]
+
+
+def _why(output: str) -> str:
+    """The tool's own words on a failure: its first line that mentions an error, else its last lines."""
+    hits = [ln.strip() for ln in output.splitlines() if re.search(r"error|exception|failed", ln, re.I)]
+    return hits[0][:200] if hits else _tail(output)
 
 
 def run_llama_benchy(ctx, n, repeats) -> list[dict]:
@@ -307,7 +318,11 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
             if err:
                 rows.append({"server": name, "tool": tool, "note": err[:300]})
                 continue
-            if not values or len(accounts) < len(values):
+            if len(values) != repeats:  # a tool that leaves out a failed request cannot be paired by order
+                rows.append({"server": name, "tool": tool, "note": f"{len(values)} of {repeats} requests reported "
+                                                                   f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}"})
+                continue
+            if len(accounts) < len(values):
                 rows.append({"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
                                                                    f"{len(accounts)} in the server's account"})
                 continue
