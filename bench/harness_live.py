@@ -170,6 +170,7 @@ def run_bracket(ctx, n, repeats) -> list[dict]:
             if m.error:
                 raise RuntimeError(f"bracket's request failed: {m.error}")
             out.append({"decode": m.decode_tok_s, "tg": m.tg_tok_s, "n": m.completion_tokens})
+            time.sleep(ctx.get("gap_s", 0))  # as the runner's cooldown: the /metrics poller sees one finish at a time
     return out
 
 
@@ -302,6 +303,7 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
         ctx = {"adapter": adapter, "arm": arm, "base": base, "work": work, "book": book_text(),
                "tokenizer": tokenizer_dir(work)}
         truth = LlamaLog(log) if SERVERS[name][0] == "llamacpp" else VllmMetrics(base)
+        ctx["gap_s"] = 0 if SERVERS[name][0] == "llamacpp" else 3 * POLL_S
         run_bracket(ctx, 16, 1)  # warm the server up
         for tool in tools:
             fn, venv = TOOLS[tool]
@@ -365,8 +367,8 @@ def render(rows, argvs, args, started, elapsed, load) -> str:
             if rs[0].get("note"):
                 L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | |")
                 continue
-            same = sum(1 for r in rs if r["tool_n"] is not None and r["tool_n"] == r["server_n"])
-            has_n = sum(1 for r in rs if r["tool_n"] is not None)
+            paired = [r for r in rs if r["server_n"] is not None and r["tool_n"] is not None]
+            same, has_n = sum(1 for r in paired if r["tool_n"] == r["server_n"]), len(paired)
             L.append(f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
                      f"{f'{same}/{has_n}' if has_n else '–'} |")
     L += ["", "Definitions:", ""] + [f"- {t}: {d}" for t, d in DEFINITIONS.items()]
