@@ -41,8 +41,9 @@ BEGIN, END = "<!-- harness_bursts.py: begin -->", "<!-- harness_bursts.py: end -
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--points", default="200:1:201,1000:4:1001,200:1:49", help="rate:k:n, comma separated")
-    ap.add_argument("--bursts", default="1,4,16")
+    ap.add_argument("--points", default="200:1:201,1000:4:1001,1000:4:1001:p",
+                    help="rate:k:n[:p], comma separated; p: the first event carries the prefill's one token")
+    ap.add_argument("--bursts", default="1,8")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peers", default="llama-benchy,aiperf,guidellm")
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy.md"))
@@ -62,17 +63,19 @@ def main(argv=None) -> None:
     with ReferenceProcess(ttft=TTFT) as srv, httpx.Client() as http:
         stream_completion(http, srv.url + "/v1/completions", body(8), timeout_s=30)
         for point in args.points.split(","):
-            rate, k, n = (int(x) for x in point.split(":"))
+            parts = point.split(":")
+            rate, k, n = (int(x) for x in parts[:3])
+            prefill = parts[3:] == ["p"]
             for b in (int(x) for x in args.bursts.split(",")):
-                srv.configure(rate=rate, tokens_per_event=k, burst=b)
-                t = truth(n, rate, k, TTFT, b)
-                row = {"rate": rate, "k": k, "n": n, "burst": b, "truth": t,
+                srv.configure(rate=rate, tokens_per_event=k, burst=b, prefill_token=prefill)
+                t = truth(n, rate, k, TTFT, b, prefill)
+                row = {"rate": rate, "k": k, "n": n, "burst": b, "truth": t, "first": "1" if prefill else str(k),
                        "bracket": measure_bracket(srv, http, n, args.repeats), "peers": {}}
                 for p in ran:
                     row["peers"][p.label] = p.run(srv, n, args.repeats)
                 rows.append(row)
                 print(f"rate {rate} k {k} B {b}: bracket tg {fmt_errs(row['bracket']['tg'])}", flush=True)
-        srv.configure(burst=1)
+        srv.configure(burst=1, prefill_token=False)
     cmd = " ".join([".venv/bin/python", "bench/harness_bursts.py"] + [shlex.quote(a) for a in sys.argv[1:]])
     L = ["## Under bursty delivery", "",
          f"Made by `{cmd}` on {started} ({(time.monotonic() - t0) / 60:.1f} min, the shared 2-core machine; "
@@ -81,22 +84,25 @@ def main(argv=None) -> None:
          "when the last of each group is due (`burst=B`; B = 1 is the table above). This is what a contended "
          "llama-server does to its stream (harness_accuracy_live.md). Errors are against what was made, as above. "
          "'expected' is the exact error of a client that reads every event the moment it is delivered: 0 for the "
-         "decode rate (the last event is not moved), delivered tg / rate - 1 for the tg rate.", "",
+         "decode rate (the last event is not moved), delivered tg / rate - 1 for the tg rate. 'first event': tokens "
+         "in the first event; 1 is the real engines' shape (`prefill_token`: the prefill makes one token, every "
+         "verify step after it k), k the shape of the table above.", "",
          "### Decode rate (n / wall): expected 0 at every B", ""]
     dec = [p for p in ran if p.measures == "both"]
-    head = ["rate", "k", "n", "B", "bracket"] + [p.label for p in dec]
+    head = ["rate", "k", "n", "first event", "B", "bracket"] + [p.label for p in dec]
     L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), str(r["burst"]), fmt_errs(r["bracket"]["decode"])]
+        cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), r["first"], str(r["burst"]),
+                 fmt_errs(r["bracket"]["decode"])]
         cells += [(r["peers"].get(p.label) or Cell(note="not run")).note or fmt_errs(r["peers"][p.label].decode_err)
                   for p in dec]
         L.append("| " + " | ".join(cells) + " |")
-    head = ["rate", "k", "n", "B", "expected", "bracket"] + [p.label for p in ran]
+    head = ["rate", "k", "n", "first event", "B", "expected", "bracket"] + [p.label for p in ran]
     L += ["", "### tg rate ((n - 1) / first -> last): expected delivered tg / rate - 1", "",
           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         t = r["truth"]
-        cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), str(r["burst"]),
+        cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), r["first"], str(r["burst"]),
                  f"{t.delivered_tg_tok_s / t.tg_tok_s - 1:+.2%}", fmt_errs(r["bracket"]["tg"])]
         cells += [(r["peers"].get(p.label) or Cell(note="not run")).note or fmt_errs(r["peers"][p.label].tg_err)
                   for p in ran]

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from reference_server import ReferenceProcess, release_index, truth  # noqa: E402
+from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
@@ -205,3 +205,24 @@ def test_bursty_delivery_arrives_as_claimed(server, http):
     assert abs(m.decode_tok_s / t.decode_tok_s - 1) <= TOLERANCE * 5  # 41 tokens in 0.25 s: 1 ms is 0.4 %
     assert m.tg_tok_s == pytest.approx(t.delivered_tg_tok_s, rel=0.02)  # 216 tok/s, not the 200 made
     assert m.ttft_s == pytest.approx(t.delivered_ttft_s, abs=0.004)
+
+
+def test_prefill_token_schedule_worked_by_hand():
+    # 9 tokens, the prefill's one first, then 4 per event at 100 tok/s: events at 0.10, 0.14, 0.18 s
+    # carrying 1, 4 and 4 tokens; tg = 8 / 0.08 = the rate, acceptance length 3.
+    assert [event_tokens(j, 9, 4, True) for j in range(3)] == [(0, 1), (1, 5), (5, 9)]
+    t = truth(9, rate=100, tokens_per_event=4, ttft=0.1, prefill_token=True)
+    assert (t.events, t.wall_s, t.tg_tok_s, t.acceptance_length) == (3, pytest.approx(0.18), pytest.approx(100), 3.0)
+
+
+def test_prefill_token_stream(server, http):
+    """The first event carries one token, the rest k each; bracket reads the same rates."""
+    server.configure(rate=500, tokens_per_event=4, prefill_token=True)
+    try:
+        n = 401
+        m, t = best_of(server, http, n)
+    finally:
+        server.configure(prefill_token=False)
+    assert t.events == 101 and m.stream_events == 101 and m.completion_tokens == n
+    assert abs(m.decode_tok_s / t.decode_tok_s - 1) <= TOLERANCE
+    assert m.tg_tok_s == pytest.approx(500, rel=0.005)
