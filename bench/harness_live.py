@@ -248,6 +248,25 @@ def run_guidellm(ctx, n, repeats) -> list[dict]:
              "n": r.get("output_tokens")} for r in reqs]
 
 
+def stream_shape(base: str, n: int, prompt: str) -> dict:
+    """One raw streamed request: how many events, tokens in the first event (token_ids where the server
+    sends them), and the share of events that reached the client within 1 ms of the one before (bursts)."""
+    body = {"model": SERVED_NAME, "prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True,
+            "ignore_eos": True, "return_token_ids": True, "stream_options": {"include_usage": True}}
+    times, sizes = [], []
+    with httpx.Client(timeout=300) as http, http.stream("POST", base + "/v1/completions", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                choices = json.loads(line[6:]).get("choices") or []
+                if choices and (choices[0].get("text") or choices[0].get("token_ids")):
+                    times.append(time.perf_counter())
+                    sizes.append(len(choices[0]["token_ids"]) if choices[0].get("token_ids") is not None else None)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return {"events": len(times), "first_event_tokens": sizes[0] if sizes else None,
+            "token_ids": sizes[0] is not None if sizes else False,
+            "within_1ms": sum(g < 1e-3 for g in gaps) / len(gaps) if gaps else 0.0}
+
+
 TOOLS = {"bracket": (run_bracket, None), "llama-benchy": (run_llama_benchy, "llama-benchy"),
          "aiperf": (run_aiperf, "aiperf"), "guidellm": (run_guidellm, "guidellm")}
 
@@ -305,6 +324,11 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
         truth = LlamaLog(log) if SERVERS[name][0] == "llamacpp" else VllmMetrics(base)
         ctx["gap_s"] = 0 if SERVERS[name][0] == "llamacpp" else 3 * POLL_S
         run_bracket(ctx, 16, 1)  # warm the server up
+        shape = stream_shape(base, n, "[shape] " + ctx["book"][:200])
+        rows.append({"server": name, "tool": "stream shape (one raw request)", "note": (
+            f"{shape['events']} events for {n} tokens; first event "
+            f"{shape['first_event_tokens'] if shape['token_ids'] else '(no token_ids)'} token(s); "
+            f"{shape['within_1ms']:.0%} of events within 1 ms of the one before")})
         for tool in tools:
             fn, venv = TOOLS[tool]
             if venv and not (PEERS_DIR / venv / "bin/python").exists():
