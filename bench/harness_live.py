@@ -63,7 +63,12 @@ POLL_S = 0.1
 PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR
 PROMPT_EVAL = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
 EVAL = re.compile(r"(?<!prompt) eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+# Where the servers come from; main()'s options change them (the H200 run serves its own CUDA build and GGUF).
+SETUP = {"llama_server": LLAMACPP / "bin/llama-server", "gguf": None, "tokenizer": MODEL / "tokenizer.json",
+         "server_args": ["--ctx-size", "2048", "--threads", "2", "--slots"], "draft_args": [],
+         "startup_timeout_s": 180}
 SERVERS = {
+    "llamacpp_plain": ("llamacpp", None, "llama-server, no speculation"),
     "llamacpp_ngram": ("llamacpp", {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3},
                        "llama-server CPU, ngram-simple, 4 tokens"),
     "llamacpp_draft": ("llamacpp", {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
@@ -154,7 +159,7 @@ def tokenizer_dir(work: Path) -> Path:
     (given the model directory, AIPerf's looks its config up on the hub and fails)."""
     out = work / "tokenizer"
     out.mkdir(exist_ok=True)
-    (out / "tokenizer.json").write_bytes((MODEL / "tokenizer.json").read_bytes())
+    (out / "tokenizer.json").write_bytes(Path(SETUP["tokenizer"]).read_bytes())
     (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast",
                                                            "model_max_length": 1_000_000}))
     return out
@@ -275,6 +280,8 @@ TOOLS = {"bracket": (run_bracket, None), "llama-benchy": (run_llama_benchy, "lla
 def gguf(work: Path) -> Path:
     """The embedded model as GGUF, converted as the workflow's embedded_gguf rule does."""
     out = work / "embedded.gguf"
+    if SETUP["gguf"]:
+        return Path(SETUP["gguf"])
     if not out.exists():
         source = json.loads((LLAMACPP / "build.json").read_text())["source_dir"]
         subprocess.run([str(ENGINE / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source,
@@ -290,10 +297,10 @@ def serve(name: str, work: Path, port: int):
     kind, spec, _ = SERVERS[name]
     if kind == "llamacpp":
         model = str(gguf(work))
-        spec = {**spec, "model": model} if spec.get("model") == "GGUF" else spec
+        spec = {**spec, "model": model} if spec and spec.get("model") == "GGUF" else spec
         eng = {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
-               "executable": str(LLAMACPP / "bin/llama-server"), "startup_timeout_s": 180,
-               "args": ["--ctx-size", "2048", "--threads", "2", "--slots"]}
+               "executable": str(SETUP["llama_server"]), "startup_timeout_s": SETUP["startup_timeout_s"],
+               "args": list(SETUP["server_args"]) + (list(SETUP["draft_args"]) if spec and spec.get("model") else [])}
     else:
         model = str(MODEL)
         # The tiny model's tokenizer has no chat template and llama-benchy only speaks chat: ChatML, as
@@ -302,7 +309,8 @@ def serve(name: str, work: Path, port: int):
         template.write_text(CHATML)
         eng = {"kind": "vllm", "embedded": True, "port": port, "per_request_metrics": True, "startup_timeout_s": 900,
                "args": ["--chat-template", str(template)]}
-    cfg = config.validate({"engine": eng, "arms": {"spec": {"speculative": spec}}, "request": {"max_tokens": 128}})
+    arms = {"spec": {"speculative": spec}} if spec else {"spec": {}}
+    cfg = config.validate({"engine": eng, "arms": arms, "request": {"max_tokens": 128}})
     adapter = engines.get(kind)
     arm = cfg["arms"]["spec"]
     python = str(ENGINE / "bin/python")
@@ -377,8 +385,8 @@ def fmt(vals) -> str:
 def render(rows, argvs, args, started, elapsed, load) -> str:
     cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
     L = [f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
-         f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on the shared 2-core "
-         "machine: one run's numbers).", "",
+         f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on {args.machine}: "
+         "one run's numbers).", "",
          "Each cell: the tool's rate / the server's own rate for the same request, median (min-max, requests). "
          "tg: (n - 1) / first -> last token, server (N - 1) / T (llama-server's predicted_ms; vLLM's "
          "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
@@ -400,25 +408,7 @@ def render(rows, argvs, args, started, elapsed, load) -> str:
     return "\n".join(L)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--servers", default=",".join(SERVERS))
-    ap.add_argument("--tools", default=",".join(TOOLS))
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=6)
-    ap.add_argument("--port", type=int, default=8071)
-    ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy_live.md"))
-    ap.add_argument("--csv", default=str(HERE / "results" / "harness_live.csv"))
-    args = ap.parse_args(argv)
-    os.chdir(ROOT)  # embedded paths (resources/...) are relative to the checkout
-    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic()
-    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    work = Path(tempfile.mkdtemp(prefix="bracket-live-"))
-    rows, argvs = [], {}
-    for name in args.servers.split(","):
-        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port)
-        rows += r
-        argvs[name] = a
+def write(rows, argvs, args, started, t0, load0) -> str:
     load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     fields = ["server", "tool", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode",
               "note"]
@@ -435,6 +425,41 @@ def main(argv=None) -> None:
     else:
         text += f"\n## Side by side on live servers\n\n{begin}\n{table}\n{end}\n"
     out.write_text(text)
+    return table
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--servers", default="llamacpp_ngram,llamacpp_draft,vllm_ngram", help=f"of {', '.join(SERVERS)}")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--port", type=int, default=8071)
+    ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy_live.md"))
+    ap.add_argument("--csv", default=str(HERE / "results" / "harness_live.csv"))
+    ap.add_argument("--llama-server", help="llama-server to serve (default: the cached CPU build)")
+    ap.add_argument("--gguf", help="GGUF to serve (default: the embedded model, converted)")
+    ap.add_argument("--tokenizer", help="tokenizer.json for the peers' prompts (default: the embedded model's)")
+    ap.add_argument("--server-args", help="llama-server's own arguments, one string (default: CPU, 2 threads)")
+    ap.add_argument("--draft-args", default="", help="added for the draft-model server (e.g. --spec-draft-ngl 999)")
+    ap.add_argument("--startup-timeout", type=float, default=180)
+    ap.add_argument("--machine", default="the shared 2-core CPU machine", help="where it ran, for the report")
+    args = ap.parse_args(argv)
+    SETUP.update({key: v for key, v in (("llama_server", args.llama_server), ("gguf", args.gguf),
+                                         ("tokenizer", args.tokenizer)) if v})
+    if args.server_args:
+        SETUP["server_args"] = shlex.split(args.server_args)
+    SETUP["draft_args"], SETUP["startup_timeout_s"] = shlex.split(args.draft_args), args.startup_timeout
+    os.chdir(ROOT)  # embedded paths (resources/...) are relative to the checkout
+    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic()
+    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    work = Path(tempfile.mkdtemp(prefix="bracket-live-"))
+    rows, argvs = [], {}
+    for name in args.servers.split(","):
+        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port)
+        rows += r
+        argvs[name] = a
+        table = write(rows, argvs, args, started, t0, load0)  # after each server: a run cut short keeps what it made
     print(table)
 
 
