@@ -70,9 +70,9 @@ SETUP = {"llama_server": LLAMACPP / "bin/llama-server", "gguf": None, "tokenizer
 SERVERS = {
     "llamacpp_plain": ("llamacpp", None, "llama-server, no speculation"),
     "llamacpp_ngram": ("llamacpp", {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3},
-                       "llama-server CPU, ngram-simple, 4 tokens"),
+                       "llama-server, ngram-simple, 4 tokens"),
     "llamacpp_draft": ("llamacpp", {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
-                       "llama-server CPU, the model as its own draft, 4 tokens"),
+                       "llama-server, the model as its own draft, 4 tokens"),
     "vllm_ngram": ("vllm", {"method": "ngram", "draft_tokens": 4}, "vLLM 0.32 CPU, ngram, 4 tokens"),
 }
 DEFINITIONS = {
