@@ -72,3 +72,27 @@ def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, 
     # tg: the same quantity on both sides; bursts on a busy machine can only raise a client's reading.
     assert 0.9 < statistics.median(harness_live.ratios(b, "tg")) < 1.5
     assert 0.9 < statistics.median(harness_live.ratios([r for r in rows if r["tool"] == "llama-benchy"], "tg")) < 1.5
+
+
+def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
+    """Each poll that sees one more finished request yields that request's own sums; a poll that sees two
+    yields two unpaired entries (not attributable)."""
+    c, s = "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum"
+    d, g = "vllm:request_decode_time_seconds_sum", "vllm:request_generation_tokens_sum"
+    assert harness_live.VllmMetrics.NAMES == {c, s, d, g}
+    snaps = iter([{c: 5, s: 10.0, d: 8.0, g: 500},   # before
+                  {c: 5, s: 10.0, d: 8.0, g: 500},   # nothing finished
+                  {c: 6, s: 11.5, d: 9.2, g: 628},   # one: e2e 1.5 s, first->last 1.2 s, 128 tokens
+                  {c: 8, s: 13.0, d: 10.4, g: 884}])  # two at once
+    last = {}
+
+    def read(self):
+        last.update(next(snaps, last))
+        return dict(last)
+
+    monkeypatch.setattr(harness_live.VllmMetrics, "_read", read)
+    monkeypatch.setattr(harness_live, "POLL_S", 0.01)
+    m = harness_live.VllmMetrics("http://unused")
+    got = m.since(m.start())
+    assert got[0] == {"e2e_s": pytest.approx(1.5), "first_last_s": pytest.approx(1.2), "n": 128}
+    assert got[1:] == [None, None]
