@@ -196,22 +196,28 @@ def _why(output: str) -> str:
 
 
 def run_llama_benchy(ctx, n, repeats) -> list[dict]:
+    """One llama-benchy run per request: it leaves a request out of its tg values when the whole stream came
+    in one network read (first -> last is 0), so a run of several could not be paired by order."""
     import hashlib
 
     work, url = ctx["work"], "file:///bracket-live/book.txt"
     cache = work / "home/.cache/llama-benchy"
     cache.mkdir(parents=True, exist_ok=True)
     (cache / (hashlib.md5(url.encode()).hexdigest() + ".txt")).write_text(ctx["book"])
-    out = work / f"llama-benchy-{time.monotonic_ns()}.json"
-    p = _exec([str(PEERS_DIR / "llama-benchy/bin/llama-benchy"), "--base-url", ctx["base"] + "/v1", "--model",
-               SERVED_NAME, "--tokenizer", str(ctx["tokenizer"]), "--book-url", url, "--pp", "32", "--tg", str(n), "--runs",
-               str(repeats), "--latency-mode", "none", "--skip-coherence", "--no-warmup", "--no-adapt-prompt", "--exact-tg",
-               "--format", "json", "--save-result", str(out)], env={"HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"},
-              cwd=work)
-    if p.returncode or not out.exists():
-        raise RuntimeError(f"llama-benchy failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}")
-    rep = json.loads(out.read_text())
-    return [{"tg": v} for b in rep["benchmarks"] if b.get("tg_throughput") for v in b["tg_throughput"]["values"]]
+    values = []
+    for _ in range(repeats):
+        out = work / f"llama-benchy-{time.monotonic_ns()}.json"
+        p = _exec([str(PEERS_DIR / "llama-benchy/bin/llama-benchy"), "--base-url", ctx["base"] + "/v1", "--model",
+                   SERVED_NAME, "--tokenizer", str(ctx["tokenizer"]), "--book-url", url, "--pp", "32", "--tg", str(n),
+                   "--runs", "1", "--latency-mode", "none", "--skip-coherence", "--no-warmup", "--no-adapt-prompt",
+                   "--exact-tg", "--format", "json", "--save-result", str(out)],
+                  env={"HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"}, cwd=work)
+        if p.returncode or not out.exists():
+            raise RuntimeError(f"llama-benchy failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}")
+        tg = [v for b in json.loads(out.read_text())["benchmarks"] if b.get("tg_throughput")
+              for v in b["tg_throughput"]["values"]]
+        values.append({"tg": tg[0] if tg else None})
+    return values
 
 
 def run_aiperf(ctx, n, repeats) -> list[dict]:
@@ -392,17 +398,19 @@ def render(rows, argvs, args, started, elapsed, load) -> str:
          "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
          "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
          "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization).", "",
-         "| server | tool | tg / server | decode / server | tool's n = server's N |", "|---|---|---|---|---|"]
+         "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value |",
+         "|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["server"] for r in rows):
         for tool in dict.fromkeys(r["tool"] for r in rows if r["server"] == name):
             rs = [r for r in rows if r["server"] == name and r["tool"] == tool]
             if rs[0].get("note"):
-                L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | |")
+                L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | | |")
                 continue
             paired = [r for r in rs if r["server_n"] is not None and r["tool_n"] is not None]
             same, has_n = sum(1 for r in paired if r["tool_n"] == r["server_n"]), len(paired)
             L.append(f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
-                     f"{f'{same}/{has_n}' if has_n else '–'} |")
+                     f"{f'{same}/{has_n}' if has_n else '–'} | "
+                     f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} |")
     L += ["", "Definitions:", ""] + [f"- {t}: {d}" for t, d in DEFINITIONS.items()]
     L += ["", "Server commands:", ""] + [f"- {name}: `{a}`" for name, a in argvs.items()]
     return "\n".join(L)
