@@ -131,6 +131,14 @@ class VllmMetrics:
             cur = self._read()
             done = cur["vllm:e2e_request_latency_seconds_count"] - prev["vllm:e2e_request_latency_seconds_count"]
             if done == 1:
+                # The histograms of one finish are not observed at one instant: read again once they settle.
+                time.sleep(POLL_S / 4)
+                again = self._read()
+                if again["vllm:e2e_request_latency_seconds_count"] != cur["vllm:e2e_request_latency_seconds_count"]:
+                    self.out += [None, None]
+                    prev = again
+                    continue
+                cur = again
                 d = {k: cur[k] - prev[k] for k in self.NAMES}
                 self.out.append({"e2e_s": d["vllm:e2e_request_latency_seconds_sum"],
                                  "first_last_s": d["vllm:request_decode_time_seconds_sum"],
@@ -368,9 +376,13 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
                 continue
             # Anything the tool sent first (a warm-up) is earlier in the account: pair from the end.
             for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values):])):
+                ok = t is not None and t["first_last_s"] > 0 and t["e2e_s"] > 0
                 row = {"server": name, "tool": tool, "request": i, "server_n": t and t["n"], "tool_n": v.get("n"),
-                       "server_tg": t and (t["n"] - 1) / t["first_last_s"], "server_decode": t and t["n"] / t["e2e_s"],
+                       "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
+                       "server_decode": t["n"] / t["e2e_s"] if ok else None,
                        "tool_tg": v.get("tg"), "tool_decode": v.get("decode")}
+                if t is not None and not ok:  # a torn read of the histograms: not attributable
+                    row["server_n"] = None
                 rows.append(row)
             print(f"{name} {tool}: {len(values)} requests", flush=True)
     return rows, " ".join(shlex.quote(a) for a in argv)
@@ -424,6 +436,7 @@ def write(rows, argvs, args, started, t0, load0) -> str:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
+        w.writerows({"server": name, "tool": "server command", "note": a} for name, a in argvs.items())
     table = render(rows, argvs, args, started, time.monotonic() - t0, (load0, load1))
     out = Path(args.out)
     text = out.read_text() if out.exists() else ""

@@ -82,8 +82,10 @@ def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
     assert harness_live.VllmMetrics.NAMES == {c, s, d, g}
     snaps = iter([{c: 5, s: 10.0, d: 8.0, g: 500},   # before
                   {c: 5, s: 10.0, d: 8.0, g: 500},   # nothing finished
-                  {c: 6, s: 11.5, d: 9.2, g: 628},   # one: e2e 1.5 s, first->last 1.2 s, 128 tokens
-                  {c: 8, s: 13.0, d: 10.4, g: 884}])  # two at once
+                  {c: 6, s: 11.5, d: 8.0, g: 500},   # one, caught between its histograms' updates
+                  {c: 6, s: 11.5, d: 9.2, g: 628},   # settled: e2e 1.5 s, first->last 1.2 s, 128 tokens
+                  {c: 8, s: 13.0, d: 10.4, g: 884},  # two at once
+                  {c: 8, s: 13.0, d: 10.4, g: 884}])
     last = {}
 
     def read(self):
