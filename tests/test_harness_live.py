@@ -8,7 +8,6 @@ with bracket and llama-benchy, the lightest peer. A peer whose virtual environme
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import pytest
@@ -58,20 +57,23 @@ def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, 
     if not (harness_live.PEERS_DIR / "llama-benchy/bin/python").exists():
         pytest.skip(f"llama-benchy is not installed in {harness_live.PEERS_DIR / 'llama-benchy'} (bench/README.md)")
     monkeypatch.chdir(ROOT)
-    rows, argv = harness_live.measure_server("llamacpp_ngram", tools, 64, 3, tmp_path, 8072)
+    rows, argv = harness_live.measure_server("llamacpp_ngram", tools, 64, 4, tmp_path, 8072)
     assert "--spec-type ngram-simple" in argv
     for tool in tools:
         rs = [r for r in rows if r["tool"] == tool]
-        assert len(rs) == 3 and not any(r.get("note") for r in rs), rs
+        assert len(rs) == 4 and not any(r.get("note") for r in rs), rs
         assert all(r["server_n"] == 64 for r in rs)  # each request paired with its own timing line
     b = [r for r in rows if r["tool"] == "bracket"]
     assert all(r["tool_n"] == 64 for r in b)
     # decode: bracket's wall time holds the server's prompt + eval time and a little more (HTTP, tokenizing).
     dec = harness_live.ratios(b, "decode")
     assert all(0.5 < x <= 1.001 for x in dec), dec
-    # tg: the same quantity on both sides; bursts on a busy machine can only raise a client's reading.
-    assert 0.9 < statistics.median(harness_live.ratios(b, "tg")) < 1.5
-    assert 0.9 < statistics.median(harness_live.ratios([r for r in rows if r["tool"] == "llama-benchy"], "tg")) < 1.5
+    # tg: the same quantity on both sides. A busy machine delivers some streams in bursts (a request then
+    # reads fast, or slow when its last event is late), so the best-paired request is judged: a request
+    # paired with another's timing line would be off by the requests' different speeds on every try.
+    for tool in tools:
+        tg = harness_live.ratios([r for r in rows if r["tool"] == tool], "tg")
+        assert min(abs(x - 1) for x in tg) < 0.05, (tool, tg)
 
 
 def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
