@@ -17,6 +17,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 
 import harness_live  # noqa: E402
+import live_tools  # noqa: E402
 
 # Captured from llama-server (llama-cpp-python 0.3.36's llama.cpp) serving with ngram-simple.
 LOG = """\
@@ -32,10 +33,10 @@ LOG = """\
 def test_llama_log_pairs_prompt_and_eval_lines(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(LOG)
-    got = harness_live.LlamaLog(log).entries()
+    got = live_tools.LlamaLog(log).entries()
     assert got == [{"e2e_s": pytest.approx(0.96349), "first_last_s": pytest.approx(0.74778), "n": 16},
                    {"e2e_s": pytest.approx(0.47414), "first_last_s": pytest.approx(0.44005), "n": 128}]
-    assert harness_live.LlamaLog(log).start() == 2
+    assert live_tools.LlamaLog(log).start() == 2
 
 
 def test_ratios_and_format():
@@ -81,7 +82,7 @@ def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
     yields two unpaired entries (not attributable)."""
     c, s = "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum"
     d, g = "vllm:request_decode_time_seconds_sum", "vllm:request_generation_tokens_sum"
-    assert harness_live.VllmMetrics.NAMES == {c, s, d, g}
+    assert live_tools.VllmMetrics.NAMES == {c, s, d, g}
     snaps = iter([{c: 5, s: 10.0, d: 8.0, g: 500},   # before
                   {c: 5, s: 10.0, d: 8.0, g: 500},   # nothing finished
                   {c: 6, s: 11.5, d: 8.0, g: 500},   # one, caught between its histograms' updates
@@ -94,9 +95,9 @@ def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
         last.update(next(snaps, last))
         return dict(last)
 
-    monkeypatch.setattr(harness_live.VllmMetrics, "_read", read)
-    monkeypatch.setattr(harness_live, "POLL_S", 0.01)
-    m = harness_live.VllmMetrics("http://unused")
+    monkeypatch.setattr(live_tools.VllmMetrics, "_read", read)
+    monkeypatch.setattr(live_tools, "POLL_S", 0.01)
+    m = live_tools.VllmMetrics("http://unused")
     got = m.since(m.start())
     assert got[0] == {"e2e_s": pytest.approx(1.5), "first_last_s": pytest.approx(1.2), "n": 128}
     assert got[1:] == [None, None]
