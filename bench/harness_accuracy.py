@@ -51,7 +51,8 @@ from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 
-PEERS_DIR = HERE / ".venv-peers"
+# The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
+PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
 TOLERANCE = 0.002
 TTFT = 0.05
 
@@ -88,7 +89,7 @@ def body(n: int) -> dict:
 def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: int) -> dict:
     """bracket's client on `repeats` requests of n tokens; errors against the schedule and the realised timeline."""
     c = srv.config()
-    t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"])
+    t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
     out = {"decode": [], "decode_realised": [], "tg": [], "ttft_ms": [], "events_rate": [], "cpu_us_tok": [],
            "cpu_us_event": [], "lateness_ms": []}
     for _ in range(repeats):
@@ -173,7 +174,7 @@ class LlamaBenchy(Peer):
         rep = json.loads(out.read_text())
         values = [v for b in rep["benchmarks"] if b.get("tg_throughput") for v in b["tg_throughput"]["values"]]
         c = srv.config()
-        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"])
+        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
         return Cell(tg_err=[v / t.tg_tok_s - 1 for v in values])
 
 
@@ -199,7 +200,7 @@ class AIPerf(Peer):
         if p.returncode != 0 or not recs.exists():
             return Cell(note=f"failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}")
         c = srv.config()
-        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"])
+        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
         cell = Cell()
         for line in recs.read_text().splitlines():
             metrics = json.loads(line)["metrics"]
@@ -235,7 +236,7 @@ class GuideLLM(Peer):
         if p.returncode != 0 or not out.exists():
             return Cell(note=f"failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}")
         c = srv.config()
-        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"])
+        t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
         cell = Cell()
         for b in json.loads(out.read_text())["benchmarks"]:
             for r in b["requests"]["successful"]:

@@ -9,8 +9,23 @@ completion on a schedule fixed in advance:
     E  = ceil(n / k) events; event j (0-based) carries tokens jk .. min(jk + k, n) - 1
     event j is written at   t_recv + ttft + j * k / rate
 
+or, with `prefill_token` (as vLLM and llama-server stream under speculation: the prefill makes one
+token, each verify step after it several), event 0 carries token 0 alone and event j >= 1 tokens
+1 + (j - 1) k .. min(1 + jk, n) - 1, so E = 1 + ceil((n - 1) / k); the formulas below hold with that E.
+
 where t_recv is the moment the request line arrived. With k = 1, token i is emitted at
 ttft + i / rate exactly. The usage chunk and `data: [DONE]` follow the last event at once.
+
+Bursty delivery (`burst=B`, default 1): the events are made on the same schedule, but held and
+released B at a time, in one write, when the last of each group is due: group g (events gB ..
+min(gB + B, E) - 1) is written at t_recv + ttft + (min(gB + B, E) - 1) k / rate. This is what a
+contended llama-server does to a stream (several tokens reach the client together). The last
+event goes at the same moment as without bursts, so the true decode rate does not change; what a
+client sees between its first and last event does (`Truth.delivered_*`):
+
+    first event seen at    ttft + (min(B, E) - 1) k / rate
+    first->last seen       (E - min(B, E)) k / rate   (0 when one group holds every event)
+    tg rate as delivered   (n - 1) / ((E - min(B, E)) k / rate)   > rate for B > 1
 
 The true values a client should report follow from the schedule alone (`truth()`):
 
@@ -74,21 +89,47 @@ class Truth:
     tg_tok_s: float | None
     acceptance_length: float
     events_tg_tok_s: float | None  # what counting events instead of tokens gives (llama-benchy 0.4's bug)
+    burst: int = 1  # events released together (bursty delivery)
+    delivered_ttft_s: float = 0.0  # when the client can see the first event
+    delivered_tg_tok_s: float | None = None  # (n - 1) / (first->last event as delivered)
 
 
-def truth(n: int, rate: float, tokens_per_event: int, ttft: float) -> Truth:
-    """The exact values of the schedule for a request of `n` tokens."""
-    if n < 1 or rate <= 0 or tokens_per_event < 1 or ttft < 0:
-        raise ValueError(f"need n >= 1, rate > 0, tokens_per_event >= 1, ttft >= 0; got {n}, {rate}, "
-                         f"{tokens_per_event}, {ttft}")
+def events_of(n: int, k: int, prefill_token: bool = False) -> int:
+    """How many events carry n tokens: k at a time, or the prefill's one token first and then k at a time."""
+    return 1 + math.ceil((n - 1) / k) if prefill_token else math.ceil(n / k)
+
+
+def event_tokens(j: int, n: int, k: int, prefill_token: bool = False) -> tuple[int, int]:
+    """Tokens [lo, hi) of event j."""
+    if prefill_token:
+        return (0, 1) if j == 0 else (1 + (j - 1) * k, min(1 + j * k, n))
+    return j * k, min(j * k + k, n)
+
+
+def truth(n: int, rate: float, tokens_per_event: int, ttft: float, burst: int = 1,
+          prefill_token: bool = False) -> Truth:
+    """The exact values of the schedule for a request of `n` tokens (delivered `burst` events at a time;
+    with `prefill_token`, the first event carries one token, as a real engine's prefill makes)."""
+    if n < 1 or rate <= 0 or tokens_per_event < 1 or ttft < 0 or burst < 1:
+        raise ValueError(f"need n >= 1, rate > 0, tokens_per_event >= 1, ttft >= 0, burst >= 1; got {n}, {rate}, "
+                         f"{tokens_per_event}, {ttft}, {burst}")
     k = tokens_per_event
-    e = math.ceil(n / k)
+    e = events_of(n, k, prefill_token)
     span = (e - 1) * k / rate
     wall = ttft + span
     tg = (n - 1) / span if span > 0 else None
     ev_tg = (e - 1) / span if span > 0 else None
+    first = min(burst, e) - 1  # index of the event whose deadline releases the first group
+    seen_span = (e - 1 - first) * k / rate
     return Truth(tokens=n, events=e, ttft_s=ttft, wall_s=wall, decode_tok_s=n / wall, tg_tok_s=tg,
-                 acceptance_length=n / e, events_tg_tok_s=ev_tg)
+                 acceptance_length=n / e, events_tg_tok_s=ev_tg, burst=burst,
+                 delivered_ttft_s=ttft + first * k / rate,
+                 delivered_tg_tok_s=(n - 1) / seen_span if seen_span > 0 else None)
+
+
+def release_index(j: int, events: int, burst: int) -> int:
+    """The event whose deadline releases event j: the last of j's group of `burst`."""
+    return min((j // burst) * burst + burst, events) - 1
 
 
 @dataclass
@@ -133,6 +174,10 @@ def _count_words(text: str) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as uvicorn (asyncio) and llama-server (cpp-httplib built with CPPHTTPLIB_TCP_NODELAY)
+    # set it: with Nagle's algorithm on, a small write waits for the ACK of the one before, which the
+    # client's delayed ACK holds up to 40 ms, and two groups of a bursty stream would arrive as one.
+    disable_nagle_algorithm = True
     server: "_HTTPServer"
 
     def log_message(self, fmt, *args):  # quiet: the harness is timing us
@@ -218,8 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
         rid = f"cmpl-ref-{id(log):x}"
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
-        k, rate, ttft = ref.tokens_per_event, ref.rate, ref.ttft
-        e = math.ceil(n / k)
+        k, rate, ttft, burst = ref.tokens_per_event, ref.rate, ref.ttft, ref.burst
+        e = events_of(n, k, ref.prefill_token)
         if not req.get("stream"):
             # Non-streaming: the whole body at the time the last event would have gone.
             _sleep_until(t_recv + ttft + (e - 1) * k / rate)
@@ -247,8 +292,9 @@ class _Handler(BaseHTTPRequestHandler):
                 # vLLM opens a chat stream with a role-only chunk before any token: a TTFT trap.
                 self._chunk(event({"index": 0, "delta": {"role": "assistant", "content": ""},
                                    "logprobs": None, "finish_reason": None}))
+            held: list[tuple[bytes, float, int]] = []
             for j in range(e):
-                lo, hi = j * k, min(j * k + k, n)
+                lo, hi = event_tokens(j, n, k, ref.prefill_token)
                 text = "".join(_token_text(i) for i in range(lo, hi))
                 last = hi == n
                 fr = finish if last else None
@@ -261,14 +307,21 @@ class _Handler(BaseHTTPRequestHandler):
                     payload = b'data: {"id": "' + rid.encode() + b'", "choices": [{"text": "oops"\n\n'
                 if fault == "error_event" and j == 1:
                     payload = b'data: {"error": {"message": "injected engine failure", "code": 500}}\n\n'
-                deadline = t_recv + ttft + j * k / rate
+                # Made at t_recv + ttft + j k / rate; released with the last event of its group of `burst`.
+                deadline = t_recv + ttft + release_index(j, e, burst) * k / rate
                 if fault == "stall":
                     deadline += 60.0
-                _sleep_until(deadline)
-                self._chunk(payload)
-                log.event_times.append(time.monotonic())
-                log.deadlines.append(deadline)
-                ref._count_step(hi - lo)
+                held.append((payload, deadline, hi - lo))
+                if j == release_index(j, e, burst) or (fault in ("truncate", "disconnect", "error_event") and j == 1):
+                    _sleep_until(deadline)
+                    self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk, _, _ in held))  # one write
+                    self.wfile.flush()
+                    now = time.monotonic()
+                    for _, due, tokens in held:
+                        log.event_times.append(now)
+                        log.deadlines.append(due)
+                        ref._count_step(tokens)
+                    held = []
                 if fault == "truncate" and j == 1:
                     self.close_connection = True
                     self.wfile.write(b"0\r\n\r\n")  # a clean end of body, but no [DONE]
@@ -292,7 +345,11 @@ class _Handler(BaseHTTPRequestHandler):
 _KEEP = object()
 
 
-def _check(rate, ttft, tokens_per_event, fault) -> None:
+def _check(rate, ttft, tokens_per_event, fault, burst=1, prefill_token=False) -> None:
+    if not isinstance(prefill_token, bool):
+        raise ValueError(f"prefill_token must be true or false, got {prefill_token!r}")
+    if int(burst) < 1:
+        raise ValueError(f"burst must be >= 1 events released together, got {burst}")
     if not 1 <= int(tokens_per_event) <= 8:
         raise ValueError(f"tokens_per_event must be 1..8, got {tokens_per_event}")
     if float(rate) <= 0 or float(ttft) < 0:
@@ -325,13 +382,17 @@ class ReferenceServer:
     /metrics (default k - 1; 0 means no speculation and no spec-decode counters);
     eos_after: stop with finish_reason "stop" after this many tokens unless ignore_eos is set;
     token_ids: honour `return_token_ids` with per-event token ids, as vLLM does (False: as a
-    server without that extension).
+    server without that extension); burst: events held and released together (1: each on time);
+    prefill_token: the first event carries one token (the prefill's), then k per event, as vLLM and
+    llama-server stream under speculation (False: every event carries k).
     """
 
     def __init__(self, *, rate: float = 500.0, ttft: float = 0.05, tokens_per_event: int = 1,
                  draft_budget: int | None = None, eos_after: int | None = None, fault: str | None = None,
-                 token_ids: bool = True, host: str = "127.0.0.1", port: int = 0):
-        _check(rate, ttft, tokens_per_event, fault)
+                 token_ids: bool = True, burst: int = 1, prefill_token: bool = False, host: str = "127.0.0.1",
+                 port: int = 0):
+        _check(rate, ttft, tokens_per_event, fault, burst, prefill_token)
+        self.burst, self.prefill_token = int(burst), prefill_token
         self.rate, self.ttft, self.tokens_per_event = float(rate), float(ttft), int(tokens_per_event)
         self.draft_budget = tokens_per_event - 1 if draft_budget is None else int(draft_budget)
         self.eos_after, self.fault, self.token_ids = eos_after, fault, bool(token_ids)
@@ -348,15 +409,15 @@ class ReferenceServer:
         return f"http://{self.host}:{self.port}"
 
     def truth(self, n: int) -> Truth:
-        return truth(n, self.rate, self.tokens_per_event, self.ttft)
+        return truth(n, self.rate, self.tokens_per_event, self.ttft, self.burst, self.prefill_token)
 
     def config(self) -> dict:
         return {"rate": self.rate, "ttft": self.ttft, "tokens_per_event": self.tokens_per_event,
                 "draft_budget": self.draft_budget, "eos_after": self.eos_after, "fault": self.fault,
-                "token_ids": self.token_ids}
+                "token_ids": self.token_ids, "burst": self.burst, "prefill_token": self.prefill_token}
 
     def configure(self, *, rate=_KEEP, ttft=_KEEP, tokens_per_event=_KEEP, draft_budget=_KEEP,
-                  eos_after=_KEEP, fault=_KEEP, token_ids=_KEEP) -> None:
+                  eos_after=_KEEP, fault=_KEEP, token_ids=_KEEP, burst=_KEEP, prefill_token=_KEEP) -> None:
         """Change the schedule for later requests (one server serves a whole grid).
 
         Over HTTP: POST /reference/config with the same keys as JSON. Changing tokens_per_event
@@ -364,11 +425,13 @@ class ReferenceServer:
         """
         new = self.config()
         given = {"rate": rate, "ttft": ttft, "tokens_per_event": tokens_per_event, "draft_budget": draft_budget,
-                 "eos_after": eos_after, "fault": fault, "token_ids": token_ids}
+                 "eos_after": eos_after, "fault": fault, "token_ids": token_ids, "burst": burst,
+                 "prefill_token": prefill_token}
         new.update({key: v for key, v in given.items() if v is not _KEEP})
         if tokens_per_event is not _KEEP and draft_budget is _KEEP:
             new["draft_budget"] = None
-        _check(new["rate"], new["ttft"], new["tokens_per_event"], new["fault"])
+        _check(new["rate"], new["ttft"], new["tokens_per_event"], new["fault"], new["burst"], new["prefill_token"])
+        self.burst, self.prefill_token = int(new["burst"]), new["prefill_token"]
         self.rate, self.ttft, self.tokens_per_event = float(new["rate"]), float(new["ttft"]), int(new["tokens_per_event"])
         self.draft_budget = self.tokens_per_event - 1 if new["draft_budget"] is None else int(new["draft_budget"])
         self.eos_after, self.fault, self.token_ids = new["eos_after"], new["fault"], bool(new["token_ids"])
@@ -468,7 +531,7 @@ class ReferenceProcess:
 
     def truth(self, n: int) -> Truth:
         c = self.config()
-        return truth(n, c["rate"], c["tokens_per_event"], c["ttft"])
+        return truth(n, c["rate"], c["tokens_per_event"], c["ttft"], c.get("burst", 1), c.get("prefill_token", False))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -505,10 +568,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="stop after N tokens with finish_reason 'stop' unless the request sets ignore_eos")
     ap.add_argument("--no-token-ids", action="store_true", help="ignore return_token_ids (default: honour it, as vLLM)")
     ap.add_argument("--fault", choices=sorted(FAULTS), default=None, help="inject a fault into every request")
+    ap.add_argument("--burst", type=int, default=1, help="release events B at a time, in one write (default 1)")
+    ap.add_argument("--prefill-token", action="store_true", help="the first event carries one token, then k per event")
     a = ap.parse_args(argv)
     srv = ReferenceServer(rate=a.rate, ttft=a.ttft, tokens_per_event=a.tokens_per_event,
                           draft_budget=a.draft_budget, eos_after=a.eos_after, fault=a.fault,
-                          token_ids=not a.no_token_ids, host=a.host, port=a.port)
+                          token_ids=not a.no_token_ids, burst=a.burst, prefill_token=a.prefill_token,
+                          host=a.host, port=a.port)
     print(f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, "
           f"{srv.tokens_per_event} tokens/event", flush=True)
     try:

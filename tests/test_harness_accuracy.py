@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from reference_server import ReferenceProcess, truth  # noqa: E402
+from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
@@ -153,3 +153,76 @@ def test_schedule_does_not_accumulate_error(server, http):
     realised = log["t_last_event"] - log["t_recv"]
     assert realised == pytest.approx(server.truth(n).wall_s, abs=0.02)
     assert log["t_recv"] >= t0  # both processes read CLOCK_MONOTONIC
+
+
+def test_burst_truth_worked_by_hand():
+    # 41 tokens, one per event at 200 tok/s after 50 ms, released 4 events at a time: groups end at
+    # events 3, 7, ..., 39 and a last group of event 40 alone. The client sees the first event when
+    # event 3 is due (50 + 15 ms) and the last when event 40 is due (50 + 200 ms), as without bursts.
+    t = truth(41, rate=200, tokens_per_event=1, ttft=0.05, burst=4)
+    assert t.wall_s == pytest.approx(0.25) and t.decode_tok_s == pytest.approx(41 / 0.25)
+    assert t.tg_tok_s == pytest.approx(200)  # made on schedule
+    assert t.delivered_ttft_s == pytest.approx(0.065)
+    assert t.delivered_tg_tok_s == pytest.approx(40 / 0.185)  # 216.2 tok/s seen first->last
+    assert [release_index(j, 41, 4) for j in (0, 3, 4, 38, 39, 40)] == [3, 3, 7, 39, 39, 40]
+    one = truth(41, rate=200, tokens_per_event=1, ttft=0.05, burst=1)
+    assert (one.delivered_ttft_s, one.delivered_tg_tok_s) == (pytest.approx(0.05), pytest.approx(200))
+    assert truth(5, rate=100, tokens_per_event=1, ttft=0.1, burst=8).delivered_tg_tok_s is None  # one group
+    with pytest.raises(ValueError, match="burst"):
+        truth(5, rate=100, tokens_per_event=1, ttft=0.1, burst=0)
+
+
+def test_bursty_delivery_arrives_as_claimed(server, http):
+    """Events reach a raw client in groups of B at the group's deadline; bracket's decode rate is unmoved,
+    its tg rate reads the delivered one."""
+    server.configure(rate=200, tokens_per_event=1, burst=4)
+    try:
+        n = 41
+        t = server.truth(n)
+        arrivals = []
+        for _ in range(TRIES):
+            arrivals = []
+            t0 = time.perf_counter()
+            with http.stream("POST", server.url + "/v1/completions", json=body(n), timeout=30) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {") and '"text"' in line:
+                        arrivals.append(time.perf_counter() - t0)
+            log = server.logs()[-1]
+            gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+            within = [g for i, g in enumerate(gaps) if (i + 1) % 4]  # gaps inside a group
+            between = [g for i, g in enumerate(gaps) if (i + 1) % 4 == 0]  # one group to the next
+            if max(within) < 0.003 and all(abs(g - 0.02) < 0.004 for g in between[:-1]):
+                break
+        assert len(arrivals) == n and len(between) == 10
+        assert max(within) < 0.003, within  # held and released together
+        assert all(abs(g - 0.02) < 0.004 for g in between[:-1]), between  # every 4 / 200 s
+        assert abs(between[-1] - 0.005) < 0.004  # the lone last event is due 1 / 200 s after event 39
+        assert arrivals[0] == pytest.approx(t.delivered_ttft_s, abs=0.004)
+        assert log["events"] == n and log["max_lateness_s"] < 0.005  # each group written on its deadline
+        m, _ = best_of(server, http, n)
+    finally:
+        server.configure(burst=1)
+    assert abs(m.decode_tok_s / t.decode_tok_s - 1) <= TOLERANCE * 5  # 41 tokens in 0.25 s: 1 ms is 0.4 %
+    assert m.tg_tok_s == pytest.approx(t.delivered_tg_tok_s, rel=0.02)  # 216 tok/s, not the 200 made
+    assert m.ttft_s == pytest.approx(t.delivered_ttft_s, abs=0.004)
+
+
+def test_prefill_token_schedule_worked_by_hand():
+    # 9 tokens, the prefill's one first, then 4 per event at 100 tok/s: events at 0.10, 0.14, 0.18 s
+    # carrying 1, 4 and 4 tokens; tg = 8 / 0.08 = the rate, acceptance length 3.
+    assert [event_tokens(j, 9, 4, True) for j in range(3)] == [(0, 1), (1, 5), (5, 9)]
+    t = truth(9, rate=100, tokens_per_event=4, ttft=0.1, prefill_token=True)
+    assert (t.events, t.wall_s, t.tg_tok_s, t.acceptance_length) == (3, pytest.approx(0.18), pytest.approx(100), 3.0)
+
+
+def test_prefill_token_stream(server, http):
+    """The first event carries one token, the rest k each; bracket reads the same rates."""
+    server.configure(rate=500, tokens_per_event=4, prefill_token=True)
+    try:
+        n = 401
+        m, t = best_of(server, http, n)
+    finally:
+        server.configure(prefill_token=False)
+    assert t.events == 101 and m.stream_events == 101 and m.completion_tokens == n
+    assert abs(m.decode_tok_s / t.decode_tok_s - 1) <= TOLERANCE
+    assert m.tg_tok_s == pytest.approx(500, rel=0.005)

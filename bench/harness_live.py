@@ -1,0 +1,274 @@
+"""Harness accuracy on live servers: bracket and its peers beside the engine's own per-request timings.
+
+bench/harness_accuracy.py judges the tools against a reference server whose schedule is known.
+Here the truth is the engine's: each tool sends its own requests, one at a time, to a real server,
+and every request the tool reports is paired with the server's account of the same request.
+
+    llama-server   its log, per request: `prompt eval time = P ms` and `eval time = T ms / N tokens`
+                   (the `timings` of the final event: prompt_ms, predicted_ms, predicted_n)
+    vLLM           the /metrics request histograms, read every POLL_S while the tool runs: each
+                   time vllm:e2e_request_latency_seconds_count grows by one, the growth of
+                   request_decode_time (first -> last token), e2e_request_latency (arrival -> finish)
+                   and request_generation_tokens is that request's own (requests finish one at a time;
+                   a poll that sees two is left unpaired). vLLM puts the same numbers on the response
+                   with --enable-per-request-metrics, but only the tool reads the response.
+
+Two definitions are compared, each with its own server truth:
+
+    tg rate      (n - 1) / (t_last_token - t_first_token)    server: (N - 1) / T   (vLLM: decode time)
+    decode rate  n / request wall time                        server: N / (P + T)   (vLLM: e2e latency)
+
+Servers: llama-server CPU (the cached build, the embedded model as GGUF) with ngram-simple and
+with the model as its own draft, and the vLLM CPU engine with ngram. A peer that is not installed,
+or fails, gets a row saying why.
+
+    .venv/bin/python bench/harness_live.py                      # all servers, ~15 min on 2 cores
+    .venv/bin/python bench/harness_live.py --servers llamacpp_ngram --tools bracket,llama-benchy --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "workflow"))
+
+import harness_accuracy  # noqa: E402
+from live_tools import (LAST_OUTPUT, POLL_S, TOOLS, LlamaLog, VllmMetrics, _why, book_text,  # noqa: E402
+                        run_bracket, stream_shape, tokenizer_dir)
+
+from bracket import config, embedded, engines  # noqa: E402
+from bracket.engines import launch  # noqa: E402
+
+LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD", Path.home() / ".cache/bracket/llama.cpp/0.3.36-cpu-8b5d08af36"))
+ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
+MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
+PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR
+# Where the servers come from; main()'s options change them (the H200 run serves its own CUDA build and GGUF).
+SETUP = {"llama_server": LLAMACPP / "bin/llama-server", "gguf": None, "tokenizer": MODEL / "tokenizer.json",
+         "server_args": ["--ctx-size", "2048", "--threads", "2", "--slots"], "draft_args": [],
+         "startup_timeout_s": 180}
+SERVERS = {
+    "llamacpp_plain": ("llamacpp", None, "llama-server, no speculation"),
+    "llamacpp_ngram": ("llamacpp", {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3},
+                       "llama-server, ngram-simple, 4 tokens"),
+    "llamacpp_draft": ("llamacpp", {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
+                       "llama-server, the model as its own draft, 4 tokens"),
+    "vllm_ngram": ("vllm", {"method": "ngram", "draft_tokens": 4}, "vLLM 0.32 CPU, ngram, 4 tokens"),
+}
+DEFINITIONS = {
+    "bracket": "decode = usage tokens / (request sent -> [DONE]); tg = (n - 1) / first -> last token event",
+    "llama-benchy": "tg = (n - 1) / (t_last - t_first), n from token_ids (vLLM), else usage",
+    "aiperf": "e2e_output_token_throughput = OSL / latency; per_user = (OSL - 1) / (latency - TTFT); OSL from usage",
+    "guidellm": "output_tokens_per_second = tokens / latency; 1 / inter_token_latency = (n - 1) / (latency - TTFT)",
+}
+
+
+# ---- one server -----------------------------------------------------------------------------------
+def gguf(work: Path) -> Path:
+    """The embedded model as GGUF, converted as the workflow's embedded_gguf rule does."""
+    out = work / "embedded.gguf"
+    if SETUP["gguf"]:
+        return Path(SETUP["gguf"])
+    if not out.exists():
+        source = json.loads((LLAMACPP / "build.json").read_text())["source_dir"]
+        subprocess.run([str(ENGINE / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source,
+                        str(MODEL), str(out)], check=True, capture_output=True, timeout=600)
+    return out
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def serve(name: str, work: Path, port: int):
+    kind, spec, _ = SERVERS[name]
+    if kind == "llamacpp":
+        model = str(gguf(work))
+        spec = {**spec, "model": model} if spec and spec.get("model") == "GGUF" else spec
+        eng = {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
+               "executable": str(SETUP["llama_server"]), "startup_timeout_s": SETUP["startup_timeout_s"],
+               "args": list(SETUP["server_args"]) + (list(SETUP["draft_args"]) if spec and spec.get("model") else [])}
+    else:
+        model = str(MODEL)
+        # The tiny model's tokenizer has no chat template and llama-benchy only speaks chat: ChatML, as
+        # llama-server falls back to.
+        template = work / "chatml.jinja"
+        template.write_text(CHATML)
+        eng = {"kind": "vllm", "embedded": True, "port": port, "per_request_metrics": True, "startup_timeout_s": 900,
+               "args": ["--chat-template", str(template)]}
+    arms = {"spec": {"speculative": spec}} if spec else {"spec": {}}
+    cfg = config.validate({"engine": eng, "arms": arms, "request": {"max_tokens": 128}})
+    adapter = engines.get(kind)
+    arm = cfg["arms"]["spec"]
+    python = str(ENGINE / "bin/python")
+    argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
+    log = work / f"{name}.log"
+    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm), log_path=log,
+                                base_url=launch.base_url(cfg), secret_names=[])
+    return cfg, adapter, arm, argv, server, log
+
+
+def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path, port: int) -> tuple[list, str]:
+    cfg, adapter, arm, argv, server, log = serve(name, work, port)
+    rows = []
+    with server:
+        server.wait_ready(cfg["engine"]["startup_timeout_s"])
+        base = launch.base_url(cfg)
+        ctx = {"adapter": adapter, "arm": arm, "base": base, "work": work, "book": book_text(),
+               "tokenizer": tokenizer_dir(work, SETUP["tokenizer"])}
+        truth = LlamaLog(log) if SERVERS[name][0] == "llamacpp" else VllmMetrics(base)
+        ctx["gap_s"] = 0 if SERVERS[name][0] == "llamacpp" else 3 * POLL_S
+        run_bracket(ctx, 16, 1)  # warm the server up
+        shape = stream_shape(base, n, "[shape] " + ctx["book"][:200])
+        rows.append({"server": name, "tool": "stream shape (one raw request)", "note": (
+            f"{shape['events']} events for {n} tokens; first event "
+            f"{shape['first_event_tokens'] if shape['token_ids'] else '(no token_ids)'} token(s); "
+            f"{shape['within_1ms']:.0%} of events within 1 ms of the one before")})
+        for tool in tools:
+            fn, venv = TOOLS[tool]
+            if venv and not (PEERS_DIR / venv / "bin/python").exists():
+                rows.append({"server": name, "tool": tool, "note": f"not installed: {PEERS_DIR / venv} is missing"})
+                continue
+            mark = truth.start()
+            try:
+                values = fn(ctx, n, repeats)
+                err = None
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                values, err = [], str(exc)
+            accounts = truth.since(mark)
+            if err:
+                rows.append({"server": name, "tool": tool, "note": err[:300]})
+                continue
+            if len(values) != repeats:  # a tool that leaves out a failed request cannot be paired by order
+                rows.append({"server": name, "tool": tool, "note": f"{len(values)} of {repeats} requests reported "
+                                                                   f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}"})
+                continue
+            if len(accounts) < len(values):
+                rows.append({"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
+                                                                   f"{len(accounts)} in the server's account"})
+                continue
+            # Anything the tool sent first (a warm-up) is earlier in the account: pair from the end.
+            for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values):])):
+                ok = t is not None and t["first_last_s"] > 0 and t["e2e_s"] > 0
+                row = {"server": name, "tool": tool, "request": i, "server_n": t and t["n"], "tool_n": v.get("n"),
+                       "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
+                       "server_decode": t["n"] / t["e2e_s"] if ok else None,
+                       "tool_tg": v.get("tg"), "tool_decode": v.get("decode")}
+                if t is not None and not ok:  # a torn read of the histograms: not attributable
+                    row["server_n"] = None
+                rows.append(row)
+            print(f"{name} {tool}: {len(values)} requests", flush=True)
+    return rows, " ".join(shlex.quote(a) for a in argv)
+
+
+# ---- the report -----------------------------------------------------------------------------------
+def ratios(rows, key):
+    return [r[f"tool_{key}"] / r[f"server_{key}"] for r in rows
+            if r.get(f"tool_{key}") and r.get(f"server_{key}")]
+
+
+def fmt(vals) -> str:
+    if not vals:
+        return "–"
+    return f"{statistics.median(vals):.4f} ({min(vals):.3f}-{max(vals):.3f}, {len(vals)})"
+
+
+def render(rows, argvs, args, started, elapsed, load) -> str:
+    cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
+    L = [f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
+         f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on {args.machine}: "
+         "one run's numbers).", "",
+         "Each cell: the tool's rate / the server's own rate for the same request, median (min-max, requests). "
+         "tg: (n - 1) / first -> last token, server (N - 1) / T (llama-server's predicted_ms; vLLM's "
+         "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
+         "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
+         "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization).", "",
+         "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value |",
+         "|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["server"] for r in rows):
+        for tool in dict.fromkeys(r["tool"] for r in rows if r["server"] == name):
+            rs = [r for r in rows if r["server"] == name and r["tool"] == tool]
+            if rs[0].get("note"):
+                L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | | |")
+                continue
+            paired = [r for r in rs if r["server_n"] is not None and r["tool_n"] is not None]
+            same, has_n = sum(1 for r in paired if r["tool_n"] == r["server_n"]), len(paired)
+            L.append(f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
+                     f"{f'{same}/{has_n}' if has_n else '–'} | "
+                     f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} |")
+    L += ["", "Definitions:", ""] + [f"- {t}: {d}" for t, d in DEFINITIONS.items()]
+    L += ["", "Server commands:", ""] + [f"- {name}: `{a}`" for name, a in argvs.items()]
+    return "\n".join(L)
+
+
+def write(rows, argvs, args, started, t0, load0) -> str:
+    load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    fields = ["server", "tool", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode",
+              "note"]
+    with open(args.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+        w.writerows({"server": name, "tool": "server command", "note": a} for name, a in argvs.items())
+    table = render(rows, argvs, args, started, time.monotonic() - t0, (load0, load1))
+    out = Path(args.out)
+    text = out.read_text() if out.exists() else ""
+    begin, end = "<!-- harness_live.py: begin -->", "<!-- harness_live.py: end -->"
+    if begin in text:
+        text = text[:text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
+    else:
+        text += f"\n## Side by side on live servers\n\n{begin}\n{table}\n{end}\n"
+    out.write_text(text)
+    return table
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--servers", default="llamacpp_ngram,llamacpp_draft,vllm_ngram", help=f"of {', '.join(SERVERS)}")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--port", type=int, default=8071)
+    ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy_live.md"))
+    ap.add_argument("--csv", default=str(HERE / "results" / "harness_live.csv"))
+    ap.add_argument("--llama-server", help="llama-server to serve (default: the cached CPU build)")
+    ap.add_argument("--gguf", help="GGUF to serve (default: the embedded model, converted)")
+    ap.add_argument("--tokenizer", help="tokenizer.json for the peers' prompts (default: the embedded model's)")
+    ap.add_argument("--server-args", help="llama-server's own arguments, one string (default: CPU, 2 threads)")
+    ap.add_argument("--draft-args", default="", help="added for the draft-model server (e.g. --spec-draft-ngl 999)")
+    ap.add_argument("--startup-timeout", type=float, default=180)
+    ap.add_argument("--machine", default="the shared 2-core CPU machine", help="where it ran, for the report")
+    args = ap.parse_args(argv)
+    SETUP.update({key: v for key, v in (("llama_server", args.llama_server), ("gguf", args.gguf),
+                                         ("tokenizer", args.tokenizer)) if v})
+    if args.server_args:
+        SETUP["server_args"] = shlex.split(args.server_args)
+    SETUP["draft_args"], SETUP["startup_timeout_s"] = shlex.split(args.draft_args), args.startup_timeout
+    os.chdir(ROOT)  # embedded paths (resources/...) are relative to the checkout
+    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic()
+    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    work = Path(tempfile.mkdtemp(prefix="bracket-live-"))
+    rows, argvs = [], {}
+    for name in args.servers.split(","):
+        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port)
+        rows += r
+        argvs[name] = a
+        table = write(rows, argvs, args, started, t0, load0)  # after each server: a run cut short keeps what it made
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
