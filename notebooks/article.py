@@ -39,7 +39,7 @@ out_dir = "../report/fixture"
 # %% tags=["remove_cell"]
 from IPython.display import display
 
-from bracket import article
+from bracket import article, article_sequential
 
 d = article.load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
                  corrections_path, out_dir)
@@ -62,6 +62,9 @@ show(article.section_ceiling(d))
 
 # %%
 show(article.section_results(d, article.figure_distributions(d)))
+
+# %%
+show(article_sequential.section_looks(d))
 
 # %%
 show(article.section_arena(d, controls))

@@ -117,3 +117,47 @@ def test_error_rates_and_power_with_known_truth():
         assert np.mean([x in ("faster", "slower") for x in v]) <= 0.05
     big, r = _rates(1.2, 0.01, 60, seed=23)
     assert np.mean([x == "faster" for x in big]) >= 0.95 and r < 5
+
+
+@pytest.mark.parametrize("design, needles", [
+    ({"rounds": "adaptiv"}, ["design.rounds is 'adaptiv'", "integer", "adaptive"]),
+    ({"rounds": "adaptive", "kind": "sequential"}, ["design.kind is 'sequential'", "abab"]),
+    ({"rounds": "adaptive", "min_rounds": 5, "max_rounds": 3}, ["min_rounds (5)", "max_rounds (3)"]),
+    ({"rounds": "adaptive", "min_rounds": 1}, ["design.min_rounds", "at least 2"]),
+    ({"rounds": 4, "margin": 0.05}, ["design.margin is set", "rounds: adaptive"]),
+    ({"rounds": 4, "max_rounds": 6}, ["design.max_rounds is set"]),
+    ({"rounds": "adaptive", "target": "fast"}, ["design.target", "'decisive'"]),
+])
+def test_adaptive_design_errors_name_the_problem(design, needles):
+    from bracket import config
+    with pytest.raises(config.ExperimentError) as err:
+        config.validate({"arms": {"a": {}, "b": {}}, "design": design})
+    for n in needles:
+        assert n in str(err.value)
+
+
+def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
+    from bracket import config, design
+    cfg = config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": "adaptive"}})
+    assert cfg["design"]["min_rounds"] == 2 and cfg["design"]["max_rounds"] == 8
+    assert len(design.from_config(cfg)) == 16 and len(design.from_config(cfg, 3)) == 6
+    fixed = config.validate({"arms": {"a": {}, "b": {}}})
+    assert "min_rounds" not in fixed["design"] and "max_rounds" not in fixed["design"]
+
+
+def test_analyze_puts_the_settling_look_on_the_comparison():
+    """stats.json of an adaptive design: the verdict and its CI are the look's that settled it."""
+    from bracket import config
+    from bracket.stats import analyze
+    cfg = config.validate({"arms": {"A": {}, "B": {}}, "reference": "A", "workloads": {"sim": {"prompts": "x.jsonl"}},
+                           "design": {"rounds": "adaptive", "max_rounds": 6}})
+    df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=np.random.default_rng(4), seed=2)
+    runs = df[df["position"] < 8].rename(columns={"value": "decode_tok_s"}).assign(
+        valid=True, invalid_reason="", warmup=False, experiment="x")
+    out = analyze(runs, cfg)
+    assert out["sequential"]["rounds_run"] == 4 and not out["sequential"]["another_round"]
+    assert out["multiplicity"]["method"].startswith("group-sequential")
+    [c] = out["comparisons"]
+    s = next(x for x in out["sequential"]["comparisons"])
+    assert c["verdict"] == "faster" == s["verdict"] and c["sequential"]["settled_round"] == s["settled_round"] < 4
+    assert c["verdict_ci_low"] == s["rci_low"] > 1.01 and c["verdict_ci_level"] > 0.95

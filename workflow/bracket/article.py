@@ -685,16 +685,24 @@ def section_ceiling(d: Data) -> Section | None:
 
 # ---------------------------------------------------------------- results
 
-def ci_label(level, comparisons) -> str:
-    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it."""
+def ci_label(level, comparisons, method: str | None = None) -> str:
+    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it; an adaptive design's
+    repeated CI names itself (its nominal level is that of its look's boundary)."""
     if _missing(level):
         return "95% CI"
     text = f"{level * 100:.3g}% CI"
+    if method and method.startswith("group-sequential"):
+        return f"repeated CI (nominal {level * 100:.3g}%, {comparisons} comparisons)"
     return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
 
 
 def verdict_cell(comp: dict) -> str:
-    """The verdict; an undetermined one with its rounds needed."""
+    """The verdict; an undetermined one with its rounds needed; an adaptive design's with the round it settled."""
+    sq = comp.get("sequential")
+    if sq:
+        if sq.get("settled_round") and comp["verdict"] != "undetermined":
+            return f"{comp['verdict']} (settled after round {sq['settled_round']})"
+        return "undetermined (" + ("budget spent" if sq.get("status") == "settled" else "still open") + ")"
     if comp["verdict"] != "undetermined":
         return comp["verdict"]
     r = comp.get("rounds_needed")
@@ -720,7 +728,7 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
             "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
                                         f"({span(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
                                         if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
-            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'))} "
+            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
                                  f"{span(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
                                  if comp and not _missing(comp.get("verdict_ci_low")) else ""),
             "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
@@ -912,7 +920,7 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
         s.add(Para("Each arm ran in one block only, so drift is not measurable here and time is confounded with "
                    "arm: a difference between arms could be the machine changing. Run two rounds or more "
                    "(design.rounds) to measure it."
-                   if d.cfg.get("design", {}).get("rounds", 1) < 2 else
+                   if d.cfg.get("design", {}).get("rounds", 1) != "adaptive" and d.cfg.get("design", {}).get("rounds", 1) < 2 else
                    "The design could not separate time from arm for any workload; see the warnings."))
     hosts = d.stats.get("hosts")
     if hosts:
@@ -1108,7 +1116,11 @@ def _utc(t) -> str:
 
 def schedule_table(d: Data) -> pd.DataFrame:
     rows = []
+    seq = d.stats.get("sequential") or {}
+    ran = max((x["blocks"] for x in seq.get("looks") or []), default=None)
     for b in d.schedule.itertuples(index=False):
+        if ran is not None and int(b.position) >= ran:
+            continue  # an adaptive design's planned round that its looks did not ask for
         m = d.metas.get(int(b.position), {})
         n = int((d.runs["position"] == b.position).sum()) if "position" in d.runs else 0
         rows.append({"position": int(b.position), "arm": b.arm, "round": int(b.round), "seed": int(b.seed),
@@ -1206,8 +1218,11 @@ def section_telemetry(d: Data) -> Section | None:
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
-    n_blocks = len(d.schedule)
-    s.add(Para(f"Design: {des.get('kind')}, {_n(des.get('rounds'), 'round')}, {n_blocks} blocks in the order below, drawn "
+    n_blocks = len(schedule_table(d))
+    seq = d.stats.get("sequential")
+    rounds = (f"adaptive: {_n(seq['rounds_run'], 'round')} run of {des.get('min_rounds')} to {des.get('max_rounds')} "
+              f"(see the looks)" if seq else _n(des.get('rounds'), 'round'))
+    s.add(Para(f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
                f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
                f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
                f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)))

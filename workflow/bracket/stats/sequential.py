@@ -304,3 +304,33 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
             "spending": "Lan-DeMets O'Brien-Fleming type", "looks": looks, "comparisons": comparisons,
             "rounds_run": rounds_run, "another_round": another,
             "next_round": rounds_run + 1 if another else None}
+
+
+def apply(rows: list[dict], seq: dict, family: str) -> dict:
+    """Put the sequential verdicts on the comparison rows of stats.json (in place); returns `multiplicity`.
+
+    Each row's verdict becomes the one its settling look gave, and verdict_ci_low / verdict_ci_high /
+    verdict_ci_level the repeated CI of that look at its nominal level (the CI the verdict rests on);
+    a comparison still open (the data stop before the plan's last look) is undetermined.
+    """
+    by_key = {(c["workload"], c["candidate"]): c for c in seq["comparisons"]}
+    for r in rows:
+        s = by_key.get((r["workload"], r["candidate"]))
+        if s is None:
+            continue
+        verdict = s["verdict"] if s["status"] == SETTLED else UNDETERMINED
+        r.update(verdict=verdict, verdict_ci_low=s["rci_low"], verdict_ci_high=s["rci_high"],
+                 verdict_ci_level=s["nominal_level"], p_adjusted=None,
+                 multiplicity={"method": "group-sequential (repeated CIs), Bonferroni", "comparisons": seq["family"],
+                               "family": family, "level": s["nominal_level"]},
+                 sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]})
+        if verdict == UNDETERMINED:
+            why = s["how"] if s["status"] == SETTLED else (
+                f"still open after {seq['rounds_run']} of at most {seq['max_rounds']} rounds ({s['how']})")
+            r["undetermined_reason"] = (f"{why}; raise design.max_rounds or state the smallest difference that "
+                                        f"matters as design.margin")
+        else:
+            r["undetermined_reason"] = None
+    return {"method": "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Bonferroni",
+            "comparisons": seq["family"], "family": family, "confidence": 1 - seq["alpha"],
+            "untested": sum(1 for r in rows if (r["workload"], r["candidate"]) not in by_key)}
