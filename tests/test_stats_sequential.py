@@ -109,7 +109,7 @@ def test_no_false_verdicts_despite_looks_3pct_block_noise():
     assert sum(v in ("faster", "slower") for v in verdicts) <= 4
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_error_rates_and_power_with_known_truth():
     null1, _ = _rates(1.0, 0.01, 150, seed=21)
     null3, _ = _rates(1.0, 0.03, 150, margin=0.05, seed=22)

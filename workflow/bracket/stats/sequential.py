@@ -145,7 +145,7 @@ class Plan:
         d, a = cfg["design"], cfg.get("analysis", {})
         return cls(arms=tuple(cfg["arms"]), reference=cfg["reference"], workloads=tuple(cfg["workloads"]),
                    kind=d["kind"], seed=int(d["seed"]), min_rounds=int(d["min_rounds"]),
-                   max_rounds=int(d["max_rounds"]), alpha=1 - float(a.get("confidence", 0.95)),
+                   max_rounds=int(d["max_rounds"]), alpha=round(1 - float(a.get("confidence", 0.95)), 12),
                    margin=d.get("margin"), noise_threshold=float(a.get("noise_threshold", 0.01)),
                    hosts=tuple(cfg.get("hosts") or ()))
 
@@ -194,6 +194,10 @@ def _cached_boundaries(fractions: tuple, alpha: float) -> np.ndarray:
     return _BOUNDS[key]
 
 
+def _r(x: float) -> str:
+    return f"{x:.3f}" if 1e-3 <= x <= 1e3 else f"{x:.2g}"
+
+
 def judge(estimate: float | None, se: float | None, df: float | None, band: float, boundary: float,
           margin: float, final: bool, structural: str | None = None) -> dict:
     """One comparison at one look: the repeated CI and what it settles.
@@ -213,17 +217,17 @@ def judge(estimate: float | None, se: float | None, df: float | None, band: floa
     v = clears(lo, hi, band)
     if v:
         return {**out, "status": SETTLED, "verdict": v,
-                "how": f"the repeated CI {lo:.3f}-{hi:.3f} lies {'above' if v == FASTER else 'below'} the "
+                "how": f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if v == FASTER else 'below'} the "
                        f"{band:.1%} noise band"}
     if lo >= 1 / (1 + margin) and hi <= 1 + margin:
         return {**out, "status": SETTLED, "verdict": NO_EFFECT,
-                "how": f"equivalent within +/-{margin:.1%}: the repeated CI {lo:.3f}-{hi:.3f} lies inside it"}
+                "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(lo)}-{_r(hi)} lies inside it"}
     if final:
         return {**out, "status": SETTLED, "verdict": UNDETERMINED,
-                "how": f"budget spent: the repeated CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} band "
+                "how": f"budget spent: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band "
                        f"nor lies within +/-{margin:.1%}"}
     return {**out, "status": OPEN, "verdict": None,
-            "how": f"open: the repeated CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} band nor lies "
+            "how": f"open: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies "
                    f"within +/-{margin:.1%}"}
 
 
