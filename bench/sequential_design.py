@@ -76,9 +76,11 @@ def section(reps: int, seed: int) -> list[str]:
              "(each round is one block per arm).", "",
              "| block sd | true ratio | design | margin | faster | slower | no measurable effect | "
              "undetermined | mean rounds |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    reading = []
     for i, (bsd, effect, margin) in enumerate(SCENARIOS):
         t0 = time.time()
         res = run(reps, seed + i, bsd, effect, margin)
+        reading.append(read(bsd, effect, margin, res))
         for d, r in res.items():
             name = "adaptive 2-8" if d == "adaptive" else f"fixed {d}"
             m = ("2 x band" if margin is None else f"{margin:.0%}") if d == "adaptive" else "n/a"
@@ -86,7 +88,22 @@ def section(reps: int, seed: int) -> list[str]:
                          f"{pct(r[NO_EFFECT])} | {pct(r[UNDETERMINED])} | {r['rounds']:.2f} |")
             print(lines[-1], flush=True)
         print(f"  ({time.time() - t0:.0f} s)", flush=True)
-    return lines
+    return lines + ["", "Reading (from the rows above):", ""] + reading
+
+
+def read(bsd: float, effect: float, margin, res: dict) -> str:
+    """One line per scenario: the adaptive design against the fixed design of the same power."""
+    a = res["adaptive"]
+    m = "2 x band" if margin is None else f"{margin:.0%}"
+    head = f"- block sd {bsd:.0%}, ratio {effect:g}, margin {m}: "
+    if effect == 1.0:
+        fixed = ", ".join(f"fixed {r}: {res[r][NO_EFFECT]:.0%}" for r in FIXED)
+        return (head + f"false faster/slower {a[FASTER] + a[SLOWER]:.1%} despite up to 7 looks; settled as no "
+                f"measurable effect in {a[NO_EFFECT]:.0%} after {a['rounds']:.2f} rounds on average ({fixed}).")
+    same = next((r for r in FIXED if res[r][FASTER] >= a[FASTER] - 0.02), None)
+    return (head + f"\"faster\" in {a[FASTER]:.0%} after {a['rounds']:.2f} rounds on average; "
+            + (f"the fewest fixed rounds (of {', '.join(map(str, FIXED))}) with that power, within 2 points: {same}." if same else
+               "no fixed design of 8 rounds or fewer reaches that power."))
 
 
 def main(argv=None) -> int:

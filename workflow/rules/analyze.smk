@@ -9,6 +9,7 @@ checkpoint look:
         "results/{exp}/looks/look-{r}.json",
     params:
         experiment=get_experiment_path,
+        design=get_design_params,  # a changed plan (rounds, margin) judges again
     log:
         "logs/{exp}/looks/look-{r}.log",
     conda:
