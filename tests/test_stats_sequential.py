@@ -161,3 +161,28 @@ def test_analyze_puts_the_settling_look_on_the_comparison():
     s = next(x for x in out["sequential"]["comparisons"])
     assert c["verdict"] == "faster" == s["verdict"] and c["sequential"]["settled_round"] == s["settled_round"] < 4
     assert c["verdict_ci_low"] == s["rci_low"] > 1.01 and c["verdict_ci_level"] > 0.95
+
+
+def test_the_article_shows_each_look_and_when_each_question_settled():
+    from types import SimpleNamespace
+
+    from bracket.article_sequential import looks_table, section_looks
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=rng, seed=3)
+    df2 = simulate("abab", effect=1.0, rounds=6, block_sd=0.03, rng=rng, seed=4).assign(workload="other")
+    frame = from_table(pd.concat([df, df2], ignore_index=True))
+    seq = assess(frame, _plan(workloads=("sim", "other"), margin=0.001))
+    t = looks_table(seq)
+    assert list(t["after round"]) == [x["round"] for x in seq["looks"]] and t.shape[1] == 5
+    big = next(c for c in seq["comparisons"] if c["workload"] == "sim")
+    assert big["verdict"] == "faster" and big["settled_round"] < 6
+    # after the look that settled it, its column says so
+    later = t[t["after round"] > big["settled_round"]]
+    assert later["B / sim"].str.startswith("settled (faster)").all()
+    assert seq["comparisons"][1]["verdict"] == "undetermined"   # a margin of 0.1 % cannot be met: budget spent
+    assert section_looks(SimpleNamespace(stats={"sequential": None})) is None
+    s = section_looks(SimpleNamespace(stats={"sequential": seq}))
+    text = " ".join(getattr(x, "text", "") for x in s.items)
+    assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text

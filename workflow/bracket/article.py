@@ -400,6 +400,7 @@ def headline_rows(d: Data) -> list[dict]:
                      "ci_level": b.get("ci_level"), "ci_basis": b.get("ci_basis"),
                      "picked_from": b.get("picked_from"),
                      "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
+                     "method": (d.stats.get("multiplicity") or {}).get("method"),
                      "is_reference": b["arm"] == d.reference,
                      "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
                      "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
@@ -423,7 +424,7 @@ def headline_sentence(row: dict, reference: str) -> str:
                 f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
     if row["ci_low"] is not None:
         basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
-        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'))} "
+        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'), row.get('method'))} "
                  f"{span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})")
     if row["ref_median"] is not None:
         text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
@@ -755,9 +756,13 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
     if mult.get("comparisons"):
         m = mult["comparisons"]
         s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
-                   + (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
-                      f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
-                      if m > 1 else "")
+                   + ((f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
+                       f"(group-sequential, each comparison at alpha / {m}), so the chance of any wrong verdict "
+                       f"among them, over every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}; see the looks")
+                      if str(mult.get("method", "")).startswith("group-sequential") else
+                      (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
+                       f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                       if m > 1 else ""))
                    + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
                    + ".", "note"))
     for wl in d.workloads:

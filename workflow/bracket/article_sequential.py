@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bracket.article import Data, Heading, Para, Section, Table, span
+from bracket.article import Data, Heading, Para, Section, Table
+
+
+def _x(v: float) -> str:
+    return f"{v:.3f}" if 1e-3 <= v <= 1e3 else ("<0.001" if v < 1e-3 else ">1000")
+
+
+def span(lo, hi, digits: int = 3) -> str:
+    """A ratio interval; the early looks' intervals can reach absurd values, shown as bounds."""
+    return "" if lo is None or hi is None else f"{_x(lo)}–{_x(hi)}"
 
 
 def looks_table(seq: dict) -> pd.DataFrame:
