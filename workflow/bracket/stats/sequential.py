@@ -180,7 +180,8 @@ class Plan:
                 f"Lan-DeMets O'Brien-Fleming-type boundary, spending {self.alpha:g} / {self.comparisons} per "
                 f"comparison (Bonferroni): it settles as faster/slower when the interval clears the noise "
                 f"band, as no measurable effect when the interval lies within {margin}; another round runs "
-                f"while any comparison is open, and at {self.max_rounds} rounds the open ones are undetermined. "
+                f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
+                f"stays estimable), and at {self.max_rounds} rounds the open ones are undetermined. "
                 f"The chance of any wrong verdict, over every look and comparison, is at most {self.alpha:g}.")
 
 
