@@ -11,13 +11,12 @@ import pandas as pd
 from bracket.article import Data, Heading, Para, Section, Table
 
 
-def _x(v: float) -> str:
-    return f"{v:.3f}" if 1e-3 <= v <= 1e3 else ("<0.001" if v < 1e-3 else ">1000")
-
-
-def span(lo, hi, digits: int = 3) -> str:
-    """A ratio interval; the early looks' intervals can reach absurd values, shown as bounds."""
-    return "" if lo is None or hi is None else f"{_x(lo)}–{_x(hi)}"
+def span(lo, hi) -> str:
+    """A ratio interval; an early look's interval can reach absurd values (one degree of freedom at a
+    strict boundary): "unbounded" then."""
+    if lo is None or hi is None:
+        return ""
+    return f"{lo:.3f}–{hi:.3f}" if 1e-3 <= lo and hi <= 1e3 else "unbounded"
 
 
 def looks_table(seq: dict) -> pd.DataFrame:
@@ -31,7 +30,7 @@ def looks_table(seq: dict) -> pd.DataFrame:
             if at is None:
                 cell = f"settled ({c['verdict']})" if c["settled_round"] and c["settled_round"] < look["round"] else ""
             else:
-                ci = span(at.get("rci_low"), at.get("rci_high"), 3) if at.get("rci_low") is not None else "no CI yet"
+                ci = span(at.get("rci_low"), at.get("rci_high")) if at.get("rci_low") is not None else "no CI yet"
                 cell = f"{at['verdict'] or 'open'}: {ci}"
             row[f"{key[0]} / {key[1]}"] = cell
         row["comparisons open after it"] = look["open"]
@@ -43,7 +42,7 @@ def settled_table(seq: dict) -> pd.DataFrame:
     return pd.DataFrame([{
         "candidate": c["candidate"], "workload": c["workload"], "verdict": c["verdict"] or "open",
         "settled after round": c["settled_round"] or "",
-        "repeated CI": span(c.get("rci_low"), c.get("rci_high"), 3) if c.get("rci_low") is not None else "",
+        "repeated CI": span(c.get("rci_low"), c.get("rci_high")) if c.get("rci_low") is not None else "",
         "nominal level": f"{c['nominal_level']:.4%}" if c.get("nominal_level") is not None else "",
         "how": c["how"]} for c in seq["comparisons"]])
 
