@@ -97,6 +97,10 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
         return (f"{source}: {where} = {error.instance!r} is out of range ({error.validator} "
                 f"{error.validator_value}); set it to {bound} {error.validator_value}. "
                 f"{node.get('description', '')}").strip()
+    if error.validator in ("anyOf", "oneOf"):
+        node = _schema_at(schema, list(error.absolute_path))
+        first = node.get("description", "").split(". ")[0].strip().rstrip(".")
+        return f"{source}: {where} is {error.instance!r}, which is not allowed. {first}."
     if error.validator == "required":
         return f"{source}: {where} is missing a required key: {error.message}."
     return f"{source}: {where}: {error.message}"
@@ -172,12 +176,36 @@ def _check_meaning(cfg: dict, source: str) -> None:
         raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
                               f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
                               f"engine.embedded: false.")
+    _check_design(cfg, source)
     _check_engine(cfg, source)
     from bracket import arena  # what an arena cell needs of the engine's stream
 
     refused = arena.problems(cfg)
     if refused:
         raise ExperimentError(f"{source}: " + "\n  ".join(refused))
+
+
+def _check_design(cfg: dict, source: str) -> None:
+    """An adaptive design's rounds and kind; keys that only an adaptive design reads, named when set without it."""
+    d = cfg["design"]
+    adaptive_only = [k for k in ("min_rounds", "max_rounds", "target", "margin") if k in d]
+    if d["rounds"] != "adaptive":
+        if adaptive_only:
+            raise ExperimentError(f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d['rounds']!r}: "
+                                  f"it tells an adaptive design when to stop; set design.rounds: adaptive or remove "
+                                  f"{', '.join(adaptive_only)}.")
+        return
+    d.setdefault("min_rounds", 2)  # filled here, not in the schema: fixed designs' parameters stay as they were
+    d.setdefault("max_rounds", 8)
+    d.setdefault("target", "decisive")
+    from bracket.stats.sequential import ADAPTIVE_KINDS
+    if d["kind"] not in ADAPTIVE_KINDS:
+        raise ExperimentError(f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
+                              f"each arm in one stretch of time and so confounds arm with time at every look; set "
+                              f"design.kind to one of {', '.join(ADAPTIVE_KINDS)}.")
+    if d["min_rounds"] > d["max_rounds"]:
+        raise ExperimentError(f"{source}: design.min_rounds ({d['min_rounds']}) is larger than design.max_rounds "
+                              f"({d['max_rounds']}); the first look must come before the budget is spent.")
 
 
 def _check_engine(cfg: dict, source: str) -> None:

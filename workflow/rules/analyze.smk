@@ -1,3 +1,23 @@
+checkpoint look:
+    """An adaptive design's look after round r: judge every comparison on the blocks so far (repeated CIs,
+    bracket.stats.sequential) and say whether another round runs. A checkpoint: the blocks of round r + 1
+    enter the DAG only when this look asks for them; a rerun reads the recorded look instead."""
+    input:
+        schedule="results/{exp}/schedule.csv",
+        blocks=get_look_blocks,
+    output:
+        "results/{exp}/looks/look-{r}.json",
+    params:
+        experiment=get_experiment_path,
+        design=get_design_params,  # a changed plan (rounds, margin) judges again
+    log:
+        "logs/{exp}/looks/look-{r}.log",
+    conda:
+        "../envs/bracket.yaml"
+    script:
+        "../scripts/look.py"
+
+
 rule collect:
     """Every raw record in one tidy table, with validity flags; warmups kept and marked."""
     input:

@@ -54,6 +54,7 @@ def experiment_target(name):
 wildcard_constraints:
     exp="[A-Za-z0-9_-]+",
     k=r"\d+",
+    r=r"\d+",
 
 
 @lru_cache(maxsize=None)
@@ -76,7 +77,8 @@ def load_experiment(exp):
 def check_before_blocks(cfg, exp, source):
     """Model, mounts and engine program, checked in seconds when blocks remain to run (bracket.preflight);
     a finished experiment re-renders without them."""
-    if all((ROOT / f"results/{exp}/raw/block-{b.position}.jsonl").is_file() for b in bdesign.from_config(cfg)):
+    blocks = bdesign.from_config(cfg, finished_rounds(exp) if bdesign.is_adaptive(cfg) else None)
+    if all((ROOT / f"results/{exp}/raw/block-{b.position}.jsonl").is_file() for b in blocks):
         return
     problems = bpreflight.problems(cfg, ROOT)
     if problems:
@@ -99,7 +101,36 @@ def get_blocks(exp):
 
 
 def get_block_files(wildcards):
-    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in get_blocks(wildcards.exp)]
+    """Every block the experiment runs; for an adaptive design, the rounds its looks asked for (checkpoint `look`)."""
+    cfg = load_experiment(wildcards.exp)
+    if not bdesign.is_adaptive(cfg):
+        return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in get_blocks(wildcards.exp)]
+    r = int(cfg["design"]["min_rounds"])
+    while True:
+        with open(checkpoints.look.get(exp=wildcards.exp, r=r).output[0]) as f:
+            if not json.load(f)["another_round"]:
+                break
+        r += 1
+    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in bdesign.from_config(cfg, r)]
+
+
+def get_look_blocks(wildcards):
+    """The blocks of the first r rounds: what the look after round r judges."""
+    cfg = load_experiment(wildcards.exp)
+    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in bdesign.from_config(cfg, int(wildcards.r))]
+
+
+def finished_rounds(exp):
+    """Rounds after which a recorded look stopped an adaptive design; None while it is not finished."""
+    looks = ROOT / f"results/{exp}/looks"
+    for path in sorted(looks.glob("look-*.json")) if looks.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not doc.get("another_round", True):
+            return int(doc["rounds_run"])
+    return None
 
 
 def get_block_meta_files(wildcards):

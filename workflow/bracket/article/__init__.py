@@ -14,8 +14,9 @@ table printed at the end, so a reader can check it.
 The package, by theme (each module one idea; this file only gathers their names):
 
 - text: escaping and number formats; elements: the element model; inputs: `Data`, read once.
-- headline, results, speculative, drift, hypotheses, ceiling, advice, caveats, method, raw,
-  controls: one module per group of sections, each `section_*` returning a `Section`.
+- headline, results, looks (an adaptive design's stopping rule and looks), speculative, drift,
+  hypotheses, ceiling, advice, caveats, method, raw, controls: one module per group of sections,
+  each `section_*` returning a `Section`.
 - figures: the figures the sections embed.
 
 A new section goes in the module of its theme (or a new one), and into notebooks/article.py.
@@ -38,3 +39,4 @@ from bracket.article.method import *  # noqa: F401,F403
 from bracket.article.raw import *  # noqa: F401,F403
 from bracket.article.figures import *  # noqa: F401,F403
 from bracket.article.controls import *  # noqa: F401,F403
+from bracket.article.looks import *  # noqa: F401,F403

@@ -58,7 +58,7 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
         s.add(Para("Each arm ran in one block only, so drift is not measurable here and time is confounded with "
                    "arm: a difference between arms could be the machine changing. Run two rounds or more "
                    "(design.rounds) to measure it."
-                   if d.cfg.get("design", {}).get("rounds", 1) < 2 else
+                   if d.cfg.get("design", {}).get("rounds", 1) != "adaptive" and d.cfg.get("design", {}).get("rounds", 1) < 2 else
                    "The design could not separate time from arm for any workload; see the warnings."))
     hosts = d.stats.get("hosts")
     if hosts:

@@ -29,6 +29,7 @@ def headline_rows(d: Data) -> list[dict]:
                      "ci_level": b.get("ci_level"), "ci_basis": b.get("ci_basis"),
                      "picked_from": b.get("picked_from"),
                      "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
+                     "method": (d.stats.get("multiplicity") or {}).get("method"),
                      "is_reference": b["arm"] == d.reference,
                      "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
                      "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
@@ -52,7 +53,7 @@ def headline_sentence(row: dict, reference: str) -> str:
                 f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
     if row["ci_low"] is not None:
         basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
-        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'))} "
+        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'), row.get('method'))} "
                  f"{span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})")
     if row["ref_median"] is not None:
         text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "

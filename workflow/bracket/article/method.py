@@ -22,7 +22,11 @@ def _utc(t) -> str:
 
 def schedule_table(d: Data) -> pd.DataFrame:
     rows = []
+    seq = d.stats.get("sequential") or {}
+    ran = max((x["blocks"] for x in seq.get("looks") or []), default=None)
     for b in d.schedule.itertuples(index=False):
+        if ran is not None and int(b.position) >= ran:
+            continue  # an adaptive design's planned round that its looks did not ask for
         m = d.metas.get(int(b.position), {})
         n = int((d.runs["position"] == b.position).sum()) if "position" in d.runs else 0
         rows.append({"position": int(b.position), "arm": b.arm, "round": int(b.round), "seed": int(b.seed),
@@ -111,8 +115,11 @@ def section_telemetry(d: Data) -> Section | None:
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
-    n_blocks = len(d.schedule)
-    s.add(Para(f"Design: {des.get('kind')}, {_n(des.get('rounds'), 'round')}, {n_blocks} blocks in the order below, drawn "
+    n_blocks = len(schedule_table(d))
+    seq = d.stats.get("sequential")
+    rounds = (f"adaptive: {_n(seq['rounds_run'], 'round')} run of {des.get('min_rounds')} to {des.get('max_rounds')} "
+              f"(see the looks)" if seq else _n(des.get('rounds'), 'round'))
+    s.add(Para(f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
                f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
                f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
                f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)))

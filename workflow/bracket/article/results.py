@@ -10,16 +10,24 @@ from bracket.article.inputs import Data
 from bracket.article.text import DASH, _missing, pct, rate, ratio, span
 
 
-def ci_label(level, comparisons) -> str:
-    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it."""
+def ci_label(level, comparisons, method: str | None = None) -> str:
+    """ "95% CI", or "98.3% CI (Holm, 3 comparisons)" when multiplicity widened it; an adaptive design's
+    repeated CI names itself (its nominal level is that of its look's boundary)."""
     if _missing(level):
         return "95% CI"
     text = f"{level * 100:.3g}% CI"
+    if method and method.startswith("group-sequential"):
+        return f"repeated CI (nominal {level * 100:.3g}%, {comparisons} comparisons)"
     return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
 
 
 def verdict_cell(comp: dict) -> str:
-    """The verdict; an undetermined one with its rounds needed."""
+    """The verdict; an undetermined one with its rounds needed; an adaptive design's with the round it settled."""
+    sq = comp.get("sequential")
+    if sq:
+        if sq.get("settled_round") and comp["verdict"] != "undetermined":
+            return f"{comp['verdict']} (settled after round {sq['settled_round']})"
+        return "undetermined (" + ("budget spent" if sq.get("status") == "settled" else "still open") + ")"
     if comp["verdict"] != "undetermined":
         return comp["verdict"]
     r = comp.get("rounds_needed")
@@ -45,7 +53,7 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
             "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
                                         f"({span(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
                                         if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
-            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'))} "
+            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
                                  f"{span(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
                                  if comp and not _missing(comp.get("verdict_ci_low")) else ""),
             "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
@@ -72,9 +80,13 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
     if mult.get("comparisons"):
         m = mult["comparisons"]
         s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
-                   + (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
-                      f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
-                      if m > 1 else "")
+                   + ((f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
+                       f"(group-sequential, each comparison at alpha / {m}), so the chance of any wrong verdict "
+                       f"among them, over every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}; see the looks")
+                      if str(mult.get("method", "")).startswith("group-sequential") else
+                      (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
+                       f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                       if m > 1 else ""))
                    + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
                    + ".", "note"))
     for wl in d.workloads:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from bracket.ceiling import measured
 from bracket.records import guards
+from bracket.stats import sequential as seq
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
@@ -119,7 +120,15 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
         the log scale), drift, drift_per_block, noise_band, notes.
     multiplicity
         {method ("holm" or "none" for one comparison), comparisons (family size), family,
-        confidence, untested (comparisons without a test, left out of the family)}.
+        confidence, untested (comparisons without a test, left out of the family)}; for an
+        adaptive design the group-sequential method (each comparison at alpha / comparisons).
+    sequential
+        Null unless design.rounds is adaptive: bracket.stats.sequential.assess on these runs:
+        rule (the stopping rule in words), alpha, family, min_rounds, max_rounds, margin, looks
+        [{round, blocks, open}], comparisons [{workload, candidate, status, verdict,
+        settled_round, how, rci_low, rci_high, nominal_level, looks}], rounds_run,
+        another_round. Each comparison then also has `sequential` {status, settled_round, how},
+        and its verdict and verdict CI are the settling look's.
     undetermined
         [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
         comparison.
@@ -241,10 +250,16 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
                 continue
             out["comparisons"].append({"workload": wl, "baseline": reference, "candidate": arm,
                                        **dataclasses.asdict(c)})
-    m = holm(out["comparisons"], conf)
-    out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
-                           "confidence": conf,
-                           "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
+    out["sequential"] = None
+    if cfg.get("design", {}).get("rounds") == "adaptive":
+        # looked at after every round: the verdicts are the looks', on repeated CIs (bracket.stats.sequential)
+        out["sequential"] = seq.assess(frame, seq.Plan.of(cfg))
+        out["multiplicity"] = seq.apply(out["comparisons"], out["sequential"], FAMILY)
+    else:
+        m = holm(out["comparisons"], conf)
+        out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
+                               "confidence": conf,
+                               "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
     for c in out["comparisons"]:
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
         warnings += [Finding("comparison", n, **where) for n in c["notes"]

@@ -1,0 +1,171 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Design an experiment before you measure
+#
+# The loop: a **pilot** (a small experiment, e.g. `rounds: 2`), then this notebook (**design**),
+# then the experiment it writes (**run**: `snakemake --cores 1 NAME`), then the **article**.
+#
+# From a pilot's `results/NAME/runs.csv` (or from noise you state when there is none) it shows
+# how the noise splits between fresh servers and requests, the false-positive rate and the power
+# of each choice of rounds and runs per block, simulated with the analysis the workflow itself
+# runs (`bracket.stats.planning`), the schedule each design draws, and the wall time it will
+# cost at the pilot's timings. The last cell writes the chosen design into an experiment file.
+#
+# Open it in JupyterLab (`jupytext` pairs it with `design.ipynb`), or run it with papermill:
+#
+#     .venv/bin/papermill notebooks/design.ipynb /tmp/design.ipynb \
+#         -p runs_csv results/draft_sweep/runs.csv -p experiment_path experiments/draft_sweep.yaml \
+#         -p out_path experiments/draft_sweep_adaptive.yaml -p effect 1.05
+
+# %% tags=["parameters"]
+runs_csv = ""                  # a pilot's runs.csv; "" to design from the stated noise below
+meta_dir = ""                  # the pilot's results/NAME/raw (server start times); "" for start_s
+experiment_path = "../experiments/smoke.yaml"  # the experiment the design is for
+out_path = ""                  # where to write it with the chosen design; "" writes nothing
+block_sd = 0.01                # stated noise, used where the pilot cannot measure it
+run_sd = 0.01
+drift = 0.01                   # log change per block
+start_s = 20.0                 # seconds to start a server, when the pilot's metadata do not say
+effect = 1.05                  # the smallest ratio worth detecting (1.05: 5 % faster)
+alpha = 0.05
+rounds_options = [2, 3, 4, 6, 8]
+runs_options = [3, 5, 10]
+reps = 100                     # simulated experiments per cell (Monte Carlo error about 0.5 / sqrt(reps))
+adaptive = True                # also simulate an adaptive design
+min_rounds = 2
+max_rounds = 8
+margin = 0.0                   # adaptive equivalence margin; 0: twice the noise band
+choose = "adaptive"            # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
+seed = 1
+
+# %%
+import math
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from IPython.display import Markdown, display
+
+from bracket import config
+from bracket.stats import planning
+
+raw_exp = yaml.safe_load(Path(experiment_path).read_text())
+cfg = config.validate(raw_exp, source=experiment_path)
+arms, workloads = list(cfg["arms"]), list(cfg["workloads"])
+d0 = cfg["design"]
+
+# %% [markdown]
+# ## 1. The noise: between fresh servers, within a server, and drift
+
+# %%
+noise = {"block_sd": block_sd, "run_sd": run_sd, "drift": drift, "source": "stated"}
+timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
+if runs_csv:
+    runs = pd.read_csv(runs_csv)
+    components, measured = planning.pilot_noise(runs, cfg["reference"])
+    display(components.style.format({"between-block sd": "{:.2%}", "within-block sd": "{:.2%}"}, na_rep="n/a"))
+    for key in ("block_sd", "run_sd", "drift"):
+        if measured[key] is not None:
+            noise[key] = measured[key]
+    noise["source"] = "pilot" + ("" if measured["block_sd"] is not None else
+                                 " (one block per arm: between-block noise stated, not measured)")
+    timings = planning.pilot_timings(runs, meta_dir or None)
+    if timings["start_s"] is None:
+        timings["start_s"] = start_s
+display(Markdown(
+    f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
+    f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
+    "Between-block noise is what rounds beat; within-block noise is what runs per block beat."))
+
+# %% [markdown]
+# ## 2. False positives and power for each design
+#
+# Each cell is `reps` simulated A/B experiments with this noise, analysed by the workflow's own
+# analysis (block-level OLS with a drift term; the fixed-design verdict at 95 %). *false
+# faster/slower*: with no true effect. *power*: the right direction with the true ratio `effect`.
+# The adaptive design looks after every round from `min_rounds` on (repeated CIs,
+# `bracket.stats.sequential`) and stops when the comparison settles; its mean rounds are what it
+# spends.
+
+# %%
+grid = planning.design_grid(block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"],
+                            effect=effect, rounds=tuple(rounds_options), runs=tuple(runs_options), reps=reps,
+                            seed=seed, kind=d0["kind"] if d0["kind"] != "sequential" else "abab")
+rows = [grid]
+if adaptive:
+    for n in runs_options:
+        rows.append(pd.DataFrame([planning.adaptive_row(
+            block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"], effect=effect, runs=n,
+            min_rounds=min_rounds, max_rounds=max_rounds, margin=margin or None, alpha=alpha, reps=reps, seed=seed,
+            kind=d0["kind"] if d0["kind"] != "sequential" else "abab")]))
+table = pd.concat(rows, ignore_index=True)
+
+# %% [markdown]
+# ## 3. What each design costs: blocks, schedule, wall time
+
+# %%
+n_cmp = (len(arms) - 1) * len(workloads)
+blocks_per_round = len(arms) + (1 if d0["kind"] == "bracket" else 0)
+
+
+def hours(rounds, runs):
+    n_blocks = math.ceil(rounds * blocks_per_round)
+    return planning.wall_time(timings, arms=len(arms), blocks=n_blocks, runs_per_block=runs,
+                              warmup_runs=d0["warmup_runs"], cooldown_s=d0["cooldown_s"]) / 3600
+
+
+table["experiment blocks"] = [math.ceil(r * blocks_per_round) for r in table["mean rounds (effect)"]]
+table["wall time (h)"] = [hours(r, n) for r, n in zip(table["mean rounds (effect)"], table["runs per block"])]
+table["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(table["rounds"], table["runs per block"])]
+pct_cols = ["false faster/slower", "power", "no effect settled", "undetermined (effect)"]
+display(table.style.format({**{c: "{:.0%}" for c in pct_cols}, "mean rounds (effect)": "{:.1f}",
+                            "mean rounds (no effect)": "{:.1f}", "wall time (h)": "{:.2f}",
+                            "wall time at the budget (h)": "{:.2f}"}))
+display(Markdown(
+    f"This experiment has {len(arms)} arms and {len(workloads)} workloads: {n_cmp} comparisons share alpha "
+    f"(Holm for a fixed design, Bonferroni for an adaptive one), so each is tested a little more strictly than "
+    f"the single comparison simulated here. Per timed request: "
+    + ", ".join(f"{w} {s:.2f} s" for w, s in timings["request_s"].items())
+    + f"; server start {timings['start_s']:.0f} s."))
+for r in rounds_options[:3]:
+    display(Markdown(f"`{d0['kind']}`, {r} rounds: " + planning.schedule(arms, d0["kind"] if d0["kind"] != "sequential"
+                                                                        else "abab", r, d0["seed"])))
+
+# %% [markdown]
+# ## 4. The chosen design, written into an experiment file
+
+# %%
+if choose == "adaptive":
+    design = {"kind": d0["kind"] if d0["kind"] != "sequential" else "abab", "rounds": "adaptive",
+              "min_rounds": min_rounds, "max_rounds": max_rounds,
+              "runs_per_block": int(table[table["design"].str.startswith("adaptive")]
+                                    .sort_values(["power", "wall time (h)"], ascending=[False, True])
+                                    .iloc[0]["runs per block"])}
+    if margin:
+        design["margin"] = margin
+elif choose == "cheapest":
+    ok = table[(table["design"].str.startswith("fixed")) & (table["power"] >= 0.8)]
+    pick = (ok if not ok.empty else table[table["design"].str.startswith("fixed")]).sort_values(
+        ["blocks", "wall time (h)"]).iloc[0] if not ok.empty else table.sort_values("power").iloc[-1]
+    design = {"rounds": int(pick["rounds"]), "runs_per_block": int(pick["runs per block"])}
+else:
+    _, r, n = choose.split()
+    design = {"rounds": int(r), "runs_per_block": int(n)}
+display(Markdown(f"Chosen: `design: {design}`"))
+if out_path:
+    planning.write_design(experiment_path, out_path, design)
+    display(Markdown(f"Written to `{out_path}`; run it with `snakemake --cores 1 {Path(out_path).stem}`."))

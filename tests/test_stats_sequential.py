@@ -1,0 +1,188 @@
+"""Sequential verdicts (bracket.stats.sequential): boundaries, looks, and error rates with known truth."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bracket.stats.io import from_table
+from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, boundaries, judge, obf_spending
+from bracket.stats.simulate import simulate
+
+
+def test_boundaries_match_published_lan_demets_obf():
+    # the published Lan-DeMets O'Brien-Fleming-type boundaries (gsDesign sfLDOF, ldbounds): 5 equal looks, alpha 0.05
+    c = boundaries(np.arange(1, 6) / 5, 0.05)
+    np.testing.assert_allclose(c, [4.877, 3.357, 2.680, 2.290, 2.031], atol=2e-3)
+
+
+def test_boundaries_spend_what_the_function_says():
+    # independent check by the bivariate normal: corr(Z1, Z2) = sqrt(t1 / t2)
+    t = np.array([0.35, 1.0])
+    c = boundaries(t, 0.05)
+    rho = math.sqrt(t[0] / t[1])
+    mvn = stats.multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]])
+    inside = mvn.cdf([c[0], c[1]], lower_limit=[-c[0], -c[1]])
+    assert 1 - inside == pytest.approx(0.05, abs=5e-4)
+    assert 2 * stats.norm.sf(c[0]) == pytest.approx(obf_spending(t[:1], 0.05)[0], rel=1e-6)
+
+
+def test_boundaries_refuse_bad_fractions():
+    with pytest.raises(ValueError, match="increase"):
+        boundaries([0.5, 0.4], 0.05)
+
+
+def test_judge_settles_each_way_and_stays_open_between():
+    # z boundary 1.96 and large df: the repeated CI is the plain 95 % CI
+    up = judge(math.log(1.10), 0.01, 1e6, 0.01, 1.959964, 0.02, final=False)
+    assert up["status"] == SETTLED and up["verdict"] == "faster"
+    assert up["rci_low"] == pytest.approx(math.exp(math.log(1.10) - 1.959964 * 0.01), rel=1e-6)
+    same = judge(0.0, 0.005, 1e6, 0.01, 1.959964, 0.02, final=False)
+    assert same["verdict"] == "no measurable effect"   # 0.990-1.010 inside +/-2 %
+    wide = judge(0.0, 0.05, 1e6, 0.01, 1.959964, 0.02, final=False)
+    assert wide["status"] == OPEN and wide["verdict"] is None
+    spent = judge(0.0, 0.05, 1e6, 0.01, 1.959964, 0.02, final=True)
+    assert spent["status"] == SETTLED and spent["verdict"] == "undetermined"
+
+
+def test_plan_refuses_sequential_kind_and_one_round():
+    with pytest.raises(ValueError, match="interleaved"):
+        Plan(arms=("A", "B"), reference="A", workloads=("w",), kind="sequential", seed=1, min_rounds=2, max_rounds=4)
+    with pytest.raises(ValueError, match="min_rounds"):
+        Plan(arms=("A", "B"), reference="A", workloads=("w",), kind="abab", seed=1, min_rounds=1, max_rounds=4)
+
+
+def test_information_grows_to_one_and_alpha_is_shared():
+    p = Plan(arms=("A", "B", "C"), reference="A", workloads=("x", "y"), kind="abab", seed=1,
+             min_rounds=2, max_rounds=6)
+    t = p.fractions("B")
+    assert t[-1] == pytest.approx(1.0) and np.all(np.diff(t) > 0)
+    assert p.comparisons == 4
+    # the last boundary at alpha / 4 is above the fixed Bonferroni quantile, and close to it
+    c = p.boundaries("B")
+    assert stats.norm.isf(0.05 / 8) < c[-1] < stats.norm.isf(0.05 / 8) + 0.15
+
+
+def _plan(**kw):
+    return Plan(**{**dict(arms=("A", "B"), reference="A", workloads=("sim",), kind="abab", seed=1,
+                          min_rounds=2, max_rounds=6), **kw})
+
+
+def test_assess_asks_for_rounds_until_settled():
+    rng = np.random.default_rng(3)
+    df = simulate("abab", effect=1.0, rounds=6, block_sd=0.03, drift=0.01, rng=rng, seed=1)
+    frame = from_table(df)
+    p = _plan()
+    early = assess(frame[frame["position"] < 4], p)       # two rounds: the first look
+    assert early["rounds_run"] == 2 and [x["round"] for x in early["looks"]] == [2]
+    [c] = early["comparisons"]
+    assert c["status"] == OPEN and early["another_round"] and early["next_round"] == 3
+    done = assess(frame, p)                                # the budget: every comparison settled
+    assert done["rounds_run"] == 6 and not done["another_round"]
+    assert done["comparisons"][0]["status"] == SETTLED
+
+
+def test_assess_stops_early_on_a_large_effect():
+    rng = np.random.default_rng(4)
+    frame = from_table(simulate("abab", effect=1.3, rounds=6, block_sd=0.01, drift=0.01, rng=rng, seed=2))
+    a = assess(frame, _plan())
+    [c] = a["comparisons"]
+    assert c["verdict"] == "faster" and c["settled_round"] < 6
+
+
+def _rates(effect, block_sd, reps, margin=None, seed=11):
+    p = _plan(margin=margin)
+    rng = np.random.default_rng(seed)
+    verdicts, rounds = [], []
+    for i in range(reps):
+        frame = from_table(simulate("abab", effect=effect, rounds=6, block_sd=block_sd, drift=0.01, rng=rng, seed=i))
+        [c] = assess(frame, p)["comparisons"]
+        verdicts.append(c["verdict"])
+        rounds.append(c["settled_round"] or 6)
+    return verdicts, np.mean(rounds)
+
+
+def test_no_false_verdicts_despite_looks_3pct_block_noise():
+    verdicts, _ = _rates(1.0, 0.03, 40, margin=0.05)
+    # at most 5 % in truth; 5 of 40 would be > 3 binomial sd above 2 (alpha 0.05 x 40)
+    assert sum(v in ("faster", "slower") for v in verdicts) <= 4
+
+
+@pytest.mark.integration
+def test_error_rates_and_power_with_known_truth():
+    null1, _ = _rates(1.0, 0.01, 150, seed=21)
+    null3, _ = _rates(1.0, 0.03, 150, margin=0.05, seed=22)
+    for v in (null1, null3):
+        assert np.mean([x in ("faster", "slower") for x in v]) <= 0.05
+    big, r = _rates(1.2, 0.01, 60, seed=23)
+    assert np.mean([x == "faster" for x in big]) >= 0.95 and r < 5
+
+
+@pytest.mark.parametrize("design, needles", [
+    ({"rounds": "adaptiv"}, ["design.rounds is 'adaptiv'", "integer", "adaptive"]),
+    ({"rounds": "adaptive", "kind": "sequential"}, ["design.kind is 'sequential'", "abab"]),
+    ({"rounds": "adaptive", "min_rounds": 5, "max_rounds": 3}, ["min_rounds (5)", "max_rounds (3)"]),
+    ({"rounds": "adaptive", "min_rounds": 1}, ["design.min_rounds", "at least 2"]),
+    ({"rounds": 4, "margin": 0.05}, ["design.margin is set", "rounds: adaptive"]),
+    ({"rounds": 4, "max_rounds": 6}, ["design.max_rounds is set"]),
+    ({"rounds": "adaptive", "target": "fast"}, ["design.target", "'decisive'"]),
+])
+def test_adaptive_design_errors_name_the_problem(design, needles):
+    from bracket import config
+    with pytest.raises(config.ExperimentError) as err:
+        config.validate({"arms": {"a": {}, "b": {}}, "design": design})
+    for n in needles:
+        assert n in str(err.value)
+
+
+def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
+    from bracket import config, design
+    cfg = config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": "adaptive"}})
+    assert cfg["design"]["min_rounds"] == 2 and cfg["design"]["max_rounds"] == 8
+    assert len(design.from_config(cfg)) == 16 and len(design.from_config(cfg, 3)) == 6
+    fixed = config.validate({"arms": {"a": {}, "b": {}}})
+    assert "min_rounds" not in fixed["design"] and "max_rounds" not in fixed["design"]
+
+
+def test_analyze_puts_the_settling_look_on_the_comparison():
+    """stats.json of an adaptive design: the verdict and its CI are the look's that settled it."""
+    from bracket import config
+    from bracket.stats import analyze
+    cfg = config.validate({"arms": {"A": {}, "B": {}}, "reference": "A", "workloads": {"sim": {"prompts": "x.jsonl"}},
+                           "design": {"rounds": "adaptive", "max_rounds": 6}})
+    df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=np.random.default_rng(4), seed=2)
+    runs = df[df["position"] < 8].rename(columns={"value": "decode_tok_s"}).assign(
+        valid=True, invalid_reason="", warmup=False, experiment="x")
+    out = analyze(runs, cfg)
+    assert out["sequential"]["rounds_run"] == 4 and not out["sequential"]["another_round"]
+    assert out["multiplicity"]["method"].startswith("group-sequential")
+    [c] = out["comparisons"]
+    s = next(x for x in out["sequential"]["comparisons"])
+    assert c["verdict"] == "faster" == s["verdict"] and c["sequential"]["settled_round"] == s["settled_round"] < 4
+    assert c["verdict_ci_low"] == s["rci_low"] > 1.01 and c["verdict_ci_level"] > 0.95
+
+
+def test_the_article_shows_each_look_and_when_each_question_settled():
+    from types import SimpleNamespace
+
+    from bracket.article.looks import looks_table, section_looks
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=rng, seed=3)
+    df2 = simulate("abab", effect=1.0, rounds=6, block_sd=0.03, rng=rng, seed=4).assign(workload="other")
+    frame = from_table(pd.concat([df, df2], ignore_index=True))
+    seq = assess(frame, _plan(workloads=("sim", "other"), margin=0.001))
+    t = looks_table(seq)
+    assert list(t["after round"]) == [x["round"] for x in seq["looks"]] and t.shape[1] == 5
+    big = next(c for c in seq["comparisons"] if c["workload"] == "sim")
+    assert big["verdict"] == "faster" and big["settled_round"] < 6
+    # after the look that settled it, its column says so
+    later = t[t["after round"] > big["settled_round"]]
+    assert later["B / sim"].str.startswith("settled (faster)").all()
+    assert seq["comparisons"][1]["verdict"] == "undetermined"   # a margin of 0.1 % cannot be met: budget spent
+    assert section_looks(SimpleNamespace(stats={"sequential": None})) is None
+    s = section_looks(SimpleNamespace(stats={"sequential": seq}))
+    text = " ".join(getattr(x, "text", "") for x in s.items)
+    assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text

@@ -1,0 +1,71 @@
+"""The article's account of an adaptive design: the stopping rule, each look, when each question settled.
+
+Reads `sequential` of stats.json (bracket.stats.sequential.assess on the runs); nothing is
+recomputed here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bracket.article.elements import Heading, Para, Section, Table
+from bracket.article.inputs import Data
+
+
+def _rci(lo, hi) -> str:
+    """A ratio interval; an early look's interval can reach absurd values (one degree of freedom at a
+    strict boundary): "unbounded" then."""
+    if lo is None or hi is None:
+        return ""
+    return f"{lo:.3f}–{hi:.3f}" if 1e-3 <= lo and hi <= 1e3 else "unbounded"
+
+
+def looks_table(seq: dict) -> pd.DataFrame:
+    """One row per look: the round it followed, blocks so far, and each comparison's state at it."""
+    keys = [(c["candidate"], c["workload"]) for c in seq["comparisons"]]
+    rows = []
+    for look in seq["looks"]:
+        row = {"after round": look["round"], "blocks": look["blocks"]}
+        for c, key in zip(seq["comparisons"], keys):
+            at = next((x for x in c["looks"] if x["round"] == look["round"]), None)
+            if at is None:
+                cell = f"settled ({c['verdict']})" if c["settled_round"] and c["settled_round"] < look["round"] else ""
+            else:
+                ci = _rci(at.get("rci_low"), at.get("rci_high")) if at.get("rci_low") is not None else "no CI yet"
+                cell = f"{at['verdict'] or 'open'}: {ci}"
+            row[f"{key[0]} / {key[1]}"] = cell
+        row["comparisons open after it"] = look["open"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def settled_table(seq: dict) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "candidate": c["candidate"], "workload": c["workload"], "verdict": c["verdict"] or "open",
+        "settled after round": c["settled_round"] or "",
+        "repeated CI": _rci(c.get("rci_low"), c.get("rci_high")) if c.get("rci_low") is not None else "",
+        "nominal level": f"{c['nominal_level']:.4%}" if c.get("nominal_level") is not None else "",
+        "how": c["how"]} for c in seq["comparisons"]])
+
+
+def section_looks(d: Data) -> Section | None:
+    """None unless the design was adaptive (stats.json `sequential`)."""
+    seq = d.stats.get("sequential")
+    if not seq:
+        return None
+    s = Section([Heading("When to stop: the looks of an adaptive design")])
+    s.add(Para(seq["rule"]))
+    n_settled = sum(1 for c in seq["comparisons"] if c["status"] == "settled")
+    stop = (f"It stopped after round {seq['rounds_run']}: "
+            + ("every comparison had settled." if seq["rounds_run"] < seq["max_rounds"] and n_settled == len(seq["comparisons"])
+               else f"the budget of {seq['max_rounds']} rounds was spent." if seq["rounds_run"] >= seq["max_rounds"]
+               else f"{len(seq['comparisons']) - n_settled} comparisons are still open (the run stopped early)."))
+    s.add(Para(f"{stop} Each interval below is a repeated confidence interval: all of them, at every look, cover "
+               f"the true ratios together with probability at least {1 - seq['alpha']:.0%}, so a verdict read "
+               f"from any of them keeps the overall chance of a wrong verdict (a false faster/slower, or "
+               f"\"no measurable effect\" where the truth lies outside the margin) at most {seq['alpha']:g}, "
+               f"however many looks were taken. Early looks use wide intervals (O'Brien-Fleming-type spending "
+               f"keeps the alpha for the end), so only large effects settle early."))
+    s.add(Table(looks_table(seq), "Each look: verdict or open, with the repeated CI of the ratio", "stats.json"))
+    s.add(Table(settled_table(seq), "When each question settled", "stats.json"))
+    return s

@@ -1,0 +1,176 @@
+"""Design before you measure: noise from a pilot, power by simulation, wall time, the chosen design.
+
+What notebooks/design.py presents. Power and false-positive rates are simulated with known truth
+(bracket.stats.simulate) and analysed by the same functions the workflow's analyze step uses
+(bracket.stats.tables.compare_arms for a fixed design, bracket.stats.sequential.assess for an
+adaptive one), so they are the rates bench/results/design_efficiency.md reports for the same
+settings. The simulated experiment is one A/B comparison; an experiment with m comparisons
+shares alpha among them (Holm, or Bonferroni for an adaptive design), which lowers power a little.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from bracket import config
+from bracket.design import draw
+from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
+from bracket.stats.drift import trend
+from bracket.stats.io import from_runs, from_table
+from bracket.stats.levels import variance_components
+from bracket.stats.sequential import Plan, assess
+from bracket.stats.simulate import simulate
+from bracket.stats.tables import compare_arms, valid_rows
+
+
+def pilot_noise(runs: pd.DataFrame, reference: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Variance components per (arm, workload) of a pilot's runs.csv, and the values to design with.
+
+    Returns (table, noise): table has arm, workload, blocks, runs per block, between-block sd and
+    within-block sd of log(rate) (one-way random effects, bracket.stats.levels); noise is
+    {block_sd, run_sd, drift, source}: the median sds over cells with two blocks or more, and the
+    largest |drift per block| (Theil-Sen, block medians) over workloads. block_sd and drift are
+    None when no cell has two blocks (a pilot of one round cannot measure them).
+    """
+    frame = valid_rows(from_runs(runs))
+    reference = reference or str(frame["arm"].iloc[0])
+    rows = []
+    for (arm, wl), sub in frame.groupby(["arm", "workload"], sort=True):
+        between, within, m, n = variance_components(sub["value"].to_numpy(), sub["block"].to_numpy()) \
+            if sub["block"].nunique() >= 2 else (math.nan, _within(sub), sub["block"].nunique(), len(sub))
+        rows.append({"arm": arm, "workload": wl, "blocks": int(m), "runs per block": round(float(n), 1),
+                     "between-block sd": math.sqrt(between) if between == between else None,
+                     "within-block sd": math.sqrt(within) if within == within else None})
+    table = pd.DataFrame(rows)
+    two = table[table["blocks"] >= 2]
+    drifts = []
+    for _, sub in frame.groupby("workload"):
+        t = trend(sub, reference) if reference in set(sub["arm"]) else None
+        if t is not None and t.slope_theil_sen is not None:
+            drifts.append(abs(t.slope_theil_sen))
+    noise = {"block_sd": float(two["between-block sd"].median()) if not two.empty else None,
+             "run_sd": float(table["within-block sd"].dropna().median()) if table["within-block sd"].notna().any() else None,
+             "drift": max(drifts) if drifts else None, "source": "pilot"}
+    return table, noise
+
+
+def _within(sub: pd.DataFrame) -> float:
+    y = np.log(sub["value"].to_numpy(dtype=float))
+    return float(np.var(y, ddof=1)) if y.size >= 2 else math.nan
+
+
+def _verdicts(frame: pd.DataFrame, rounds: int, arms: int = 2) -> str:
+    sub = frame[frame["position"] < arms * rounds]
+    return compare_arms(sub, "A", "B", "sim", seed=1, reference="A", n_resamples=200).verdict
+
+
+def design_grid(*, block_sd: float, run_sd: float, drift: float, effect: float, rounds=(2, 3, 4, 6, 8),
+                runs=(3, 5, 10), reps: int = 100, seed: int = 1, kind: str = "abab") -> pd.DataFrame:
+    """Fixed designs: per (rounds, runs per block), over `reps` simulated A/B experiments each.
+
+    false positive: "faster"/"slower" with no true effect; power: the right direction with a true
+    ratio `effect`; undetermined: share of the effect datasets left undetermined. Datasets are drawn
+    once for the most rounds and cut to fewer (the first r rounds), as a fixed design would run them.
+    """
+    out = []
+    top = max(rounds)
+    for n in runs:
+        tally = {r: {"null_false": 0, "power": 0, "null_same": 0, "undetermined": 0} for r in rounds}
+        rng = np.random.default_rng([seed, n])
+        for i in range(reps):
+            null = from_table(simulate(kind, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd, drift=drift,
+                                       rng=rng, seed=i))
+            eff = from_table(simulate(kind, effect=effect, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd,
+                                      drift=drift, rng=rng, seed=i))
+            right = FASTER if effect > 1 else SLOWER
+            for r in rounds:
+                v0, v1 = _verdicts(null, r), _verdicts(eff, r)
+                tally[r]["null_false"] += v0 in (FASTER, SLOWER)
+                tally[r]["null_same"] += v0 == NO_EFFECT
+                tally[r]["power"] += v1 == right
+                tally[r]["undetermined"] += v1 == UNDETERMINED
+        for r in rounds:
+            t = tally[r]
+            out.append({"design": f"fixed {r} rounds", "rounds": r, "runs per block": n, "blocks": 2 * r,
+                        "false faster/slower": t["null_false"] / reps, "power": t["power"] / reps,
+                        "no effect settled": t["null_same"] / reps, "undetermined (effect)": t["undetermined"] / reps,
+                        "mean rounds (effect)": float(r), "mean rounds (no effect)": float(r)})
+    return pd.DataFrame(out)
+
+
+def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float, runs: int = 5,
+                 min_rounds: int = 2, max_rounds: int = 8, margin: float | None = None, alpha: float = 0.05,
+                 reps: int = 100, seed: int = 1, kind: str = "abab") -> dict:
+    """An adaptive design (bracket.stats.sequential) on the same kind of simulated experiments."""
+    plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind=kind, seed=1, min_rounds=min_rounds,
+                max_rounds=max_rounds, margin=margin, alpha=alpha)
+    rng = np.random.default_rng([seed, runs, 7])
+    t = {"null_false": 0, "null_same": 0, "power": 0, "undetermined": 0, "r1": 0, "r0": 0}
+    for i in range(reps):
+        for eff in (1.0, effect):
+            frame = from_table(simulate(kind, effect=eff, rounds=max_rounds, runs=runs, block_sd=block_sd,
+                                        run_sd=run_sd, drift=drift, rng=rng, seed=i))
+            [c] = assess(frame, plan)["comparisons"]
+            used = c["settled_round"] or max_rounds
+            if eff == 1.0:
+                t["null_false"] += c["verdict"] in (FASTER, SLOWER)
+                t["null_same"] += c["verdict"] == NO_EFFECT
+                t["r0"] += used
+            else:
+                t["power"] += c["verdict"] == (FASTER if effect > 1 else SLOWER)
+                t["undetermined"] += c["verdict"] == UNDETERMINED
+                t["r1"] += used
+    return {"design": f"adaptive {min_rounds}-{max_rounds} rounds", "rounds": max_rounds, "runs per block": runs,
+            "blocks": 2 * max_rounds, "false faster/slower": t["null_false"] / reps, "power": t["power"] / reps,
+            "no effect settled": t["null_same"] / reps, "undetermined (effect)": t["undetermined"] / reps,
+            "mean rounds (effect)": t["r1"] / reps, "mean rounds (no effect)": t["r0"] / reps}
+
+
+def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dict:
+    """Seconds per timed request (median wall_s per workload) and per server start (median ready_s)."""
+    wall = pd.to_numeric(runs.get("wall_s"), errors="coerce")
+    per_wl = runs.assign(wall=wall).groupby("workload")["wall"].median().dropna().to_dict() if "workload" in runs else {}
+    ready = []
+    for p in sorted(Path(meta_dir).glob("block-*.meta.json")) if meta_dir and Path(meta_dir).is_dir() else []:
+        try:
+            r = json.loads(p.read_text()).get("ready_s")
+        except (OSError, ValueError):
+            continue
+        if isinstance(r, (int, float)) and r > 0:
+            ready.append(float(r))
+    return {"request_s": {str(k): float(v) for k, v in per_wl.items()},
+            "start_s": float(np.median(ready)) if ready else None}
+
+
+def wall_time(timings: dict, *, arms: int, blocks: int, runs_per_block: int, warmup_runs: int, cooldown_s: float,
+              start_s: float | None = None) -> float:
+    """Seconds an experiment of `blocks` blocks takes: per block a server start, warmups and timed runs of
+    every workload, and the cooldown before every block but the first."""
+    start = timings.get("start_s") if start_s is None else start_s
+    per_block = (start or 0.0) + (warmup_runs + runs_per_block) * sum(timings["request_s"].values())
+    return blocks * per_block + max(blocks - 1, 0) * cooldown_s
+
+
+def schedule(arms: list[str], kind: str, rounds: int, seed: int = 1) -> str:
+    """The order a design draws, as one line (bracket.design.draw)."""
+    return " ".join(b.arm for b in draw(arms, arms[0], kind, rounds, seed))
+
+
+def write_design(experiment_path: str | Path, out_path: str | Path, design: dict) -> dict:
+    """Write the experiment with `design` (merged over its own) to out_path, validated first."""
+    raw = yaml.safe_load(Path(experiment_path).read_text())
+    raw["design"] = {**(raw.get("design") or {}), **design}
+    if raw["design"].get("rounds") != "adaptive":
+        for k in ("min_rounds", "max_rounds", "target", "margin"):
+            raw["design"].pop(k, None)
+    cfg = config.validate(raw, source=str(out_path))
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(f"# design chosen in notebooks/design.py from {Path(experiment_path).name}\n"
+                              + yaml.safe_dump(raw, sort_keys=False))
+    return cfg
