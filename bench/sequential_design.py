@@ -25,7 +25,7 @@ from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
 from bracket.stats.io import from_table
 from bracket.stats.sequential import Plan, assess
 from bracket.stats.simulate import simulate
-from bracket.stats.tables import compare_arms
+from bracket.stats.cells import compare_arms
 
 FIXED = (2, 3, 4, 6, 8)
 HEADING = "## 4. Adaptive designs: looking after every round"

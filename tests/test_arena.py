@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bracket import arena, arena_text, article, config, engines
+from bracket import arena, arena_stats, arena_text, article, config, engines
 from bracket.config import ExperimentError
 
 from test_engines import REQ, Recorded, body
@@ -19,14 +19,14 @@ def test_window_rate_by_hand():
     # user 1: first token at 100.5, 127 more tokens at 100 tok/s -> last at 101.77
     # user 2: first token at 100.8, 127 more at 127 tok/s -> last at 101.8
     # window 101.8 - 100.5 = 1.3 s, decode tokens 127 + 127 = 254 -> 195.38 tok/s
-    w = arena.window_rate([user(100.0, 0.5, 128, 100.0), user(100.0, 0.8, 128, 127.0)])
+    w = arena_stats.window_rate([user(100.0, 0.5, 128, 100.0), user(100.0, 0.8, 128, 127.0)])
     assert w["window_s"] == pytest.approx(1.3)
     assert w["decode_tokens"] == 254
     assert w["window_tok_s"] == pytest.approx(254 / 1.3)
 
 
 def test_window_rate_is_unknown_when_a_user_failed():
-    w = arena.window_rate([user(100.0, 0.5, 128, 100.0), user(100.0, None, None, None, error="HTTP 500")])
+    w = arena_stats.window_rate([user(100.0, 0.5, 128, 100.0), user(100.0, None, None, None, error="HTTP 500")])
     assert w["window_tok_s"] is None
 
 
@@ -37,24 +37,24 @@ def test_llama_benchy_definitions_by_hand():
     #   -> last at 101.8; prompt 1002 tokens
     recs = [user(100.0, 0.5, 128, 100.0, ttfr_s=0.4, first_event_tokens=3, prompt_tokens=1000),
             user(100.1, 0.7, 128, 127.0, ttfr_s=None, first_event_tokens=None, prompt_tokens=1002)]
-    b = arena.benchy_run(recs)
+    b = arena_stats.benchy_run(recs)
     # pp: 2002 tokens over (last first token 100.8 - first start 100.0) = 0.8 s
     assert b["pp"] == pytest.approx(2002 / 0.8)
     # tg: decode tokens after each first event, 125 + 127 = 252, over 101.8 - 100.5 = 1.3 s
     assert b["tg"] == pytest.approx(252 / 1.3)
     # bracket's window rate counts 127 + 127 over the same window
-    assert arena.window_rate(recs)["window_tok_s"] == pytest.approx(254 / 1.3)
+    assert arena_stats.window_rate(recs)["window_tok_s"] == pytest.approx(254 / 1.3)
     assert b["tg_req"] == pytest.approx([125 / 1.27, 127 / 1.0])
     assert b["ttfr_ms"] == pytest.approx([400.0, 700.0]) and b["e2e_ttft_ms"] == pytest.approx([500.0, 700.0])
     # one user: llama-benchy's per-request values are the cell's
-    one = arena.benchy_run([recs[1]])
+    one = arena_stats.benchy_run([recs[1]])
     assert one["tg"] == pytest.approx(127.0) and one["pp"] == pytest.approx(1002 / 0.7)
 
 
 def test_metric_is_mean_and_population_sd():
-    m = arena.metric([100.0, 110.0, 120.0])
+    m = arena_stats.metric([100.0, 110.0, 120.0])
     assert m["mean"] == 110.0 and m["std"] == pytest.approx(math.sqrt(200 / 3)) and m["values"] == [100, 110, 120]
-    assert arena.metric([]) is None
+    assert arena_stats.metric([]) is None
 
 
 def test_the_text_is_deterministic_and_not_repeated():
@@ -175,7 +175,7 @@ def test_summary_and_section_show_both_definitions():
             raw.append(user(10.0 * run, ttft, 128, tg, arm="b", workload="arena", block=0, run=run, warmup=False,
                             cached_tokens=0, finish_reason="length", max_tokens=128, wall_s=2.0,
                             prompt_tokens=1152))
-    s = arena.summarize(raw, cfg)
+    s = arena_stats.summarize(raw, cfg)
     (c,) = s["cells"]
     assert c["depth_measured"] == 1152 and len(c["runs"]) == 3 and all(r["valid"] for r in c["runs"])
     # run 0: window from 0.5 to 0.6 + 1.27 = 1.37 s for 254 tokens (both definitions: one token per first event)

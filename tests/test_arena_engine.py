@@ -7,7 +7,7 @@ is passed with --chat-template, as a user would for such a model.
 
 import pytest
 
-from bracket import arena, article, config, interop, records
+from bracket import arena_stats, article, config, interop, records
 from bracket.design import Block
 from bracket.runner import run_block
 
@@ -39,7 +39,7 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
     # each user its own slice: no prefix served from another request's cache
     assert all(r["cached_tokens"] == 0 for r in raw if not r["warmup"])
     assert all(r["ttfr_s"] is not None and 0 < r["ttfr_s"] <= r["ttft_s"] for r in raw)
-    summary = arena.summarize(raw, cfg)
+    summary = arena_stats.summarize(raw, cfg)
     (cell,) = summary["cells"]
     assert cell["summary"]["n"] == 3 and cell["summary"]["ci_low"] <= cell["summary"]["median"]
     lb = cell["llama_benchy"]

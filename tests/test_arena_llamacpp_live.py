@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from bracket import arena, config, engines
+from bracket import arena, arena_stats, config, engines
 from bracket.engines import launch
 
 from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
@@ -41,6 +41,6 @@ def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):  # no
     assert all(r["completion_tokens"] == tg and r["finish_reason"] == "length" for r in raw)
     assert all(r["cached_tokens"] == 0 for r in raw)  # cache_prompt false, as the adapter sends
     assert all(abs(r["prompt_tokens"] - (depth + pp)) <= 8 for r in raw), [r["prompt_tokens"] for r in raw]
-    (cell,) = arena.summarize(raw, cfg)["cells"]
+    (cell,) = arena_stats.summarize(raw, cfg)["cells"]
     assert cell["summary"]["n"] == 2 and len(cell["llama_benchy"]["tg_throughput"]["values"]) == 2
     assert cell["llama_benchy"]["ttfr"]["mean"] > 0 and cell["llama_benchy"]["pp_throughput"]["mean"] > 0

@@ -75,6 +75,7 @@ WORDS_BROKEN = """(() => {
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium")
+@pytest.mark.browser
 @pytest.mark.parametrize("width", [1000, 760])
 def test_no_word_in_a_table_is_broken_at_a_normal_page_width(rendered, tmp_path, width):  # noqa: F811
     browser = Chromium(Path(tempfile.mkdtemp(dir=tmp_path)))

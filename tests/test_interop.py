@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bracket import arena, interop
+from bracket import arena_stats, interop
 from bracket.stats import io as sio
 
 
@@ -80,7 +80,7 @@ def test_arena_cells_export_as_llama_benchy_and_import_back():
                         "error": None, "arm": "b", "workload": "arena", "block": 0, "run": run_i, "warmup": False,
                         "cached_tokens": 0, "finish_reason": "length", "max_tokens": 16, "wall_s": 1.0,
                         "prompt_tokens": 1152, "ttfr_s": ttft - 0.01, "first_event_tokens": 1})
-    summary = arena.summarize(raw, cfg)
+    summary = arena_stats.summarize(raw, cfg)
     doc = interop.export_arena(summary, "b", model="tiny")
     (cell,) = interop.benchy_cells(doc)
     assert (cell["prompt_size"], cell["context_size"], cell["concurrency"], cell["response_size"]) == (128, 1024, 2, 16)

@@ -356,6 +356,7 @@ class Chromium:
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium "
                                                    "(apt-get install -y chromium) to run the browser check")
 @pytest.mark.integration
+@pytest.mark.browser
 def test_article_in_headless_chromium(rendered, tmp_path):
     browser = Chromium(Path(tempfile.mkdtemp(dir=tmp_path)))
     try:

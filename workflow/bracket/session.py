@@ -13,6 +13,8 @@ So the rules are written once:
 - Readiness notices a dead process at once (bracket.server); the server is stopped and its log
   redacted however the session ends, SIGTERM included.
 - Requests name the model as the adapter says (`served_name`).
+- The embedded engine's compute runs on its own cores, the rest of the server and the client
+  beside it (bracket.pinning), recorded with the block.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Callable
 
 import httpx
 
-from bracket import engines, secrets
+from bracket import engines, pinning, secrets
 from bracket.engines import launch
 from bracket.server import ServerError, port_owner
 
@@ -122,13 +124,15 @@ def terminate_on_signal():
 
 @dataclass
 class Plan:
-    """A server about to be started: the adapter, its command (None under attach), environment and URL."""
+    """A server about to be started: the adapter, its command (None under attach), environment and URL,
+    and where it and the client run (bracket.pinning; None: wherever the OS puts them)."""
 
     adapter: object
     argv: list[str] | None
     env: dict[str, str]
     base: str
     creds: Credentials
+    pinning: pinning.Pinning | None = None
 
 
 def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
@@ -141,13 +145,16 @@ def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
     adapter = engines.get(cfg["engine"]["kind"])
     arm = cfg["arms"][arm_name]
     creds = credentials(cfg, adapter)
-    if argv is None:
+    pin = None
+    if argv is None:  # the adapter's command (a given argv is a server started some other way: not pinned)
         argv = launch.server_argv(cfg, adapter, arm, model, python, name=name, env_names=creds.names)
         if argv:
-            argv = list(argv) + list(extra_args)
+            pin = pinning.plan(cfg, arm)
+            argv = pinning.server_argv(pin, list(argv) + list(extra_args))
     env = launch.launch_env(cfg, adapter, arm)
+    env.update(pinning.server_env(pin))
     env.update(creds.env)
-    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds)
+    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin)
 
 
 @dataclass
@@ -195,7 +202,7 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
-            with httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
+            with pinning.client(p.pinning), httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
                 yield Session(p, server, http, ready)
         finally:
             server.stop()

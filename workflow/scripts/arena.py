@@ -1,11 +1,11 @@
 """The Spark Arena cell's window rates (rule `arena_summary`)."""
-from bracket import arena, config, records
+from bracket import arena_stats, config, records
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     cfg = config.load(snakemake.params.experiment)
-    result = arena.summarize(records.read(snakemake.input.blocks), cfg)
-    arena.write_json(result, snakemake.output[0])
+    result = arena_stats.summarize(records.read(snakemake.input.blocks), cfg)
+    arena_stats.write_json(result, snakemake.output[0])
     for c in result["cells"]:
         s = c["summary"] or {}
         log.info("%s / %s: median %s over %s runs", c["arm"], c["workload"], s.get("median"), s.get("n"))

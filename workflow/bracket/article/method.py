@@ -58,7 +58,19 @@ def launch_sentence(d: Data) -> str:
                                       else " (see the warnings below: a flush failed)") + ".")
     if launches == {"docker"}:
         return "A fresh container was started for each block and removed after it."
-    return "A fresh server process was launched for each block and stopped after it."
+    return "A fresh server process was launched for each block and stopped after it." + pinning_sentence(d)
+
+
+def pinning_sentence(d: Data) -> str:
+    """Where the engine's compute, its other processes and the client ran (bracket.pinning), from provenance."""
+    pins = {json.dumps(m.get("pinning"), sort_keys=True) for m in d.metas.values()}
+    if not d.metas or pins == {"null"}:
+        return ""
+    if len(pins) > 1:
+        return " CPU pinning differed between blocks: see each block's provenance (pinning)."
+    p = json.loads(pins.pop())
+    return (f" Its compute thread(s) ran on core(s) {p['compute']} alone; the server's other processes and "
+            f"bracket's client on core(s) {p['server']} (engine.pin_cpus: auto).")
 
 
 def _span3(x: dict | None, digits: int = 0) -> str:

@@ -2,7 +2,7 @@
 
 What notebooks/design.py presents. Power and false-positive rates are simulated with known truth
 (bracket.stats.simulate) and analysed by the same functions the workflow's analyze step uses
-(bracket.stats.tables.compare_arms for a fixed design, bracket.stats.sequential.assess for an
+(bracket.stats.cells.compare_arms for a fixed design, bracket.stats.sequential.assess for an
 adaptive one), so they are the rates bench/results/design_efficiency.md reports for the same
 settings. The simulated experiment is one A/B comparison; an experiment with m comparisons
 shares alpha among them (Holm, or Bonferroni for an adaptive design), which lowers power a little.
@@ -26,7 +26,7 @@ from bracket.stats.io import from_runs, from_table
 from bracket.stats.levels import variance_components
 from bracket.stats.sequential import Plan, assess
 from bracket.stats.simulate import simulate
-from bracket.stats.tables import compare_arms, valid_rows
+from bracket.stats.cells import compare_arms, valid_rows
 
 
 def pilot_noise(runs: pd.DataFrame, reference: str | None = None) -> tuple[pd.DataFrame, dict]:

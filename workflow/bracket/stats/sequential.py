@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from bracket.stats import defaults as D
 from bracket import design as bdesign
 from bracket.stats.compare import FASTER, NO_EFFECT, UNDETERMINED, WIDE, CONFOUNDED_VIF, clears
 
@@ -145,7 +146,7 @@ class Plan:
         d, a = cfg["design"], cfg.get("analysis", {})
         return cls(arms=tuple(cfg["arms"]), reference=cfg["reference"], workloads=tuple(cfg["workloads"]),
                    kind=d["kind"], seed=int(d["seed"]), min_rounds=int(d["min_rounds"]),
-                   max_rounds=int(d["max_rounds"]), alpha=round(1 - float(a.get("confidence", 0.95)), 12),
+                   max_rounds=int(d["max_rounds"]), alpha=round(1 - float(a.get("confidence", D.CONFIDENCE)), 12),
                    margin=d.get("margin"), noise_threshold=float(a.get("noise_threshold", 0.01)),
                    hosts=tuple(cfg.get("hosts") or ()))
 
@@ -249,12 +250,12 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
 
     `frame` is the tidy frame of bracket.stats.io (arm, workload, block, position, value, valid).
     `compare_fn(sub, baseline, candidate, workload)` returns a bracket.stats.compare.Comparison
-    (default: bracket.stats.tables.compare_arms at the plan's noise threshold). Returns
+    (default: bracket.stats.cells.compare_arms at the plan's noise threshold). Returns
     {rule, alpha, family, looks: [{round, blocks, open}], comparisons: [...], rounds_run,
     another_round, next_round}.
     """
     if compare_fn is None:
-        from bracket.stats.tables import compare_arms
+        from bracket.stats.cells import compare_arms
 
         def compare_fn(sub, base, cand, wl):
             return compare_arms(sub, base, cand, wl, seed=plan.seed, reference=plan.reference,
