@@ -19,7 +19,7 @@ CASES = {
     "unknown_key": ("arms: {baseline: {}}\ndesing: {rounds: 2}\n",
                     ["unknown key 'desing'", "did you mean 'design'?", "Allowed keys:"]),
     "wrong_type": ("arms: {baseline: {}}\ndesign: {rounds: two}\n",
-                   ["design.rounds must be of type integer, got 'two'"]),
+                   ["design.rounds is 'two', which is not allowed", "an integer (at least 1), or adaptive"]),
     "undefined_reference": ("arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}\n"
                             "reference: ngram_8\n",
                             ["reference is 'ngram_8', but no arm has that name", "Defined arms: baseline, ngram_4",
