@@ -94,13 +94,6 @@ def _signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def redact(text: str, known: dict[str, str] | None = None) -> str:
-    """`text` with every secret the run knows replaced (bracket.secrets); `known` are registered first."""
-    if known:
-        secrets.register(*known.values())
-    return secrets.redact(text)
-
-
 def block_name(block: Block, n_blocks: int) -> str:
     """How messages name a block: counted from 1 like the progress lines, with its files' index."""
     return f"block {block.position + 1}/{n_blocks} (block-{block.position})"

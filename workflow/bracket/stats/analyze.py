@@ -287,7 +287,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
     exp = str(runs["experiment"].dropna().iloc[0]) if "experiment" in runs and runs["experiment"].notna().any() \
         else "NAME"
     for reason, n in out["counts"]["invalid_by_reason"].items():
-        hint = next((h for k, h in REASON_HINTS.items() if reason.startswith(k)), None)
+        hint = REASON_HINTS.get(reason)  # reason is a kind (records.INVALID_KINDS)
         hint = hint.replace("NAME", exp) if hint else hint
         warnings.append(Finding("invalid", f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of "
                                            f"statistics" + (f": {hint}." if hint else ".")))
