@@ -42,18 +42,19 @@ def fixed_verdict(frame: pd.DataFrame, rounds: int) -> str:
 
 
 def run(reps: int, seed: int, block_sd: float, effect: float, margin, max_rounds: int = 8, fixed=FIXED,
-        step: float = 0.0) -> dict:
-    """Rates of the adaptive 2-max_rounds design and of fixed designs of `fixed` rounds on the same datasets.
+        step: float = 0.0, run_sd: float = 0.005, drift: float = 0.01, runs: int = 5, min_rounds: int = 2) -> dict:
+    """Rates of the adaptive min_rounds-max_rounds design and of fixed designs of `fixed` rounds on the same
+    datasets.
 
     `step`: a log jump from the middle of the 8-round schedule on (position 8), on top of the linear drift:
     drift the arm + position fit cannot remove."""
-    plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=2,
+    plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=min_rounds,
                 max_rounds=max_rounds, margin=margin)
     rng = np.random.default_rng(seed)
     tally = {d: {FASTER: 0, SLOWER: 0, NO_EFFECT: 0, UNDETERMINED: 0, "rounds": 0} for d in ["adaptive", *fixed]}
     for i in range(reps):
-        frame = from_table(simulate("abab", effect=effect, rounds=max(max_rounds, *fixed), runs=5, block_sd=block_sd,
-                                    run_sd=0.005, drift=0.01, step=step, step_at=8, rng=rng, seed=i))
+        frame = from_table(simulate("abab", effect=effect, rounds=max(max_rounds, *fixed), runs=runs, block_sd=block_sd,
+                                    run_sd=run_sd, drift=drift, step=step, step_at=8, rng=rng, seed=i))
         [c] = assess(frame, plan)["comparisons"]
         tally["adaptive"][c["verdict"]] += 1
         tally["adaptive"]["rounds"] += c["settled_round"] or max_rounds
