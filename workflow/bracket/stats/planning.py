@@ -5,7 +5,8 @@ What notebooks/design.py presents. Power and false-positive rates are simulated 
 (bracket.stats.cells.compare_arms for a fixed design, bracket.stats.sequential.assess for an
 adaptive one), so they are the rates bench/results/design_efficiency.md reports for the same
 settings. The simulated experiment is one A/B comparison; an experiment with m comparisons
-shares alpha among them (Holm, or Bonferroni for an adaptive design), which lowers power a little.
+shares alpha among them (Holm; for an adaptive design Holm-type recycling across the looks,
+bracket.stats.sequential), which lowers power a little.
 """
 
 from __future__ import annotations
