@@ -168,15 +168,30 @@ def beyond_eight(reps: int, seed: int) -> list[str]:
             lines.append(f"| {effect:g} | {name} | {pct(r[FASTER])} | {pct(r[SLOWER])} | {pct(r[NO_EFFECT])} | "
                          f"{pct(r[UNDETERMINED])} | {r['rounds']:.2f} | {2 * r['rounds']:.1f} |")
             print(lines[-1], flush=True)
-    a = res[1.05]["adaptive"]
-    same = next((r for r in fixed if res[1.05][r][FASTER] >= a[FASTER]), None)
-    lines += ["", f"Reading: adaptive 2-16 settles +5 % as faster in {a[FASTER]:.0%} after {2 * a['rounds']:.1f} "
-              f"blocks on average; " + (f"the fewest fixed rounds with at least that power is {same} "
-                                        f"({2 * same} blocks)." if same else "no fixed design of 16 rounds or "
-                                        "fewer reaches that power.")
-              + f" With no effect it says faster/slower in {res[1.0]['adaptive'][FASTER] + res[1.0]['adaptive'][SLOWER]:.1%} "
-              f"and settles as no measurable effect (within 5 %) in {res[1.0]['adaptive'][NO_EFFECT]:.0%} after "
-              f"{2 * res[1.0]['adaptive']['rounds']:.1f} blocks on average."]
+    a, n0 = res[1.05]["adaptive"], res[1.0]["adaptive"]
+    same = next((r for r in fixed if res[1.05][r][FASTER] >= a[FASTER] - 0.01), None)
+    target = next((r for r in fixed if res[1.05][r][FASTER] >= 0.9), None)
+    slope_se = 0.03 / np.sqrt(((np.arange(16) - 7.5) ** 2).sum())
+    lines += ["", "Reading:", "",
+              f"- Adaptive 2-16 settles +5 % as faster in {a[FASTER]:.1%} after {2 * a['rounds']:.1f} blocks on "
+              f"average (Monte Carlo se {np.sqrt(a[FASTER] * (1 - a[FASTER]) / reps):.1%}). "
+              + (f"The fixed design with the same power (within 1 point) is {same} rounds, {2 * same} blocks. "
+                 if same else "No fixed design of 16 rounds or fewer reaches that power. ")
+              + (f"The fewest fixed rounds that reach 90 % is {target} ({2 * target} blocks). " if target else "")
+              + f"With no effect it says faster/slower in {n0[FASTER] + n0[SLOWER]:.1%} and settles as no measurable "
+              f"effect (within 5 %) in {n0[NO_EFFECT]:.0%} after {2 * n0['rounds']:.1f} blocks on average.",
+              f"- What limits 8 rounds is the block noise itself: with 16 blocks the log ratio's se is "
+              f"{bound(8)['se']:.2%}, so +5 % is {np.log(1.05) / bound(8)['se']:.1f} se from 1 and "
+              f"{(np.log(1.05) - np.log(1.01)) / bound(8)['se']:.1f} se beyond the 1 % band. Not the band: in a "
+              "drift-adjusted comparison it is max(threshold, |fitted drift per block|), not the raw first-to-last "
+              f"change (which grows with the rounds); the fitted slope's se at 16 blocks is {slope_se:.2%} per block, "
+              f"so with 1 %/block of true drift the band averages about {0.01 + slope_se / np.sqrt(2 * np.pi):.2%}, "
+              "which costs under 2 points of power against a band of exactly 1 %. Not the t quantile on 13 df "
+              "(the oracle column knows the block sd). Not the spending function: at 8 rounds even the fixed "
+              f"design, which spends nothing on looks, has {bound(8)['rule']:.0%}. A round is one block per arm; counting two blocks "
+              "per arm as a round would meet 'within 8 rounds' by relabelling alone, so this benchmark counts blocks.",
+              "- So the target is met by an adaptive design with a budget of 16 rounds, at fewer blocks on average "
+              "than the fixed design of the same power; it cannot be met within 8 one-block-per-arm rounds."]
     return lines
 
 
@@ -189,6 +204,7 @@ def nonlinear(reps: int, seed: int) -> list[str]:
              "little.", "",
              "| step | design | faster | slower | no measurable effect | undetermined | mean rounds |",
              "|---:|---|---:|---:|---:|---:|---:|"]
+    worst = 0.0
     for i, step in enumerate((0.03, -0.06)):
         res = run(reps, seed + 200 + i, 0.03, 1.0, 0.05, step=step, fixed=(4, 8))
         for d, r in res.items():
@@ -196,7 +212,9 @@ def nonlinear(reps: int, seed: int) -> list[str]:
             lines.append(f"| {step:+.0%} | {name} | {pct(r[FASTER])} | {pct(r[SLOWER])} | {pct(r[NO_EFFECT])} | "
                          f"{pct(r[UNDETERMINED])} | {r['rounds']:.2f} |")
             print(lines[-1], flush=True)
-    return lines
+            worst = max(worst, r[FASTER] + r[SLOWER]) if d == "adaptive" else worst
+    return lines + ["", f"Reading: with a step the drift term cannot remove, the adaptive design's false faster/slower "
+                        f"rate despite its looks is at most {worst:.1%} (alpha 5 %)."]
 
 
 class Bonferroni(Plan):
@@ -216,6 +234,7 @@ def multiplicity(reps: int, seed: int) -> list[str]:
              "the others, Maurer & Bretz 2013); Bonferroni: each keeps 0.05 / 3.", "",
              "| block sd | truth B, C, D | procedure | familywise false faster/slower | B faster | C faster | "
              "D settled (any) | mean rounds |", "|---:|---|---|---:|---:|---:|---:|---:|"]
+    fw, gain = 0.0, (float("nan"), float("nan"))
     for i, (bsd, eff) in enumerate(((0.03, (1.2, 1.0, 1.0)), (0.01, (1.2, 1.03, 1.0)), (0.03, (1.0, 1.0, 1.0)))):
         truth = dict(zip("ABCD", (1.0, *eff)))
         kw = dict(arms=tuple("ABCD"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=2,
@@ -239,7 +258,14 @@ def multiplicity(reps: int, seed: int) -> list[str]:
                          f"{pct(t['B'] / reps)} | {pct(t['C'] / reps)} | {pct(t['D'] / reps)} | "
                          f"{t['rounds'] / reps:.2f} |")
             print(lines[-1], flush=True)
-    return lines
+        fw = max(fw, tally["Holm"]["fw"] / reps)
+        if eff[1] != 1.0:
+            gain = (tally["Bonferroni"]["C"] / reps, tally["Holm"]["C"] / reps)
+    return lines + ["", f"Reading: the familywise false faster/slower rate with recycling is at most {fw:.1%} in these "
+                        f"settings (alpha 5 %). Recycling helps once a comparison settles: with B at +20 % settled "
+                        f"early, C's +3 % is found in {gain[1]:.1%} against {gain[0]:.1%} with Bonferroni. It does "
+                        "not shorten the experiment here, as the run continues while D (no effect, no margin met) is "
+                        "open; and it cannot help when nothing settles (all truths 1: the rows agree)."]
 
 
 PARTS = {"main": section, "beyond": beyond_eight, "nonlinear": nonlinear, "multiplicity": multiplicity}
