@@ -51,6 +51,7 @@ max_rounds = 8
 margin = 0.0                   # adaptive equivalence margin; 0: twice the noise band
 choose = "adaptive"            # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
 seed = 1
+table_csv = ""                 # also write the designs' table (rates, rounds, wall time) here; "" writes nothing
 
 # %%
 import math
@@ -74,6 +75,7 @@ d0 = cfg["design"]
 # %%
 noise = {"block_sd": block_sd, "run_sd": run_sd, "drift": drift, "source": "stated"}
 timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
+pilot_runs = pilot_warmups = 0
 if runs_csv:
     runs = pd.read_csv(runs_csv)
     components, measured = planning.pilot_noise(runs, cfg["reference"])
@@ -86,6 +88,10 @@ if runs_csv:
     timings = planning.pilot_timings(runs, meta_dir or None)
     if timings["start_s"] is None:
         timings["start_s"] = start_s
+    per_block = runs.groupby(["block", "workload"]).size()
+    pilot_warmups = runs[runs["warmup"].astype(bool)].groupby(["block", "workload"]).size().median() \
+        if "warmup" in runs and runs["warmup"].astype(bool).any() else 0
+    pilot_runs = per_block.median() - pilot_warmups
 display(Markdown(
     f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
     f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
@@ -135,12 +141,22 @@ pct_cols = ["false faster/slower", "power", "no effect settled", "undetermined (
 display(table.style.format({**{c: "{:.0%}" for c in pct_cols}, "mean rounds (effect)": "{:.1f}",
                             "mean rounds (no effect)": "{:.1f}", "wall time (h)": "{:.2f}",
                             "wall time at the budget (h)": "{:.2f}"}))
+pilot_estimate = planning.wall_time(
+    timings, arms=len(arms), blocks=timings["blocks"], runs_per_block=int(pilot_runs), warmup_runs=int(pilot_warmups),
+    cooldown_s=d0["cooldown_s"]) if timings.get("wall_s") and pilot_runs else None
 display(Markdown(
     f"This experiment has {len(arms)} arms and {len(workloads)} workloads: {n_cmp} comparisons share alpha "
-    f"(Holm for a fixed design, Bonferroni for an adaptive one), so each is tested a little more strictly than "
-    f"the single comparison simulated here. Per timed request: "
+    f"(Holm for a fixed design, Holm-type recycling across the looks for an adaptive one), so each is tested a "
+    f"little more strictly than the single comparison simulated here. Per request (mean): "
     + ", ".join(f"{w} {s:.2f} s" for w, s in timings["request_s"].items())
-    + f"; server start {timings['start_s']:.0f} s."))
+    + f"; per block a server start of {timings['start_s']:.0f} s and a teardown of "
+    + (f"{timings['teardown_s']:.0f} s" if timings.get("teardown_s") is not None else "0 s (not recorded)")
+    + (f"; between blocks {timings['gap_s']:.0f} s from one block's end to the next launch (cooldown and "
+       f"orchestration)" if timings.get("gap_s") is not None else f"; between blocks the cooldown of {d0['cooldown_s']} s")
+    + (f". The pilot itself, {timings['blocks']} blocks, took {timings['wall_s']:.0f} s; this estimate says "
+       f"{pilot_estimate:.0f} s for it." if pilot_estimate else ".")))
+if table_csv:
+    table.to_csv(table_csv, index=False)
 for r in rounds_options[:3]:
     display(Markdown(f"`{d0['kind']}`, {r} rounds: " + planning.schedule(arms, d0["kind"] if d0["kind"] != "sequential"
                                                                         else "abab", r, d0["seed"])))

@@ -51,26 +51,69 @@ def test_write_design_validates_and_drops_adaptive_keys_for_fixed(tmp_path):
         planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": "adaptive", "min_rounds": 1})
 
 
+DRAFT = ROOT / "tests" / "data" / "draft_sweep"   # a real 12-block run of experiments/draft_sweep.yaml
+
+
+def test_wall_time_from_the_pilots_timings_predicts_the_pilot_itself():
+    """The draft sweep's own design (12 blocks, 1 warmup + 4 timed runs per workload, cooldown 5 s), estimated
+    from its timings, against the wall time its metadata record (first launch to last teardown)."""
+    import pandas as pd
+    runs = pd.read_csv(DRAFT / "runs.csv")
+    t = planning.pilot_timings(runs, DRAFT / "raw")
+    assert t["blocks"] == 12 and 15 < t["start_s"] < 40
+    assert t["teardown_s"] is not None and t["teardown_s"] > 0 and t["gap_s"] >= 5   # the cooldown is in the gap
+    est = planning.wall_time(t, arms=4, blocks=12, runs_per_block=4, warmup_runs=1, cooldown_s=5)
+    # per block: start + teardown + 15 requests at the pilot's mean; 11 gaps. Within 5 % of what it took.
+    assert est == pytest.approx(12 * (t["start_s"] + t["teardown_s"] + 5 * sum(t["request_s"].values()))
+                                + 11 * t["gap_s"])
+    assert est == pytest.approx(t["wall_s"], rel=0.05)
+    without = planning.wall_time({**t, "teardown_s": None, "gap_s": None}, arms=4, blocks=12, runs_per_block=4,
+                                 warmup_runs=1, cooldown_s=5)
+    assert without < est - 12 * t["teardown_s"] + 1e-9
+
+
+def _agree(p1: float, p2: float, n1: int, n2: int, z: float = 3.0) -> bool:
+    """Two simulated rates agree within z Monte Carlo standard errors of their difference (pooled rate)."""
+    p = (p1 * n1 + p2 * n2) / (n1 + n2)
+    return abs(p1 - p2) <= z * np.sqrt(p * (1 - p) * (1 / n1 + 1 / n2)) + 1e-12
+
+
 @pytest.mark.integration
-def test_design_notebook_runs_under_papermill_and_writes_the_experiment(tmp_path):
+def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(tmp_path):
+    """The notebook under papermill on a real pilot (the draft sweep's runs.csv and block metadata): it writes
+    the adaptive experiment, and its false-positive and power figures agree, within Monte Carlo error, with
+    bench/sequential_design.py's simulation of the same settings on independent datasets."""
+    import sys
+
+    import pandas as pd
     papermill = pytest.importorskip("papermill")
-    runs = tmp_path / "runs.csv"
-    pilot_runs().to_csv(runs, index=False)
-    out = tmp_path / "smoke_adaptive.yaml"
+    sys.path.insert(0, str(ROOT / "bench"))
+    import sequential_design as bench
+
+    out, table_csv, reps = tmp_path / "draft_sweep_adaptive.yaml", tmp_path / "table.csv", 150
+    settings = dict(effect=1.15, rounds_options=[2, 4], runs_options=[4], min_rounds=2, max_rounds=4, margin=0.1)
     papermill.execute_notebook(str(ROOT / "notebooks" / "design.ipynb"), str(tmp_path / "design.ipynb"),
-                               parameters={"runs_csv": str(runs), "experiment_path": str(ROOT / "experiments/smoke.yaml"),
-                                           "out_path": str(out), "reps": 4, "rounds_options": [2, 4],
-                                           "runs_options": [3], "max_rounds": 4},
+                               parameters={"runs_csv": str(DRAFT / "runs.csv"), "meta_dir": str(DRAFT / "raw"),
+                                           "experiment_path": str(ROOT / "experiments/draft_sweep.yaml"),
+                                           "out_path": str(out), "table_csv": str(table_csv), "reps": reps,
+                                           "seed": 1, **settings},
                                cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
     cfg = config.load(out)
     assert cfg["design"]["rounds"] == "adaptive" and cfg["design"]["max_rounds"] == 4
-    assert cfg["arms"].keys() == {"baseline", "ngram_4"}
+    assert cfg["arms"].keys() == {"baseline", "ngram_2", "ngram_4", "ngram_8"}
+    nb = pd.read_csv(table_csv).set_index("design")
 
-
-@pytest.mark.integration
-def test_the_notebooks_power_agrees_with_the_simulation_benchmark():
-    # bench/results/design_efficiency.md, section 4: block sd 1 %, drift 1 %/block, +20 %: adaptive 2-8 finds it
-    # in 100 % after 3.20 rounds on average; no effect: no false faster/slower (200 experiments per row)
-    row = planning.adaptive_row(block_sd=0.01, run_sd=0.005, drift=0.01, effect=1.2, runs=5, reps=30, seed=9)
-    assert row["power"] >= 0.95 and 2.7 <= row["mean rounds (effect)"] <= 3.8
-    assert row["false faster/slower"] <= 0.07
+    _, noise = planning.pilot_noise(pd.read_csv(DRAFT / "runs.csv"), "baseline")
+    assert 0.005 < noise["block_sd"] < 0.1 and noise["run_sd"] > noise["block_sd"]   # a noisy engine, as measured
+    kw = dict(block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"], runs=4, margin=0.1,
+              max_rounds=4, fixed=(2, 4))
+    eff = bench.run(reps, 77, effect=1.15, **kw)
+    null = bench.run(reps, 78, effect=1.0, **kw)
+    for name, key in (("adaptive 2-4 rounds", "adaptive"), ("fixed 2 rounds", 2), ("fixed 4 rounds", 4)):
+        row = nb.loc[name]
+        assert _agree(row["power"], eff[key]["faster"], reps, reps), (name, row["power"], eff[key]["faster"])
+        fp = null[key]["faster"] + null[key]["slower"]
+        assert _agree(row["false faster/slower"], fp, reps, reps), (name, row["false faster/slower"], fp)
+        assert row["false faster/slower"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
+    # the figures are not all at a bound, so the agreement says something
+    assert 0.1 < nb.loc["adaptive 2-4 rounds", "power"] < 0.99 or 0.1 < nb.loc["fixed 4 rounds", "power"] < 0.99

@@ -8,7 +8,7 @@ from scipy import stats
 
 from bracket.stats.io import from_table
 from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, boundaries, judge, obf_spending
-from bracket.stats.simulate import simulate
+from bracket.stats.simulate import simulate, simulate_arms
 
 
 def test_boundaries_match_published_lan_demets_obf():
@@ -175,7 +175,7 @@ def test_the_article_shows_each_look_and_when_each_question_settled():
     frame = from_table(pd.concat([df, df2], ignore_index=True))
     seq = assess(frame, _plan(workloads=("sim", "other"), margin=0.001))
     t = looks_table(seq)
-    assert list(t["after round"]) == [x["round"] for x in seq["looks"]] and t.shape[1] == 5
+    assert list(t["after round"]) == [x["round"] for x in seq["looks"]] and t.shape[1] == 6
     big = next(c for c in seq["comparisons"] if c["workload"] == "sim")
     assert big["verdict"] == "faster" and big["settled_round"] < 6
     # after the look that settled it, its column says so
@@ -185,4 +185,118 @@ def test_the_article_shows_each_look_and_when_each_question_settled():
     assert section_looks(SimpleNamespace(stats={"sequential": None})) is None
     s = section_looks(SimpleNamespace(stats={"sequential": seq}))
     text = " ".join(getattr(x, "text", "") for x in s.items)
-    assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text
+    assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text and "Holm" in text
+
+
+# ---- Holm-type alpha recycling across comparisons (Maurer & Bretz 2013) ----------------------------------
+
+def _stub_plan(**kw):
+    # three arms, one workload: two comparisons (B vs A, C vs A), looks after rounds 2 and 3
+    return Plan(**{**dict(arms=("A", "B", "C"), reference="A", workloads=("w",), kind="abab", seed=1,
+                          min_rounds=2, max_rounds=3, margin=0.02), **kw})
+
+
+def _stub_assess(plan, by_look):
+    """assess with each comparison's (estimate, se, df) per look given: compare_fn is the stand-in; the
+    recycling, boundaries and verdicts are the real ones."""
+    from types import SimpleNamespace
+    import pandas as pd
+    frame = pd.DataFrame({"position": range(len(plan.blocks(plan.max_rounds)))})
+
+    def compare_fn(sub, base, cand, wl):
+        look = plan.looks.index(next(r for r in plan.looks if len(plan.blocks(r)) == len(sub)))
+        est, se, df = by_look[cand][look]
+        return SimpleNamespace(estimate=est, se=se, df=df, vif=1.0, noise_band=0.01)
+    return assess(frame, plan, compare_fn=compare_fn)
+
+
+def _q(plan, cand, level, look, df):
+    """Half-width factor of the repeated CI at `level` on look `look` (0-based), by hand: the boundary's
+    two-sided nominal level read on t(df)."""
+    c = boundaries(plan.fractions(cand), level)[look]
+    return stats.t.isf(stats.norm.sf(c), df)
+
+
+def test_a_settled_comparison_passes_its_alpha_and_the_other_settles_in_the_same_look():
+    p = _stub_plan()
+    assert p.level(0) == pytest.approx(0.025) and p.level(1) == pytest.approx(0.05)   # Holm: alpha/2, then alpha
+    se, df = 0.01, 30.0
+    # C's lower edge clears the 1 % band at level 0.05 but not at 0.025 (by hand, between the two factors)
+    q_half, q_full = _q(p, "C", 0.025, 0, df), _q(p, "C", 0.05, 0, df)
+    assert q_full < q_half
+    est_c = math.log(1.01) + se * (q_full + q_half) / 2
+    big = (math.log(1.5), se, df)
+    seq = _stub_assess(p, {"B": [big, big], "C": [(est_c, se, df)] * 2})
+    b, c = seq["comparisons"]
+    assert b["verdict"] == "faster" and b["settled_round"] == 2 and b["level"] == pytest.approx(0.025)
+    assert c["verdict"] == "faster" and c["settled_round"] == 2 and c["level"] == pytest.approx(0.05)
+    assert c["rci_low"] == pytest.approx(math.exp(est_c - q_full * se))
+    assert seq["recycled"] == 2 and seq["looks"][0]["open"] == 0 and not seq["another_round"]
+    # without B settling (B equivalent: its alpha stays), C at 0.025 stays open
+    seq = _stub_assess(p, {"B": [(0.0, 0.001, df)] * 2, "C": [(est_c, se, df)] * 2})
+    b, c = seq["comparisons"]
+    assert b["verdict"] == "no measurable effect" and seq["looks"][0]["open"] == 1
+    assert c["looks"][0]["status"] == OPEN and c["looks"][0]["level"] == pytest.approx(0.025)
+
+
+def test_recycled_alpha_is_spent_on_the_earlier_looks_too():
+    p = _stub_plan()
+    se, df = 0.01, 30.0
+    # C: look 1 clears at level 0.05 (not 0.025); look 2 clears at neither; B settles only at look 2
+    q1h, q1f = _q(p, "C", 0.025, 0, df), _q(p, "C", 0.05, 0, df)
+    c1 = (math.log(1.01) + se * (q1f + q1h) / 2, se, df)
+    c2 = (math.log(1.01), se, df)
+    b1, b2 = (0.0, 0.2, df), (math.log(1.5), se, df)
+    seq = _stub_assess(p, {"B": [b1, b2], "C": [c1, c2]})
+    b, c = seq["comparisons"]
+    assert b["verdict"] == "faster" and b["settled_round"] == 3
+    assert c["verdict"] == "faster" and c["settled_round"] == 3 and c["looks"][-1]["interval_look"] == 1
+    assert c["rci_low"] == pytest.approx(math.exp(c1[0] - q1f * se))
+    assert "judged again at the level 0.05" in c["how"]
+
+
+@pytest.mark.integration
+def test_familywise_false_faster_slower_stays_below_alpha_with_recycling():
+    # B truly +20 % (settles early and passes its alpha), C and D truly equal to A: a false faster/slower on
+    # C or D is the familywise error; with 3 comparisons recycled, at most alpha in truth.
+    p = Plan(arms=("A", "B", "C", "D"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=2,
+             max_rounds=6, margin=0.05, noise_threshold=0.01)
+    rng = np.random.default_rng(31)
+    reps, errors, recycled = 120, 0, 0
+    for _ in range(reps):
+        seq = assess(from_table(simulate_arms({"A": 1.0, "B": 1.2, "C": 1.0, "D": 1.0}, rounds=6, block_sd=0.03,
+                                              drift=0.01, rng=rng)), p)
+        v = {c["candidate"]: c for c in seq["comparisons"]}
+        errors += any(v[x]["verdict"] in ("faster", "slower") for x in ("C", "D"))
+        recycled += v["B"]["verdict"] == "faster" and v["B"]["settled_round"] < 6
+    assert recycled >= 0.9 * reps      # the recycling was exercised
+    assert errors <= 12                # 5 % of 120 is 6; 12 lies > 2.5 binomial sd above it
+
+
+def test_recycling_settles_everything_bonferroni_settles_on_the_draft_sweeps_blocks():
+    """On real blocks (the draft sweep's 12, read as the first 3 rounds of its adaptive version): Holm-type
+    recycling is uniformly more powerful than Bonferroni, so it settles every comparison Bonferroni settles, the
+    same way and no later, and spends at least alpha / m on each."""
+    import dataclasses
+
+    import pandas as pd
+    from bracket import config
+    from bracket.stats.io import from_runs
+    from conftest import ROOT
+
+    class Bonferroni(Plan):
+        def level(self, rejected):
+            return self.alpha / self.comparisons
+
+    p = Plan.of(config.load(ROOT / "experiments" / "draft_sweep_adaptive.yaml"))
+    frame = from_runs(pd.read_csv(ROOT / "tests" / "data" / "draft_sweep" / "runs.csv"))
+    holm = {(c["workload"], c["candidate"]): c for c in assess(frame, p)["comparisons"]}
+    bonf = assess(frame, Bonferroni(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p)}))
+    assert bonf["rounds_run"] == 3 and len(holm) == 9
+    settled = [c for c in bonf["comparisons"] if c["status"] == SETTLED]
+    assert settled, "the real blocks settle something at round 3"
+    for c in settled:
+        h = holm[(c["workload"], c["candidate"])]
+        assert h["verdict"] == c["verdict"] and h["settled_round"] <= c["settled_round"]
+    for h in holm.values():
+        assert all(j["level"] >= 0.05 / 9 - 1e-15 for j in h["looks"])

@@ -5,7 +5,8 @@ What notebooks/design.py presents. Power and false-positive rates are simulated 
 (bracket.stats.cells.compare_arms for a fixed design, bracket.stats.sequential.assess for an
 adaptive one), so they are the rates bench/results/design_efficiency.md reports for the same
 settings. The simulated experiment is one A/B comparison; an experiment with m comparisons
-shares alpha among them (Holm, or Bonferroni for an adaptive design), which lowers power a little.
+shares alpha among them (Holm; for an adaptive design Holm-type recycling across the looks,
+bracket.stats.sequential), which lowers power a little.
 """
 
 from __future__ import annotations
@@ -133,28 +134,50 @@ def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float,
 
 
 def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dict:
-    """Seconds per timed request (median wall_s per workload) and per server start (median ready_s)."""
+    """A pilot's timings: seconds per timed request (mean wall_s per workload, warmups included), and from
+    the blocks' metadata (block-*.meta.json) the median server start (ready_s), teardown (from the end of
+    the block's last request to ended_at, when the server is down) and the gap between one block's end
+    and the next one's launch (cooldown and orchestration). Those three are None without metadata."""
     wall = pd.to_numeric(runs.get("wall_s"), errors="coerce")
-    per_wl = runs.assign(wall=wall).groupby("workload")["wall"].median().dropna().to_dict() if "workload" in runs else {}
-    ready = []
+    per_wl = runs.assign(wall=wall).groupby("workload")["wall"].mean().dropna().to_dict() if "workload" in runs else {}
+    metas = []
     for p in sorted(Path(meta_dir).glob("block-*.meta.json")) if meta_dir and Path(meta_dir).is_dir() else []:
         try:
-            r = json.loads(p.read_text()).get("ready_s")
+            m = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(r, (int, float)) and r > 0:
-            ready.append(float(r))
-    return {"request_s": {str(k): float(v) for k, v in per_wl.items()},
-            "start_s": float(np.median(ready)) if ready else None}
+        if isinstance(m, dict) and m.get("status", "complete") == "complete":
+            metas.append(m)
+    ready = [float(m["ready_s"]) for m in metas if _num(m.get("ready_s")) and m["ready_s"] > 0]
+    teardown, gaps = [], []
+    if {"block", "started_at", "wall_s"} <= set(runs.columns):
+        ends = (pd.to_numeric(runs["started_at"], errors="coerce") + wall).groupby(runs["block"]).max().to_dict()
+        for m in metas:
+            if _num(m.get("ended_at")) and _num(ends.get(m.get("block"))):
+                teardown.append(float(m["ended_at"]) - float(ends[m["block"]]))
+    spans = sorted((float(m["started_at"]), float(m["ended_at"])) for m in metas
+                   if _num(m.get("started_at")) and _num(m.get("ended_at")))
+    gaps = [nxt[0] - cur[1] for cur, nxt in zip(spans, spans[1:])]
+    med = (lambda x: float(np.median(x)) if x else None)
+    return {"request_s": {str(k): float(v) for k, v in per_wl.items()}, "start_s": med(ready),
+            "teardown_s": med([t for t in teardown if t >= 0]), "gap_s": med([g for g in gaps if g >= 0]),
+            "wall_s": spans[-1][1] - spans[0][0] if spans else None, "blocks": len(spans)}
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def wall_time(timings: dict, *, arms: int, blocks: int, runs_per_block: int, warmup_runs: int, cooldown_s: float,
               start_s: float | None = None) -> float:
     """Seconds an experiment of `blocks` blocks takes: per block a server start, warmups and timed runs of
-    every workload, and the cooldown before every block but the first."""
+    every workload and the server's teardown; between blocks the cooldown, or the pilot's measured gap from
+    one block's end to the next one's launch when that is longer (it includes the cooldown and the
+    workflow's own overhead)."""
     start = timings.get("start_s") if start_s is None else start_s
-    per_block = (start or 0.0) + (warmup_runs + runs_per_block) * sum(timings["request_s"].values())
-    return blocks * per_block + max(blocks - 1, 0) * cooldown_s
+    per_block = ((start or 0.0) + (timings.get("teardown_s") or 0.0)
+                 + (warmup_runs + runs_per_block) * sum(timings["request_s"].values()))
+    return blocks * per_block + max(blocks - 1, 0) * max(cooldown_s, timings.get("gap_s") or 0.0)
 
 
 def schedule(arms: list[str], kind: str, rounds: int, seed: int = 1) -> str:

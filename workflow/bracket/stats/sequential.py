@@ -23,16 +23,30 @@ and stopping when an interval clears the band would, with fixed-level intervals,
 - Block noise is estimated, so each boundary is turned into its nominal level and the t
   quantile at the look's degrees of freedom is used instead (the "significance level approach",
   Jennison & Turnbull 2000, ch. 11).
-- The comparisons of one experiment (arms x workloads) share alpha by Bonferroni: each spends
-  alpha / m, so the chance that any interval of any comparison at any look misses its truth is
-  at most alpha.
+- The comparisons of one experiment (arms x workloads) share alpha by a sequentially rejective
+  (Holm-type) group-sequential procedure: Maurer & Bretz 2013, "Multiple testing in group
+  sequential trials using graphical approaches", Stat Biopharm Res 5:311-320 (also Ye, Li, Jiang &
+  Xie 2013, "Group sequential Holm and Hochberg procedures", Stat Med 32:1112-1124). Each of the m
+  comparisons starts at alpha / m. When one settles as faster/slower (its difference hypothesis is
+  rejected), its share passes equally to every comparison not yet rejected (Holm's graph), so each
+  then holds alpha / (m - rejected); the open ones are tested again with the same spending
+  function at that level on every look so far (their boundaries at the new level, fixed in advance
+  by the plan's information fractions), which may settle more in the same look. This is a
+  shortcut of a closed test whose local tests are weighted Bonferroni combinations of
+  group-sequential tests, so the chance of any false faster/slower, over every look and
+  comparison, stays at most alpha (strong control).
 
-A comparison settles as "faster"/"slower" when its interval lies outside the noise band, or as
-"no measurable effect" when it lies within +/- the equivalence margin (the stated
-`design.margin`, else WIDE x the comparison's noise band, the width the fixed-design rule asks
-of "no measurable effect"). Either claim is wrong only if an interval missed the truth, so the
-overall chance of any wrong verdict is at most alpha. A comparison still open at `max_rounds`
-is "undetermined" (budget spent). Settled comparisons keep the verdict of the look that settled
+A comparison settles as "faster"/"slower" when its interval (at its current level) lies outside
+the noise band, or as "no measurable effect" when its interval at the un-recycled level alpha / m
+lies within +/- the equivalence margin (the stated `design.margin`, else WIDE x the comparison's
+noise band, the width the fixed-design rule asks of "no measurable effect"). Recycling is for the
+difference hypotheses alone: a comparison settled as "faster" has not had "the truth lies beyond
+the margin" rejected (it may well be true), so passing its alpha to equivalence claims would not
+be covered by the closed test. "No measurable effect" is wrong only if an alpha / m interval
+missed the truth, and all of those cover together with probability at least 1 - alpha; so a wrong
+"no measurable effect" anywhere has chance at most alpha, as has a false faster/slower anywhere
+(the two concern disjoint truths: inside the band, outside the margin). A comparison still open
+at `max_rounds` is "undetermined" (budget spent). Settled comparisons keep the verdict of the look that settled
 them. Every arm runs in every round (an arm whose comparisons are settled may still be the
 reference of another, and dropping arms would unbalance the drift fit), so the design stays
 A/B/A/B to the end.
@@ -45,68 +59,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
 
 from bracket.stats import defaults as D
 from bracket import design as bdesign
 from bracket.stats.compare import FASTER, NO_EFFECT, UNDETERMINED, WIDE, CONFOUNDED_VIF, clears
+from bracket.stats.spending import boundaries, cached_boundaries, obf_spending  # noqa: F401 (re-exported)
 
 #: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
 #: (a round added later never reorders the ones run); sequential is not one, and is a control anyway.
 ADAPTIVE_KINDS = ("abab", "abba", "bracket", "random")
 OPEN, SETTLED = "open", "settled"
-
-
-def obf_spending(t, alpha: float):
-    """Lan-DeMets O'Brien-Fleming-type alpha spent by information fraction t, both sides together.
-
-    Each side spends 2 - 2 Phi(z_{1 - alpha/4} / sqrt(t)) of its alpha / 2, the convention of
-    gsDesign's sfLDOF and ldbounds for a symmetric two-sided design (their published boundaries
-    for 5 equal looks at alpha 0.05: 4.877, 3.357, 2.680, 2.290, 2.031).
-    """
-    t = np.asarray(t, dtype=float)
-    z = stats.norm.isf(alpha / 4)
-    return 2 * np.where(t > 0, 2 * stats.norm.sf(z / np.sqrt(np.maximum(t, 1e-300))), 0.0)
-
-
-def boundaries(fractions, alpha: float, grid: int = 1601, spending=obf_spending) -> np.ndarray:
-    """Two-sided boundaries c_k (z scale) of the Lan-DeMets OBF-type spending at these fractions.
-
-    P(|Z_j| < c_j for j < k, |Z_k| >= c_k) = alpha(t_k) - alpha(t_{k-1}) under no effect, Z_k the
-    standardised statistic of a Brownian motion observed at times t_k (recursive integration on a
-    grid of the score S_k = Z_k sqrt(t_k), densities carried between looks by the normal kernel).
-    """
-    t = np.asarray(fractions, dtype=float)
-    if t.size == 0 or np.any(np.diff(t) <= 0) or t[0] <= 0 or t[-1] > 1 + 1e-12:
-        raise ValueError(f"information fractions must increase within (0, 1], got {list(t)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    spend = np.diff(np.r_[0.0, spending(t, alpha)])
-    c = np.empty(t.size)
-    c[0] = stats.norm.isf(spend[0] / 2)
-    # density of S_1 on the continuation region, on a grid
-    b = c[0] * math.sqrt(t[0])
-    x = np.linspace(-b, b, grid)
-    f = stats.norm.pdf(x, scale=math.sqrt(t[0]))
-    for k in range(1, t.size):
-        d = math.sqrt(t[k] - t[k - 1])
-        w = np.full(grid, (x[1] - x[0]))
-        w[[0, -1]] /= 2  # trapezoid weights
-        fw = f * w
-
-        def crossing(ck, k=k, d=d, fw=fw, x=x):
-            bk = ck * math.sqrt(t[k])
-            return float(fw @ (stats.norm.sf((bk - x) / d) + stats.norm.cdf((-bk - x) / d))) - spend[k]
-
-        if spend[k] <= 0:
-            c[k] = math.inf
-            continue
-        c[k] = optimize.brentq(crossing, 1e-6, 40.0, xtol=1e-9)
-        bk = c[k] * math.sqrt(t[k])
-        xn = np.linspace(-bk, bk, grid)
-        f = stats.norm.pdf((xn[:, None] - x[None, :]) / d) / d @ fw
-        x = xn
-    return c
+METHOD = ("group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
+          "across comparisons (Maurer & Bretz 2013)")
 
 
 def pair_factor(blocks: list[bdesign.Block], baseline: str, candidate: str) -> float:
@@ -169,68 +134,86 @@ class Plan:
         fmax = pair_factor(self.blocks(self.max_rounds), self.reference, candidate)
         return np.array([fmax / pair_factor(self.blocks(r), self.reference, candidate) for r in self.looks])
 
-    def boundaries(self, candidate: str) -> np.ndarray:
-        """z boundaries per look for this candidate's comparisons, at alpha / comparisons each."""
-        return _cached_boundaries(tuple(np.round(self.fractions(candidate), 12)), self.alpha / self.comparisons)
+    def boundaries(self, candidate: str, level: float | None = None) -> np.ndarray:
+        """z boundaries per look for this candidate's comparisons at `level` (default alpha / comparisons,
+        the Bonferroni start; Holm-type recycling raises it as other comparisons settle)."""
+        level = self.alpha / self.comparisons if level is None else level
+        return cached_boundaries(tuple(np.round(self.fractions(candidate), 12)), level)
+
+    def level(self, rejected: int) -> float:
+        """Each still-untested difference hypothesis's level once `rejected` comparisons have settled as
+        faster/slower: Holm's graph (every node passes its level equally to all others) gives
+        alpha / (comparisons - rejected) to each."""
+        return self.alpha / max(self.comparisons - rejected, 1)  # all rejected: nothing left to test
 
     def rule(self) -> str:
         """The stopping rule in words (for the article and stats.json)."""
         margin = f"+/-{self.margin:.1%}" if self.margin else f"+/-{WIDE:g} x its noise band"
-        return (f"After each round from {self.min_rounds} to {self.max_rounds}, each of the {self.comparisons} "
+        m = self.comparisons
+        share = (f"spending {self.alpha:g} / {m} per comparison to begin with; when a comparison settles as "
+                 f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
+                 f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
+                 if m > 1 else f"spending {self.alpha:g}")
+        return (f"After each round from {self.min_rounds} to {self.max_rounds}, each of the {m} "
                 f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
-                f"Lan-DeMets O'Brien-Fleming-type boundary, spending {self.alpha:g} / {self.comparisons} per "
-                f"comparison (Bonferroni): it settles as faster/slower when the interval clears the noise "
-                f"band, as no measurable effect when the interval lies within {margin}; another round runs "
+                f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
+                f"interval clears the noise band, as no measurable effect when the interval at "
+                f"{self.alpha:g} / {m} (never recycled) lies within {margin}; another round runs "
                 f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
                 f"stays estimable), and at {self.max_rounds} rounds the open ones are undetermined. "
-                f"The chance of any wrong verdict, over every look and comparison, is at most {self.alpha:g}.")
-
-
-_BOUNDS: dict = {}
-
-
-def _cached_boundaries(fractions: tuple, alpha: float) -> np.ndarray:
-    key = (fractions, round(alpha, 15))
-    if key not in _BOUNDS:
-        _BOUNDS[key] = boundaries(np.array(fractions), alpha)
-    return _BOUNDS[key]
+                f"Over every look and comparison, the chance of any false faster/slower is at most "
+                f"{self.alpha:g}, and so is the chance of any wrong no measurable effect.")
 
 
 def _r(x: float) -> str:
     return f"{x:.3f}" if 1e-3 <= x <= 1e3 else f"{x:.2g}"
 
 
-def judge(estimate: float | None, se: float | None, df: float | None, band: float, boundary: float,
-          margin: float, final: bool, structural: str | None = None) -> dict:
-    """One comparison at one look: the repeated CI and what it settles.
+def rci(estimate: float, se: float, df: float, boundary: float) -> tuple[float, float]:
+    """The repeated CI of the ratio at z boundary c: the nominal two-sided level 2 Phi(-c) read on the t
+    distribution with the look's df, exp(estimate +/- q se)."""
+    hw = min(float(stats.t.isf(stats.norm.sf(boundary), df)) * se, 50.0)  # capped: exp(50) is no bound
+    return math.exp(estimate - hw), math.exp(estimate + hw)
 
-    The boundary's nominal two-sided level 2 Phi(-c) is read on the t distribution with the
-    look's df; the interval exp(estimate +/- q se) is the repeated CI of the ratio.
+
+def judge(estimate: float | None, se: float | None, df: float | None, band: float, boundary: float,
+          margin: float, final: bool, structural: str | None = None, eq_boundary: float | None = None) -> dict:
+    """One comparison at one look: the repeated CIs and what they settle.
+
+    `boundary` is the difference test's (at the comparison's current, possibly recycled, level): its
+    interval settles faster/slower when it clears the band. `eq_boundary` (default the same) is the
+    equivalence test's, at the un-recycled Bonferroni level: its interval settles "no measurable
+    effect" when it lies within +/- margin. rci_low/rci_high are the interval the outcome rests on
+    (the equivalence one for "no measurable effect", else the difference one).
     """
+    eq_boundary = boundary if eq_boundary is None else eq_boundary
     out = {"rci_low": None, "rci_high": None, "nominal_level": float(1 - 2 * stats.norm.sf(boundary)),
-           "boundary_z": float(boundary), "margin": margin, "noise_band": band}
+           "boundary_z": float(boundary), "eq_boundary_z": float(eq_boundary), "margin": margin,
+           "noise_band": band, "estimate": estimate, "se": se, "df": df, "structural": structural}
     if structural or estimate is None or se is None or not df:
         why = structural or "no block-level degrees of freedom yet"
         return {**out, "status": SETTLED if final else OPEN, "verdict": UNDETERMINED if final else None,
                 "how": f"budget spent: {why}" if final else f"open: {why}"}
-    hw = min(float(stats.t.isf(stats.norm.sf(boundary), df)) * se, 50.0)  # capped: exp(50) is no bound
-    lo, hi = math.exp(estimate - hw), math.exp(estimate + hw)
+    lo, hi = rci(estimate, se, df, boundary)
     out.update(rci_low=lo, rci_high=hi)
     v = clears(lo, hi, band)
     if v:
         return {**out, "status": SETTLED, "verdict": v,
                 "how": f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if v == FASTER else 'below'} the "
                        f"{band:.1%} noise band"}
-    if lo >= 1 / (1 + margin) and hi <= 1 + margin:
-        return {**out, "status": SETTLED, "verdict": NO_EFFECT,
-                "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(lo)}-{_r(hi)} lies inside it"}
+    elo, ehi = rci(estimate, se, df, eq_boundary)
+    if elo >= 1 / (1 + margin) and ehi <= 1 + margin:
+        return {**out, "status": SETTLED, "verdict": NO_EFFECT, "rci_low": elo, "rci_high": ehi,
+                "nominal_level": float(1 - 2 * stats.norm.sf(eq_boundary)),
+                "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(elo)}-{_r(ehi)} lies inside it"}
+    eq = "" if eq_boundary == boundary else f" (at the equivalence level {_r(elo)}-{_r(ehi)})"
     if final:
         return {**out, "status": SETTLED, "verdict": UNDETERMINED,
                 "how": f"budget spent: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band "
-                       f"nor lies within +/-{margin:.1%}"}
+                       f"nor lies within +/-{margin:.1%}{eq}"}
     return {**out, "status": OPEN, "verdict": None,
             "how": f"open: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies "
-                   f"within +/-{margin:.1%}"}
+                   f"within +/-{margin:.1%}{eq}"}
 
 
 def rounds_available(frame: pd.DataFrame, plan: Plan) -> int:
@@ -264,6 +247,7 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
     rounds_run = min(have, plan.max_rounds)
     state = {(wl, c): None for wl in plan.workloads for c in plan.candidates}
     history = {key: [] for key in state}
+    rejected = 0          # comparisons settled as faster/slower: their alpha has passed to the others
     looks = []
     for k, r in enumerate(plan.looks):
         if r > rounds_run:
@@ -271,25 +255,62 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
         n_blocks = len(plan.blocks(r))
         sub = frame[pd.to_numeric(frame["position"], errors="coerce") < n_blocks]
         final = r == plan.max_rounds
+        now = {}          # this look's statistics of every open comparison
         for (wl, cand), done in state.items():
             if done is not None:
                 continue
-            c_k = plan.boundaries(cand)[k]
             try:
                 comp = compare_fn(sub, plan.reference, cand, wl)
             except ValueError as exc:  # no valid runs for an arm yet
-                j = judge(None, None, None, plan.noise_threshold, c_k, plan.margin or 0.0, final, str(exc))
-            else:
-                structural = ("arm confounded with time" if comp.vif and comp.vif > CONFOUNDED_VIF
-                              else None) if comp.se is not None else "fewer than two blocks per arm"
-                margin = plan.margin if plan.margin else WIDE * comp.noise_band
-                j = judge(comp.estimate, comp.se, comp.df, comp.noise_band, c_k, margin, final, structural)
-                j["estimate_ratio"] = math.exp(comp.estimate) if comp.estimate is not None else None
-            j.update(round=r, look=k + 1)
-            history[(wl, cand)].append(j)
+                now[(wl, cand)] = dict(estimate=None, se=None, df=None, noise_band=plan.noise_threshold,
+                                       margin=plan.margin or 0.0, structural=str(exc), look=k + 1, ratio=None)
+                continue
+            structural = ("arm confounded with time" if comp.vif and comp.vif > CONFOUNDED_VIF
+                          else None) if comp.se is not None else "fewer than two blocks per arm"
+            now[(wl, cand)] = dict(estimate=comp.estimate, se=comp.se, df=comp.df, noise_band=comp.noise_band,
+                                   margin=plan.margin if plan.margin else WIDE * comp.noise_band,
+                                   structural=structural, look=k + 1,
+                                   ratio=math.exp(comp.estimate) if comp.estimate is not None else None)
+        # Faster/slower at each comparison's current level, on this look and every earlier one, until no
+        # further comparison settles: each that does passes its alpha on, and the open ones are tested
+        # again at the larger level (Maurer & Bretz 2013, the sequentially rejective graphical procedure
+        # with group-sequential tests; Holm's graph).
+        changed = True
+        while changed:
+            changed = False
+            level = plan.level(rejected)
+            for key in [x for x in now if state[x] is None]:
+                c = plan.boundaries(key[1], level)
+                for e in [*history[key], now[key]]:
+                    if e.get("structural") or e.get("estimate") is None or not e.get("df"):
+                        continue
+                    lo, hi = rci(e["estimate"], e["se"], e["df"], c[e["look"] - 1])
+                    if clears(lo, hi, e["noise_band"]):
+                        j = judge(e["estimate"], e["se"], e["df"], e["noise_band"], c[e["look"] - 1], e["margin"],
+                                  final, None)
+                        if e["look"] != k + 1:
+                            j["how"] += (f" (the interval of the look after round {plan.looks[e['look'] - 1]}, "
+                                         f"judged again at the level {level:.4g} recycled to it)")
+                        j.update(round=r, look=k + 1, interval_look=e["look"], level=level,
+                                 estimate_ratio=e.get("ratio"))
+                        history[key].append(j)
+                        state[key] = j
+                        rejected += 1
+                        changed = True
+                        break
+                if changed:
+                    break
+        level = plan.level(rejected)
+        for key, e in now.items():
+            if state[key] is not None:
+                continue
+            j = judge(e["estimate"], e["se"], e["df"], e["noise_band"], plan.boundaries(key[1], level)[k],
+                      e["margin"], final, e["structural"], eq_boundary=plan.boundaries(key[1])[k])
+            j.update(round=r, look=k + 1, interval_look=k + 1, level=level, estimate_ratio=e.get("ratio"))
+            history[key].append(j)
             if j["status"] == SETTLED:
-                state[(wl, cand)] = j
-        looks.append({"round": r, "blocks": n_blocks,
+                state[key] = j
+        looks.append({"round": r, "blocks": n_blocks, "level": level,
                       "open": sum(1 for v in state.values() if v is None)})
     comparisons = []
     for (wl, cand), done in state.items():
@@ -302,10 +323,11 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                             "rci_low": (done or last or {}).get("rci_low"),
                             "rci_high": (done or last or {}).get("rci_high"),
                             "nominal_level": (done or last or {}).get("nominal_level"),
+                            "level": (done or last or {}).get("level"),
                             "looks": history[(wl, cand)]})
     any_open = any(c["status"] == OPEN for c in comparisons)
     another = rounds_run < plan.min_rounds or (any_open and rounds_run < plan.max_rounds)
-    return {"rule": plan.rule(), "alpha": plan.alpha, "family": plan.comparisons,
+    return {"rule": plan.rule(), "alpha": plan.alpha, "family": plan.comparisons, "recycled": rejected,
             "min_rounds": plan.min_rounds, "max_rounds": plan.max_rounds, "margin": plan.margin,
             "spending": "Lan-DeMets O'Brien-Fleming type", "looks": looks, "comparisons": comparisons,
             "rounds_run": rounds_run, "another_round": another,
@@ -327,8 +349,8 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
         verdict = s["verdict"] if s["status"] == SETTLED else UNDETERMINED
         r.update(verdict=verdict, verdict_ci_low=s["rci_low"], verdict_ci_high=s["rci_high"],
                  verdict_ci_level=s["nominal_level"], p_adjusted=None,
-                 multiplicity={"method": "group-sequential (repeated CIs), Bonferroni", "comparisons": seq["family"],
-                               "family": family, "level": s["nominal_level"]},
+                 multiplicity={"method": METHOD, "comparisons": seq["family"], "family": family,
+                               "level": s["nominal_level"], "alpha_share": s.get("level")},
                  sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]})
         if verdict == UNDETERMINED:
             why = s["how"] if s["status"] == SETTLED else (
@@ -337,6 +359,6 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
                                         f"matters as design.margin")
         else:
             r["undetermined_reason"] = None
-    return {"method": "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Bonferroni",
+    return {"method": METHOD,
             "comparisons": seq["family"], "family": family, "confidence": 1 - seq["alpha"],
             "untested": sum(1 for r in rows if (r["workload"], r["candidate"]) not in by_key)}

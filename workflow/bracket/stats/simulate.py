@@ -56,6 +56,22 @@ def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: floa
     return df
 
 
+def simulate_arms(effects: dict[str, float], *, rounds: int, drift: float = 0.0, runs: int = 5,
+                  block_sd: float = 0.003, run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator,
+                  seed: int = 1, kind: str = "abab", workload: str = "sim") -> pd.DataFrame:
+    """Several arms interleaved (the first is the reference), each with its true ratio `effects[arm]`:
+    the model of `simulate` with one effect per arm, for experiments of several comparisons."""
+    arms = list(effects)
+    if any(not e > 0 for e in effects.values()):
+        raise ValueError(f"every effect must be a positive ratio, got {effects!r}.")
+    rows = []
+    for b in draw(arms, arms[0], kind, rounds, seed):
+        level = np.log(base) + np.log(effects[b.arm]) + drift * b.position + rng.normal(0.0, block_sd)
+        rows += [{"arm": b.arm, "workload": workload, "block": b.position, "round": b.round, "position": b.position,
+                  "run": i, "value": float(v)} for i, v in enumerate(np.exp(level + rng.normal(0.0, run_sd, runs)))]
+    return pd.DataFrame(rows)
+
+
 def via_cli(df: pd.DataFrame, path, command: str, *args: str) -> object:
     """Write `df` as a CSV at `path` and return the JSON that `bracket COMMAND path --json ARGS` prints."""
     import contextlib
