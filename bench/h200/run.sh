@@ -60,7 +60,7 @@ say "build: $(python3 -c "import json; d=json.load(open('$record')); print(d['ba
 say "gguf: $(ls -la $gguf)"
 
 cd "$repo"
-cp bench/h200/h200_llamacpp.yaml experiments/
+cmp -s bench/h200/h200_llamacpp.yaml experiments/h200_llamacpp.yaml || cp bench/h200/h200_llamacpp.yaml experiments/  # same mtime on a resume
 # Snakemake in its own session, so that a call ending before the last block leaves it running: the
 # next call on the same machine waits for it instead of killing a block half-way (a killed block is
 # run again from its start). The targets are the blocks and the physics; the article is rendered
@@ -78,5 +78,4 @@ cp /tmp/bgpu/snakemake.log "$out/" 2>/dev/null
 if [ -f /tmp/bgpu/snakemake.rc ]; then say "snakemake exit $(cat /tmp/bgpu/snakemake.rc)"; else
   say "snakemake still running (blocks done: $(ls results/$exp/raw/block-*.meta.json 2>/dev/null | wc -l)); a next call resumes"; fi
 tar -czf "$out/h200_results.tar.gz" results/$exp logs/$exp resources/engines 2>/dev/null
-cp "$record" "$out/build.json" 2>/dev/null
 say "results packed ($(du -h "$out/h200_results.tar.gz" | cut -f1))"

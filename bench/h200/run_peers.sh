@@ -17,7 +17,7 @@ t0=$(date +%s)
 tools="${1:-bracket,llama-benchy,aiperf,guidellm}"
 here="$(pwd)"; P="$here/peers"; repo="$P/repo"
 out="${OUT:-$here/out}"; mkdir -p "$out"
-say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/steps-peers.log"; }
+say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/steps.log"; }
 export BRACKET_CACHE=/tmp/bcache PYTHONUNBUFFERED=1
 src="$BRACKET_CACHE/llama.cpp/src-0.3.36"; gguf=/tmp/bgpu/qwen3-8b-shaped-f16.gguf
 say "host $(hostname); $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
