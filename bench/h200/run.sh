@@ -4,15 +4,21 @@
 #
 # Usage, from a folder holding repo/ (a copy of this repository), llama-src.tar.gz (the llama.cpp
 # source of the llama-cpp-python 0.3.36 sdist, trimmed) and whl/ (wheels of what the image lacks):
-#     bash repo/bench/h200/run.sh LIMIT_S
+#     bash repo/bench/h200/run.sh LIMIT_S            # the first call
+#     bash /tmp/bgpu/repo/bench/h200/run.sh LIMIT_S  # a later call on the same machine, resuming
 # Idempotent: a second call on the same machine finds the build, the GGUF and the blocks already
 # done and resumes: Snakemake runs in its own session, so a block that outlasts one call finishes
 # while the next call waits for it. Results go to $OUT as they are made.
 set -uo pipefail
 limit="${1:-540}"
 t0=$(date +%s)
-here="$(pwd)"; repo="$here/repo"
+here="$(pwd)"
 out="${OUT:-$here/out}"; mkdir -p "$out"
+# Work in a copy outside the checkout: a later call that carries other paths has the checkout's
+# copy of repo/ removed, and a Snakemake still running there would lose its files and results (it
+# did once: the last block was run again). A resuming call runs /tmp/bgpu/repo/bench/h200/run.sh.
+if [ ! -d /tmp/bgpu/repo ]; then mkdir -p /tmp/bgpu && cp -a "$here/repo" /tmp/bgpu/repo; fi
+repo=/tmp/bgpu/repo
 export BRACKET_CACHE=/tmp/bcache PYTHONUNBUFFERED=1
 cache="$BRACKET_CACHE/llama.cpp"; src="$cache/src-0.3.36"
 gguf=/tmp/bgpu/qwen3-8b-shaped-f16.gguf

@@ -28,21 +28,17 @@ if [ ! -f /tmp/site/.done ]; then
 fi
 # llama-benchy beside bracket, as in the first peers run; AIPerf and guidellm in a site of their own,
 # so that neither sees bracket's pandas 3 (AIPerf pins pandas 2.3, which the image has). The peers'
-# site takes what the image lacks, from peers/whl, and the few wheels bracket's whl/ holds already.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$P"/whl/llama_benchy-*.whl || exit 2
-shared=""
-for w in pydantic-2 pydantic_core annotated_types typing_inspection platformdirs tzdata wcwidth mdit_py_plugins; do
-  shared="$shared $(ls "$here"/whl/$w*.whl 2>/dev/null | head -1)"
-done
+# site takes what the image lacks, from peers/whl (pydantic and the few others bracket needs too included).
+rm -rf /tmp/site-lb /tmp/site-peers
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-lb "$P"/whl/llama_benchy-*.whl || exit 2
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-peers \
-  $(ls "$P"/whl/*.whl | grep -v llama_benchy) $shared || exit 2
+  $(ls "$P"/whl/*.whl | grep -v llama_benchy) || exit 2
 export PYTHONPATH="/tmp/site:$repo/workflow:$src/gguf-py" PATH="/tmp/site/bin:/usr/local/cuda/bin:$PATH"
 # harness_live finds a peer as PEERS/<name>/bin/{python,<name>}.
-mkdir -p /tmp/peers/llama-benchy/bin && ln -sf "$(command -v python3)" /tmp/peers/llama-benchy/bin/python \
-  && ln -sf /tmp/site/bin/llama-benchy /tmp/peers/llama-benchy/bin/llama-benchy
-for t in aiperf guidellm; do
+for t in llama-benchy aiperf guidellm; do
+  site=/tmp/site-peers; [ $t = llama-benchy ] && site=/tmp/site-lb:/tmp/site
   mkdir -p /tmp/peers/$t/bin && ln -sf "$(command -v python3)" /tmp/peers/$t/bin/python
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/site-peers exec %s /tmp/site-peers/bin/%s "$@"\n' "$(command -v python3)" $t \
+  printf '#!/bin/sh\nPYTHONPATH=%s exec %s %s/bin/%s "$@"\n' $site "$(command -v python3)" ${site%%:*} $t \
     > /tmp/peers/$t/bin/$t && chmod +x /tmp/peers/$t/bin/$t
   v=$(/tmp/peers/$t/bin/$t --version 2>&1 | tail -1); say "$t: ${v:0:200}"
 done
@@ -50,7 +46,7 @@ export BRACKET_PEERS_DIR=/tmp/peers
 say "wheels installed: $(ls "$P"/whl | wc -l) for the peers"
 
 # The build and the GGUF: run.sh's, where it ran here; else made now, side by side.
-record="$here/repo/resources/engines/llama.cpp-0.3.36/build.json"
+record=/tmp/bgpu/repo/resources/engines/llama.cpp-0.3.36/build.json  # run.sh's
 [ -f "$record" ] || record=/tmp/bgpu/build.json
 if [ ! -f "$record" ]; then
   mkdir -p "$BRACKET_CACHE/llama.cpp" && [ -f "$src/CMakeLists.txt" ] || tar -xzf "$here/llama-src.tar.gz" -C "$BRACKET_CACHE/llama.cpp"
