@@ -27,7 +27,7 @@ if [ ! -f /tmp/site/.done ]; then
     && touch /tmp/site/.done || exit 2
 fi
 # llama-benchy beside bracket, as in the first peers run; AIPerf and guidellm in a site of their own,
-# so that neither sees bracket's pandas 3 (AIPerf pins pandas 2.3, which the image has). The peers'
+# so that neither sees bracket's pandas 3.1.1 but the image's (3.0.6; AIPerf pins ~= 2.3.3 and ran with it). The peers'
 # site takes what the image lacks, from peers/whl (pydantic and the few others bracket needs too included).
 rm -rf /tmp/site-lb /tmp/site-peers
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-lb "$P"/whl/llama_benchy-*.whl || exit 2
