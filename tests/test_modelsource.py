@@ -159,6 +159,16 @@ def test_preflight_names_a_missing_model_and_engine_program_in_seconds(tmp_path)
     assert "not on PATH" in preflight.binary_problems(missing_python)[0]
 
 
+def test_preflight_leaves_llama_server_to_the_workflows_own_build(tmp_path, monkeypatch):
+    # A native llama.cpp with no executable named is served by the build rule's llama-server (not yet
+    # built when the DAG is checked), so nothing on PATH is asked for; a named executable still is.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    built = experiment(kind="llamacpp", model=str(tmp_path / "m.gguf"))
+    assert preflight.binary_problems(built) == []
+    named = experiment(kind="llamacpp", model=str(tmp_path / "m.gguf"), executable="llama-server")
+    assert "'llama-server', which is not on PATH" in preflight.binary_problems(named)[0]
+
+
 def test_an_arena_cell_on_an_engine_with_a_native_stream_is_refused_before_launch(tmp_path):
     # llama-benchy's chat request: SGLang's adapter (native /generate, no chat template) is refused at
     # validation; Ollama sends it through its own /api/chat stream; api: completions runs everywhere.

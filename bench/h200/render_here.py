@@ -2,12 +2,13 @@
 
     python bench/h200/render_here.py RESULTS_TAR RENDER_DIR
 
-The GPU call's time ran out during the last block (self_draft, round 2), so the bracketed
-comparison is rendered for the two arms whose both rounds completed: fa_on and fa_off (blocks
-0, 1, 3 and 4 of the run, renumbered 0-3 with their recorded rounds and seeds). Nothing is
-re-measured or edited but the block numbers; the self_draft block (run block 2) is summarised
-beside the article by summarise_self_draft.py. The rendering rules run here with the records,
-byte account and ceiling the GPU machine wrote.
+Every block the schedule lists is rendered as it ran when all of them came back (the second run,
+bench/results/h200_llamacpp/). Where an arm lacks a round (the first run: the GPU time ran out
+during the last block, self_draft round 2), the bracketed comparison is rendered for the arms whose
+rounds all completed, their blocks renumbered in order with their recorded rounds and seeds, and the
+incomplete arm is left out of the experiment file (bench/results/h200_llamacpp/first_run/). Nothing
+is re-measured or edited but the block numbers. The rendering rules run here with the records, byte
+account and ceiling the GPU machine wrote.
 """
 import json
 import os
@@ -18,8 +19,16 @@ import tarfile
 import time
 from pathlib import Path
 
-KEEP = {0: 0, 1: 1, 3: 2, 4: 3}  # run block -> article block
 EXP = "h200_llamacpp"
+
+
+def kept_blocks(src: Path) -> tuple[dict[int, int], list[str]]:
+    """Run block -> article block for the arms whose every scheduled block came back; the arms left out."""
+    sched = [line.split(",") for line in (src / f"results/{EXP}/schedule.csv").read_text().splitlines()[1:] if line]
+    done = {int(pos) for pos, *_ in sched if (src / f"results/{EXP}/raw/block-{pos}.jsonl").is_file()}
+    dropped = sorted({arm for pos, arm, *_ in sched if int(pos) not in done})
+    keep = [int(pos) for pos, arm, *_ in sched if arm not in dropped]
+    return {old: new for new, old in enumerate(keep)}, dropped
 
 
 def main() -> None:
@@ -33,11 +42,15 @@ def main() -> None:
     subprocess.run(["rsync", "-a", "--exclude", ".venv", "--exclude", "resources", "--exclude", "results",
                     "--exclude", "logs", "--exclude", ".snakemake", "--exclude", ".git", f"{repo}/", f"{dest}/"],
                    check=True)
+    keep, dropped = kept_blocks(src)
     exp = (repo / "bench/h200/h200_llamacpp.yaml").read_text()
-    head, _, _ = exp.partition("  self_draft:")
-    tail = exp[exp.index("reference:"):]
-    (dest / "experiments" / f"{EXP}.yaml").write_text(
-        head + tail.replace("reference:", "# self_draft ran one block only (the GPU time ran out): see self_draft.md\nreference:", 1))
+    if dropped:  # only self_draft has ever been short of a round; it is the last arm in the file
+        if dropped != ["self_draft"]:
+            sys.exit(f"arms {dropped} lack a round; render_here.py knows how to leave out self_draft only")
+        head, _, _ = exp.partition("  self_draft:")
+        tail = exp[exp.index("reference:"):]
+        exp = head + tail.replace("reference:", "# self_draft ran one block only (the GPU time ran out)\nreference:", 1)
+    (dest / "experiments" / f"{EXP}.yaml").write_text(exp)
     rec = dest / "resources/engines/llama.cpp-0.3.36/build.json"
     rec.parent.mkdir(parents=True)
     shutil.copy(src / "resources/engines/llama.cpp-0.3.36/build.json", rec)
@@ -45,7 +58,7 @@ def main() -> None:
     raw.mkdir(parents=True)
     (dest / "logs" / EXP / "server").mkdir(parents=True)
     sched = ["position,arm,round,seed"]
-    for old, new in KEEP.items():
+    for old, new in keep.items():
         meta = json.loads((src / f"results/{EXP}/raw/block-{old}.meta.json").read_text())
         meta["block"] = new
         meta["log"] = f"logs/{EXP}/server/block-{new}.log"
@@ -67,9 +80,9 @@ def main() -> None:
     for p in [dest / "experiments" / f"{EXP}.yaml", rec]:
         os.utime(p, (old, old))
     subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--touch", f"results/{EXP}/schedule.csv",
-                    *[f"results/{EXP}/settings/block-{k}.json" for k in range(4)]], cwd=dest, check=False)
+                    *[f"results/{EXP}/settings/block-{k}.json" for k in range(len(keep))]], cwd=dest, check=False)
     subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--touch",
-                    *[f"results/{EXP}/raw/block-{k}.jsonl" for k in range(4)],
+                    *[f"results/{EXP}/raw/block-{k}.jsonl" for k in range(len(keep))],
                     f"results/{EXP}/weights.json", f"results/{EXP}/ceiling.json"], cwd=dest, check=False)
     subprocess.run([sys.executable, "-m", "snakemake", EXP, "--cores", "1", "--rerun-triggers", "mtime"],
                    cwd=dest, check=True)

@@ -4,14 +4,21 @@
 #
 # Usage, from a folder holding repo/ (a copy of this repository), llama-src.tar.gz (the llama.cpp
 # source of the llama-cpp-python 0.3.36 sdist, trimmed) and whl/ (wheels of what the image lacks):
-#     bash repo/bench/h200/run.sh LIMIT_S
+#     bash repo/bench/h200/run.sh LIMIT_S            # the first call
+#     bash /tmp/bgpu/repo/bench/h200/run.sh LIMIT_S  # a later call on the same machine, resuming
 # Idempotent: a second call on the same machine finds the build, the GGUF and the blocks already
-# done and resumes (Snakemake). Results go to $OUT as they are made.
+# done and resumes: Snakemake runs in its own session, so a block that outlasts one call finishes
+# while the next call waits for it. Results go to $OUT as they are made.
 set -uo pipefail
 limit="${1:-540}"
 t0=$(date +%s)
-here="$(pwd)"; repo="$here/repo"
+here="$(pwd)"
 out="${OUT:-$here/out}"; mkdir -p "$out"
+# Work in a copy outside the checkout: a later call that carries other paths has the checkout's
+# copy of repo/ removed, and a Snakemake still running there would lose its files and results (it
+# did once: the last block was run again). A resuming call runs /tmp/bgpu/repo/bench/h200/run.sh.
+if [ ! -d /tmp/bgpu/repo ]; then mkdir -p /tmp/bgpu && cp -a "$here/repo" /tmp/bgpu/repo; fi
+repo=/tmp/bgpu/repo
 export BRACKET_CACHE=/tmp/bcache PYTHONUNBUFFERED=1
 cache="$BRACKET_CACHE/llama.cpp"; src="$cache/src-0.3.36"
 gguf=/tmp/bgpu/qwen3-8b-shaped-f16.gguf
@@ -24,6 +31,8 @@ if [ ! -f /tmp/site/.done ]; then
     && touch /tmp/site/.done
   say "wheels installed: $(ls whl | wc -l)"
 fi
+# The image's versions of what the peer tools (run_peers.sh) take from it rather than from wheels.
+say "image: $(python3 -m pip list 2>/dev/null | grep -iE '^(pyarrow|pandas|aiohttp|aiofiles|rich|click|pillow|psutil|huggingface.hub|transformers|tokenizers|numpy|httpx|fsspec|multidict|prometheus.client|torch) ' | tr -s ' ' | tr '\n' ';')"
 export PYTHONPATH="/tmp/site:$repo/workflow:$src/gguf-py"
 export PATH="/tmp/site/bin:/usr/local/cuda/bin:$PATH"
 if [ ! -f "$src/CMakeLists.txt" ]; then
@@ -57,11 +66,22 @@ say "build: $(python3 -c "import json; d=json.load(open('$record')); print(d['ba
 say "gguf: $(ls -la $gguf)"
 
 cd "$repo"
-cp bench/h200/h200_llamacpp.yaml experiments/
-budget=$(( $(left) - 45 ))
-say "snakemake with ${budget} s left"
-timeout "$budget" python3 -m snakemake --cores 1 --scheduler greedy --keep-going h200_llamacpp > "$out/snakemake.log" 2>&1
-say "snakemake exit $?"
-tar -czf "$out/h200_results.tar.gz" results/h200_llamacpp logs report/h200_llamacpp resources/engines 2>/dev/null
-cp "$record" "$out/build.json" 2>/dev/null
-say "done; results packed ($(du -h "$out/h200_results.tar.gz" | cut -f1))"
+cmp -s bench/h200/h200_llamacpp.yaml experiments/h200_llamacpp.yaml || cp bench/h200/h200_llamacpp.yaml experiments/  # same mtime on a resume
+# Snakemake in its own session, so that a call ending before the last block leaves it running: the
+# next call on the same machine waits for it instead of killing a block half-way (a killed block is
+# run again from its start). The targets are the blocks and the physics; the article is rendered
+# off the machine (bench/h200/render_here.py), since nbconvert's templates do not install with
+# `pip install --target`.
+exp=h200_llamacpp; nblocks=$(python3 -c "import yaml; d=yaml.safe_load(open('experiments/$exp.yaml')); print(d['design']['rounds'] * len(d['arms']))")
+targets="results/$exp/weights.json results/$exp/ceiling.json $(for k in $(seq 0 $((nblocks - 1))); do printf 'results/%s/raw/block-%d.jsonl ' $exp $k; done)"
+if [ ! -f /tmp/bgpu/snakemake.rc ] && ! pgrep -f "snakemake --cores 1" > /dev/null; then
+  say "snakemake started ($nblocks blocks) with $(left) s left in this call"
+  setsid bash -c "python3 -m snakemake --cores 1 --scheduler greedy --keep-going $targets > /tmp/bgpu/snakemake.log 2>&1; echo \$? > /tmp/bgpu/snakemake.rc" \
+    < /dev/null > /dev/null 2>&1 &
+fi
+while [ ! -f /tmp/bgpu/snakemake.rc ] && [ "$(left)" -gt 40 ]; do sleep 5; done
+cp /tmp/bgpu/snakemake.log "$out/" 2>/dev/null
+if [ -f /tmp/bgpu/snakemake.rc ]; then say "snakemake exit $(cat /tmp/bgpu/snakemake.rc)"; else
+  say "snakemake still running (blocks done: $(ls results/$exp/raw/block-*.meta.json 2>/dev/null | wc -l)); a next call resumes"; fi
+tar -czf "$out/h200_results.tar.gz" results/$exp logs/$exp resources/engines 2>/dev/null
+say "results packed ($(du -h "$out/h200_results.tar.gz" | cut -f1))"

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from bracket.embedded import uses_llamacpp_build
 from bracket.modelsource import container_to_host, is_hub_id, is_pathlike
 
 ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
@@ -57,7 +58,8 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
 
 def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     """The program that starts the server: docker for a docker launch; for a native one, llama-server or
-    ollama on PATH, or the Python that must import vllm / sglang."""
+    ollama on PATH, or the Python that must import vllm / sglang. A native llama.cpp with no executable
+    named needs none: the workflow's own build serves it, made by a rule before the first block."""
     eng = cfg["engine"]
     if eng["launch"] == "docker":
         return [] if shutil.which("docker") else [
@@ -65,6 +67,8 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     if eng["launch"] != "native":
         return []
     kind = eng["kind"]
+    if uses_llamacpp_build(cfg):  # the workflow builds llama-server itself (rule llamacpp_build)
+        return []
     if kind in DEFAULT_PROGRAMS:
         prog = eng.get("executable") or DEFAULT_PROGRAMS[kind]
         if shutil.which(prog) or Path(prog).is_file():
