@@ -1,13 +1,17 @@
 """CPU pinning of the embedded engine (bracket.pinning): who runs where, and when it stays out of the way."""
 
+import contextlib
+import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from bracket import pinning, session
+from bracket import design, pinning, records, runner, session
 from bracket.config import validate
 
+ROOT = Path(__file__).resolve().parents[1]
 needs_two = pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
                                or not shutil.which("taskset"), reason="needs two cores and taskset")
 
@@ -45,3 +49,106 @@ def test_pinning_stays_out_of_the_way():
     assert pinning.server_argv(None, ["x"]) == ["x"] and pinning.server_env(None) == {}
     # a server started some other way (argv given) is not pinned
     assert session.plan(_cfg(pin_cpus="auto"), "a", model="/m", python="p", name="x", argv=["srv"]).pinning is None
+
+
+def test_the_embedded_engine_runs_its_worker_in_the_engine_core_process_by_default():
+    n = max(len(os.sched_getaffinity(0)) - 1, 1) if hasattr(os, "sched_getaffinity") else max((os.cpu_count() or 1) - 1, 1)
+    w = pinning.worker(_cfg())
+    assert w == pinning.Worker(threads=n)
+    assert w.env() == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(n)}
+    plan = session.plan(_cfg(), "a", model="/m", python="/venv/bin/python", name="x")
+    assert plan.worker == w and plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and plan.env["OMP_NUM_THREADS"] == str(n)
+    assert plan.worker.record() == {"worker": "in the engine core's process", "compute_threads": n, "env": w.env()}
+    # off: vLLM's own layout, nothing added to the environment
+    off = session.plan(_cfg(inproc_worker="off"), "a", model="/m", python="p", name="x")
+    assert off.worker is None and "VLLM_ENABLE_V1_MULTIPROCESSING" not in off.env and "OMP_NUM_THREADS" not in off.env
+
+
+def test_the_in_process_worker_stays_out_of_the_way():
+    # the user's own process or thread layout, in the engine's env or the arm's
+    for key in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND"):
+        assert pinning.worker(_cfg(env={key: "1"})) is None
+        assert pinning.worker(_cfg(), {"env": {key: "1"}}) is None
+    plan = session.plan(_cfg(env={"OMP_NUM_THREADS": "7"}), "a", model="/m", python="p", name="x")
+    assert plan.worker is None and plan.env["OMP_NUM_THREADS"] == "7"
+    # pinned: the compute thread's binding needs vLLM's worker process
+    assert pinning.worker(_cfg(), None, pinning.Pinning("0", "1")) is None
+    # not the embedded vLLM engine launched natively
+    assert pinning.worker(validate({"engine": {"kind": "vllm", "launch": "native", "embedded": False}, "arms": {"a": {}}})) is None
+    assert pinning.worker(validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
+                                    "arms": {"a": {}}})) is None
+    # a server started some other way (argv given)
+    assert session.plan(_cfg(), "a", model="/m", python="p", name="x", argv=["srv"]).worker is None
+
+
+def test_the_method_section_states_the_engine_layout():
+    from types import SimpleNamespace
+
+    from bracket.article.method import layout_sentence
+    rec = pinning.Worker(threads=1).record()
+    one = layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": rec}, "b1": {"engine_layout": rec}}))
+    assert one == (" The engine ran its model inside the engine core's process on 1 compute thread "
+                   "(engine.inproc_worker: auto; OMP_NUM_THREADS=1, VLLM_ENABLE_V1_MULTIPROCESSING=0), so no "
+                   "scheduler process busy-waited on a core beside the API server and bracket's client.")
+    assert layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": None}})) == ""
+    assert layout_sentence(SimpleNamespace(metas={"b0": {}})) == ""  # blocks recorded before the key existed
+    assert "differed between blocks" in layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": rec},
+                                                                               "b1": {"engine_layout": None}}))
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            kids = [int(c) for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            out += [k, *_descendants(k)]
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
+
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("setting", ["auto", "off"])
+def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embedded_engine, tmp_path, monkeypatch):
+    """The real embedded vLLM CPU engine: under auto no VLLM::Worker process exists (off has one), and a
+    speculative request still decodes and reports its acceptance."""
+    engine, model = embedded_engine
+    cfg = validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True, "port": 8193,
+                               "inproc_worker": setting, "startup_timeout_s": 600},
+                    "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
+                    "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
+                    "design": {"kind": "abab", "rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
+                    "request": {"max_tokens": 48, "temperature": 0, "timeout_s": 120}})
+    seen: dict = {}
+    real = session.serve
+
+    @contextlib.contextmanager
+    def watching(*a, **kw):
+        with real(*a, **kw) as s:
+            seen["procs"] = [_comm(p) for p in _descendants(s.server.proc.pid)]
+            yield s
+
+    monkeypatch.setattr(session, "serve", watching)
+    runner.run_block(cfg, "layout", design.Block(0, "ngram_4", 1, 1), 1, raw_path=tmp_path / "r.jsonl",
+                     meta_path=tmp_path / "m.json", log_path=tmp_path / "s.log", model=str(model),
+                     python=str(engine / "bin" / "python"), root=ROOT, lock_dir=tmp_path / "locks")
+    meta = json.loads((tmp_path / "m.json").read_text())
+    workers = [c for c in seen["procs"] if c.startswith("VLLM::Worker")]
+    if setting == "auto":
+        assert meta["engine_layout"]["worker"] == "in the engine core's process"
+        assert meta["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        assert workers == [], seen["procs"]
+    else:
+        assert meta["engine_layout"] is None and len(workers) == 1, seen["procs"]
+    assert any(c.startswith("VLLM::EngineCor") for c in seen["procs"]), seen["procs"]
+    recs = records.read([tmp_path / "r.jsonl"])
+    assert len(recs) == 2 and all(r["completion_tokens"] == 48 and r["acceptance_length"] for r in recs)

@@ -1,4 +1,15 @@
-"""CPU pinning of the embedded engine: its compute on its own cores, everything else beside it.
+"""Where the embedded engine's processes run: its model worker in-process, and optional CPU pinning.
+
+vLLM's CPU build runs the model in a worker process and the engine core (the scheduler) in another
+that busy-waits, with sched_yield, for the worker's results ("TODO: make scheduler proc sleep when
+idle" in vllm/utils/ompmultiprocessing.py); it reserves a core for that. On a 2-core machine the
+API server and bracket's client then share the spinning core, and when each gets to run varies
+from request to request: the stream reaches the client in one burst at the end of some requests,
+steadily in others, at different rates (bench/results/quiet_engine.md). `engine.inproc_worker`:
+auto (the default) runs the worker inside the engine core's process instead
+(VLLM_ENABLE_V1_MULTIPROCESSING=0, which in vLLM 0.32 changes only the CPU executor of an API
+server: the engine core stays a process of its own), with OMP_NUM_THREADS set to the compute
+threads vLLM would have bound (all cores but one, at least one), so nothing spins.
 
 vLLM's CPU build binds its OpenMP compute thread(s) to all cores but the last and reserves the last
 "for other processes", but nothing then keeps the other processes there: the API server, the
@@ -7,7 +18,7 @@ processes start on the reserved core (`taskset`), the compute thread is bound ex
 others (VLLM_CPU_OMP_THREADS_BIND), and bracket's client runs on the reserved core while it
 measures.
 
-`engine.pin_cpus`: off (the default) or auto (pin the embedded vLLM engine when launched natively
+CPU pinning, `engine.pin_cpus`: off (the default) or auto (pin the embedded vLLM engine when launched natively
 on a machine with two cores or more and `taskset` present). It is opt-in because measurement has
 not shown it narrows the spread of the default experiment on a 2-core machine
 (bench/results/quiet_engine.md): it changes how the stream is delivered (tokens reach the client
@@ -70,3 +81,34 @@ def client(p: Pinning | None):
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """The model worker inside the engine core's process, with this many compute threads."""
+
+    threads: int
+
+    def record(self) -> dict:
+        return {"worker": "in the engine core's process", "compute_threads": self.threads,
+                "env": self.env()}
+
+    def env(self) -> dict[str, str]:
+        return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(self.threads)}
+
+
+WORKER_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND")
+
+
+def worker(cfg: dict, arm: dict | None = None, pin: Pinning | None = None) -> Worker | None:
+    """The in-process worker a block of this experiment gets, or None (not the embedded engine, off,
+    pinned, or the user set the engine's process or thread layout in engine.env or the arm's env)."""
+    eng = cfg["engine"]
+    if eng.get("inproc_worker", "auto") != "auto" or pin is not None or not eng.get("embedded") \
+            or eng["kind"] != "vllm" or eng["launch"] != "native":
+        return None
+    env = {**eng.get("env", {}), **((arm or {}).get("env") or {})}
+    if any(k in env for k in WORKER_ENV):
+        return None
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return Worker(threads=max(len(cpus) - 1, 1))

@@ -138,6 +138,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
         "argv": p.argv, "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
         "pinning": p.pinning.record() if p.pinning else None,
+        "engine_layout": p.worker.record() if p.worker else None,
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
     }

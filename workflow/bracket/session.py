@@ -133,6 +133,7 @@ class Plan:
     base: str
     creds: Credentials
     pinning: pinning.Pinning | None = None
+    worker: pinning.Worker | None = None
 
 
 def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
@@ -145,16 +146,18 @@ def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
     adapter = engines.get(cfg["engine"]["kind"])
     arm = cfg["arms"][arm_name]
     creds = credentials(cfg, adapter)
-    pin = None
+    pin = work = None
     if argv is None:  # the adapter's command (a given argv is a server started some other way: not pinned)
         argv = launch.server_argv(cfg, adapter, arm, model, python, name=name, env_names=creds.names)
         if argv:
             pin = pinning.plan(cfg, arm)
             argv = pinning.server_argv(pin, list(argv) + list(extra_args))
+            work = pinning.worker(cfg, arm, pin)
     env = launch.launch_env(cfg, adapter, arm)
     env.update(pinning.server_env(pin))
+    env.update(work.env() if work else {})
     env.update(creds.env)
-    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin)
+    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin, work)
 
 
 @dataclass
