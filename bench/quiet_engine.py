@@ -28,6 +28,7 @@ sched_yield, for the worker's results on the other core, "reserved" for it):
   process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which in vLLM 0.32 changes only the CPU executor for an
   API server, and OMP_NUM_THREADS set to the threads vLLM would have bound), so no process spins.
 - *_same: the setting with one prompt for every run.
+- *_warm5: the setting with five warmup runs instead of one (the warm-up trend).
 - pinned, two_threads, pinned_warm3: the earlier round's settings (engine.pin_cpus: auto; two
   compute threads over both cores; pinned with three warmup runs).
 """
@@ -56,6 +57,8 @@ SETTINGS = {
     "inproc": {"engine": {"inproc_worker": "auto"}},
     "today_same": {"engine": {"inproc_worker": "off"}, "prompts": ONE},
     "inproc_same": {"engine": {"inproc_worker": "auto"}, "prompts": ONE},
+    "today_warm5": {"engine": {"inproc_worker": "off"}, "warmup": 5},
+    "inproc_warm5": {"engine": {"inproc_worker": "auto"}, "warmup": 5},
     "pinned": {"engine": {"inproc_worker": "off", "pin_cpus": "auto"}},
     "two_threads": {"engine": {"inproc_worker": "off", "env": {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}}},
     "pinned_warm3": {"engine": {"inproc_worker": "off", "pin_cpus": "auto"}, "warmup": 3},
@@ -105,6 +108,12 @@ def _prompt_share(blocks: list[list[dict]]) -> float:
     return between / total if total else float("nan")
 
 
+def _chance_share(blocks: list[list[dict]]) -> float:
+    """What _prompt_share is on average when prompts make no difference: (k - 1) / (n - 1) per block."""
+    v = [(len({r["prompt_id"] for r in recs}) - 1) / (len(recs) - 1) for recs in blocks if len(recs) > 1]
+    return float(np.mean(v)) if v else float("nan")
+
+
 def summary(blocks: list[tuple[int, list[dict]]]) -> dict:
     dec = [np.array([r["decode_tok_s"] for r in recs]) for _, recs in blocks]
     tg = [np.array([r["tg_tok_s"] for r in recs if r.get("tg_tok_s")]) for _, recs in blocks]
@@ -124,6 +133,7 @@ def summary(blocks: list[tuple[int, list[dict]]]) -> dict:
             "late_first_token": float(np.mean([r["ttft_s"] / r["wall_s"] > 0.9 for r in allrecs])),
             "first3": float(np.median(warm)) if warm else float("nan"),
             "prompt_share": _prompt_share([recs for _, recs in blocks]),
+            "prompt_share_chance": _chance_share([recs for _, recs in blocks]),
             "between": float(np.std(logm, ddof=1)) if len(logm) > 1 else float("nan"),
             "drift": float(np.expm1(statistics.median(slopes))) if slopes else float("nan"),
             "block_medians": [round(float(m), 1) for m in meds], "block_spreads": [round(s, 3) for s in spreads]}
@@ -136,14 +146,14 @@ def _pct(x: float, fmt: str = ".1%") -> str:
 def table(rows: dict, base: str = "today") -> list[str]:
     b = rows.get(base)
     out = ["| setting | median tok/s | within-block spread (median, max) | spread, first to last token | within-block CV "
-           "| TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts "
+           "| TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts (by chance alone) "
            "| between blocks (sd of log medians) | drift per block | block medians |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for n, s in rows.items():
         rel = f" ({s['spread'] / b['spread']:.2f}x today)" if b and n != base and b["spread"] else ""
         out.append(f"| {n} | {s['median']:.1f} | {s['spread']:.1%}, {s['spread_max']:.1%}{rel} | "
                    f"{_pct(s['tg_spread'])} | {s['cv']:.1%} | {s['ttft_share']:.1%} | {s['late_first_token']:.0%} | "
-                   f"{_pct(s['first3'], '+.1%')} | {_pct(s['prompt_share'], '.0%')} | {s['between']:.1%} | "
+                   f"{_pct(s['first3'], '+.1%')} | {_pct(s['prompt_share'], '.0%')} ({_pct(s['prompt_share_chance'], '.0%')}) | {s['between']:.1%} | "
                    f"{s['drift']:+.2%} | {', '.join(map(str, s['block_medians']))} |")
     return out
 
@@ -178,6 +188,8 @@ def main() -> None:
     rows = {n: summary(b) for n, b in per.items()}
     for n in rows:
         rows[n]["provenance"] = [json.loads(x) for x in sorted(layouts[n])]
+        rows[n]["runs"] = [{k: x.get(k) for k in ("block", "run", "prompt_id", "decode_tok_s", "tg_tok_s", "ttft_s", "wall_s")}
+                           for _, recs in per[n] for x in recs]
     cmd = f"flock /tmp/bracket-engine.lock .venv/bin/python bench/quiet_engine.py --rounds {a.rounds} --runs {a.runs}" \
           + (f" --settings {a.settings}" if a.settings != DEFAULT else "")
     lines = ["# A quiet embedded engine: where the noise comes from", "",
