@@ -28,6 +28,8 @@ sched_yield, for the worker's results on the other core, "reserved" for it):
   process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which in vLLM 0.32 changes only the CPU executor for an
   API server, and OMP_NUM_THREADS set to the threads vLLM would have bound), so no process spins.
 - *_same: the setting with one prompt for every run.
+- *_nice: the setting with engine.nice: -10 (the server's and the client's autogroups, and processes,
+  at nice -10: Linux shares the CPU fairly between sessions, whatever a process's own nice).
 - *_warm5: the setting with five warmup runs instead of one (the warm-up trend).
 - pinned, two_threads, pinned_warm3: the earlier round's settings (engine.pin_cpus: auto; two
   compute threads over both cores; pinned with three warmup runs).
@@ -57,6 +59,8 @@ SETTINGS = {
     "inproc": {"engine": {"inproc_worker": "auto"}},
     "today_same": {"engine": {"inproc_worker": "off"}, "prompts": ONE},
     "inproc_same": {"engine": {"inproc_worker": "auto"}, "prompts": ONE},
+    "today_nice": {"engine": {"inproc_worker": "off", "nice": -10}},
+    "inproc_nice": {"engine": {"inproc_worker": "auto", "nice": -10}},
     "today_warm5": {"engine": {"inproc_worker": "off"}, "warmup": 5},
     "inproc_warm5": {"engine": {"inproc_worker": "auto"}, "warmup": 5},
     "pinned": {"engine": {"inproc_worker": "off", "pin_cpus": "auto"}},
@@ -179,7 +183,7 @@ def main() -> None:
                 recs, meta = run_block(n, SETTINGS[n], position, r + 1, a.runs, Path(tmp))
                 ok = [x for x in recs if x.get("decode_tok_s") and not records.validity(x)]
                 per[n].append((position, ok))
-                layouts[n].add(json.dumps({"engine_layout": meta.get("engine_layout"), "pinning": meta.get("pinning")},
+                layouts[n].add(json.dumps({k: meta.get(k) for k in ("engine_layout", "pinning", "priority")},
                                           sort_keys=True))
                 print(f"block {position}: {n}: median {np.median([x['decode_tok_s'] for x in ok]):.1f} tok/s over "
                       f"{len(ok)} runs; load {os.getloadavg()[0]:.1f}", flush=True)

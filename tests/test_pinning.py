@@ -152,3 +152,41 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
     assert any(c.startswith("VLLM::EngineCor") for c in seen["procs"]), seen["procs"]
     recs = records.read([tmp_path / "r.jsonl"])
     assert len(recs) == 2 and all(r["completion_tokens"] == 48 and r["acceptance_length"] for r in recs)
+
+
+def test_engine_nice_prefixes_the_server_and_is_recorded():
+    plan = session.plan(_cfg(nice=-5), "a", model="/m", python="/venv/bin/python", name="x")
+    if shutil.which("nice"):
+        assert plan.argv[:3] == ["nice", "-n", "-5"] and plan.argv[3] == "/venv/bin/python"
+    assert plan.nice == -5 and plan.priority == {"nice": -5}
+    assert session.plan(_cfg(), "a", model="/m", python="p", name="x").nice is None  # default: nothing changes
+    assert session.plan(_cfg(nice=-5), "a", model="/m", python="p", name="x", argv=["srv"]).nice is None
+    with pytest.raises(Exception, match="nice"):
+        _cfg(nice=-30)
+
+
+@pytest.mark.skipif(pinning.autogroup_nice() is None or os.geteuid() != 0, reason="needs autogroups and root")
+def test_the_client_runs_at_engine_nice_while_it_measures_and_gets_its_old_values_back():
+    before, group = os.getpriority(os.PRIO_PROCESS, 0), pinning.autogroup_nice()
+    notes: dict = {}
+    with pinning.client_nice(before - 1, notes):
+        assert os.getpriority(os.PRIO_PROCESS, 0) == before - 1 and pinning.autogroup_nice() == before - 1
+    assert notes == {"client": "set"}
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before and pinning.autogroup_nice() == group
+
+
+def test_autogroup_nice_says_why_not():
+    assert pinning.set_autogroup_nice(2**22 + 12345, 0).startswith("no autogroup")  # no such process
+
+
+def test_the_method_section_states_the_priority():
+    from types import SimpleNamespace
+
+    from bracket.article.method import priority_sentence
+    pr = {"nice": -10, "server": "set", "client": "set"}
+    assert priority_sentence(SimpleNamespace(metas={"b0": {"priority": pr}})) == (
+        " The server and bracket's client ran at nice -10, their sessions' autogroups too (engine.nice).")
+    denied = {"nice": -10, "server": "process nice set; autogroup not: Permission denied", "client": "set"}
+    assert "not everywhere: server process nice set; autogroup not: Permission denied" in \
+        priority_sentence(SimpleNamespace(metas={"b0": {"priority": denied}}))
+    assert priority_sentence(SimpleNamespace(metas={"b0": {"priority": None}, "b1": {}})) == ""

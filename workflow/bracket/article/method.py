@@ -59,7 +59,20 @@ def launch_sentence(d: Data) -> str:
     if launches == {"docker"}:
         return "A fresh container was started for each block and removed after it."
     return ("A fresh server process was launched for each block and stopped after it." + layout_sentence(d)
-            + pinning_sentence(d))
+            + pinning_sentence(d) + priority_sentence(d))
+
+
+def priority_sentence(d: Data) -> str:
+    """The server's and the client's nice value (engine.nice), from provenance."""
+    prios = {json.dumps(m.get("priority"), sort_keys=True) for m in d.metas.values()}
+    if not d.metas or prios == {"null"}:
+        return ""
+    if len(prios) > 1:
+        return " The server's priority differed between blocks: see each block's provenance (priority)."
+    pr = json.loads(prios.pop())
+    how = [f"{who} {pr[who]}" for who in ("server", "client") if pr.get(who, "set") != "set"]
+    return (f" The server and bracket's client ran at nice {pr['nice']}, their sessions' autogroups too "
+            f"(engine.nice)" + (f"; not everywhere: {'; '.join(how)}" if how else "") + ".")
 
 
 def layout_sentence(d: Data) -> str:
