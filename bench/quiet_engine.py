@@ -24,7 +24,7 @@ Settings (vLLM's CPU build, by default, runs the model in a worker process whose
 is bound to core 0, and the engine core, the scheduler, in another process that busy-waits, with
 sched_yield, for the worker's results on the other core, "reserved" for it):
 - today: what the embedded engine did before engine.inproc_worker (engine.inproc_worker: off).
-- inproc: engine.inproc_worker: auto, the default now: the worker runs inside the engine core's
+- inproc: engine.inproc_worker: auto (opt-in): the worker runs inside the engine core's
   process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which in vLLM 0.32 changes only the CPU executor for an
   API server, and OMP_NUM_THREADS set to the threads vLLM would have bound), so no process spins.
 - *_same: the setting with one prompt for every run.
@@ -129,6 +129,10 @@ def summary(blocks: list[tuple[int, list[dict]]]) -> dict:
     logm = np.log(meds)
     slopes = [(logm[j] - logm[i]) / (pos[j] - pos[i]) for i in range(len(pos)) for j in range(i + 1, len(pos))]
     warm = [np.median(v[:3]) / np.median(v[3:]) - 1 for v in dec if len(v) > 4]
+    # run-to-run noise: the sd of log rate from successive differences (von Neumann), which slow shifts of
+    # the machine's speed within a block barely touch, against the plain sd, which they raise
+    sd = [float(np.std(np.log(v), ddof=1)) for v in dec if len(v) > 2]
+    ssd = [float(np.sqrt(np.mean(np.diff(np.log(v)) ** 2) / 2)) for v in dec if len(v) > 2]
     return {"median": float(np.median(np.concatenate(dec))),
             "spread": float(np.median(spreads)), "spread_max": float(max(spreads)), "cv": float(np.median(cvs)),
             "tg_spread": float(np.median([_spread(v) for v in tg if len(v) > 1])) if any(len(v) > 1 for v in tg)
@@ -138,6 +142,8 @@ def summary(blocks: list[tuple[int, list[dict]]]) -> dict:
             "first3": float(np.median(warm)) if warm else float("nan"),
             "prompt_share": _prompt_share([recs for _, recs in blocks]),
             "prompt_share_chance": _chance_share([recs for _, recs in blocks]),
+            "sd": float(np.median(sd)) if sd else float("nan"), "sd_successive": float(np.median(ssd)) if ssd
+            else float("nan"),
             "between": float(np.std(logm, ddof=1)) if len(logm) > 1 else float("nan"),
             "drift": float(np.expm1(statistics.median(slopes))) if slopes else float("nan"),
             "block_medians": [round(float(m), 1) for m in meds], "block_spreads": [round(s, 3) for s in spreads]}
@@ -150,13 +156,13 @@ def _pct(x: float, fmt: str = ".1%") -> str:
 def table(rows: dict, base: str = "today") -> list[str]:
     b = rows.get(base)
     out = ["| setting | median tok/s | within-block spread (median, max) | spread, first to last token | within-block CV "
-           "| TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts (by chance alone) "
+           "| sd of log rate: all, run to run |  TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts (by chance alone) "
            "| between blocks (sd of log medians) | drift per block | block medians |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for n, s in rows.items():
         rel = f" ({s['spread'] / b['spread']:.2f}x today)" if b and n != base and b["spread"] else ""
         out.append(f"| {n} | {s['median']:.1f} | {s['spread']:.1%}, {s['spread_max']:.1%}{rel} | "
-                   f"{_pct(s['tg_spread'])} | {s['cv']:.1%} | {s['ttft_share']:.1%} | {s['late_first_token']:.0%} | "
+                   f"{_pct(s['tg_spread'])} | {s['cv']:.1%} | {s['sd']:.3f}, {s['sd_successive']:.3f} | {s['ttft_share']:.1%} | {s['late_first_token']:.0%} | "
                    f"{_pct(s['first3'], '+.1%')} | {_pct(s['prompt_share'], '.0%')} ({_pct(s['prompt_share_chance'], '.0%')}) | {s['between']:.1%} | "
                    f"{s['drift']:+.2%} | {', '.join(map(str, s['block_medians']))} |")
     return out
@@ -168,7 +174,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--settings", default=DEFAULT)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/quiet_engine.md")
+    ap.add_argument("--table-from", type=Path, help="print the table of a saved run's JSON (its runs) again; runs nothing")
     a = ap.parse_args()
+    if a.table_from:
+        saved = json.loads(a.table_from.read_text())
+        rows = {}
+        for n, row in saved.items():
+            blocks: dict = {}
+            for r in row["runs"]:
+                blocks.setdefault(r["block"], []).append(r)
+            rows[n] = summary(sorted(blocks.items()))
+        print("\n".join(table(rows)))
+        return
     names = a.settings.split(",")
     unknown = [n for n in names if n not in SETTINGS]
     if unknown:

@@ -51,34 +51,35 @@ def test_pinning_stays_out_of_the_way():
     assert session.plan(_cfg(pin_cpus="auto"), "a", model="/m", python="p", name="x", argv=["srv"]).pinning is None
 
 
-def test_the_embedded_engine_runs_its_worker_in_the_engine_core_process_by_default():
+def test_the_embedded_engine_runs_its_worker_in_the_engine_core_process_when_asked():
     n = max(len(os.sched_getaffinity(0)) - 1, 1) if hasattr(os, "sched_getaffinity") else max((os.cpu_count() or 1) - 1, 1)
-    w = pinning.worker(_cfg())
+    assert pinning.worker(_cfg()) is None  # opt-in: engine.inproc_worker defaults to off
+    w = pinning.worker(_cfg(inproc_worker="auto"))
     assert w == pinning.Worker(threads=n)
     assert w.env() == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(n)}
-    plan = session.plan(_cfg(), "a", model="/m", python="/venv/bin/python", name="x")
+    plan = session.plan(_cfg(inproc_worker="auto"), "a", model="/m", python="/venv/bin/python", name="x")
     assert plan.worker == w and plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and plan.env["OMP_NUM_THREADS"] == str(n)
     assert plan.worker.record() == {"worker": "in the engine core's process", "compute_threads": n, "env": w.env()}
-    # off: vLLM's own layout, nothing added to the environment
-    off = session.plan(_cfg(inproc_worker="off"), "a", model="/m", python="p", name="x")
+    # off (the default): vLLM's own layout, nothing added to the environment
+    off = session.plan(_cfg(), "a", model="/m", python="p", name="x")
     assert off.worker is None and "VLLM_ENABLE_V1_MULTIPROCESSING" not in off.env and "OMP_NUM_THREADS" not in off.env
 
 
 def test_the_in_process_worker_stays_out_of_the_way():
     # the user's own process or thread layout, in the engine's env or the arm's
     for key in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND"):
-        assert pinning.worker(_cfg(env={key: "1"})) is None
-        assert pinning.worker(_cfg(), {"env": {key: "1"}}) is None
-    plan = session.plan(_cfg(env={"OMP_NUM_THREADS": "7"}), "a", model="/m", python="p", name="x")
+        assert pinning.worker(_cfg(inproc_worker="auto", env={key: "1"})) is None
+        assert pinning.worker(_cfg(inproc_worker="auto"), {"env": {key: "1"}}) is None
+    plan = session.plan(_cfg(inproc_worker="auto", env={"OMP_NUM_THREADS": "7"}), "a", model="/m", python="p", name="x")
     assert plan.worker is None and plan.env["OMP_NUM_THREADS"] == "7"
     # pinned: the compute thread's binding needs vLLM's worker process
-    assert pinning.worker(_cfg(), None, pinning.Pinning("0", "1")) is None
+    assert pinning.worker(_cfg(inproc_worker="auto"), None, pinning.Pinning("0", "1")) is None
     # not the embedded vLLM engine launched natively
-    assert pinning.worker(validate({"engine": {"kind": "vllm", "launch": "native", "embedded": False}, "arms": {"a": {}}})) is None
-    assert pinning.worker(validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
+    assert pinning.worker(validate({"engine": {"kind": "vllm", "launch": "native", "embedded": False, "inproc_worker": "auto"}, "arms": {"a": {}}})) is None
+    assert pinning.worker(validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True, "inproc_worker": "auto"},
                                     "arms": {"a": {}}})) is None
     # a server started some other way (argv given)
-    assert session.plan(_cfg(), "a", model="/m", python="p", name="x", argv=["srv"]).worker is None
+    assert session.plan(_cfg(inproc_worker="auto"), "a", model="/m", python="p", name="x", argv=["srv"]).worker is None
 
 
 def test_the_method_section_states_the_engine_layout():
@@ -123,7 +124,8 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
     speculative request still decodes and reports its acceptance."""
     engine, model = embedded_engine
     cfg = validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True, "port": 8193,
-                               "inproc_worker": setting, "startup_timeout_s": 600},
+                               "inproc_worker": setting, "startup_timeout_s": 600,
+                               "nice": 3 if setting == "auto" else None},
                     "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
                     "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
                     "design": {"kind": "abab", "rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
@@ -134,7 +136,10 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
     @contextlib.contextmanager
     def watching(*a, **kw):
         with real(*a, **kw) as s:
-            seen["procs"] = [_comm(p) for p in _descendants(s.server.proc.pid)]
+            pids = [s.server.proc.pid, *_descendants(s.server.proc.pid)]
+            seen["procs"] = [_comm(p) for p in pids[1:]]
+            seen["nice"] = {os.getpriority(os.PRIO_PROCESS, p) for p in pids}
+            seen["group"], seen["client"] = pinning.autogroup_nice(pids[0]), os.getpriority(os.PRIO_PROCESS, 0)
             yield s
 
     monkeypatch.setattr(session, "serve", watching)
@@ -147,8 +152,12 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
         assert meta["engine_layout"]["worker"] == "in the engine core's process"
         assert meta["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
         assert workers == [], seen["procs"]
+        # engine.nice: 3 (no privilege needed to lower a priority): the server's processes, its autogroup, the client
+        assert seen["nice"] == {3} and seen["client"] == 3 and seen["group"] in (3, None)
+        assert meta["priority"]["nice"] == 3 and meta["priority"]["client"] == "set"
     else:
         assert meta["engine_layout"] is None and len(workers) == 1, seen["procs"]
+        assert meta["priority"] is None
     assert any(c.startswith("VLLM::EngineCor") for c in seen["procs"]), seen["procs"]
     recs = records.read([tmp_path / "r.jsonl"])
     assert len(recs) == 2 and all(r["completion_tokens"] == 48 and r["acceptance_length"] for r in recs)
