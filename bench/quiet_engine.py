@@ -23,7 +23,7 @@ unique prefix each time), the floor that prompt-to-prompt variation cannot expla
 Settings (vLLM's CPU build, by default, runs the model in a worker process whose one OpenMP thread
 is bound to core 0, and the engine core, the scheduler, in another process that busy-waits, with
 sched_yield, for the worker's results on the other core, "reserved" for it):
-- today: what the embedded engine did before engine.inproc_worker (engine.inproc_worker: off).
+- today: vLLM's own layout, the embedded engine's default (engine.inproc_worker: off).
 - inproc: engine.inproc_worker: auto (opt-in): the worker runs inside the engine core's
   process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which in vLLM 0.32 changes only the CPU executor for an
   API server, and OMP_NUM_THREADS set to the threads vLLM would have bound), so no process spins.
