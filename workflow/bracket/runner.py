@@ -138,6 +138,8 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
         "argv": p.argv, "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
         "pinning": p.pinning.record() if p.pinning else None,
+        "engine_layout": p.worker.record() if p.worker else None,
+        "priority": p.priority,
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
     }
@@ -169,6 +171,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
                            before_start=before_start, on_start=on_start) as s:
             meta["ready_s"] = round(s.ready_s, 2)
+            meta["priority"] = p.priority
             meta["started_at"] = s.server.started_at
             with Telemetry(interval_s=0.5) as tel:
                 meta.update(provenance.collect(cfg, p.adapter, s.http, s.base,

@@ -133,6 +133,9 @@ class Plan:
     base: str
     creds: Credentials
     pinning: pinning.Pinning | None = None
+    worker: pinning.Worker | None = None
+    nice: int | None = None  # engine.nice, applied (server and client); what happened goes to priority
+    priority: dict | None = None
 
 
 def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
@@ -145,16 +148,21 @@ def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
     adapter = engines.get(cfg["engine"]["kind"])
     arm = cfg["arms"][arm_name]
     creds = credentials(cfg, adapter)
-    pin = None
+    pin = work = nice = None
     if argv is None:  # the adapter's command (a given argv is a server started some other way: not pinned)
         argv = launch.server_argv(cfg, adapter, arm, model, python, name=name, env_names=creds.names)
         if argv:
             pin = pinning.plan(cfg, arm)
             argv = pinning.server_argv(pin, list(argv) + list(extra_args))
+            work = pinning.worker(cfg, arm, pin)
+            nice = cfg["engine"].get("nice") if cfg["engine"]["launch"] == "native" else None
+            argv = pinning.nice_argv(nice, argv)
     env = launch.launch_env(cfg, adapter, arm)
     env.update(pinning.server_env(pin))
+    env.update(work.env() if work else {})
     env.update(creds.env)
-    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin)
+    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin, work, nice,
+                {"nice": nice} if nice is not None else None)
 
 
 @dataclass
@@ -196,13 +204,17 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
                                     secret_names=p.creds.names)
         try:
             server.start()
+            if p.nice is not None:  # the server's session: its autogroup (the process nice came with `nice -n`)
+                problem = pinning.set_autogroup_nice(server.proc.pid, p.nice)
+                p.priority["server"] = "set" if problem is None else f"process nice set; autogroup not: {problem}"
             if on_start:
                 on_start(server)
             try:
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
-            with pinning.client(p.pinning), httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
+            with pinning.client(p.pinning), pinning.client_nice(p.nice, p.priority or {}), \
+                    httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
                 yield Session(p, server, http, ready)
         finally:
             server.stop()

@@ -58,7 +58,35 @@ def launch_sentence(d: Data) -> str:
                                       else " (see the warnings below: a flush failed)") + ".")
     if launches == {"docker"}:
         return "A fresh container was started for each block and removed after it."
-    return "A fresh server process was launched for each block and stopped after it." + pinning_sentence(d)
+    return ("A fresh server process was launched for each block and stopped after it." + layout_sentence(d)
+            + pinning_sentence(d) + priority_sentence(d))
+
+
+def priority_sentence(d: Data) -> str:
+    """The server's and the client's nice value (engine.nice), from provenance."""
+    prios = {json.dumps(m.get("priority"), sort_keys=True) for m in d.metas.values()}
+    if not d.metas or prios == {"null"}:
+        return ""
+    if len(prios) > 1:
+        return " The server's priority differed between blocks: see each block's provenance (priority)."
+    pr = json.loads(prios.pop())
+    how = [f"{who} {pr[who]}" for who in ("server", "client") if pr.get(who, "set") != "set"]
+    return (f" The server and bracket's client ran at nice {pr['nice']}, their sessions' autogroups too "
+            f"(engine.nice)" + (f"; not everywhere: {'; '.join(how)}" if how else "") + ".")
+
+
+def layout_sentence(d: Data) -> str:
+    """Where the embedded vLLM engine ran its model (bracket.pinning.worker), from provenance."""
+    lays = {json.dumps(m.get("engine_layout"), sort_keys=True) for m in d.metas.values()}
+    if not d.metas or lays == {"null"}:
+        return ""
+    if len(lays) > 1:
+        return " The engine's process layout differed between blocks: see each block's provenance (engine_layout)."
+    w = json.loads(lays.pop())
+    n = w["compute_threads"]
+    return (f" The engine ran its model inside the engine core's process on {n} compute thread{'s' if n != 1 else ''} "
+            f"(engine.inproc_worker: auto; {', '.join(f'{k}={v}' for k, v in sorted(w['env'].items()))}), so no "
+            f"scheduler process busy-waited on a core beside the API server and bracket's client.")
 
 
 def pinning_sentence(d: Data) -> str:
