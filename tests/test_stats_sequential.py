@@ -188,6 +188,16 @@ def test_the_article_shows_each_look_and_when_each_question_settled():
     assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text and "Holm" in text
 
 
+def test_an_early_looks_nominal_level_never_reads_100_percent():
+    """The repeated CI of an early look sits at a level like 99.9973 %: three significant digits would
+    print "100%", so the label keeps the decimals that tell it from certainty (hand-rounded below)."""
+    from bracket.article.results import ci_label, level_pct
+    assert [level_pct(x) for x in (0.95, 0.983, 0.99774, 0.999973, 0.9995, 0.9999)] == \
+        ["95%", "98.3%", "99.8%", "99.997%", "99.95%", "99.99%"]
+    assert ci_label(0.999973, 9, "group-sequential (repeated CIs)") == "repeated CI (nominal 99.997%, 9 comparisons)"
+    assert ci_label(0.983, 3, "holm") == "98.3% CI (Holm, 3 comparisons)"
+
+
 # ---- Holm-type alpha recycling across comparisons (Maurer & Bretz 2013) ----------------------------------
 
 def _stub_plan(**kw):

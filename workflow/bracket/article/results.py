@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 
 import pandas as pd
 
@@ -15,10 +16,19 @@ def ci_label(level, comparisons, method: str | None = None) -> str:
     repeated CI names itself (its nominal level is that of its look's boundary)."""
     if _missing(level):
         return "95% CI"
-    text = f"{level * 100:.3g}% CI"
+    text = f"{level_pct(level)} CI"
     if method and method.startswith("group-sequential"):
-        return f"repeated CI (nominal {level * 100:.3g}%, {comparisons} comparisons)"
+        return f"repeated CI (nominal {level_pct(level)}, {comparisons} comparisons)"
     return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
+
+
+def level_pct(level: float) -> str:
+    """A confidence level as a percentage with three significant digits, or with as many decimals as
+    keep it below 100 %: an early look's boundary at 99.9973 % reads "99.997%", never "100%"."""
+    text = f"{level * 100:.3g}"
+    if 0 < level < 1 and float(text) >= 100:
+        text = f"{level * 100:.{math.ceil(-math.log10((1 - level) * 100) - 1e-9)}f}"
+    return text + "%"
 
 
 def verdict_cell(comp: dict) -> str:
@@ -81,8 +91,10 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         m = mult["comparisons"]
         s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
                    + ((f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
-                       f"(group-sequential, each comparison at alpha / {m}), so the chance of any wrong verdict "
-                       f"among them, over every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}; see the looks")
+                       f"(group-sequential, each comparison starting at alpha / {m}; a comparison settled as faster or slower "
+                       f"passes its alpha to the others), so the chance of any false 'faster' or 'slower' among them, over "
+                       f"every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}, and so is the chance of any "
+                       f"wrong 'no measurable effect'; see the looks")
                       if str(mult.get("method", "")).startswith("group-sequential") else
                       (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
                        f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"

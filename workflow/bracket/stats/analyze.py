@@ -121,7 +121,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
     multiplicity
         {method ("holm" or "none" for one comparison), comparisons (family size), family,
         confidence, untested (comparisons without a test, left out of the family)}; for an
-        adaptive design the group-sequential method (each comparison at alpha / comparisons).
+        adaptive design the group-sequential method (each comparison starting at alpha / comparisons, Holm-type recycling).
     sequential
         Null unless design.rounds is adaptive: bracket.stats.sequential.assess on these runs:
         rule (the stopping rule in words), alpha, family, min_rounds, max_rounds, margin, looks
