@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bracket import design, pinning, records, runner, session
+from bracket import design, pinning, priority, records, runner, session
 from bracket.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
             pids = [s.server.proc.pid, *_descendants(s.server.proc.pid)]
             seen["procs"] = [_comm(p) for p in pids[1:]]
             seen["nice"] = {os.getpriority(os.PRIO_PROCESS, p) for p in pids}
-            seen["group"], seen["client"] = pinning.autogroup_nice(pids[0]), os.getpriority(os.PRIO_PROCESS, 0)
+            seen["group"], seen["client"] = priority.autogroup_nice(pids[0]), os.getpriority(os.PRIO_PROCESS, 0)
             yield s
 
     monkeypatch.setattr(session, "serve", watching)
@@ -163,10 +163,13 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
     assert len(recs) == 2 and all(r["completion_tokens"] == 48 and r["acceptance_length"] for r in recs)
 
 
-def test_engine_nice_prefixes_the_server_and_is_recorded():
+def test_engine_nice_prefixes_the_server_and_is_recorded(monkeypatch):
     plan = session.plan(_cfg(nice=-5), "a", model="/m", python="/venv/bin/python", name="x")
-    if shutil.which("nice"):
-        assert plan.argv[:3] == ["nice", "-n", "-5"] and plan.argv[3] == "/venv/bin/python"
+    if shutil.which("nice"):  # the increment takes the launcher's own nice value into account
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert plan.argv[:3] == ["nice", "-n", str(-5 - own)] and plan.argv[3] == "/venv/bin/python"
+        monkeypatch.setattr(os, "getpriority", lambda *a: 5)   # a workflow started under `nice -n 5`
+        assert priority.nice_argv(3, ["srv"]) == ["nice", "-n", "-2", "srv"]
     assert plan.nice == -5 and plan.priority == {"nice": -5}
     assert session.plan(_cfg(), "a", model="/m", python="p", name="x").nice is None  # default: nothing changes
     assert session.plan(_cfg(nice=-5), "a", model="/m", python="p", name="x", argv=["srv"]).nice is None
@@ -174,18 +177,18 @@ def test_engine_nice_prefixes_the_server_and_is_recorded():
         _cfg(nice=-30)
 
 
-@pytest.mark.skipif(pinning.autogroup_nice() is None or os.geteuid() != 0, reason="needs autogroups and root")
+@pytest.mark.skipif(priority.autogroup_nice() is None or os.geteuid() != 0, reason="needs autogroups and root")
 def test_the_client_runs_at_engine_nice_while_it_measures_and_gets_its_old_values_back():
-    before, group = os.getpriority(os.PRIO_PROCESS, 0), pinning.autogroup_nice()
+    before, group = os.getpriority(os.PRIO_PROCESS, 0), priority.autogroup_nice()
     notes: dict = {}
-    with pinning.client_nice(before - 1, notes):
-        assert os.getpriority(os.PRIO_PROCESS, 0) == before - 1 and pinning.autogroup_nice() == before - 1
+    with priority.client_nice(before - 1, notes):
+        assert os.getpriority(os.PRIO_PROCESS, 0) == before - 1 and priority.autogroup_nice() == before - 1
     assert notes == {"client": "set"}
-    assert os.getpriority(os.PRIO_PROCESS, 0) == before and pinning.autogroup_nice() == group
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before and priority.autogroup_nice() == group
 
 
 def test_autogroup_nice_says_why_not():
-    assert pinning.set_autogroup_nice(2**22 + 12345, 0).startswith("no autogroup")  # no such process
+    assert priority.set_autogroup_nice(2**22 + 12345, 0).startswith("no autogroup")  # no such process
 
 
 def test_the_method_section_states_the_priority():

@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 from bracket.stats.io import from_table
-from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, boundaries, judge, obf_spending
+from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, judge
+from bracket.stats.spending import boundaries, obf_spending
 from bracket.stats.simulate import simulate, simulate_arms
 
 

@@ -33,7 +33,6 @@ import contextlib
 import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -115,60 +114,3 @@ def worker(cfg: dict, arm: dict | None = None, pin: Pinning | None = None) -> Wo
         return None
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
     return Worker(threads=max(len(cpus) - 1, 1))
-
-
-# ---- priority: engine.nice ------------------------------------------------------------------------------
-# Linux puts every session in an autogroup (kernel.sched_autogroup_enabled) and shares the CPU fairly
-# between autogroups: a process's own nice value only orders it within its session. The server runs in a
-# session of its own (server.py starts it with start_new_session), so another user's `nice -n 19` job,
-# started from another session, competes with it as an equal. engine.nice sets the nice value of the
-# server's process and of its autogroup, and of bracket's client and its autogroup while it measures.
-
-def _autogroup(pid: int | str) -> Path:
-    return Path(f"/proc/{pid}/autogroup")
-
-
-def autogroup_nice(pid: int | str = "self") -> int | None:
-    """The nice value of `pid`'s autogroup, or None where there are none (not Linux, or autogroups off)."""
-    try:
-        return int(_autogroup(pid).read_text().split("nice")[-1])
-    except (OSError, ValueError):
-        return None
-
-
-def set_autogroup_nice(pid: int | str, nice: int) -> str | None:
-    """Set it; None when done, else why not (the server then runs at its process nice only)."""
-    if autogroup_nice(pid) is None:
-        return "no autogroup (kernel.sched_autogroup_enabled is off, or not Linux)"
-    try:
-        _autogroup(pid).write_text(str(nice))
-        return None
-    except OSError as exc:
-        return f"{exc.strerror or exc} (a negative nice needs root or CAP_SYS_NICE)"
-
-
-def nice_argv(nice: int | None, argv: list[str] | None) -> list[str] | None:
-    return argv if nice is None or not argv or not shutil.which("nice") else ["nice", "-n", str(nice), *argv]
-
-
-@contextlib.contextmanager
-def client_nice(nice: int | None, notes: dict):
-    """The measuring client (this process and its autogroup) at `nice` for the duration; the old values after."""
-    if nice is None or not hasattr(os, "setpriority"):
-        yield
-        return
-    before, group = os.getpriority(os.PRIO_PROCESS, 0), autogroup_nice()
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except OSError as exc:
-        notes["client"] = f"not set: {exc.strerror or exc}"
-    else:
-        problem = set_autogroup_nice("self", nice)
-        notes["client"] = "set" if problem is None else f"process nice set; autogroup not: {problem}"
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, 0, before)
-        if group is not None:
-            set_autogroup_nice("self", group)

@@ -171,7 +171,6 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
                            before_start=before_start, on_start=on_start) as s:
             meta["ready_s"] = round(s.ready_s, 2)
-            meta["priority"] = p.priority
             meta["started_at"] = s.server.started_at
             with Telemetry(interval_s=0.5) as tel:
                 meta.update(provenance.collect(cfg, p.adapter, s.http, s.base,

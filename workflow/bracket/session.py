@@ -29,7 +29,7 @@ from typing import Callable
 
 import httpx
 
-from bracket import engines, pinning, secrets
+from bracket import engines, pinning, priority, secrets
 from bracket.engines import launch
 from bracket.server import ServerError, port_owner
 
@@ -156,7 +156,7 @@ def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
             argv = pinning.server_argv(pin, list(argv) + list(extra_args))
             work = pinning.worker(cfg, arm, pin)
             nice = cfg["engine"].get("nice") if cfg["engine"]["launch"] == "native" else None
-            argv = pinning.nice_argv(nice, argv)
+            argv = priority.nice_argv(nice, argv)
     env = launch.launch_env(cfg, adapter, arm)
     env.update(pinning.server_env(pin))
     env.update(work.env() if work else {})
@@ -205,7 +205,7 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
         try:
             server.start()
             if p.nice is not None:  # the server's session: its autogroup (the process nice came with `nice -n`)
-                problem = pinning.set_autogroup_nice(server.proc.pid, p.nice)
+                problem = priority.set_autogroup_nice(server.proc.pid, p.nice)
                 p.priority["server"] = "set" if problem is None else f"process nice set; autogroup not: {problem}"
             if on_start:
                 on_start(server)
@@ -213,7 +213,7 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
-            with pinning.client(p.pinning), pinning.client_nice(p.nice, p.priority or {}), \
+            with pinning.client(p.pinning), priority.client_nice(p.nice, p.priority or {}), \
                     httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
                 yield Session(p, server, http, ready)
         finally:

@@ -149,7 +149,7 @@ def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dic
         if isinstance(m, dict) and m.get("status", "complete") == "complete":
             metas.append(m)
     ready = [float(m["ready_s"]) for m in metas if _num(m.get("ready_s")) and m["ready_s"] > 0]
-    teardown, gaps = [], []
+    teardown = []
     if {"block", "started_at", "wall_s"} <= set(runs.columns):
         ends = (pd.to_numeric(runs["started_at"], errors="coerce") + wall).groupby(runs["block"]).max().to_dict()
         for m in metas:

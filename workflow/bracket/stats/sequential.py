@@ -64,7 +64,7 @@ from scipy import stats
 from bracket.stats import defaults as D
 from bracket import design as bdesign
 from bracket.stats.compare import FASTER, NO_EFFECT, UNDETERMINED, WIDE, CONFOUNDED_VIF, clears
-from bracket.stats.spending import boundaries, cached_boundaries, obf_spending  # noqa: F401 (re-exported)
+from bracket.stats.spending import cached_boundaries
 
 #: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
 #: (a round added later never reorders the ones run); sequential is not one, and is a control anyway.
