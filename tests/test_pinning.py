@@ -154,7 +154,11 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
         assert workers == [], seen["procs"]
         # engine.nice: 3 (no privilege needed to lower a priority): the server's processes, its autogroup, the client
         assert seen["nice"] == {3} and seen["client"] == 3 and seen["group"] in (3, None)
-        assert meta["priority"]["nice"] == 3 and meta["priority"]["client"] == "set"
+        assert meta["priority"]["nice"] == 3
+        if seen["group"] is None:  # a kernel without autogroups (CI's): the process nice is all there is to set
+            assert meta["priority"]["client"].startswith("process nice set; autogroup not: no autogroup")
+        else:
+            assert meta["priority"]["client"] == "set"
     else:
         assert meta["engine_layout"] is None and len(workers) == 1, seen["procs"]
         assert meta["priority"] is None
