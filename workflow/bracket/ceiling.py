@@ -154,12 +154,24 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     Bandwidth: ``hardware.bandwidth_gbps`` if given; else ``hardware.device`` from the known
     table (or the GPU NVML reports, when it is in the table); else, with ``probe_bandwidth``,
     a measured copy probe (CUDA if present, else CPU memory). See ``bracket.bandwidth.resolve``.
+    When the server runs on this host and it has no NVIDIA GPU, also ``machine_steadiness``: the
+    memory copy rate over ``hardware.steadiness_s`` seconds, no server running (``bracket.steadiness``).
     """
-    from bracket.bandwidth import resolve
+    from bracket import steadiness
+    from bracket.bandwidth import detect_device_name, resolve
 
+    hardware = cfg.get("hardware") or {}
     acct = json.loads(Path(weights_json_path).read_text())
-    gbps, source = resolve(cfg.get("hardware") or {})
+    gbps, source = resolve(hardware)
     result = build(acct, gbps, source)
+    # A host without an NVIDIA GPU decodes from main memory: how steady that memory is, before any block.
+    local = (cfg.get("engine") or {}).get("launch", "native") in ("native", "docker")
+    seconds = float(hardware.get("steadiness_s", 10))
+    if 0 < seconds < 1:
+        raise ValueError(f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "
+                         "(the probe reads the copy rate in half-second windows).")
+    if local and seconds > 0 and detect_device_name() is None:
+        result["machine_steadiness"] = steadiness.probe(seconds, window_s=min(0.5, seconds / 4))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -110,6 +110,18 @@ def section_ceiling_unknown(w: dict, c: dict) -> Section:
     return s
 
 
+def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
+    """How steady the machine's memory was before the blocks (bracket.steadiness), a warning at `threshold`."""
+    if not m:
+        return None
+    moved = threshold is not None and m["spread"] >= threshold
+    return Para(f"Before the blocks, with no server running, this machine's memory copy rate ranged "
+                f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
+                f"{m['seconds']:g} s ({pct(m['spread'])} of its median)"
+                + (": a memory-bound server's runs and blocks can differ by as much for the machine's sake "
+                   "alone." if moved else ", steady beside the spreads below."), "warn" if moved else "")
+
+
 def section_ceiling(d: Data) -> Section | None:
     w, c = d.weights, d.ceiling or {}
     if not w:
@@ -145,6 +157,9 @@ def section_ceiling(d: Data) -> Section | None:
                 "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
                 "probe": f"measured by a copy probe: {src.get('method', '')}"}.get(src.get("kind"), src.get("detail", ""))
     s.add(Para(f"Memory bandwidth: {bw:g} GB/s, {src_text.strip().rstrip(':')}."))
+    steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"))
+    if steady:
+        s.add(steady)
     s.add(Para(f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
                f"without speculative decoding."))
     eff = efficiency_table(d)

@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from bracket import steadiness
 from bracket.ceiling import measured
 from bracket.records import guards
 from bracket.stats import sequential as seq
@@ -276,6 +277,9 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
     out["physics"] = measured(ceiling, out["cells"], reference, plain) if ceiling is not None else None
+    machine = steadiness.reading((ceiling or {}).get("machine_steadiness"), spread_warn)
+    if machine:
+        warnings.append(Finding("machine", machine))
     out["guards"] = guards(runs)
 
     if cfg.get("design", {}).get("kind") == "sequential":

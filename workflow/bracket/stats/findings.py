@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host
+    kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine
     message: str
     arm: str | None = None
     vs: str | None = None      # the arm or host it was compared with

@@ -1,0 +1,62 @@
+"""The machine-steadiness probe (bracket.steadiness): its record, its reading and where they land."""
+
+from __future__ import annotations
+
+import pytest
+
+from bracket import steadiness
+from bracket.article.ceiling import machine_steadiness
+from bracket.stats.findings import Finding
+
+
+def test_the_record_of_four_windows_worked_by_hand():
+    s = steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=2, window_s=0.5, nbytes=32 * 2**20)
+    # median of 8, 10, 11, 12 is 10.5; spread (12 - 8) / 10.5 = 0.381
+    assert s["median_gbps"] == 10.5 and s["low_gbps"] == 8 and s["high_gbps"] == 12
+    assert s["spread"] == pytest.approx(4 / 10.5)
+    assert "32 MiB" in s["method"] and "0.5 s window" in s["method"]
+
+
+def test_the_real_probe_reads_consecutive_windows():
+    s = steadiness.probe(seconds=0.6, size_bytes=2**20, window_s=0.15)
+    assert 3 <= len(s["windows_gbps"]) <= 5 and all(w > 0 for w in s["windows_gbps"])
+    w = sorted(s["windows_gbps"])
+    assert s["low_gbps"] == pytest.approx(w[0], abs=1e-3) and s["high_gbps"] == pytest.approx(w[-1], abs=1e-3)
+    assert s["spread"] == pytest.approx((s["high_gbps"] - s["low_gbps"]) / s["median_gbps"])
+
+
+@pytest.mark.parametrize("kw", [{"seconds": 0.1}, {"seconds": 1, "window_s": 0.6}, {"size_bytes": 1000}])
+def test_a_probe_too_short_or_too_small_is_refused_with_the_reason(kw):
+    with pytest.raises(ValueError, match="at least two windows"):
+        steadiness.probe(**{"seconds": 1, "window_s": 0.25, **kw})
+
+
+def test_the_warning_names_a_machine_that_moved_as_much_as_the_spread_warning():
+    moved = steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)
+    text = steadiness.reading(moved, 0.15)
+    assert text.startswith("this machine is not steady") and "moved 38% between 0.5 s windows over 10 s" in text
+    assert "(8.0-12.0 GB/s)" in text
+    steady = steadiness.summary([10.0, 10.4, 10.2, 10.1], seconds=10, window_s=0.5, nbytes=2**25)  # 3.9 %
+    assert steadiness.reading(steady, 0.15) is None and steadiness.reading(None, 0.15) is None
+    # the article's ceiling section: a warning beside the bandwidth, or a plain sentence
+    para = machine_steadiness(moved, 0.15)
+    assert para.kind == "warn" and "ranged 8.0–12.0 GB/s" in para.text and "(38.1% of its median)" in para.text
+    assert machine_steadiness(steady, 0.15).kind == "" and machine_steadiness(None, 0.15) is None
+
+
+def test_analyze_lists_the_machine_among_the_warnings():
+    import pandas as pd
+
+    from bracket.stats.analyze import analyze
+
+    rows = [{"experiment": "x", "arm": arm, "workload": "w", "block": b, "round": b // 2 + 1, "run": r,
+             "decode_tok_s": (100 if arm == "a" else 110) * (1 + 0.01 * r), "warmup": False, "invalid": ""}
+            for b, arm in enumerate(["a", "b", "b", "a"]) for r in range(3)]
+    cfg = {"arms": {"a": {}, "b": {}}, "reference": "a", "design": {"kind": "abba"}}
+    moved = {"machine_steadiness": steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)}
+    out = analyze(pd.DataFrame(rows), cfg, moved)
+    assert [f for f in out["findings"] if f["kind"] == "machine"]
+    assert any(w.startswith("this machine is not steady") for w in out["warnings"])
+    quiet = {"machine_steadiness": steadiness.summary([10.0, 10.1], seconds=1, window_s=0.5, nbytes=2**25)}
+    assert not [f for f in analyze(pd.DataFrame(rows), cfg, quiet)["findings"] if f["kind"] == "machine"]
+    assert Finding("machine", "m").record()["kind"] == "machine"
