@@ -42,6 +42,13 @@ def test_the_warning_names_a_machine_that_moved_as_much_as_the_spread_warning():
     para = machine_steadiness(moved, 0.15)
     assert para.kind == "warn" and "ranged 8.0–12.0 GB/s" in para.text and "(38.1% of its median)" in para.text
     assert machine_steadiness(steady, 0.15).kind == "" and machine_steadiness(None, 0.15) is None
+    assert machine_steadiness(steady, 0.15).text.endswith("(3.9% of its median), under the 15% at which bracket warns.")
+
+
+def test_bandwidths_are_written_with_four_significant_figures():
+    from bracket.article.ceiling import gbps
+
+    assert [gbps(b) for b in (27.929224, 217.5, 273, 4800, 13000.4)] == ["27.93", "217.5", "273", "4800", "13,000"]
 
 
 def test_analyze_lists_the_machine_among_the_warnings():

@@ -105,9 +105,14 @@ def section_ceiling_unknown(w: dict, c: dict) -> Section:
                "directory."))
     bw = c.get("bandwidth_gbps")
     if bw:
-        s.add(Para(f"Memory bandwidth was found ({bw:g} GB/s); with the bytes per token, the ceiling would be "
-                   f"{bw:g} GB/s {TIMES} bytes per token.", "note"))
+        s.add(Para(f"Memory bandwidth was found ({gbps(bw)} GB/s); with the bytes per token, the ceiling would be "
+                   f"{gbps(bw)} GB/s {TIMES} bytes per token.", "note"))
     return s
+
+
+def gbps(bw: float) -> str:
+    """A bandwidth as written: four significant figures (27.93, 217.5, 4800), whole numbers from 10,000."""
+    return f"{bw:.4g}" if bw < 10_000 else f"{bw:,.0f}"
 
 
 def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
@@ -119,7 +124,9 @@ def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
                 f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
                 f"{m['seconds']:g} s ({pct(m['spread'])} of its median)"
                 + (": a memory-bound server's runs and blocks can differ by as much for the machine's sake "
-                   "alone." if moved else ", steady beside the spreads below."), "warn" if moved else "")
+                   "alone." if moved else
+                   f", under the {pct(threshold, 0)} at which bracket warns." if threshold is not None else "."),
+                "warn" if moved else "")
 
 
 def section_ceiling(d: Data) -> Section | None:
@@ -129,7 +136,7 @@ def section_ceiling(d: Data) -> Section | None:
     if w.get("status") == "unknown" or not w.get("bytes_per_token"):
         return section_ceiling_unknown(w, c)
     bpt, bw, ceil = w.get("bytes_per_token"), c.get("bandwidth_gbps"), c.get("ceiling_tok_s")
-    head = (f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
+    head = (f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
             if ceil else "The byte account")
     s = Section([Heading(head)])
     s.add(Para("Every token a model emits requires reading the weights it uses from memory. That gives "
@@ -156,11 +163,11 @@ def section_ceiling(d: Data) -> Section | None:
     src_text = {"user": "stated in the experiment (hardware.bandwidth_gbps)",
                 "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
                 "probe": f"measured by a copy probe: {src.get('method', '')}"}.get(src.get("kind"), src.get("detail", ""))
-    s.add(Para(f"Memory bandwidth: {bw:g} GB/s, {src_text.strip().rstrip(':')}."))
+    s.add(Para(f"Memory bandwidth: {gbps(bw)} GB/s, {src_text.strip().rstrip(':')}."))
     steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"))
     if steady:
         s.add(steady)
-    s.add(Para(f"{bw:g} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
+    s.add(Para(f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
                f"without speculative decoding."))
     eff = efficiency_table(d)
     if not eff.empty:
