@@ -5,9 +5,11 @@
 
 An engine cannot be steadier than the cores it runs on. This probe runs one fixed unit of work over
 and over on each core at once (one process pinned per core, one thread each, as the embedded
-engine keeps both cores busy), and reads each unit's duration as a rate. Two kinds of work:
-`compute` (a float32 matrix product that stays in cache) and `memory` (a sum over an array much
-larger than the last-level cache, the way decoding streams the weights). The unit is calibrated to
+engine keeps both cores busy), and reads each unit's duration as a rate. Three kinds of work:
+`compute` (a float32 matrix product that stays in a core's own caches), `cache` (a sum over 8 MiB,
+the size of the embedded model's weights: beyond a core's L2, within a large shared L3) and
+`memory` (a sum over an array much larger than the last-level cache, the way decoding a large
+model streams its weights). The unit is calibrated to
 last about as long as one of the quiet bench's requests (256 tokens at about 300 tok/s: 0.8 s), and
 consecutive units are grouped into pseudo-blocks of `--runs`, so the columns read like
 bench/quiet_engine.py's: the within-block spread ((max - min) / median), the sd of the log rate
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("compute", "memory")
+KINDS = ("compute", "cache", "memory")
 
 
 def _work(kind: str):
@@ -36,6 +38,9 @@ def _work(kind: str):
     if kind == "compute":
         a = np.random.default_rng(0).random((192, 192), dtype=np.float32)
         return lambda: float((a @ a)[0, 0])
+    if kind == "cache":  # 8 MiB: the tiny model's weights (8.4 MB) are this size; beyond L2, within a large L3
+        mid = np.ones(8 * 2**20 // 8)
+        return lambda: float(mid.sum())
     big = np.ones(64 * 2**20 // 8)  # 64 MiB of float64, well beyond any last-level cache here
     return lambda: float(big.sum())
 

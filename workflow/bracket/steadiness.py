@@ -1,14 +1,15 @@
 """How steady the machine itself is: its memory copy rate over several seconds, with no server running.
 
-A host without a GPU decodes from main memory, which it may share with other tenants (a cloud VM, a
-laptop's other work). On the 2-core VM this project was built on, fixed memory-bound work with no
-server at all moved in steps of up to 40 % within seconds (bench/results/cpu_steadiness.md), as
-much as the embedded engine's requests did: an engine is no steadier than the memory it reads.
-The probe copies a buffer back to back for a few seconds, one thread, and reports the rate in
-consecutive windows; the spread between windows is this machine's floor for the spread of a
-memory-bound server's runs. It is measured once, before the blocks (rule `ceiling`), because a
-probe beside a running server would compete with it, and probes just before and after each block
-did not predict the block's speed there (the steps come and go within a block).
+A host without a GPU serves from its caches and main memory, which it may share with other tenants
+(a cloud VM) or other work (a laptop). On the 2-core VM this project was built on, fixed work with
+no server at all was steady while it stayed in the caches (spread 2-6 % within twelve units) and
+moved in steps of up to 40 % within seconds once it reached memory (bench/results/cpu_steadiness.md),
+the shape, and about the size, of the embedded engine's own spread. The probe copies a buffer back
+to back for a few seconds, one thread, and reports the rate in consecutive windows; the spread
+between windows says how much a server's runs and blocks can differ on this machine for the
+machine's sake alone. It is measured once, before the blocks (rule `ceiling`), because a probe
+beside a running server would compete with it, and probes just before and after each block did not
+predict the block's speed there (the steps come and go within a block).
 """
 
 from __future__ import annotations
@@ -66,6 +67,6 @@ def reading(s: dict | None, threshold: float) -> str | None:
         return None
     return (f"this machine is not steady: its memory copy rate, measured before the blocks with no server "
             f"running, moved {s['spread']:.0%} between {s['window_s']:g} s windows over {s['seconds']:g} s "
-            f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A memory-bound server's runs and blocks can "
+            f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A server's runs and blocks on this machine can "
             f"differ by as much for the machine's sake alone; for narrower intervals run on a machine with "
             f"nothing else on it, or add rounds.")

@@ -123,8 +123,8 @@ def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
     return Para(f"Before the blocks, with no server running, this machine's memory copy rate ranged "
                 f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
                 f"{m['seconds']:g} s ({pct(m['spread'])} of its median)"
-                + (": a memory-bound server's runs and blocks can differ by as much for the machine's sake "
-                   "alone." if moved else
+                + (": a server's runs and blocks on this machine can differ by as much for the machine's "
+                   "sake alone." if moved else
                    f", under the {pct(threshold, 0)} at which bracket warns." if threshold is not None else "."),
                 "warn" if moved else "")
 
