@@ -115,7 +115,8 @@ def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu
     ceiling.write_json(wj, {"hardware": {**hw, "steadiness_s": 1}}, tmp_path / "c.json")
     assert calls[-1] == (1, 0.25)  # a short probe still has four windows
     for cfg in ({"hardware": {**hw, "steadiness_s": 0}},                                 # turned off
-                {"hardware": hw, "engine": {"launch": "attach"}}):                      # the server is elsewhere
+                {"hardware": hw, "engine": {"launch": "attach"}},                       # the server is elsewhere
+                {"hardware": hw, "hosts": ["box1", "box2"]}):                           # several machines
         assert "machine_steadiness" not in ceiling.write_json(wj, cfg, tmp_path / "c.json")
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: "NVIDIA H200")        # decoding reads HBM
     assert "machine_steadiness" not in ceiling.write_json(wj, {"hardware": hw}, tmp_path / "c.json")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bracket import steadiness
@@ -67,3 +69,19 @@ def test_analyze_lists_the_machine_among_the_warnings():
     quiet = {"machine_steadiness": steadiness.summary([10.0, 10.1], seconds=1, window_s=0.5, nbytes=2**25)}
     assert not [f for f in analyze(pd.DataFrame(rows), cfg, quiet)["findings"] if f["kind"] == "machine"]
     assert Finding("machine", "m").record()["kind"] == "machine"
+
+
+def test_the_bench_summary_of_units_worked_by_hand():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from cpu_steadiness import summary
+
+    # durations 1, 1, 0.5, 1 | 2, 2, 2, 1 s: rates 1, 1, 2, 1 | 0.5, 0.5, 0.5, 1 in two pseudo-blocks of four
+    s = summary([1, 1, 0.5, 1, 2, 2, 2, 1], runs=4)
+    assert s["blocks"] == 2 and s["spread_median"] == pytest.approx(1.0) and s["spread_max"] == pytest.approx(1.0)
+    # block medians 1 and 0.5: sd of their logs = ln 2 / sqrt 2; the slowest unit (0.5) against the median (1)
+    assert s["between_blocks"] == pytest.approx(math.log(2) / math.sqrt(2)) and s["slowest_vs_median"] == -0.5
+    # successive differences of log rates: four of +-ln 2 and three zeros, mean 0: sd ln 2 * sqrt(4/6), over sqrt 2
+    assert s["sd_log_run_to_run"] == pytest.approx(math.log(2) / math.sqrt(3))

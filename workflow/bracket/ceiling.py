@@ -154,8 +154,9 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     Bandwidth: ``hardware.bandwidth_gbps`` if given; else ``hardware.device`` from the known
     table (or the GPU NVML reports, when it is in the table); else, with ``probe_bandwidth``,
     a measured copy probe (CUDA if present, else CPU memory). See ``bracket.bandwidth.resolve``.
-    When the server runs on this host and it has no NVIDIA GPU, also ``machine_steadiness``: the
-    memory copy rate over ``hardware.steadiness_s`` seconds, no server running (``bracket.steadiness``).
+    When the server runs on this host (no attach, no named hosts) and it has no NVIDIA GPU, also
+    ``machine_steadiness``: the memory copy rate over ``hardware.steadiness_s`` seconds, no server
+    running (``bracket.steadiness``).
     """
     from bracket import steadiness
     from bracket.bandwidth import detect_device_name, resolve
@@ -164,8 +165,10 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     acct = json.loads(Path(weights_json_path).read_text())
     gbps, source = resolve(hardware)
     result = build(acct, gbps, source)
-    # A host without an NVIDIA GPU decodes from main memory: how steady that memory is, before any block.
-    local = (cfg.get("engine") or {}).get("launch", "native") in ("native", "docker")
+    # A host without an NVIDIA GPU decodes from its caches and memory: how steady they are, before any
+    # block. Not for an attached server (it runs elsewhere) nor for named hosts (one probe here cannot
+    # speak for several machines).
+    local = (cfg.get("engine") or {}).get("launch", "native") in ("native", "docker") and not cfg.get("hosts")
     seconds = float(hardware.get("steadiness_s", 10))
     if 0 < seconds < 1:
         raise ValueError(f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "

@@ -20,6 +20,7 @@ So the rules are written once:
 from __future__ import annotations
 
 import contextlib
+import socket
 import fcntl
 import os
 import signal
@@ -94,6 +95,12 @@ def ensure_port_free(eng: dict) -> None:
     if owner:
         raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
                           f"engine.port to a free port.")
+
+
+def host_lock_dir(root: str | Path = "results") -> Path:
+    """This host's lock folder under results/: named by host, so the hosts of a cluster that share
+    results/ never contend for one another's ports (see workflow/profiles/README.md)."""
+    return Path(root) / ".locks" / socket.gethostname()
 
 
 @contextlib.contextmanager

@@ -1,10 +1,13 @@
 """Decode ceilings under each precision hypothesis (snakemake rule `ceiling`)."""
-from bracket import ceiling, config
+from bracket import ceiling, config, session
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     cfg = config.load(snakemake.params.experiment)
-    result = ceiling.write_json(snakemake.input[0], cfg, snakemake.output[0])
+    # Under the port lock the blocks take on this host: the copy probes never run beside a block of
+    # this experiment (snakemake --cores 2 or more could start both), which would disturb both.
+    with session.port_lock(session.host_lock_dir(), cfg["engine"]["port"]):
+        result = ceiling.write_json(snakemake.input[0], cfg, snakemake.output[0])
     if result["status"] == "unknown":
         log.info("ceiling unknown: %s; set %s", result["reason"], result["key"])
     else:

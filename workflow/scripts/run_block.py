@@ -1,8 +1,7 @@
 """Run one block of the schedule (snakemake rule `block`)."""
-import socket
 import sys
 
-from bracket import config, design, embedded, runner, secrets
+from bracket import config, design, embedded, runner, secrets, session
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.
@@ -15,9 +14,7 @@ with rule_log(snakemake.log.block):
         runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
                          log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
                          root=snakemake.params.root,
-                         # The port lock guards one machine's port: named by host, it is never contended across
-                         # the hosts of a cluster that share results/ (see workflow/profiles/README.md).
-                         lock_dir=f"results/.locks/{socket.gethostname()}")
+                         lock_dir=session.host_lock_dir())
     except runner.BlockFailed as exc:
         print(f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} failed: {secrets.redact(str(exc))}", file=sys.stderr)
         sys.exit(1)
