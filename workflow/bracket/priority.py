@@ -27,10 +27,32 @@ def autogroup_nice(pid: int | str = "self") -> int | None:
         return None
 
 
+def no_autogroup_why(pid: int | str = "self") -> str:
+    """Why `pid` has no autogroup of its own, as precisely as /proc tells. A process whose session never
+    called setsid (a container's first session, CI's test runner) sits in the root group, whose
+    /proc/PID/autogroup reads empty and cannot be reniced."""
+    enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    try:
+        text = _autogroup(pid).read_text()
+    except FileNotFoundError:
+        if not Path("/proc/self").exists():
+            return "no autogroup (not Linux)"
+        if not Path(f"/proc/{pid}").exists():
+            return f"no autogroup (no process {pid})"
+        return "no autogroup (a kernel built without CONFIG_SCHED_AUTOGROUP)"
+    except OSError as exc:
+        return f"no autogroup ({exc.strerror or exc})"
+    if enabled.exists() and enabled.read_text().strip() == "0":
+        return "no autogroup (kernel.sched_autogroup_enabled is 0)"
+    if not text.strip():
+        return "no autogroup of its own (its session is the root group's: it never called setsid)"
+    return f"no autogroup (unreadable: {text.strip()[:60]!r})"
+
+
 def set_autogroup_nice(pid: int | str, nice: int) -> str | None:
     """Set it; None when done, else why not (the server then runs at its process nice only)."""
     if autogroup_nice(pid) is None:
-        return "no autogroup (kernel.sched_autogroup_enabled is off, or not Linux)"
+        return no_autogroup_why(pid)
     try:
         _autogroup(pid).write_text(str(nice))
         return None
