@@ -3,7 +3,7 @@
 # machine spends its time measuring rather than compiling (the CUDA build takes 270-300 s of a
 # 16-core GPU machine; here, on 2 cores, about 25 minutes that cost no device time).
 #
-# Usage: cross_build.sh OUT_TARBALL [ARCH]    (ARCH: CUDA compute capability, default 90 = H100/H200)
+# Usage: cross_build.sh OUT_TARBALL.tar.xz [ARCH]    (ARCH: CUDA compute capability, default 90 = H100/H200)
 # Needs nvcc (CUDA 13 here, the GPU image's version) and cuBLAS headers and libraries: the CUDA 13
 # wheels (nvidia-cublas, nvidia-cuda-runtime; any venv holding them), found under $CUBLAS_ROOT
 # (a folder with include/cublas_v2.h and lib/libcublas.so.13). No libcuda.so is needed:
@@ -22,8 +22,9 @@ cuda_root="$(cd "$(dirname "$(readlink -f "$nvcc")")/.." && pwd)"
 # BUILD_DIR: keep the build (ninja resumes an interrupted one; a second run only relinks)
 work="${BUILD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/llama-cross-XXXXXX")}"
 mkdir -p "$work/cublas"; rm -rf "$work/pkg"
-ln -sfn "$cublas/lib/libcublas.so.13" "$work/cublas/libcublas.so"
-ln -sfn "$cublas/lib/libcublasLt.so.13" "$work/cublas/libcublasLt.so"
+for lib in libcublas libcublasLt; do   # the link-time names, and the sonames the executable's link resolves
+  ln -sfn "$cublas/lib/$lib.so.13" "$work/cublas/$lib.so"; ln -sfn "$cublas/lib/$lib.so.13" "$work/cublas/$lib.so.13"
+done
 opts=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF
       -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch"
       -DGGML_CUDA_NO_VMM=ON)
@@ -31,11 +32,15 @@ start=$(date +%s)
 PATH="$cuda_root/bin:$PATH" cmake -S "$src" -B "$work/build" -G Ninja "${opts[@]}" \
   "-DCUDAToolkit_ROOT=$cuda_root" "-DCUDA_cublas_LIBRARY=$work/cublas/libcublas.so" \
   "-DCUDA_cublasLt_LIBRARY=$work/cublas/libcublasLt.so" \
-  "-DCMAKE_CUDA_FLAGS=-I$cublas/include" "-DCMAKE_CXX_FLAGS=-I$cublas/include" "-DCMAKE_C_FLAGS=-I$cublas/include" >&2
+  "-DCMAKE_CUDA_FLAGS=-I$cublas/include" "-DCMAKE_CXX_FLAGS=-I$cublas/include" "-DCMAKE_C_FLAGS=-I$cublas/include" \
+  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$work/cublas" >&2
 PATH="$cuda_root/bin:$PATH" cmake --build "$work/build" --target llama-server -j "$(nproc)" >&2
 secs=$(( $(date +%s) - start ))
 mkdir -p "$work/pkg/bin"
 cp -a "$work/build/bin/llama-server" "$work/build/bin/"*.so* "$work/pkg/bin/"
+# OpenMP's runtime (the CPU backend's threads) goes along: the GPU image need not have GCC's
+gomp="$(ldd "$work/build/bin/libggml-cpu.so" | awk '/libgomp/ {print $3}')"
+[ -z "$gomp" ] || cp -L "$gomp" "$work/pkg/bin/"
 strip --strip-unneeded "$work/pkg/bin/"* 2>/dev/null || true
 python3 - "$work/pkg/build.json" "$version" "$secs" "$src" "$arch" "$("$nvcc" --version | tail -1)" "${opts[@]}" <<'PY'
 import json, os, platform, subprocess, sys
@@ -48,5 +53,5 @@ json.dump({"engine": "llama.cpp", "source": f"llama-cpp-python=={version} sdist 
            "built_on": f"{platform.node()} (no GPU; cross-built for sm_{arch} by bench/h200/cross_build.sh)"},
           open(out, "w"), indent=1)
 PY
-tar -czf "$tarball" -C "$work/pkg" .
+XZ_OPT="-9e -T0" tar -cJf "$tarball" -C "$work/pkg" .   # xz: 43 MB against gzip's 45 (a call carries 64 MiB)
 echo "built in $secs s: $tarball ($(du -h "$tarball" | cut -f1))" >&2

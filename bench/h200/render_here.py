@@ -1,6 +1,9 @@
 """Render the H200 article on this machine from what the GPU machine returned (bench/h200/README.md).
 
-    python bench/h200/render_here.py RESULTS_TAR RENDER_DIR
+    python bench/h200/render_here.py RESULTS_TAR RENDER_DIR [EXPERIMENT]
+
+EXPERIMENT names bench/h200/EXPERIMENT.yaml: h200_llamacpp (the default; bench/h200/run.sh) or
+h200_speculation (bench/h200/run_spec.sh).
 
 Every block the schedule lists is rendered as it ran when all of them came back (the second run,
 bench/results/h200_llamacpp/). Where an arm lacks a round (the first run: the GPU time ran out
@@ -19,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-EXP = "h200_llamacpp"
+EXP = sys.argv[3] if len(sys.argv) > 3 else "h200_llamacpp"
 
 
 def kept_blocks(src: Path) -> tuple[dict[int, int], list[str]]:
@@ -43,9 +46,9 @@ def main() -> None:
                     "--exclude", "logs", "--exclude", ".snakemake", "--exclude", ".git", f"{repo}/", f"{dest}/"],
                    check=True)
     keep, dropped = kept_blocks(src)
-    exp = (repo / "bench/h200/h200_llamacpp.yaml").read_text()
+    exp = (repo / f"bench/h200/{EXP}.yaml").read_text()
     if dropped:  # only self_draft has ever been short of a round; it is the last arm in the file
-        if dropped != ["self_draft"]:
+        if dropped != ["self_draft"] or EXP != "h200_llamacpp":
             sys.exit(f"arms {dropped} lack a round; render_here.py knows how to leave out self_draft only")
         head, _, _ = exp.partition("  self_draft:")
         tail = exp[exp.index("reference:"):]

@@ -5,8 +5,8 @@
 #
 # Usage, from the repository root on the GPU machine, with .gpu/spec/ carried:
 #     bash bench/h200/run_spec.sh LIMIT_S
-# .gpu/spec/ holds llama-server-cuda.tar.gz (bench/h200/cross_build.sh), the GGUF
-# (tiny-qwen3-s1-l4-h256-v4096-t300.gguf) and whl/ (wheels of what the image lacks for the blocks:
+# .gpu/spec/ holds llama-server-cuda.tar.xz (bench/h200/cross_build.sh), the GGUF xz-compressed
+# (tiny-qwen3-s1-l4-h256-v4096-t300.gguf.xz) and whl/ (wheels of what the image lacks for the blocks:
 # snakemake, jsonschema, pydantic and their needs). Results are copied to $OUT every few seconds, so
 # a call cut short returns every block it finished.
 # BRACKET_SPEC_CPU=1 runs the same steps with this machine's CPU llama-server (a rehearsal).
@@ -33,11 +33,12 @@ if [ -d "$g/whl" ] && [ -z "${BRACKET_SPEC_CPU:-}" ]; then
   say "wheels installed: $(ls "$g/whl" | wc -l)"
 fi
 mkdir -p /tmp/bgpu
-cp "$g/tiny-qwen3-s1-l4-h256-v4096-t300.gguf" /tmp/bgpu/
+python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+  "$g/tiny-qwen3-s1-l4-h256-v4096-t300.gguf.xz" /tmp/bgpu/tiny-qwen3-s1-l4-h256-v4096-t300.gguf
 record="resources/engines/llama.cpp-0.3.36/build.json"
 mkdir -p "$(dirname "$record")"
 if [ -z "${BRACKET_SPEC_CPU:-}" ]; then
-  dest=/tmp/bgpu/llama.cpp-cuda; mkdir -p "$dest" && tar -xzf "$g/llama-server-cuda.tar.gz" -C "$dest"
+  dest=/tmp/bgpu/llama.cpp-cuda; mkdir -p "$dest" && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$g/llama-server-cuda.tar.xz" "$dest"
   # cuBLAS and the CUDA runtime from the image (its CUDA 13 toolkit, or PyTorch's wheels)
   libs="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -1)"
   rt="$(find /usr/local /opt /usr/lib -name 'libcudart.so.13' 2>/dev/null | head -1)"
