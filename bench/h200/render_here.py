@@ -34,6 +34,39 @@ def kept_blocks(src: Path) -> tuple[dict[int, int], list[str]]:
     return {old: new for new, old in enumerate(keep)}, dropped
 
 
+def account_here(src: Path, res: Path, dest: Path) -> None:
+    """Where the GPU machine could not read the GGUF's headers (the first speculation run carried no
+    `gguf` wheel), the byte account from the same file here and the ceiling from the bandwidth the GPU
+    machine detected (ceiling.json's `bandwidth_source`). Only for a GGUF this machine holds byte for
+    byte: bench/h200/run_spec.sh unpacks .gpu/spec/NAME.gguf.xz, made from resources/models/NAME.gguf."""
+    dev = json.loads((src / f"results/{EXP}/weights.json").read_text())
+    if dev.get("status") != "unknown" or "gguf" not in (dev.get("reason") or ""):
+        return
+    sys.path.insert(0, str(dest / "workflow"))
+    from bracket import ceiling, config, weights
+
+    cfg = config.load(dest / "experiments" / f"{EXP}.yaml")
+    model = Path(cfg["engine"]["model"])
+    repo = Path(__file__).resolve().parents[2]
+    local, packed = repo / "resources/models" / model.name, repo / ".gpu/spec" / f"{model.name}.xz"
+    import hashlib
+    import lzma
+    digest = hashlib.sha256(local.read_bytes()).hexdigest()
+    if hashlib.sha256(lzma.open(packed).read()).hexdigest() != digest:
+        sys.exit(f"{local} is not the GGUF the GPU machine served ({packed}): no byte account here")
+    model.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(local, model)  # the path the experiment names, as on the GPU machine
+    acct = weights.write_for_experiment(cfg, res / "weights.json", root=dest)
+    acct["computed_here"] = (f"the GPU machine lacked the gguf package; this account was computed on the CPU "
+                             f"machine from the same file (sha256 {digest})")
+    (res / "weights.json").write_text(json.dumps(acct, indent=1) + "\n")
+    ceil = json.loads((src / f"results/{EXP}/ceiling.json").read_text())
+    out = ceiling.build(acct, ceil["bandwidth_gbps"], ceil["bandwidth_source"])
+    out["computed_here"] = "bytes from the account computed here; bandwidth as the GPU machine resolved it"
+    (res / "ceiling.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"byte account here: {acct['bytes_per_token']} bytes per token; ceiling {out['ceiling_tok_s']:.0f} tok/s")
+
+
 def main() -> None:
     tar, dest = Path(sys.argv[1]), Path(sys.argv[2])
     repo = Path(__file__).resolve().parents[2]
@@ -78,6 +111,7 @@ def main() -> None:
     (res / "schedule.csv").write_text("\n".join(sched) + "\n")
     for f in ("weights.json", "ceiling.json"):
         shutil.copy(src / f"results/{EXP}/{f}", res / f)
+    account_here(src, res, dest)
     # Inputs older than outputs, so Snakemake reruns only what follows the blocks.
     old = time.time() - 3600
     for p in [dest / "experiments" / f"{EXP}.yaml", rec]:

@@ -7,7 +7,8 @@
 #     bash bench/h200/run_spec.sh LIMIT_S
 # .gpu/spec/ holds llama-server-cuda.tar.xz (bench/h200/cross_build.sh), the GGUF xz-compressed
 # (tiny-qwen3-s1-l4-h256-v4096-t300.gguf.xz) and whl/ (wheels of what the image lacks for the blocks:
-# snakemake, jsonschema, pydantic and their needs). Results are copied to $OUT every few seconds, so
+# snakemake, jsonschema, pydantic, gguf and their needs; without gguf the byte account cannot read
+# the GGUF there, and bench/h200/render_here.py computes it here from the same file). Results are copied to $OUT every few seconds, so
 # a call cut short returns every block it finished.
 # BRACKET_SPEC_CPU=1 runs the same steps with this machine's CPU llama-server (a rehearsal).
 set -uo pipefail

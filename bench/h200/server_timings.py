@@ -3,9 +3,9 @@
     python bench/h200/server_timings.py RESULTS_DIR LOGS_DIR [--out CSV]
 
 llama-server logs, per request, `eval time = T ms / N tokens` (its decode time, the independent
-truth) and, with speculation, `draft acceptance = a (A accepted / G generated)`. Requests are served
-one at a time in the order bracket sent them, so the k-th timing line of block b belongs to the
-k-th record of block b. Prints one row per request and a summary per arm.
+truth) and, with speculation, `draft acceptance = a (A accepted / G generated)` (none for a request
+that drafted nothing), both under the request's task id. Requests are served one at a time in the
+order bracket sent them, so the k-th timing line of block b belongs to the k-th record of block b. Prints one row per request and a summary per arm.
 """
 import argparse
 import csv
@@ -15,8 +15,8 @@ import statistics
 import sys
 from pathlib import Path
 
-EVAL = re.compile(r"\|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
-DRAFT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
+EVAL = re.compile(r"\| task (\d+) \|\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+DRAFT = re.compile(r"\| task (\d+) \| draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 
 
 def rows(results: Path, logs: Path):
@@ -25,13 +25,14 @@ def rows(results: Path, logs: Path):
         recs = [json.loads(x) for x in raw.read_text().splitlines() if x.strip()]
         text = (logs / "server" / f"block-{k}.log").read_text(errors="replace")
         evals = EVAL.findall(text)
-        drafts = DRAFT.findall(text)
+        # by task id: a request that drafted nothing logs no acceptance line (0 of 0)
+        drafts = {task: (acc, gen) for task, acc, gen in DRAFT.findall(text)}
         if len(evals) != len(recs):
             print(f"block {k}: {len(recs)} records, {len(evals)} timing lines; skipped", file=sys.stderr)
             continue
-        for i, (r, (ms, n)) in enumerate(zip(recs, evals)):
+        for r, (task, ms, n) in zip(recs, evals):
             server = int(n) / (float(ms) / 1000)
-            d = drafts[i] if len(drafts) == len(recs) else (None, None)
+            d = drafts.get(task, (0, 0) if r.get("draft_tokens") is not None else (None, None))
             yield {"block": int(k), "arm": r["arm"], "warmup": r["warmup"], "workload": r["workload"],
                    "bracket_tg_tok_s": r["tg_tok_s"], "bracket_decode_tok_s": r["decode_tok_s"],
                    "server_tok_s": server, "tg_over_server": r["tg_tok_s"] / server,

@@ -13,21 +13,34 @@ from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
 
 
+def _flag_groups(argv: list[str]) -> list[tuple[str, ...]]:
+    """argv as flags with their values: ("--port", "8000"), ("--metrics",); a lone value stands alone."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append((a, argv[i + 1]))
+            i += 2
+        else:
+            out.append((a,))
+            i += 1
+    return out
+
+
 def arm_flags(d: Data, arm: str) -> str:
-    """The launch flags that distinguish this arm, as they ran (from a block's launch command)."""
+    """The launch flags that distinguish this arm, as they ran (from a block's launch command): every
+    adapter's speculative flags begin with --spec (vLLM's --speculative-config, SGLang's
+    --speculative-*, llama.cpp's --spec-*), then the arm's own args not already among them."""
     for pos in sorted(d.metas):
         m = d.metas[pos]
         if m.get("arm") != arm or not m.get("argv"):
             continue
-        argv = list(m["argv"])
-        extra = [a for a in (d.cfg["arms"].get(arm, {}) or {}).get("args", [])]
-        out = []
-        for i, a in enumerate(argv):
-            if a.startswith("--speculative") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                out += [a, argv[i + 1]]
-        return shlex.join(out + extra) if (out or extra) else "(no speculative flags)"
+        spec = [g for g in _flag_groups(list(m["argv"])) if g[0].startswith("--spec")]
+        extra = [g for g in _flag_groups(list((d.cfg["arms"].get(arm, {}) or {}).get("args", []))) if g not in spec]
+        flags = [a for g in spec + extra for a in g]
+        return shlex.join(flags) if flags else "(no speculative flags)"
     spec = (d.cfg.get("arms", {}).get(arm) or {}).get("speculative")
-    return f"{spec_words(spec)} (from the experiment: no launch record)" if spec else "(no speculative flags)"
+    return f"{spec_words(spec, d.cfg.get('engine', {}).get('kind'))} (from the experiment: no launch record)" if spec else "(no speculative flags)"
 
 
 def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:

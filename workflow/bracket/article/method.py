@@ -183,7 +183,7 @@ def section_method(d: Data) -> Section:
     for arm in d.arms:
         a = cfg.get("arms", {}).get(arm) or {}
         sp = a.get("speculative")
-        arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": spec_words(sp),
+        arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": spec_words(sp, eng.get("kind")),
                          "extra args": shlex.join(a.get("args") or []), "flags as launched": arm_flags(d, arm)})
     s.add(Table(pd.DataFrame(arm_rows), "Arms", "arms.csv"))
     first = {}

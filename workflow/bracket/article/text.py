@@ -91,11 +91,19 @@ def runs_phrase(n, lo, hi) -> str:
     return f"({int(n)} run{'s' if int(n) != 1 else ''}, {span(lo, hi)})"
 
 
-def spec_words(sp: dict | None) -> str:
-    """An arm's speculative settings in words ("off" without)."""
+def spec_words(sp: dict | None, engine: str | None = None) -> str:
+    """An arm's speculative settings in words ("off" without), as `engine` reads them: vLLM and SGLang
+    look up between prompt_lookup_min and _max tokens; llama.cpp's ngram-simple matches exactly
+    prompt_lookup_max tokens and its ngram-mod drafts 1 to draft_tokens with its own match length
+    (bracket.engines.llamacpp.spec_argv)."""
     if not sp:
         return "off"
     words = f"{sp.get('method')}, draft budget {sp.get('draft_tokens')}"
-    if sp.get("method") == "ngram":
+    if sp.get("method") == "ngram" and engine == "llamacpp":
+        if (sp.get("engine_method") or "ngram-simple") == "ngram-simple":
+            words += f", ngram-simple: a {sp.get('prompt_lookup_max') or 3}-token match"
+        else:
+            words += f", {sp['engine_method']}: 1{DASH}{sp.get('draft_tokens')} tokens a draft, llama.cpp's own match length"
+    elif sp.get("method") == "ngram":
         words += f", lookup {sp.get('prompt_lookup_min')}{DASH}{sp.get('prompt_lookup_max')} tokens"
     return words + (f", draft model {sp['model']}" if sp.get("model") else "")
