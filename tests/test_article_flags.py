@@ -44,4 +44,5 @@ def test_spec_words_read_the_lookup_as_the_engine_does():
     assert spec_words(ngram, "llamacpp") == "ngram, draft budget 8, ngram-simple: a 3-token match"
     mod = {**ngram, "engine_method": "ngram-mod", "prompt_lookup_max": 5}
     assert spec_words(mod, "llamacpp") == "ngram, draft budget 8, ngram-mod: 1–8 tokens a draft, llama.cpp's own match length"
+    assert spec_words(ngram, "sglang") == "ngram, draft budget 8, sglang's own match length"
     assert spec_words(None, "llamacpp") == "off"

@@ -92,8 +92,8 @@ def runs_phrase(n, lo, hi) -> str:
 
 
 def spec_words(sp: dict | None, engine: str | None = None) -> str:
-    """An arm's speculative settings in words ("off" without), as `engine` reads them: vLLM and SGLang
-    look up between prompt_lookup_min and _max tokens; llama.cpp's ngram-simple matches exactly
+    """An arm's speculative settings in words ("off" without), as `engine` reads them: vLLM looks up
+    between prompt_lookup_min and _max tokens; SGLang by its own window; llama.cpp's ngram-simple matches exactly
     prompt_lookup_max tokens and its ngram-mod drafts 1 to draft_tokens with its own match length
     (bracket.engines.llamacpp.spec_argv)."""
     if not sp:
@@ -104,6 +104,8 @@ def spec_words(sp: dict | None, engine: str | None = None) -> str:
             words += f", ngram-simple: a {sp.get('prompt_lookup_max') or 3}-token match"
         else:
             words += f", {sp['engine_method']}: 1{DASH}{sp.get('draft_tokens')} tokens a draft, llama.cpp's own match length"
-    elif sp.get("method") == "ngram":
+    elif sp.get("method") == "ngram" and engine in (None, "vllm"):
         words += f", lookup {sp.get('prompt_lookup_min')}{DASH}{sp.get('prompt_lookup_max')} tokens"
+    elif sp.get("method") == "ngram":  # SGLang takes no lookup setting from bracket (engines/sglang.py)
+        words += f", {engine}'s own match length"
     return words + (f", draft model {sp['model']}" if sp.get("model") else "")
