@@ -46,3 +46,27 @@ def test_spec_words_read_the_lookup_as_the_engine_does():
     assert spec_words(mod, "llamacpp") == "ngram, draft budget 8, ngram-mod: 1–8 tokens a draft, llama.cpp's own match length"
     assert spec_words(ngram, "sglang") == "ngram, draft budget 8, sglang's own match length"
     assert spec_words(None, "llamacpp") == "off"
+
+
+def test_the_acceptance_figure_marks_arms_that_share_a_budget(tmp_path, monkeypatch):
+    import matplotlib
+    import pandas as pd
+
+    from bracket.article import figures
+
+    matplotlib.use("Agg")
+    monkeypatch.chdir(tmp_path)
+    rows = [{"arm": arm, "workload": wl, "draft_budget": 8, "acceptance_length": al, "valid": True}
+            for arm, al in (("ngram_8", 3.9), ("ngram_mod_8", 2.3)) for wl in ("code", "prose")]
+    runs = pd.DataFrame(rows + [{"arm": "baseline", "workload": "code", "draft_budget": None,
+                                 "acceptance_length": None, "valid": True}])
+    d = SimpleNamespace(runs=runs, workloads=["code", "prose"], arms=["baseline", "ngram_8", "ngram_mod_8"],
+                        out_dir=tmp_path)
+    seen = {}
+    real = figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, d, name: seen.setdefault(
+        "labels", [t.get_text() for t in fig.axes[0].get_legend().get_texts()]) and real(fig, d, name))
+    fig = figures.figure_acceptance(d)
+    assert "arm (marker)" in fig.caption and {"ngram_8", "ngram_mod_8"} <= set(seen["labels"])
+    d.runs = runs[runs["arm"] != "ngram_mod_8"]  # one arm per budget: workload colours only
+    assert "marker" not in figures.figure_acceptance(d).caption

@@ -105,13 +105,19 @@ def figure_acceptance(d: Data) -> Figure | None:
     # Workloads side by side around each budget, a fixed offset apart, so no point moves to another budget.
     offset = {w: 0.2 * (i - (len(wls) - 1) / 2) for i, w in enumerate(wls)}
     r = r.assign(x=r["draft_budget"] + r["workload"].map(offset))
-    sns.scatterplot(data=r, x="x", y="acceptance_length", hue="workload", hue_order=wls, ax=ax, s=30)
+    # Arms that share a budget (ngram-simple and ngram-mod at 8, say) get a marker each.
+    arms = [a for a in d.arms if a in set(r["arm"])]
+    shared = r.groupby("draft_budget")["arm"].nunique().max() > 1
+    style = {"style": "arm", "style_order": arms} if shared else {}
+    sns.scatterplot(data=r, x="x", y="acceptance_length", hue="workload", hue_order=wls, ax=ax, s=30, **style)
     budgets = sorted(r["draft_budget"].unique())
     ax.set_xticks(budgets)
     ax.plot(budgets, [b + 1 for b in budgets], "--", color="0.4", lw=1, label="every draft accepted (K + 1)")
     ax.plot(budgets, budgets, ":", color="0.4", lw=1, label="saturation 100% (K)")
     ax.set_xlabel("draft budget K")
     ax.set_ylabel("acceptance length")
-    ax.legend(fontsize=7, frameon=False)
+    # with arms as markers the legend is long: beside the axes, not over the points
+    ax.legend(fontsize=7, frameon=False, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1)} if shared else {}))
     return Figure(_save(fig, d, "acceptance"), "Acceptance length against draft budget",
-                  "Acceptance length (tokens per verify step) of each valid run against the draft budget, by workload.")
+                  "Acceptance length (tokens per verify step) of each valid run against the draft budget, by workload"
+                  + (" (colour) and arm (marker)." if shared else "."))
