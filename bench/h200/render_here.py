@@ -76,7 +76,9 @@ def main() -> None:
     with tarfile.open(tar) as t:
         t.extractall(src)
     subprocess.run(["rsync", "-a", "--exclude", ".venv", "--exclude", "resources", "--exclude", "results",
-                    "--exclude", "logs", "--exclude", ".snakemake", "--exclude", ".git", f"{repo}/", f"{dest}/"],
+                    "--exclude", "logs", "--exclude", ".snakemake", "--exclude", ".git", "--exclude", ".gpu",
+                    "--exclude", "bench/.venv-peers", "--exclude", "bench/results", "--exclude", ".hypothesis",
+                    f"{repo}/", f"{dest}/"],  # the code and its inputs, not gigabytes of environments
                    check=True)
     keep, dropped = kept_blocks(src)
     exp = (repo / f"bench/h200/{EXP}.yaml").read_text()
