@@ -130,7 +130,8 @@ def test_llamacpp_draft_counts_come_from_timings_on_the_usage_chunk():
     assert out.spec.acceptance_length == pytest.approx(3.5)
     sent = rec.sent("/v1/completions")
     assert sent["ignore_eos"] is True and sent["seed"] == 7 and sent["stream_options"] == {"include_usage": True}
-    assert (sent["temperature"], sent["top_k"], sent["top_p"], sent["min_p"]) == (0.0, 0, 1.0, 0.0)
+    assert (sent["temperature"], sent["top_p"], sent["min_p"]) == (0.0, 1.0, 0.0)
+    assert "top_k" not in sent  # top_k 0 turns llama.cpp's top-k sampler off: every token sorts the vocabulary
 
 
 def test_llamacpp_older_build_gives_cache_from_timings_and_no_acceptance():

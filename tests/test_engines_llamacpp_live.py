@@ -3,7 +3,7 @@
 The build comes from workflow/scripts/build_llamacpp.sh (the llama-cpp-python sdist's vendored
 llama.cpp), cached under ~/.cache/bracket/llama.cpp by version and options: the first run on a
 machine builds it (about 11 minutes on 2 idle cores), later runs and clones reuse it. The model is
-a tiny Qwen3-shaped GGUF with random weights (bench/h200/write_gguf.py --shape tiny) for launch,
+a tiny Qwen3-shaped GGUF with random weights (workflow/bracket/embedded/synthetic.py --shape tiny, as rule synthetic_gguf writes it) for launch,
 readiness, provenance and the cache and length guards, and the embedded trained model converted to
 GGUF (as the workflow does) for per-request acceptance against the /metrics deltas. GPU parts are not exercised here: the CPU build is
 forced, so a machine without a GPU runs every test and a machine with one runs the same ones.
@@ -42,7 +42,7 @@ def llama_server(tmp_path_factory):
 def tiny_gguf(llama_server, tmp_path_factory):
     """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
     out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench/h200/write_gguf.py"), llama_server["source_dir"],
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), llama_server["source_dir"],
                            str(out), "--shape", "tiny"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return str(out)

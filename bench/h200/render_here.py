@@ -2,8 +2,8 @@
 
     python bench/h200/render_here.py RESULTS_TAR RENDER_DIR [EXPERIMENT]
 
-EXPERIMENT names bench/h200/EXPERIMENT.yaml: h200_llamacpp (the default; bench/h200/run.sh) or
-h200_speculation (bench/h200/run_spec.sh).
+EXPERIMENT is h200_llamacpp (the default: experiments/h200_llamacpp.yaml, bench/h200/run.sh) or
+h200_speculation (bench/h200/h200_speculation.yaml, bench/h200/run_spec.sh).
 
 Every block the schedule lists is rendered as it ran when all of them came back (the second run,
 bench/results/h200_llamacpp/). Where an arm lacks a round (the first run: the GPU time ran out
@@ -81,7 +81,8 @@ def main() -> None:
                     f"{repo}/", f"{dest}/"],  # the code and its inputs, not gigabytes of environments
                    check=True)
     keep, dropped = kept_blocks(src)
-    exp = (repo / f"bench/h200/{EXP}.yaml").read_text()
+    exp_file = repo / "experiments" / f"{EXP}.yaml"  # h200_llamacpp; h200_speculation lives in bench/h200/
+    exp = (exp_file if exp_file.is_file() else repo / f"bench/h200/{EXP}.yaml").read_text()
     if dropped:  # only self_draft has ever been short of a round; it is the last arm in the file
         if dropped != ["self_draft"] or EXP != "h200_llamacpp":
             sys.exit(f"arms {dropped} lack a round; render_here.py knows how to leave out self_draft only")
@@ -92,6 +93,19 @@ def main() -> None:
     rec = dest / "resources/engines/llama.cpp-0.3.36/build.json"
     rec.parent.mkdir(parents=True)
     shutil.copy(src / "resources/engines/llama.cpp-0.3.36/build.json", rec)
+    stubs = [rec]
+    if (src / "resources/engines/llama.cpp-0.3.36/source.json").is_file():
+        stubs.append(rec.with_name("source.json"))
+        shutil.copy(src / "resources/engines/llama.cpp-0.3.36/source.json", stubs[-1])
+    sys.path.insert(0, str(dest / "workflow"))
+    from bracket import embedded
+
+    for size in embedded.SYNTHETIC_SHAPES:  # the GGUF the GPU machine wrote (16 GB) stays there: an empty
+        name = embedded.SYNTHETIC_GGUF.format(shape=size)  # stand-in, older than the records, keeps the
+        if name in exp:  # rules that read it from running again here (weights.json came back)
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(b"")
+            stubs.append(dest / name)
     res, raw = dest / "results" / EXP, dest / "results" / EXP / "raw"
     raw.mkdir(parents=True)
     (dest / "logs" / EXP / "server").mkdir(parents=True)
@@ -116,7 +130,7 @@ def main() -> None:
     account_here(src, res, dest)
     # Inputs older than outputs, so Snakemake reruns only what follows the blocks.
     old = time.time() - 3600
-    for p in [dest / "experiments" / f"{EXP}.yaml", rec]:
+    for p in [dest / "experiments" / f"{EXP}.yaml", *stubs]:
         os.utime(p, (old, old))
     subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--touch", f"results/{EXP}/schedule.csv",
                     *[f"results/{EXP}/settings/block-{k}.json" for k in range(len(keep))]], cwd=dest, check=False)

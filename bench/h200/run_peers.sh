@@ -2,7 +2,7 @@
 # bracket, llama-benchy, AIPerf and guidellm beside llama-server's own timings on a lent H200
 # (bench/harness_live.py): the CUDA build of llama-server (the workflow's build rule, the
 # llama-cpp-python 0.3.36 sdist's llama.cpp), the Qwen3-8B-shaped F16 GGUF with random weights
-# (bench/h200/write_gguf.py), served without speculation (-fa on) and with the model as its own
+# (workflow/bracket/embedded/synthetic.py), served without speculation (-fa on) and with the model as its own
 # draft, one request at a time.
 #
 # Usage, from the folder run.sh ran in (repo/, whl/, llama-src.tar.gz), on the same machine right
@@ -54,7 +54,7 @@ if [ ! -f "$record" ]; then
   build=$!
 fi
 if [ ! -f "$gguf" ]; then
-  mkdir -p /tmp/bgpu && python3 "$repo/bench/h200/write_gguf.py" "$src" "$gguf" --shape 8b > "$out/gguf.log" 2>&1
+  mkdir -p /tmp/bgpu && python3 "$repo/workflow/bracket/embedded/synthetic.py" "$src" "$gguf" --shape 8b > "$out/gguf.log" 2>&1
   say "gguf exit $?"
 fi
 [ -n "${build:-}" ] && { wait "$build"; say "build exit $?"; }

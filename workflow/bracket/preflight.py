@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bracket.embedded import uses_llamacpp_build
+from bracket.embedded import is_synthetic, uses_llamacpp_build
 from bracket.modelsource import container_to_host, is_hub_id, is_pathlike
 
 ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
@@ -43,6 +43,8 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
                            "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B).")
             continue
         if not name or (key == "engine.model" and eng["kind"] == "ollama"):  # an Ollama tag, not a path
+            continue
+        if is_synthetic(name) and launch == "native":  # the workflow writes it (rule synthetic_gguf)
             continue
         if launch == "native" and not _exists(name, root) and (is_pathlike(name) or not is_hub_id(name)):
             out.append(f"{key} is {name!r}, which does not exist on this host (looked in "

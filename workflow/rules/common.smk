@@ -180,7 +180,9 @@ def get_engine_inputs(wildcards):
     cfg = load_experiment(wildcards.exp)
     build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(cfg) else []
     if not cfg["engine"]["embedded"]:
-        return build
+        # a synthetic GGUF the workflow writes (rule synthetic_gguf), served or named as a draft
+        named = [cfg["engine"]["model"]] + [(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()]
+        return build + sorted({m for m in named if embedded.is_synthetic(m)})
     if cfg["engine"]["kind"] == "llamacpp":
         # the embedded model as GGUF, and any embedded-style draft model an arm names
         drafts = {(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()}

