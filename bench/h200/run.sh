@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How this repository carried `snakemake --cores 16 --resources exclusive_host=1 h200_llamacpp` to
+# How this repository carried `snakemake h200_llamacpp --cores 16 --resources exclusive_host=1` to
 # its lent H200 (bench/h200/README.md): a thin wrapper around the product command for a machine
 # that reaches nothing outside, whose calls last at most 10 minutes, and whose image cannot install
 # nbconvert's templates (the article is rendered off the machine: bench/h200/render_here.py).
@@ -54,7 +54,7 @@ nblocks=$(python3 -c "import yaml; d=yaml.safe_load(open('experiments/$exp.yaml'
 targets="results/$exp/weights.json results/$exp/ceiling.json $(for k in $(seq 0 $((nblocks - 1))); do printf 'results/%s/raw/block-%d.jsonl ' $exp $k; done)"
 if [ ! -f $w/snakemake.rc ] && ! pgrep -f "snakemake --cores 16" > /dev/null; then
   say "snakemake started ($nblocks blocks) with $(left) s left in this call"
-  setsid bash -c "python3 -m snakemake --cores 16 --resources exclusive_host=1 --keep-going $targets \
+  setsid bash -c "python3 -m snakemake $targets --cores 16 --keep-going --resources exclusive_host=1 \
     > $w/snakemake.log 2>&1; echo \$? > $w/snakemake.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -f $w/snakemake.rc ] && [ "$(left)" -gt 25 ]; do sleep 5; save; done
