@@ -52,7 +52,7 @@ fi
 cd "$repo"
 nblocks=$(python3 -c "import yaml; d=yaml.safe_load(open('experiments/$exp.yaml')); print(d['design']['rounds'] * len(d['arms']))")
 targets="results/$exp/weights.json results/$exp/ceiling.json $(for k in $(seq 0 $((nblocks - 1))); do printf 'results/%s/raw/block-%d.jsonl ' $exp $k; done)"
-if [ ! -f $w/snakemake.rc ] && ! pgrep -f "snakemake --cores 16" > /dev/null; then
+if [ ! -f $w/snakemake.rc ] && ! pgrep -f "python3 -m snakemake results/$exp" > /dev/null; then
   say "snakemake started ($nblocks blocks) with $(left) s left in this call"
   setsid bash -c "python3 -m snakemake $targets --cores 16 --keep-going --resources exclusive_host=1 \
     > $w/snakemake.log 2>&1; echo \$? > $w/snakemake.rc" < /dev/null > /dev/null 2>&1 &
@@ -67,7 +67,7 @@ say "snakemake exit $(cat $w/snakemake.rc); $(grep -h '^wrote' logs/engine/synth
 say "build: $(python3 -c "import json; d=json.load(open('resources/engines/llama.cpp-0.3.36/build.json')); print(d['backend'], d['build_seconds'], 's')" 2>&1)"
 if [ ! -f bench/h200/body_cost.json ] && [ "$(left)" -gt 100 ]; then
   say "body cost: bracket's request body against a plain client's, one fresh server"
-  python3 bench/h200/body_cost.py experiments/$exp.yaml fa_on --rounds 8 --port 8032 \
+  python3 bench/h200/body_cost.py experiments/$exp.yaml fa_on --rounds ${BODY_ROUNDS:-8} --port ${BODY_PORT:-8032} \
     --log bench/h200/body_cost-server.log --json bench/h200/body_cost.json > bench/h200/body_cost.log 2>&1
   say "body cost exit $?"; tail -8 bench/h200/body_cost.log
 fi
