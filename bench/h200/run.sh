@@ -57,12 +57,17 @@ if [ ! -f $w/snakemake.rc ] && ! pgrep -f "python3 -m snakemake results/$exp" > 
   setsid bash -c "python3 -m snakemake $targets --cores 16 --keep-going --resources exclusive_host=1 \
     > $w/snakemake.log 2>&1; echo \$? > $w/snakemake.rc" < /dev/null > /dev/null 2>&1 &
 fi
-while [ ! -f $w/snakemake.rc ] && [ "$(left)" -gt 25 ]; do sleep 5; save; done
+n=0
+while [ ! -f $w/snakemake.rc ] && [ "$(left)" -gt 25 ]; do
+  sleep 5; save; n=$((n + 1))
+  [ $((n % 12)) -eq 0 ] && say "blocks done: $(ls results/$exp/raw/block-*.meta.json 2>/dev/null | wc -l) of $nblocks; last: $(grep -E '^rule |^localrule ' $w/snakemake.log | tail -1)"
+done
 save
 if [ ! -f $w/snakemake.rc ]; then
   say "snakemake still running (blocks done: $(ls results/$exp/raw/block-*.meta.json 2>/dev/null | wc -l) of $nblocks); a next call resumes"
   exit 0
 fi
+[ "$(cat $w/snakemake.rc)" = 0 ] || tail -40 $w/snakemake.log
 say "snakemake exit $(cat $w/snakemake.rc); $(grep -h '^wrote' logs/engine/synthetic-qwen3-*-f16.log 2>/dev/null | tail -1)"
 say "build: $(python3 -c "import json; d=json.load(open('resources/engines/llama.cpp-0.3.36/build.json')); print(d['backend'], d['build_seconds'], 's')" 2>&1)"
 if [ ! -f bench/h200/body_cost.json ] && [ "$(left)" -gt 100 ]; then
