@@ -108,7 +108,9 @@ rule synthetic_gguf:
     wildcard_constraints:
         shape="|".join(re.escape(s) for s in embedded.SYNTHETIC_SHAPES),
     params:
-        python=rel(sys.executable),
+        # python3 beside this interpreter: `snakemake` and `python -m snakemake` of one environment
+        # name it alike, so the params trigger does not rewrite 16 GB when only the spelling changed
+        python=rel(next((p for p in [Path(sys.executable).with_name("python3")] if p.exists()), sys.executable)),
         source=lambda wildcards, input: json.loads(Path(input.source).read_text())["source_dir"],
     log:
         "logs/engine/synthetic-qwen3-{shape}-f16.log",
