@@ -54,7 +54,7 @@ nblocks=$(python3 -c "import yaml; d=yaml.safe_load(open('experiments/$exp.yaml'
 targets="results/$exp/weights.json results/$exp/ceiling.json $(for k in $(seq 0 $((nblocks - 1))); do printf 'results/%s/raw/block-%d.jsonl ' $exp $k; done)"
 if [ ! -f $w/snakemake.rc ] && ! pgrep -f "python3 -m snakemake results/$exp" > /dev/null; then
   say "snakemake started ($nblocks blocks) with $(left) s left in this call"
-  setsid bash -c "python3 -m snakemake $targets --cores 16 --keep-going --resources exclusive_host=1 \
+  setsid bash -c "python3 -m snakemake $targets --cores 16 --keep-going --rerun-incomplete --resources exclusive_host=1 \
     > $w/snakemake.log 2>&1; echo \$? > $w/snakemake.rc" < /dev/null > /dev/null 2>&1 &
 fi
 n=0
