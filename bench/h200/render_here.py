@@ -75,11 +75,14 @@ def main() -> None:
     src.mkdir(parents=True)
     with tarfile.open(tar) as t:
         t.extractall(src)
-    subprocess.run(["rsync", "-a", "--exclude", ".venv", "--exclude", "resources", "--exclude", "results",
-                    "--exclude", "logs", "--exclude", ".snakemake", "--exclude", ".git", "--exclude", ".gpu",
-                    "--exclude", "bench/.venv-peers", "--exclude", "bench/results", "--exclude", ".hypothesis",
-                    f"{repo}/", f"{dest}/"],  # the code and its inputs, not gigabytes of environments
-                   check=True)
+    skip = {".venv", "resources", "results", "logs", ".snakemake", ".git", ".gpu", "bench/.venv-peers",
+            "bench/results", ".hypothesis"}  # the code and its inputs, not gigabytes of environments
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        rel = os.path.relpath(folder, repo)
+        return {n for n in names if os.path.normpath(os.path.join(rel, n)) in skip or n == "__pycache__"}
+
+    shutil.copytree(repo, dest, ignore=ignore, dirs_exist_ok=True, symlinks=True)
     keep, dropped = kept_blocks(src)
     exp_file = repo / "experiments" / f"{EXP}.yaml"  # h200_llamacpp; h200_speculation lives in bench/h200/
     exp = (exp_file if exp_file.is_file() else repo / f"bench/h200/{EXP}.yaml").read_text()
