@@ -113,3 +113,34 @@ def test_the_workflow_writes_the_synthetic_models_it_names():
     assert preflight.model_problems(cfg, ROOT) == []
     cfg["engine"]["model"] = "resources/models/missing-f16.gguf"
     assert any("missing-f16.gguf" in p for p in preflight.model_problems(cfg, ROOT))
+
+
+@pytest.mark.integration
+def test_the_written_gguf_has_no_repeated_output_rows_and_no_tied_logits(tmp_path):
+    """The file itself, as rule synthetic_gguf writes it (tiny shape, Qwen2's vocabulary from the llama.cpp
+    source that build_llamacpp.sh unpacks), read back through gguf-py: the output matrix the server
+    multiplies has no repeated rows and no exact ties among its top logits."""
+    import json
+    import subprocess
+    import sys
+
+    from bracket import embedded
+
+    record = tmp_path / "source.json"
+    proc = subprocess.run(["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION,
+                           "source", "1", str(record)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    source = json.loads(record.read_text())["source_dir"]
+    out = tmp_path / "synthetic-qwen3-tiny-f16.gguf"
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), source, str(out),
+                           "--shape", "tiny"], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sys.path.insert(0, f"{source}/gguf-py")
+    import gguf
+
+    tensors = {t.name: t for t in gguf.GGUFReader(str(out)).tensors}
+    hidden = synthetic.SHAPES["tiny"]["hidden"]
+    w = np.asarray(tensors["output.weight"].data).reshape(-1, hidden)
+    assert w.shape == (N_VOCAB, hidden) and w.dtype == np.float16
+    assert repeated_rows(w) == 0
+    assert top_ties(w, rms(hidden_states(hidden))) == [0] * 6
