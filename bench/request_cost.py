@@ -271,6 +271,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed of the random order within rounds")
     ap.add_argument("--out", type=Path, default=HERE / "results/request_cost.md")
     ap.add_argument("--machine", default="the project's 2-core CPU machine, shared")
+    ap.add_argument("--work", type=Path, help="keep the GGUFs and server logs here (default: a temporary folder)")
     a = ap.parse_args()
     names = [s.strip() for s in a.servers.split(",") if s.strip()]
     unknown = [s for s in names if s not in SERVERS]
@@ -280,8 +281,10 @@ def main() -> None:
     started, t0, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.time(), os.getloadavg()[0]
     all_rows, argvs = [], {}
     with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp:
+        work = a.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for name in names:
-            rows, argvs[name] = run_server(name, a.rounds, a.max_tokens, Path(tmp), rng)
+            rows, argvs[name] = run_server(name, a.rounds, a.max_tokens, work, rng)
             all_rows += rows
     cmd = " ".join([".venv/bin/python", "bench/request_cost.py"] + [shlex.quote(x) for x in sys.argv[1:]])
     out = [f"Made by `{cmd}` on {started} ({(time.time() - t0) / 60:.1f} min; load average {load0:.2f} before, "
