@@ -219,6 +219,7 @@ def run_server(name: str, rounds: int, max_tokens: int, work: Path, rng: random.
             for pos, v in enumerate(order):
                 m = measure(kind, http, base, bodies[v])
                 rows.append({"server": name, "round": r, "position": pos, "variant": v,
+                             "variant_index": list(bodies).index(v),
                              "fields": json.dumps({k: x for k, x in bodies[v].items() if k != "prompt"}, sort_keys=True),
                              **{k: m[k] for k in ("n", "server_ms_per_token", "wall_ms_per_token")},
                              "text_sha256": hashlib.sha256(m["text"].encode()).hexdigest()[:16], "_text": m["text"]})
@@ -242,7 +243,7 @@ def same_tokens(a: str, b: str) -> bool:
 
 def table(rows: list[dict], name: str) -> list[str]:
     by = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda x: x["variant_index"]):
         by.setdefault(row["variant"], {})[row["round"]] = row
     ref = by["plain"]
     lines = ["| body | fields beyond the plain body | tokens | server ms/token (median) | ratio to plain, "
@@ -296,6 +297,10 @@ def main() -> None:
            "95 % t interval on the rounds; under 1 is cheaper than the plain body. Same tokens: rounds whose "
            "output agrees with the plain body's (one a prefix of the other; the plain body stops at "
            "end-of-text).", ""]
+    built = MODEL / "build.json"
+    steps = json.loads(built.read_text()).get("steps") if built.exists() else None
+    out += [f"The embedded model: `{MODEL}` (trained {steps} steps; the workflow's is 300, and only its shape "
+            "matters to the cost of a field).", ""]
     for name in names:
         out += [f"## {name}: {SERVERS[name][2]}", "", f"`{argvs[name]}`", ""]
         out += table([r for r in all_rows if r["server"] == name], name) + [""]
