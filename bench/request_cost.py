@@ -287,7 +287,9 @@ def main() -> None:
         for name in names:
             rows, argvs[name] = run_server(name, a.rounds, a.max_tokens, work, rng)
             all_rows += rows
-    cmd = " ".join([".venv/bin/python", "bench/request_cost.py"] + [shlex.quote(x) for x in sys.argv[1:]])
+    env = [f"{k}={shlex.quote(os.environ[k])}" for k in ("BRACKET_LLAMACPP_BUILD", "BRACKET_TEST_ENGINE",
+                                                        "BRACKET_TEST_MODEL") if os.environ.get(k)]
+    cmd = " ".join(env + [".venv/bin/python", "bench/request_cost.py"] + [shlex.quote(x) for x in sys.argv[1:]])
     out = [f"Made by `{cmd}` on {started} ({(time.time() - t0) / 60:.1f} min; load average {load0:.2f} before, "
            f"{os.getloadavg()[0]:.2f} after; {a.rounds} rounds of {a.max_tokens}-token greedy requests, every body "
            f"once per round in a random order (seed {a.seed}), on {a.machine}: one run's numbers).", "",
