@@ -133,7 +133,7 @@ class LlamaCpp(Engine):
         top_k 1 (greedy): the candidates every later sampler walks. Left out, the server's default applies
             (40, or the GGUF's general.sampling.top_k); 1 is the argmax itself, so the tokens are the
             same, and never <= 0, which makes the samplers walk the whole vocabulary per token
-            (151,936 for Qwen: 23 % per token on an H200, bench/results/request_cost.md on CPU).
+            (151,936 for Qwen: 23 % per token on an H200; bench/request_cost.py measures each field).
         repeat_penalty 1: a GGUF converted from a model whose generation_config sets
             repetition_penalty carries it as general.sampling.penalty_repeat, llama-server's default;
             the penalty runs before top_k and changes the tokens. 1 switches the sampler off.
