@@ -278,6 +278,11 @@ def main() -> None:
     unknown = [s for s in names if s not in SERVERS]
     if unknown:
         ap.error(f"unknown server(s) {unknown}; choose from {', '.join(SERVERS)}")
+    server = LLAMACPP / "bin/llama-server"
+    if any(SERVERS[n][0] == "llamacpp" for n in names) and not server.exists():
+        ap.error(f"{server} does not exist: build it (`snakemake --cores 2 {embedded.LLAMACPP_BUILD}`, or "
+                 f"workflow/scripts/build_llamacpp.sh), point BRACKET_LLAMACPP_BUILD at a build folder with "
+                 f"bin/llama-server, or leave the llama.cpp servers out with --servers vllm_embedded")
     rng = random.Random(a.seed)
     started, t0, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.time(), os.getloadavg()[0]
     all_rows, argvs = [], {}
