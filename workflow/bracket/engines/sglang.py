@@ -153,7 +153,8 @@ class SGLang(Engine):
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         # Greedy: SamplingParams turns temperature 0 into top_k 1 itself (the argmax path), so no top_k,
         # top_p or min_p is sent. repetition_penalty 1: under --sampling-defaults model (the default)
-        # a model's generation_config would supply one, changing the tokens and adding the penalizer.
+        # a model's generation_config would supply one, changing the tokens and adding the penalizer
+        # (penaltylib's BatchedRepetitionPenalizer is required only where a value is not 1.0).
         # ignore_eos: the output length is part of the workload.
         sp = {"max_new_tokens": request["max_tokens"], "ignore_eos": True, "repetition_penalty": 1.0,
               **neutral_sampling(request, top_k_all=-1)}
