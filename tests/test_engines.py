@@ -76,8 +76,9 @@ def test_sglang_acceptance_is_read_per_request_under_every_05x_field_name(name):
     assert out.spec.acceptance_length == pytest.approx(1 + 4 / 3)
     sent = rec.sent("/generate")
     assert sent["stream"] is True and sent["text"] == "def add"
-    assert sent["sampling_params"] == {"max_new_tokens": 8, "ignore_eos": True, "top_k": -1, "temperature": 0.0,
-                                       "top_p": 1.0, "min_p": 0.0}  # greedy: no sampling_seed, which old releases reject
+    # greedy: SGLang makes temperature 0 top_k 1 itself; no sampling_seed, which old releases reject
+    assert sent["sampling_params"] == {"max_new_tokens": 8, "ignore_eos": True, "repetition_penalty": 1.0,
+                                       "temperature": 0.0}
 
 
 def test_sglang_oldest_release_reports_only_verify_steps_and_accepted_follows_from_the_token_count():
@@ -129,9 +130,8 @@ def test_llamacpp_draft_counts_come_from_timings_on_the_usage_chunk():
     assert (out.spec.draft_tokens, out.spec.accepted_tokens, out.spec.verify_steps) == (9, 5, 2)
     assert out.spec.acceptance_length == pytest.approx(3.5)
     sent = rec.sent("/v1/completions")
-    assert sent["ignore_eos"] is True and sent["seed"] == 7 and sent["stream_options"] == {"include_usage": True}
-    assert (sent["temperature"], sent["top_p"], sent["min_p"]) == (0.0, 1.0, 0.0)
-    assert "top_k" not in sent  # top_k 0 turns llama.cpp's top-k sampler off: every token sorts the vocabulary
+    assert sent["ignore_eos"] is True and sent["stream_options"] == {"include_usage": True}
+    assert (sent["temperature"], sent["top_k"], sent["repeat_penalty"]) == (0.0, 1, 1.0)  # greedy: no seed
 
 
 def test_llamacpp_older_build_gives_cache_from_timings_and_no_acceptance():
@@ -226,10 +226,9 @@ def test_vllm_without_per_request_metrics_reads_metrics_before_and_after_the_req
     assert out.spec.acceptance_length == pytest.approx(2.75)
     paths = [r.url.path for r in rec.requests]
     assert paths == ["/metrics", "/v1/completions", "/metrics"]  # the counters bracket the request
-    # the same body as before the adapters had a measure(): the request vLLM has always received
     assert rec.sent("/v1/completions") == {"model": "bracket-model", "prompt": "p", "max_tokens": 12,
-                                           "temperature": 0.0, "seed": 1, "ignore_eos": True, "stream": True,
-                                           "stream_options": {"include_usage": True}}
+                                           "temperature": 0.0, "repetition_penalty": 1.0, "ignore_eos": True,
+                                           "stream": True, "stream_options": {"include_usage": True}}
 
 
 def test_vllm_plain_arm_reads_no_metrics_and_absent_usage_is_an_error():
@@ -256,8 +255,8 @@ def test_ollama_ndjson_stream_gives_counts_and_never_acceptance():
     assert out.spec == SpecFields()
     sent = rec.sent("/api/generate")
     assert sent["raw"] is True and sent["model"] == "qwen3:0.6b" and sent["keep_alive"] == -1
-    assert sent["options"] == {"num_predict": 8, "seed": 1234, "top_k": 0, "temperature": 0.0, "top_p": 1.0,
-                               "min_p": 0.0, "num_ctx": 4096, "draft_num_predict": 4}
+    assert sent["options"] == {"num_predict": 8, "temperature": 0.0, "top_k": 1, "repeat_penalty": 1.0,
+                               "num_ctx": 4096, "draft_num_predict": 4}
 
 
 def test_ollama_absent_done_reason_and_an_unfinished_stream():

@@ -12,6 +12,7 @@ forced, so a machine without a GPU runs every test and a machine with one runs t
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import warnings
@@ -147,3 +148,49 @@ def test_acceptance_from_timings_matches_the_metrics_deltas(llama_server, traine
             assert s.verify_steps + s.accepted_tokens == m.completion_tokens - 1
             assert 1.0 <= s.acceptance_length <= 1 + spec["draft_tokens"]
     assert drafted > 0, "no request drafted anything: the arm's flags did not turn speculation on"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _completion(http: httpx.Client, url: str, body: dict) -> tuple[str, str]:
+    """(text, finish_reason) of one streamed completion, read straight off the stream."""
+    text, finish = [], None
+    with http.stream("POST", url, json=body, timeout=120) as r:
+        assert r.status_code == 200, r.read()[:300]
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                for choice in json.loads(line[6:]).get("choices") or []:
+                    text.append(choice.get("text") or "")
+                    finish = choice.get("finish_reason") or finish
+    return "".join(text), finish
+
+
+@pytest.mark.parametrize("which", ["tiny_gguf", "trained_gguf"])
+def test_brackets_body_yields_the_tokens_a_plain_client_gets(llama_server, which, request, tmp_path):
+    """bracket's greedy body (top_k 1, repeat_penalty 1, ignore_eos, ...) against the plainest one a bare
+    OpenAI client sends, on the same server: the same tokens. The plain body stops at end-of-text where
+    bracket's ignores it, so the plain output must then be where bracket's begins."""
+    model = request.getfixturevalue(which)  # the full 151,936-token vocabulary, and the trained model
+    cfg = _cfg(llama_server, {"plain": {}}, max_tokens=64)
+    cfg["engine"]["port"] = _free_port()
+    adapter, arm, argv, server = _serve(cfg, "plain", model, tmp_path)
+    base = launch.base_url(cfg)
+    with server, httpx.Client(timeout=30) as http:
+        server.wait_ready(60)
+        for i, prompt in enumerate(PROMPTS):
+            # A leading token of its own: the plain body (cache_prompt on by default) reuses nothing.
+            prompt = f"{i}{i} {prompt}"
+            plain = {"model": "bracket-model", "prompt": prompt, "max_tokens": 64, "temperature": 0, "stream": True}
+            ours = adapter.request_body("bracket-model", prompt, cfg["request"], seed=1234, arm=arm)
+            assert ours["top_k"] == 1 and "seed" not in ours
+            plain_text, plain_finish = _completion(http, base + "/v1/completions", plain)
+            our_text, our_finish = _completion(http, base + "/v1/completions", ours)
+            assert our_finish == "length" and our_text
+            if plain_finish == "length":
+                assert our_text == plain_text
+            else:
+                assert plain_finish == "stop" and our_text.startswith(plain_text)

@@ -229,6 +229,30 @@ def as_int(v) -> int | None:
         return None
 
 
-def neutral_sampling(request: dict) -> dict:
-    """Sampling parameters sent explicitly: engines' own defaults differ (engine-apis.md section 6.7)."""
-    return {"temperature": request["temperature"], "top_p": 1.0, "min_p": 0.0}
+def greedy(request: dict) -> bool:
+    """Whether the request decodes greedily (temperature 0, the schema's default)."""
+    return request["temperature"] == 0
+
+
+def neutral_sampling(request: dict, top_k_all: int | None = None) -> dict:
+    """The sampling fields every engine is sent; each adapter adds its own (ARCHITECTURE.md, "What a request asks").
+
+    Greedy (temperature 0): ``{"temperature": 0.0}`` and nothing else. Each engine here decodes the
+    argmax at temperature 0 whatever top_p, min_p and seed say (vLLM resets them in
+    ``SamplingParams.__post_init__``, SGLang sets top_k 1, llama.cpp's temperature sampler keeps the one
+    largest logit, and top_p/min_p always keep it), so sending them changes no token; some fields cost
+    the server work (llama.cpp walks the whole vocabulary per token when top_k <= 0:
+    bench/results/request_cost.md), so none is sent.
+
+    Sampling (temperature > 0): top_p 1, min_p 0 and, where ``top_k_all`` gives the engine's spelling
+    of "no top-k", that: pure temperature sampling over the whole vocabulary, the one distribution
+    every engine draws alike; their own defaults differ (engine-apis.md section 6.7: llama.cpp top_k
+    40, top_p 0.95, min_p 0.05; vLLM and SGLang the model's generation_config). Walking the vocabulary
+    is then the work the user asked for.
+    """
+    if greedy(request):
+        return {"temperature": 0.0}
+    out = {"temperature": request["temperature"], "top_p": 1.0, "min_p": 0.0}
+    if top_k_all is not None:
+        out["top_k"] = top_k_all
+    return out

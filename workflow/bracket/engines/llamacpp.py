@@ -23,7 +23,7 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines.base import (SERVED_NAME, Engine, SpecCounters, SpecFields, as_int, get_json,
-                                  neutral_sampling, prometheus_sums)
+                                  greedy, neutral_sampling, prometheus_sums)
 
 METHODS = {"ngram": "ngram-simple", "draft_model": "draft-simple", "eagle3": "draft-eagle3", "mtp": "draft-mtp",
            "dflash": "draft-dflash", "dspark": "draft-dspark"}
@@ -128,17 +128,33 @@ class LlamaCpp(Engine):
         return argv + list(eng["args"]) + list(arm.get("args", []))
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+        """A plain client's greedy body (model, prompt, max_tokens, temperature 0, stream) and, each for a reason:
+
+        top_k 1 (greedy): the candidates every later sampler walks. Left out, the server's default applies
+            (40, or the GGUF's general.sampling.top_k); 1 is the argmax itself, so the tokens are the
+            same, and never <= 0, which makes the samplers walk the whole vocabulary per token
+            (151,936 for Qwen: 23 % per token on an H200; bench/request_cost.py measures each field).
+            On the H200 (bench/results/h200_llamacpp/body_cost.json, one server, bodies alternated, the
+            server's own timing) top_k 1 cost 0.9990x a plain client's time per token (CI 0.987-1.011),
+            top_k left out 1.0009x (0.991-1.011), top_k 0 1.239x (1.211-1.268).
+        repeat_penalty 1: a GGUF converted from a model whose generation_config sets
+            repetition_penalty carries it as general.sampling.penalty_repeat, llama-server's default;
+            the penalty runs before top_k and changes the tokens. 1 switches the sampler off.
+        seed (temperature > 0 only): reproducible draws; a greedy request draws nothing.
+        ignore_eos: the output length is part of the workload (finish_reason "length"); a logit bias
+            on the few end-of-generation tokens, written in place per token.
+        cache_prompt false: see below. stream_options.include_usage: the final chunk's usage and
+            timings, which the record's token counts and cache check read.
+        """
         # One slot keeps the previous prompt's KV: without cache_prompt false, the first token or two
         # that every prompt shares are reused (cached_tokens 1-2, measured on the H200), and the cache
         # guard rightly rejects the run. Prefix caching is measured only when an arm asks for it.
-        # No top_k: llama.cpp reads top_k <= 0 as "no top-k sampler" (src/llama-sampler.cpp), so every
-        # token's greedy pick walked all 151,936 candidates on the host: 23 % of decode on an H200
-        # (docs/llamacpp.md). Left out, the server's default (40) applies, as for a plain client;
-        # temperature 0 is greedy either way.
         caching = ((arm or {}).get("server") or {}).get("prefix_caching") is True
-        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
-                "ignore_eos": True, **neutral_sampling(request), "cache_prompt": caching,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
+                **neutral_sampling(request, top_k_all=0), "repeat_penalty": 1.0}
+        body.update({"top_k": 1} if greedy(request) else {"seed": seed})
+        return {**body, "ignore_eos": True, "cache_prompt": caching, "stream": True,
+                "stream_options": {"include_usage": True}}
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.engines.base import Engine, Measured, SpecFields, as_int, get_json, neutral_sampling
+from bracket.engines.base import Engine, Measured, SpecFields, as_int, get_json, greedy, neutral_sampling
 from bracket.client import Counts, timed_stream
 from bracket.server import ServerError
 
@@ -72,7 +72,14 @@ class Ollama(Engine):
         return cfg["engine"].get("served_model") or cfg["engine"]["model"]
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
-        options = {"num_predict": request["max_tokens"], "seed": seed, "top_k": 0, **neutral_sampling(request)}
+        # Ollama sends every sampler setting on to its llama-server (llm/llama_server.go), its own
+        # defaults or the Modelfile's PARAMETER lines where a request is silent: top_k 40 (0 makes
+        # llama.cpp walk the whole vocabulary per token), repeat_penalty 1 unless the Modelfile sets
+        # one. Greedy: top_k 1 is the argmax (the same tokens, the fewest candidates), repeat_penalty
+        # 1 keeps a Modelfile's penalty from changing them. A seed only where something is drawn.
+        options = {"num_predict": request["max_tokens"], **neutral_sampling(request, top_k_all=0),
+                   "repeat_penalty": 1.0}
+        options.update({"top_k": 1} if greedy(request) else {"seed": seed})
         arm = arm or {}
         if (arm.get("server") or {}).get("context_length") is not None:
             options["num_ctx"] = arm["server"]["context_length"]

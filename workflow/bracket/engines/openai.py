@@ -13,7 +13,8 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, neutral_sampling
+from bracket.engines.base import (SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, greedy,
+                                  neutral_sampling)
 
 
 class OpenAI(Engine):
@@ -48,9 +49,14 @@ class OpenAI(Engine):
         return SERVED_NAME
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
-        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
-                "ignore_eos": True, **neutral_sampling(request), "stream": True,
-                "stream_options": {"include_usage": True}}
+        # The server's kind is unknown: only fields every OpenAI-compatible engine reads alike. Greedy:
+        # temperature 0 alone (no top_k: its cheap value and its spelling differ by engine). A seed
+        # only where something is drawn; ignore_eos and the usage chunk as for every engine.
+        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
+                **neutral_sampling(request)}
+        if not greedy(request):
+            body["seed"] = seed
+        return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import httpx
 
 from bracket.engines.base import (SERVED_NAME, Engine, Measured, SpecFields, as_int, get_json,
-                                  neutral_sampling)
+                                  greedy, neutral_sampling)
 from bracket.client import Counts, timed_stream
 
 METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
@@ -151,9 +151,14 @@ class SGLang(Engine):
         return argv + list(eng["args"]) + list(arm.get("args", []))
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
-        sp = {"max_new_tokens": request["max_tokens"], "ignore_eos": True, "top_k": -1,
-              **neutral_sampling(request)}
-        if request["temperature"] > 0:
+        # Greedy: SamplingParams turns temperature 0 into top_k 1 itself (the argmax path), so no top_k,
+        # top_p or min_p is sent. repetition_penalty 1: under --sampling-defaults model (the default)
+        # a model's generation_config would supply one, changing the tokens and adding the penalizer
+        # (penaltylib's BatchedRepetitionPenalizer is required only where a value is not 1.0).
+        # ignore_eos: the output length is part of the workload.
+        sp = {"max_new_tokens": request["max_tokens"], "ignore_eos": True, "repetition_penalty": 1.0,
+              **neutral_sampling(request, top_k_all=-1)}
+        if not greedy(request):
             # Older releases reject sampling_seed; greedy decoding needs no seed.
             sp["sampling_seed"] = seed
         return {"text": prompt, "sampling_params": sp, "stream": True}

@@ -15,7 +15,7 @@ import json
 
 import httpx
 
-from bracket.engines.base import Engine, SpecCounters, SpecFields, get_json, prometheus_sums
+from bracket.engines.base import Engine, SpecCounters, SpecFields, get_json, greedy, neutral_sampling, prometheus_sums
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -102,11 +102,21 @@ class VLLM(Engine):
         return env
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
-        return {
-            "model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
-            "temperature": request["temperature"], "seed": seed, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True},
-        }
+        """A plain client's greedy body (model, prompt, max_tokens, temperature 0, stream) and, each for a reason:
+
+        repetition_penalty 1: under --generation-config auto (vLLM's default, which an attached server
+            may run) the model's generation_config supplies the default (Qwen2.5 ships 1.05), which
+            changes the tokens and adds the penalties pass; 1 keeps the request off that path
+            (gpu_input_batch: only a value other than 1 enters repetition_penalties_reqs).
+        seed (temperature > 0 only): a greedy request is SamplingType.GREEDY and gets no generator.
+        ignore_eos: the output length is part of the workload (finish_reason "length").
+        stream_options.include_usage: the final chunk's usage, which the record's token counts read.
+        """
+        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
+                **neutral_sampling(request, top_k_all=-1), "repetition_penalty": 1.0}
+        if not greedy(request):
+            body["seed"] = seed
+        return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})
