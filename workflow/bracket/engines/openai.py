@@ -13,7 +13,8 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, neutral_sampling
+from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, get_json,
+                                  neutral_sampling)
 
 
 class OpenAI(Engine):
@@ -51,6 +52,11 @@ class OpenAI(Engine):
         return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
                 "ignore_eos": True, **neutral_sampling(request), "stream": True,
                 "stream_options": {"include_usage": True}}
+
+    timing_from_metrics = True  # a vLLM behind the gateway times requests in /metrics
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        return llamacpp.LlamaCpp().server_timing(events, before, after) or vllm.decode_from_metrics(before, after)
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)
