@@ -48,6 +48,34 @@ def test_ratios_and_format():
     assert harness_live.fmt([]) == "–"
 
 
+def test_the_server_tg_of_a_tool_is_compared_with_the_plainest_tools_with_a_welch_interval():
+    # a = 2, 8 tok/s: mean ln 4, variance of the logs 2 ln(2)^2; b = 4, 4: no spread. ratio 4/4 = 1;
+    # se = sqrt(2 ln(2)^2 / 2) = ln 2 on Welch's df = 1, t(0.975, 1) = 12.7062: CI 2^-12.7062 .. 2^12.7062
+    r = harness_live.vs_plain([2.0, 8.0], [4.0, 4.0])
+    assert r[0] == pytest.approx(1.0)
+    assert r[1] == pytest.approx(2 ** -12.7062, rel=1e-4) and r[2] == pytest.approx(2 ** 12.7062, rel=1e-4)
+    assert harness_live.vs_plain([2.0], [4.0, 4.0]) is None
+    rows = [{"server": "s", "tool": t, "server_tg": v, "note": None}
+            for t, vals in (("bracket", (146.0, 146.0)), ("llama-benchy", (184.0, 184.0)), ("bare client", (180.0, 180.0)))
+            for v in vals]
+    assert harness_live.plain_tool(rows, "s") == "llama-benchy"  # preferred to the bare client
+    assert harness_live.plain_cell(rows, "s", "bracket") == f"{146 / 184:.3f} ({146 / 184:.3f}-{146 / 184:.3f})"
+    assert harness_live.plain_cell(rows, "s", "llama-benchy") == "1 (the plain tool)"
+    no_benchy = [r for r in rows if r["tool"] != "llama-benchy"]
+    assert harness_live.plain_tool(no_benchy, "s") == "bare client"
+    assert harness_live.plain_cell([r for r in rows if r["tool"] == "bracket"], "s", "bracket") == "no plain tool ran"
+
+
+def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
+    rows, argvs = harness_live.read_csv(ROOT / "bench/results/h200_llamacpp/harness_live_h200.csv")
+    b = harness_live.server_rates(rows, "llamacpp_plain", "bracket")
+    p = harness_live.server_rates(rows, "llamacpp_plain", "llama-benchy")
+    assert len(b) == len(p) == 5 and set(argvs) == {"llamacpp_plain", "llamacpp_draft"}
+    cell = harness_live.plain_cell(rows, "llamacpp_plain", "bracket")
+    assert cell in (ROOT / "bench/results/h200_llamacpp/harness_live_h200.md").read_text()
+    assert float(cell.split()[0]) < 0.85  # 146 against 184 tok/s: the 23 % that top_k 0 cost llama.cpp
+
+
 @pytest.mark.engine
 def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, monkeypatch):
     if not (harness_live.LLAMACPP / "bin/llama-server").exists():
