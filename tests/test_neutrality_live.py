@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from bracket import config, design, embedded, records, runner
+from bracket import config, design, records, runner
 from bracket.stats.neutrality import instrument_cost
 
 from conftest import ROOT
@@ -27,6 +27,7 @@ def free_port() -> int:
 
 
 def test_the_control_runs_on_the_real_engine_with_its_own_timing(embedded_engine, tmp_path, monkeypatch):
+    engine, model = embedded_engine
     monkeypatch.chdir(ROOT)
     cfg = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": free_port(), "startup_timeout_s": 600},
                            "arms": {"baseline": {}},
@@ -37,7 +38,7 @@ def test_the_control_runs_on_the_real_engine_with_its_own_timing(embedded_engine
     block = design.from_config(cfg)[0]
     raw = runner.run_block(cfg, "live", block, 1, raw_path=tmp_path / "block-0.jsonl",
                            meta_path=tmp_path / "block-0.meta.json", log_path=tmp_path / "server.log",
-                           model=str(embedded.model_dir(cfg)), python=embedded.engine_python(cfg), root=ROOT,
+                           model=str(model), python=str(engine / "bin" / "python"), root=ROOT,
                            lock_dir=tmp_path / "locks")
     recs = records.read([raw])
     assert json.loads((tmp_path / "block-0.meta.json").read_text())["neutrality"] == "on"
