@@ -18,12 +18,25 @@ Two definitions are compared, each with its own server truth:
     tg rate      (n - 1) / (t_last_token - t_first_token)    server: (N - 1) / T   (vLLM: decode time)
     decode rate  n / request wall time                        server: N / (P + T)   (vLLM: e2e latency)
 
+The tool's ratio to the server's own timing of the same request cannot see a tool whose request makes
+the server work harder: it is 1 whatever the server did. A third column compares the work itself:
+
+    server tg of a tool's requests / server tg of the plainest tool's requests (same server)
+    ratio = exp(mean ln a - mean ln b), 95 % CI from Welch's t on the logs (requests as replicates)
+
+The plainest tool is llama-benchy where it ran, else the bare client (bracket's client sending the
+engine adapter's plain_body: model, prompt, max_tokens, temperature 0, stream with usage, ignore_eos).
+The tools run one after the other, so a server that drifts in between moves this ratio too; and each
+tool sends its own prompts, so on a speculating server (acceptance depends on the prompt) the column
+mixes the prompt's effect with the request's: it answers the question on the servers without speculation.
+
 Servers: llama-server CPU (the cached build, the embedded model as GGUF) with ngram-simple and
 with the model as its own draft, and the vLLM CPU engine with ngram. A peer that is not installed,
 or fails, gets a row saying why.
 
     .venv/bin/python bench/harness_live.py                      # all servers, ~15 min on 2 cores
     .venv/bin/python bench/harness_live.py --servers llamacpp_ngram --tools bracket,llama-benchy --repeats 2
+    .venv/bin/python bench/harness_live.py --from-csv bench/results/harness_live.csv   # the table again, from a run's csv
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import shlex
 import statistics
@@ -67,8 +81,12 @@ SERVERS = {
     "llamacpp_draft": ("llamacpp", {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
                        "llama-server, the model as its own draft, 4 tokens"),
     "vllm_ngram": ("vllm", {"method": "ngram", "draft_tokens": 4}, "vLLM 0.32 CPU, ngram, 4 tokens"),
+    "vllm_plain": ("vllm", None, "vLLM 0.32 CPU, no speculation"),
 }
+# The plainest tools, in order of preference: the column "server tg / plain" divides by the first that ran.
+PLAIN_TOOLS = ("llama-benchy", "bare client")
 DEFINITIONS = {
+    "bare client": "as bracket (its client), with the engine adapter's plain_body instead of bracket's request_body",
     "bracket": "decode = usage tokens / (request sent -> [DONE]); tg = (n - 1) / first -> last token event",
     "llama-benchy": "tg = (n - 1) / (t_last - t_first), n from token_ids (vLLM), else usage",
     "aiperf": "e2e_output_token_throughput = OSL / latency; per_user = (OSL - 1) / (latency - TTFT); OSL from usage",
@@ -180,38 +198,134 @@ def ratios(rows, key):
             if r.get(f"tool_{key}") and r.get(f"server_{key}")]
 
 
+def server_rates(rows, server, tool) -> list[float]:
+    return [float(r["server_tg"]) for r in rows if r["server"] == server and r["tool"] == tool
+            and r.get("server_tg") and not r.get("note")]
+
+
+def plain_tool(rows, server) -> str | None:
+    """The plainest tool whose requests the server timed on this server (PLAIN_TOOLS order)."""
+    return next((t for t in PLAIN_TOOLS if len(server_rates(rows, server, t)) >= 2), None)
+
+
+def vs_plain(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """exp(mean ln a - mean ln b) with Welch's t interval on the logs; None with fewer than two of each."""
+    from scipy import stats as st
+
+    if len(a) < 2 or len(b) < 2:
+        return None
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    d = statistics.fmean(la) - statistics.fmean(lb)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return math.exp(d), math.exp(d), math.exp(d)
+    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+    q = float(st.t.ppf((1 + confidence) / 2, df))
+    return math.exp(d), math.exp(d - q * se), math.exp(d + q * se)
+
+
+def plain_cell(rows, server, tool) -> str:
+    """"0.795 (0.77-0.82)": the server-timed rate of the tool's requests over the plainest tool's."""
+    plain = plain_tool(rows, server)
+    if plain is None:
+        return "no plain tool ran"
+    if tool == plain:
+        return "1 (the plain tool)"
+    r = vs_plain(server_rates(rows, server, tool), server_rates(rows, server, plain))
+    return f"{r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "–"
+
+
 def fmt(vals) -> str:
     if not vals:
         return "–"
     return f"{statistics.median(vals):.4f} ({min(vals):.3f}-{max(vals):.3f}, {len(vals)})"
 
 
-def render(rows, argvs, args, started, elapsed, load) -> str:
-    cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    L = [f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
-         f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on {args.machine}: "
-         "one run's numbers).", "",
+def render(rows, argvs, made: str) -> str:
+    L = [made, "",
          "Each cell: the tool's rate / the server's own rate for the same request, median (min-max, requests). "
          "tg: (n - 1) / first -> last token, server (N - 1) / T (llama-server's predicted_ms; vLLM's "
          "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
          "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
-         "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization).", "",
-         "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value |",
-         "|---|---|---|---|---|---|"]
+         "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization). "
+         "server tg: the server's own tg rate of the tool's requests, tok/s, median. server tg / plain: that rate "
+         "over the plainest tool's on the same server (llama-benchy, else the bare client), exp(mean ln a - mean "
+         "ln b) with its 95% CI (Welch's t on the logs): below 1, the tool's requests made the server slower. Each "
+         "tool sends its own prompts: on a server that speculates, acceptance and so the server's rate depend on "
+         "the prompt, and the column mixes the prompt's effect with the request's; read it on the servers without "
+         "speculation.", "",
+         "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value | server tg | "
+         "server tg / plain |",
+         "|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["server"] for r in rows):
         for tool in dict.fromkeys(r["tool"] for r in rows if r["server"] == name):
             rs = [r for r in rows if r["server"] == name and r["tool"] == tool]
             if rs[0].get("note"):
-                L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | | |")
+                L.append(f"| {SERVERS[name][2]} | {tool} | {rs[0]['note']} | | | | | |")
                 continue
             paired = [r for r in rs if r["server_n"] is not None and r["tool_n"] is not None]
             same, has_n = sum(1 for r in paired if r["tool_n"] == r["server_n"]), len(paired)
             L.append(f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
                      f"{f'{same}/{has_n}' if has_n else '–'} | "
-                     f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} |")
+                     f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} | "
+                     f"{_median(server_rates(rows, name, tool))} | {plain_cell(rows, name, tool)} |")
     L += ["", "Definitions:", ""] + [f"- {t}: {d}" for t, d in DEFINITIONS.items()]
     L += ["", "Server commands:", ""] + [f"- {name}: `{a}`" for name, a in argvs.items()]
     return "\n".join(L)
+
+
+def _median(vals) -> str:
+    return f"{statistics.median(vals):.1f}" if vals else "–"
+
+
+def made_line(args, started, elapsed, load) -> str:
+    cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
+    return (f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
+            f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on {args.machine}: "
+            "one run's numbers).")
+
+
+def replace_table(out: Path, table: str) -> None:
+    text = out.read_text() if out.exists() else ""
+    begin, end = "<!-- harness_live.py: begin -->", "<!-- harness_live.py: end -->"
+    if begin in text:
+        text = text[:text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
+    else:
+        text += f"\n## Side by side on live servers\n\n{begin}\n{table}\n{end}\n"
+    out.write_text(text)
+
+
+NUMERIC = ("request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode")
+
+
+def read_csv(path: Path) -> tuple[list[dict], dict]:
+    """A run's rows and server commands back from its csv (what `write` wrote)."""
+    rows, argvs = [], {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["tool"] == "server command":
+                argvs[r["server"]] = r["note"]
+                continue
+            for k in NUMERIC:
+                r[k] = (int(float(r[k])) if k in ("request", "server_n", "tool_n") else float(r[k])) if r.get(k) else None
+            r["note"] = r.get("note") or None
+            rows.append(r)
+    return rows, argvs
+
+
+def rerender(csv_path: Path, out: Path) -> str:
+    """The table again from a run's csv, with today's columns; the run's own "Made by" line is kept."""
+    rows, argvs = read_csv(csv_path)
+    text = out.read_text() if out.exists() else ""
+    begin = "<!-- harness_live.py: begin -->"
+    old = text[text.index(begin) + len(begin):].strip().splitlines()[0] if begin in text else ""
+    cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
+    made = (f"Re-rendered by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the run's csv "
+            f"({csv_path.name}), nothing measured again. The run: " + (old.split("The run: ", 1)[-1] or "?"))
+    table = render(rows, argvs, made)
+    replace_table(out, table)
+    return table
 
 
 def write(rows, argvs, args, started, t0, load0) -> str:
@@ -223,15 +337,8 @@ def write(rows, argvs, args, started, t0, load0) -> str:
         w.writeheader()
         w.writerows(rows)
         w.writerows({"server": name, "tool": "server command", "note": a} for name, a in argvs.items())
-    table = render(rows, argvs, args, started, time.monotonic() - t0, (load0, load1))
-    out = Path(args.out)
-    text = out.read_text() if out.exists() else ""
-    begin, end = "<!-- harness_live.py: begin -->", "<!-- harness_live.py: end -->"
-    if begin in text:
-        text = text[:text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
-    else:
-        text += f"\n## Side by side on live servers\n\n{begin}\n{table}\n{end}\n"
-    out.write_text(text)
+    table = render(rows, argvs, made_line(args, started, time.monotonic() - t0, (load0, load1)))
+    replace_table(Path(args.out), table)
     return table
 
 
@@ -251,7 +358,11 @@ def main(argv=None) -> None:
     ap.add_argument("--draft-args", default="", help="added for the draft-model server (e.g. --spec-draft-ngl 999)")
     ap.add_argument("--startup-timeout", type=float, default=180)
     ap.add_argument("--machine", default="the shared 2-core CPU machine", help="where it ran, for the report")
+    ap.add_argument("--from-csv", help="measure nothing: render --out's table again from this run's csv")
     args = ap.parse_args(argv)
+    if args.from_csv:
+        print(rerender(Path(args.from_csv), Path(args.out)))
+        return
     SETUP.update({key: v for key, v in (("llama_server", args.llama_server), ("gguf", args.gguf),
                                          ("tokenizer", args.tokenizer)) if v})
     if args.server_args:

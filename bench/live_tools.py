@@ -129,6 +129,22 @@ def run_bracket(ctx, n, repeats) -> list[dict]:
     return out
 
 
+def run_bare(ctx, n, repeats) -> list[dict]:
+    """A bare OpenAI client: bracket's client sending the engine adapter's plain_body (model, prompt, max_tokens,
+    temperature 0, stream with usage, ignore_eos), the body of the workflow's neutrality control."""
+    adapter, request = ctx["adapter"], {"max_tokens": n, "temperature": 0.0, "timeout_s": 300}
+    out = []
+    with httpx.Client(timeout=60) as http:
+        for i in range(repeats):
+            m, _ = adapter.control(http, ctx["base"], SERVED_NAME, f"[bare {i}] " + ctx["book"][i * 300:i * 300 + 200],
+                                   request, 1234 + i, ctx["arm"], "plain")
+            if m.error:
+                raise RuntimeError(f"the bare client's request failed: {m.error}")
+            out.append({"decode": m.decode_tok_s, "tg": m.tg_tok_s, "n": m.completion_tokens})
+            time.sleep(ctx.get("gap_s", 0))
+    return out
+
+
 def _exec(argv, env=None, cwd=None, timeout=900) -> subprocess.CompletedProcess:
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
                        cwd=cwd)
@@ -228,5 +244,6 @@ def stream_shape(base: str, n: int, prompt: str) -> dict:
             "within_1ms": sum(g < 1e-3 for g in gaps) / len(gaps) if gaps else 0.0}
 
 
-TOOLS = {"bracket": (run_bracket, None), "llama-benchy": (run_llama_benchy, "llama-benchy"),
+TOOLS = {"bracket": (run_bracket, None), "bare client": (run_bare, None),
+         "llama-benchy": (run_llama_benchy, "llama-benchy"),
          "aiperf": (run_aiperf, "aiperf"), "guidellm": (run_guidellm, "guidellm")}

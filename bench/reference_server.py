@@ -46,6 +46,13 @@ of an event loop's epoll timeout. That is why this is a thread-per-connection ht
 not asyncio. Each request's realised timeline (receive time, every event's write time) is kept in
 `ReferenceServer.log` so a harness can tell its own error from the server's lateness.
 
+A body-dependent cost (`body_cost=c`, default 0), for the neutrality control: a request whose body
+carries any field beyond what a plain OpenAI client sends (PLAIN_FIELDS: model, prompt or messages,
+max_tokens, temperature, stream, stream_options, ignore_eos) is served at rate / (1 + c), so its
+per-token time is (1 + c) times a plain request's, as llama.cpp's `top_k: 0` made bracket's slower.
+/metrics carries vLLM's per-request histograms for every finished stream, from the schedule:
+request_decode_time_seconds (first event to last, (E - 1) k / rate) and request_generation_tokens (n).
+
 Faults for testing error paths, chosen per request by the header `X-Reference-Fault` (or for
 the whole server with `fault=`): http500, http400, malformed (one event is not JSON), truncate
 (the body ends cleanly after two events, no [DONE]), disconnect (the socket closes mid-body after
@@ -74,6 +81,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "reference-model"
 VERSION = "bracket-reference-server 1"
 FAULTS = {"http500", "http400", "malformed", "truncate", "disconnect", "no_usage", "error_event", "stall"}
+PLAIN_FIELDS = frozenset({"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
+                          "stream", "stream_options", "ignore_eos"})
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "runs")
 
 
@@ -264,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
         k, rate, ttft, burst = ref.tokens_per_event, ref.rate, ref.ttft, ref.burst
+        if ref.body_cost and set(req) - PLAIN_FIELDS:
+            rate = rate / (1 + ref.body_cost)
         e = events_of(n, k, ref.prefill_token)
         if not req.get("stream"):
             # Non-streaming: the whole body at the time the last event would have gone.
@@ -334,6 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
                     break
             if include_usage and fault != "no_usage":
                 self._chunk(b"data: " + json.dumps({**head, "choices": [], "usage": usage}).encode() + b"\n\n")
+            ref._finished(decode_s=(e - 1) * k / rate, tokens=n)  # before [DONE], as vLLM counts it before the end
             self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -345,7 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
 _KEEP = object()
 
 
-def _check(rate, ttft, tokens_per_event, fault, burst=1, prefill_token=False) -> None:
+def _check(rate, ttft, tokens_per_event, fault, burst=1, prefill_token=False, body_cost=0.0) -> None:
+    if float(body_cost) < 0:
+        raise ValueError(f"body_cost must be >= 0 (a fraction of the per-token time), got {body_cost}")
     if not isinstance(prefill_token, bool):
         raise ValueError(f"prefill_token must be true or false, got {prefill_token!r}")
     if int(burst) < 1:
@@ -389,9 +403,11 @@ class ReferenceServer:
 
     def __init__(self, *, rate: float = 500.0, ttft: float = 0.05, tokens_per_event: int = 1,
                  draft_budget: int | None = None, eos_after: int | None = None, fault: str | None = None,
-                 token_ids: bool = True, burst: int = 1, prefill_token: bool = False, host: str = "127.0.0.1",
-                 port: int = 0):
-        _check(rate, ttft, tokens_per_event, fault, burst, prefill_token)
+                 token_ids: bool = True, burst: int = 1, prefill_token: bool = False, body_cost: float = 0.0,
+                 host: str = "127.0.0.1", port: int = 0):
+        _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
+        self.body_cost = float(body_cost)
+        self._decode_s, self._gen_tokens, self._finished_n = 0.0, 0, 0
         self.burst, self.prefill_token = int(burst), prefill_token
         self.rate, self.ttft, self.tokens_per_event = float(rate), float(ttft), int(tokens_per_event)
         self.draft_budget = tokens_per_event - 1 if draft_budget is None else int(draft_budget)
@@ -414,10 +430,12 @@ class ReferenceServer:
     def config(self) -> dict:
         return {"rate": self.rate, "ttft": self.ttft, "tokens_per_event": self.tokens_per_event,
                 "draft_budget": self.draft_budget, "eos_after": self.eos_after, "fault": self.fault,
-                "token_ids": self.token_ids, "burst": self.burst, "prefill_token": self.prefill_token}
+                "token_ids": self.token_ids, "burst": self.burst, "prefill_token": self.prefill_token,
+                "body_cost": self.body_cost}
 
     def configure(self, *, rate=_KEEP, ttft=_KEEP, tokens_per_event=_KEEP, draft_budget=_KEEP,
-                  eos_after=_KEEP, fault=_KEEP, token_ids=_KEEP, burst=_KEEP, prefill_token=_KEEP) -> None:
+                  eos_after=_KEEP, fault=_KEEP, token_ids=_KEEP, burst=_KEEP, prefill_token=_KEEP,
+                  body_cost=_KEEP) -> None:
         """Change the schedule for later requests (one server serves a whole grid).
 
         Over HTTP: POST /reference/config with the same keys as JSON. Changing tokens_per_event
@@ -426,11 +444,13 @@ class ReferenceServer:
         new = self.config()
         given = {"rate": rate, "ttft": ttft, "tokens_per_event": tokens_per_event, "draft_budget": draft_budget,
                  "eos_after": eos_after, "fault": fault, "token_ids": token_ids, "burst": burst,
-                 "prefill_token": prefill_token}
+                 "prefill_token": prefill_token, "body_cost": body_cost}
         new.update({key: v for key, v in given.items() if v is not _KEEP})
         if tokens_per_event is not _KEEP and draft_budget is _KEEP:
             new["draft_budget"] = None
-        _check(new["rate"], new["ttft"], new["tokens_per_event"], new["fault"], new["burst"], new["prefill_token"])
+        _check(new["rate"], new["ttft"], new["tokens_per_event"], new["fault"], new["burst"], new["prefill_token"],
+               new["body_cost"])
+        self.body_cost = float(new["body_cost"])
         self.burst, self.prefill_token = int(new["burst"]), new["prefill_token"]
         self.rate, self.ttft, self.tokens_per_event = float(new["rate"]), float(new["ttft"]), int(new["tokens_per_event"])
         self.draft_budget = self.tokens_per_event - 1 if new["draft_budget"] is None else int(new["draft_budget"])
@@ -449,10 +469,23 @@ class ReferenceServer:
             self._draft_tokens += self.draft_budget
             self._accepted += tokens - 1
 
+    def _finished(self, decode_s: float, tokens: int) -> None:
+        with self._lock:
+            self._decode_s += decode_s
+            self._gen_tokens += tokens
+            self._finished_n += 1
+
     def metrics_text(self) -> str:
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                  "# TYPE vllm:num_requests_running gauge",
                  f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} 0.0']
+        with self._lock:
+            hist = {"request_decode_time_seconds": self._decode_s, "request_generation_tokens": self._gen_tokens}
+            count = self._finished_n
+        for name, total in hist.items():
+            labels = f'{{engine="0",model_name="{MODEL}"}}'
+            lines += [f"# TYPE vllm:{name} histogram", f"vllm:{name}_sum{labels} {float(total)!r}",
+                      f"vllm:{name}_count{labels} {float(count)!r}"]
         if self.draft_budget > 0:
             with self._lock:
                 vals = {"drafts": self._drafts, "draft_tokens": self._draft_tokens, "accepted_tokens": self._accepted}
@@ -570,11 +603,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fault", choices=sorted(FAULTS), default=None, help="inject a fault into every request")
     ap.add_argument("--burst", type=int, default=1, help="release events B at a time, in one write (default 1)")
     ap.add_argument("--prefill-token", action="store_true", help="the first event carries one token, then k per event")
+    ap.add_argument("--body-cost", type=float, default=0.0,
+                    help="per-token cost, as a fraction, of a body with any field beyond a plain client's (default 0)")
     a = ap.parse_args(argv)
     srv = ReferenceServer(rate=a.rate, ttft=a.ttft, tokens_per_event=a.tokens_per_event,
                           draft_budget=a.draft_budget, eos_after=a.eos_after, fault=a.fault,
                           token_ids=not a.no_token_ids, burst=a.burst, prefill_token=a.prefill_token,
-                          host=a.host, port=a.port)
+                          body_cost=a.body_cost, host=a.host, port=a.port)
     print(f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, "
           f"{srv.tokens_per_event} tokens/event", flush=True)
     try:

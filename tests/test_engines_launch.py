@@ -63,7 +63,8 @@ def experiment(tmp_path, port, arms, **engine) -> dict:
                    **engine},
         "arms": arms, "workloads": {"code": {"prompts": str(prompts)}},
         "design": {"rounds": 1, "runs_per_block": 3, "warmup_runs": 0, "cooldown_s": 0},
-        "request": {"max_tokens": 8, "timeout_s": 10}}, source="launch test")
+        "request": {"max_tokens": 8, "timeout_s": 10},
+        "controls": {"neutrality": False, "neutrality_off": "these tests count a block's requests"}}, source="launch test")
 
 
 def run(cfg, tmp_path, k=0):

@@ -9,6 +9,7 @@ with bracket and llama-benchy, the lightest peer. A peer whose virtual environme
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 
@@ -46,6 +47,34 @@ def test_ratios_and_format():
     assert harness_live.ratios(rows, "decode") == [1.0]
     assert harness_live.fmt([0.99, 1.2, 1.0]) == "1.0000 (0.990-1.200, 3)"
     assert harness_live.fmt([]) == "–"
+
+
+def test_the_server_tg_of_a_tool_is_compared_with_the_plainest_tools_with_a_welch_interval():
+    # a = 2, 8 tok/s: mean ln 4, variance of the logs 2 ln(2)^2; b = 4, 4: no spread. ratio 4/4 = 1;
+    # se = sqrt(2 ln(2)^2 / 2) = ln 2 on Welch's df = 1, t(0.975, 1) = 12.7062: CI 2^-12.7062 .. 2^12.7062
+    r = harness_live.vs_plain([2.0, 8.0], [4.0, 4.0])
+    assert r[0] == pytest.approx(1.0)
+    assert r[1] == pytest.approx(2 ** -12.7062, rel=1e-4) and r[2] == pytest.approx(2 ** 12.7062, rel=1e-4)
+    assert harness_live.vs_plain([2.0], [4.0, 4.0]) is None
+    rows = [{"server": "s", "tool": t, "server_tg": v, "note": None}
+            for t, vals in (("bracket", (146.0, 146.0)), ("llama-benchy", (184.0, 184.0)), ("bare client", (180.0, 180.0)))
+            for v in vals]
+    assert harness_live.plain_tool(rows, "s") == "llama-benchy"  # preferred to the bare client
+    assert harness_live.plain_cell(rows, "s", "bracket") == f"{146 / 184:.3f} ({146 / 184:.3f}-{146 / 184:.3f})"
+    assert harness_live.plain_cell(rows, "s", "llama-benchy") == "1 (the plain tool)"
+    no_benchy = [r for r in rows if r["tool"] != "llama-benchy"]
+    assert harness_live.plain_tool(no_benchy, "s") == "bare client"
+    assert harness_live.plain_cell([r for r in rows if r["tool"] == "bracket"], "s", "bracket") == "no plain tool ran"
+
+
+def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
+    rows, argvs = harness_live.read_csv(ROOT / "bench/results/h200_llamacpp/second_run/harness_live_h200.csv")
+    b = harness_live.server_rates(rows, "llamacpp_plain", "bracket")
+    p = harness_live.server_rates(rows, "llamacpp_plain", "llama-benchy")
+    assert len(b) == len(p) == 5 and set(argvs) == {"llamacpp_plain", "llamacpp_draft"}
+    cell = harness_live.plain_cell(rows, "llamacpp_plain", "bracket")
+    assert cell in (ROOT / "bench/results/h200_llamacpp/second_run/harness_live_h200.md").read_text()
+    assert float(cell.split()[0]) < 0.85  # 146 against 184 tok/s: the 23 % that top_k 0 cost llama.cpp
 
 
 @pytest.mark.engine
@@ -89,15 +118,20 @@ def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
                   {c: 6, s: 11.5, d: 9.2, g: 628},   # settled: e2e 1.5 s, first->last 1.2 s, 128 tokens
                   {c: 8, s: 13.0, d: 10.4, g: 884},  # two at once
                   {c: 8, s: 13.0, d: 10.4, g: 884}])
-    last = {}
+    last, drained = {}, threading.Event()
 
     def read(self):
-        last.update(next(snaps, last))
+        nxt = next(snaps, None)
+        if nxt is None:
+            drained.set()  # every snapshot seen: since() may stop the poller now, however slow the machine
+        last.update(nxt or last)
         return dict(last)
 
     monkeypatch.setattr(live_tools.VllmMetrics, "_read", read)
     monkeypatch.setattr(live_tools, "POLL_S", 0.01)
     m = live_tools.VllmMetrics("http://unused")
-    got = m.since(m.start())
+    mark = m.start()
+    assert drained.wait(30)
+    got = m.since(mark)
     assert got[0] == {"e2e_s": pytest.approx(1.5), "first_last_s": pytest.approx(1.2), "n": 128}
     assert got[1:] == [None, None]

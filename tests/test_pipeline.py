@@ -87,7 +87,12 @@ def test_raw_records_pass_the_guards(smoke_run):
     # the unique prefix makes every prompt distinct
     raw = [json.loads(line) for f in sorted((ROOT / "results" / EXP / "raw").glob("block-*.jsonl"))
            for line in f.read_text().splitlines()]
-    assert len(raw) == 32 and all(r["output_text"] is not None for r in raw)
+    arms = [r for r in raw if not r.get("control")]
+    assert len(arms) == 32 and all(r["output_text"] is not None for r in arms)
+    # the neutrality control: 2 pairs per block (4 blocks), timed by vLLM's own decode histogram
+    ctl = [r for r in raw if r.get("control") == "neutrality"]
+    assert len(ctl) == 16 and {r["body"] for r in ctl} == {"bracket", "plain"}
+    assert all(r["server_decode_s"] and r["server_tokens"] == 63 for r in ctl)
 
 
 def test_stats_and_article(smoke_run):
@@ -107,6 +112,10 @@ def test_stats_and_article(smoke_run):
         assert f"{v:.2f}" in md
     assert "<script>" not in md
     assert "ngram_4" in html
+    n = stats["neutrality"]  # the instrument's cost on the real engine, stated in the method section
+    assert n["status"] == "on" and n["basis"] == "server timing" and n["blocks"] == 4 and n["pairs"] == 8
+    assert n["ci_low"] <= n["ratio"] <= n["ci_high"]
+    assert "bracket's body and the plainest body that yields the same tokens" in md
 
 
 def test_nothing_to_do_the_second_time(smoke_run):

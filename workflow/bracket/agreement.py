@@ -108,7 +108,7 @@ def from_experiment(records: list[dict], cfg: dict) -> dict:
                            "answered the same prompt"}
     # Arena requests run concurrently at a long depth; their outputs are batch-2 outputs, kept out of the gate.
     single = {w for w, wl in cfg["workloads"].items() if wl.get("kind", "single") != "arena"}
-    recs = [r for r in records if r.get("workload") in single]
+    recs = [r for r in records if r.get("workload") in single and not r.get("control")]  # controls are no arm's
     return agreement(recs, cfg["reference"], lossless_arms(cfg), float(cfg["request"]["temperature"]))
 
 

@@ -176,6 +176,11 @@ def _check_meaning(cfg: dict, source: str) -> None:
         raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
                               f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
                               f"engine.embedded: false.")
+    c = cfg["controls"]
+    if not c["neutrality"] and not c["neutrality_off"].strip():
+        raise ExperimentError(f"{source}: controls.neutrality is false without a reason: the neutrality control "
+                              f"is what shows bracket's request costs the server no more than a plain client's. "
+                              f"Say why it is off in controls.neutrality_off, or remove controls.neutrality.")
     _check_design(cfg, source)
     _check_engine(cfg, source)
     from bracket import arena  # what an arena cell needs of the engine's stream

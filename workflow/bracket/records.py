@@ -28,10 +28,16 @@ EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "output_text"]
 # Arena cells only (bracket.arena): llama-benchy's time to the first response event and the tokens its
 # first text event carried; kept in the raw records, not in the runs table.
 ARENA_FIELDS = ["ttfr_s", "first_event_tokens"]
+# The neutrality control's requests (bracket.runner): `control` names the control ("neutrality"; null on
+# every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
+# `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
+# `server_timing` saying where it was read; null where the engine reports none). A record with
+# `control` set never enters the runs table or any arm's statistics (`tidy`); `control_table` reads them.
+CONTROL_FIELDS = ["control", "body", "pair", "server_decode_s", "server_tokens", "server_timing"]
 
 
 def new_record(**values) -> dict:
-    unknown = set(values) - set(FIELDS) - set(EXTRA_FIELDS) - set(ARENA_FIELDS)
+    unknown = set(values) - set(FIELDS) - set(EXTRA_FIELDS) - set(ARENA_FIELDS) - set(CONTROL_FIELDS)
     if unknown:
         raise KeyError(f"not raw-record fields: {sorted(unknown)}")
     rec = {k: None for k in FIELDS + EXTRA_FIELDS}
@@ -155,8 +161,10 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
 def tidy(records: list[dict]) -> pd.DataFrame:
     """The runs table: one row per request, every raw field, plus `valid` and `invalid_reason`.
 
-    Warmup rows are kept and marked (valid is False, reason "warmup") so nothing is hidden.
+    Warmup rows are kept and marked (valid is False, reason "warmup") so nothing is hidden. The
+    controls' records (`control` set) are not requests of an arm: they are left out (`control_table`).
     """
+    records = [r for r in records if not r.get("control")]
     cols = FIELDS + [c for c in EXTRA_FIELDS if c != "output_text"]
     df = pd.DataFrame([{k: r.get(k) for k in cols} for r in records], columns=cols)
     texts, kinds = [], []
@@ -171,6 +179,24 @@ def tidy(records: list[dict]) -> pd.DataFrame:
     df["valid"] = df["invalid_reason"] == ""
     if len(df):
         df = df.sort_values(["position", "started_at"], kind="stable").reset_index(drop=True)
+    return df
+
+
+def control_table(records: list[dict], control: str = "neutrality") -> pd.DataFrame:
+    """The records of one control, one row each, with `valid` (the guards of `reasons`) and `invalid_reason`.
+
+    Columns: block, arm, position, pair, body, workload, prompt_id, started_at, wall_s, completion_tokens,
+    decode_tok_s, server_decode_s, server_tokens, server_timing, output_sha256, error, valid, invalid_reason.
+    """
+    cols = ["experiment", "arm", "block", "round", "position", "pair", "body", "workload", "prompt_id", "started_at",
+            "ttft_s", "wall_s", "completion_tokens", "cached_tokens", "finish_reason", "decode_tok_s",
+            "server_decode_s", "server_tokens", "server_timing", "output_sha256", "error", "max_tokens"]
+    rows = [r for r in records if r.get("control") == control]
+    df = pd.DataFrame([{k: r.get(k) for k in cols} for r in rows], columns=cols)
+    # The cache guard does not apply: a plain client sends no cache switch, and the control compares decode.
+    why = [[t for k, t in reasons(r) if k not in ("cache hit", "cached_tokens unknown")] for r in rows]
+    df["invalid_reason"] = ["; ".join(w) for w in why]
+    df["valid"] = df["invalid_reason"] == ""
     return df
 
 

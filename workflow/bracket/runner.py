@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import arena, eta, prompts, records, secrets, session
+from bracket import arena, eta, neutrality, prompts, records, secrets, session
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
@@ -142,6 +142,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         "priority": p.priority,
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
+        "neutrality": neutrality.when_off(cfg, stand_in=argv is not None) or "on",
     }
     design = cfg["design"]
     req = cfg["request"]
@@ -179,6 +180,9 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                 _write_meta(meta, meta_path)  # written before the first request
                 _measure(cfg, experiment, block, n_blocks, arm, p.adapter, workloads, s.http, s.base, s.server,
                          writer, server_id, req, design)
+                if meta["neutrality"] == "on":
+                    _neutrality(cfg, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer,
+                                server_id)
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
             meta["telemetry"] = summarize(tel.samples)
             meta["telemetry_samples"] = tel.samples
@@ -206,6 +210,25 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                               f"Run the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
     partial.rename(raw_path)
     return raw_path
+
+
+def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base, writer, server_id):
+    """The neutrality control's pairs on this block's server, after the arm's own requests (bracket.neutrality)."""
+    model_name = session.served_name(adapter, cfg, http, base)
+    per_block = block.position if cfg["engine"]["launch"] == "attach" else None
+
+    def tag(workload, pair, body):
+        return unique_prefix(cfg["design"]["seed"], f"{neutrality.CONTROL}:{workload}:{body}", pair, per_block)
+
+    for rec in neutrality.run(cfg, experiment, block, adapter, http, base, model_name, server_id, workloads, tag,
+                              draft_budget(cfg["arms"][block.arm])):
+        with _signals_deferred():
+            writer.append(rec)
+        per_tok = (f"server {1e3 * rec['server_decode_s'] / rec['server_tokens']:.3f} ms/token"
+                   if rec["server_decode_s"] else "no server timing")
+        err = f"  [red]{escape(secrets.redact(rec['error']))}[/]" if rec["error"] else ""
+        console.print(f"  block {block.position + 1}/{n_blocks} neutrality pair {rec['pair'] + 1} {rec['body']:<7} "
+                      f"{per_tok}{err}", soft_wrap=True)
 
 
 def _count_lines(path: Path) -> int:

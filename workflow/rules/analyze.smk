@@ -26,6 +26,7 @@ rule collect:
     output:
         runs="results/{exp}/runs.csv",
         attempts="results/{exp}/failed_attempts.json",
+        neutrality="results/{exp}/neutrality.csv",
     params:
         experiment=get_experiment_path,
     log:
@@ -41,6 +42,7 @@ rule analyze:
     input:
         "results/{exp}/runs.csv",
         ceiling="results/{exp}/ceiling.json",
+        neutrality="results/{exp}/neutrality.csv",
     output:
         "results/{exp}/stats.json",
     params:

@@ -19,7 +19,9 @@ with rule_log(snakemake.log[0]) as log:
         sys.exit(1)
     with open(snakemake.input.ceiling) as f:
         ceiling = json.load(f)
-    stats = analyze(runs, cfg, ceiling)
+    path = getattr(snakemake.input, "neutrality", None)
+    control = pd.read_csv(path) if path else None
+    stats = analyze(runs, cfg, ceiling, control if control is not None and len(control) else None)
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

@@ -42,6 +42,7 @@ def experiment(tmp: Path, port: int, *, runs: int = 3, warmup: int = 0, on_error
         "design": {"rounds": 1, "runs_per_block": runs, "warmup_runs": warmup, "cooldown_s": 0},
         "request": {"max_tokens": 8, "timeout_s": 10, "on_error": on_error, **(request or {})},
         "analysis": {"bootstrap_resamples": 200},
+        "controls": {"neutrality": False, "neutrality_off": "the fault tests count a block's requests one by one"},
     }, source="fault test")
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
+from bracket.article.neutrality import section_items as neutrality_items
 from bracket.article.text import _missing, _n, pct, spec_words
 
 
@@ -169,6 +170,7 @@ def section_method(d: Data) -> Section:
                                          if req.get("unique_prefix") else
                                          "prompts were sent without a unique prefix, so the prefix cache could engage. ")
                + "Decode rate = completion_tokens / wall time of the request, never stream events."))
+    s.add(*neutrality_items(d))
     s.add(Table(schedule_table(d), "The schedule as it ran", "schedule.csv"))
     tel = section_telemetry(d)
     if tel is not None:

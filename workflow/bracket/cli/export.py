@@ -21,7 +21,8 @@ def export_cmd(args) -> int:
         doc = interop.export_arena(arena, arm, model=args.model)
     else:
         recs = [r for r in records.read([Path(p) for p in args.source])
-                if (args.arm is None or r.get("arm") == args.arm)
+                if not r.get("control")  # the neutrality control's requests are no arm's
+                and (args.arm is None or r.get("arm") == args.arm)
                 and (args.workload is None or r.get("workload") == args.workload)]
         doc = interop.export_vllm(recs, max_concurrency=args.concurrency, model=args.model or "bracket-model")
     interop.write(doc, args.output)

@@ -9,6 +9,7 @@ is flushed, and where it states its version and arguments. It never starts proce
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 import httpx
@@ -59,6 +60,24 @@ class SpecFields:
                 "verify_steps": self.verify_steps, "acceptance_length": self.acceptance_length}
 
 
+@dataclass(frozen=True)
+class ServerTiming:
+    """The server's own account of one request's decode: `seconds` spent producing `tokens` tokens.
+
+    per_token_s = seconds / tokens. What counts as the decode differs by engine (`source` says
+    which), but it is the same for two bodies on one server, which is what the neutrality control
+    compares.
+    """
+
+    seconds: float
+    tokens: int
+    source: str
+
+    @property
+    def per_token_s(self) -> float:
+        return self.seconds / self.tokens
+
+
 @dataclass
 class Measured:
     """One request as measured: the client's timings and the engine's per-request speculative values."""
@@ -81,6 +100,10 @@ class Engine:
     server_keys: frozenset[str] = frozenset()
     # Whether the engine can be launched by the workflow (False: attach only).
     launchable = True
+    # Where a plain OpenAI client sends its request (the neutrality control's plain body).
+    plain_path = "/v1/completions"
+    # Whether the server's own timing of a request is read from /metrics before and after it.
+    timing_from_metrics = False
 
     # ---- launch ---------------------------------------------------------------------------------------
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
@@ -130,6 +153,58 @@ class Engine:
     # ---- requests -------------------------------------------------------------------------------------
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         raise NotImplementedError
+
+    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+        """The plainest request that yields bracket's tokens: what llama-benchy or a bare OpenAI client sends.
+
+        model, prompt, max_tokens, temperature (0: greedy), stream with usage; and ignore_eos, the one
+        field beyond them that pins the token count. No seed, no top_k/top_p/min_p, no cache switch:
+        the neutrality control measures what bracket's own additions cost the server.
+        """
+        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
+                "temperature": request["temperature"], "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        """The server's own decode time of one request, from its events or /metrics read around it; None: none."""
+        return None
+
+    def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float,
+                       on_event) -> Measurement:
+        """Send one control request (bracket's body or the plain one) and time it; OpenAI-style streams here."""
+        return stream_completion(http, url, body, timeout_s, on_event=on_event)
+
+    def control(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
+                arm: dict | None, body: str) -> tuple[Measurement, ServerTiming | None]:
+        """One request of the neutrality control: `body` "bracket" (request_body) or "plain" (plain_body).
+
+        Both go through the same client and the same timing; only the body (and, where the engine's own
+        route is not OpenAI's, the route) differs. Single stream, so /metrics deltas are this request's.
+        """
+        if body == "plain":
+            url, payload = base + self.plain_path, self.plain_body(model_name, prompt, request)
+        elif body == "bracket":
+            url, payload = base + self.request_path, self.request_body(model_name, prompt, request, seed=seed, arm=arm)
+        else:
+            raise ValueError(f"control body must be 'bracket' or 'plain', got {body!r}")
+        kept: list[dict] = []
+
+        def keep(event: dict) -> None:
+            if not event.get("choices") or event.get("usage") or event.get("timings") or event.get("done"):
+                kept.append(event)
+
+        before = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
+        m = self.control_stream(http, url, payload, request["timeout_s"], keep)
+        after = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
+        self.adjust(m, kept)
+        timing = None if m.error else self.server_timing(kept, before, after)
+        for _ in range(5 if self.timing_from_metrics and timing is None and not m.error else 0):
+            # The server may record a finished request just after its last byte: read again, briefly.
+            time.sleep(0.05)
+            timing = self.server_timing(kept, before, get_text(http, base + "/metrics") or "")
+            if timing is not None:
+                break
+        return m, timing
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return None

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from bracket.client import Measurement
-from bracket.engines.base import (SERVED_NAME, Engine, SpecCounters, SpecFields, as_int, get_json,
+from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, as_int, get_json,
                                   greedy, neutral_sampling, prometheus_sums)
 
 METHODS = {"ngram": "ngram-simple", "draft_model": "draft-simple", "eagle3": "draft-eagle3", "mtp": "draft-mtp",
@@ -83,6 +83,16 @@ def build_record(executable: str | None) -> dict | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def timing_from_timings(timings: dict | None) -> ServerTiming | None:
+    """llama-server's own decode time: `timings.predicted_ms` for `predicted_n` tokens (its t_token_generation)."""
+    if not isinstance(timings, dict):
+        return None
+    ms, n = timings.get("predicted_ms"), as_int(timings.get("predicted_n"))
+    if not isinstance(ms, (int, float)) or isinstance(ms, bool) or ms <= 0 or not n or n <= 0:
+        return None
+    return ServerTiming(seconds=float(ms) / 1000.0, tokens=n, source="llama.cpp timings.predicted_ms / predicted_n")
 
 
 def last_timings(events: list[dict]) -> dict | None:
@@ -155,6 +165,13 @@ class LlamaCpp(Engine):
         body.update({"top_k": 1} if greedy(request) else {"seed": seed})
         return {**body, "ignore_eos": True, "cache_prompt": caching, "stream": True,
                 "stream_options": {"include_usage": True}}
+
+    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+        # What llama-benchy sends: no top_k, top_p, min_p, seed or cache_prompt; ignore_eos pins the count.
+        return super().plain_body(model_name, prompt, request)
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        return timing_from_timings(last_timings(events))
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.engines.base import Engine, Measured, SpecFields, as_int, get_json, greedy, neutral_sampling
-from bracket.client import Counts, timed_stream
+from bracket.engines.base import (Engine, Measured, ServerTiming, SpecFields, as_int, get_json, greedy,
+                                  neutral_sampling)
+from bracket.client import Counts, Measurement, timed_stream
 from bracket.server import ServerError
 
 METHODS = {"draft_model": "Modelfile DRAFT", "mtp": "draft-mtp", "dflash": "draft-dflash"}
@@ -38,6 +39,7 @@ class Ollama(Engine):
     kind = "ollama"
     health_path = "/"
     request_path = "/api/generate"
+    plain_path = "/api/generate"  # its own route: a plain client of Ollama sends to it too
     spec_methods = METHODS
     server_keys = frozenset({"context_length", "kv_cache_dtype"})
 
@@ -88,6 +90,25 @@ class Ollama(Engine):
         # raw: the prompt as given, with no chat template, like /v1/completions elsewhere
         return {"model": model_name, "prompt": prompt, "raw": True, "stream": True, "keep_alive": -1,
                 "options": options}
+
+    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+        # A plain client of Ollama's own route: model, prompt, length and temperature. raw keeps bracket's
+        # prompt (no chat template) so both bodies yield the same tokens; Ollama has no ignore_eos.
+        return {"model": model_name, "prompt": prompt, "raw": True, "stream": True,
+                "options": {"num_predict": request["max_tokens"], "temperature": request["temperature"]}}
+
+    def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
+        m, _ = timed_stream(http, url, body, timeout_s, framing="ndjson", new_text=lambda e: e.get("response") or "",
+                            is_last=lambda e: e.get("done") is True, counts=counts, on_event=on_event)
+        return m
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        """The final event's eval_duration (ns) for eval_count tokens: Ollama's own decode time."""
+        last = next((e for e in reversed(events) if e.get("done") is True), None) or {}
+        ns, n = last.get("eval_duration"), as_int(last.get("eval_count"))
+        if not isinstance(ns, (int, float)) or isinstance(ns, bool) or ns <= 0 or not n or n <= 0:
+            return None
+        return ServerTiming(seconds=ns / 1e9, tokens=n, source="Ollama eval_duration / eval_count")
 
     def measure(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
                 arm: dict | None = None) -> Measured:

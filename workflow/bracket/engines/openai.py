@@ -13,7 +13,7 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import (SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, greedy,
+from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy,
                                   neutral_sampling)
 
 
@@ -57,6 +57,11 @@ class OpenAI(Engine):
         if not greedy(request):
             body["seed"] = seed
         return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+
+    timing_from_metrics = True  # a vLLM behind the gateway times requests in /metrics
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        return llamacpp.LlamaCpp().server_timing(events, before, after) or vllm.decode_from_metrics(before, after)
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)

@@ -22,7 +22,7 @@ import httpx
 
 from bracket.engines.base import (SERVED_NAME, Engine, Measured, SpecFields, as_int, get_json,
                                   greedy, neutral_sampling)
-from bracket.client import Counts, timed_stream
+from bracket.client import Counts, Measurement, stream_completion, timed_stream
 
 METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
            "dflash": "DFLASH", "dspark": "DSPARK"}
@@ -177,6 +177,15 @@ class SGLang(Engine):
                 if spec is not None:
                     break
         return Measured(m, spec or SpecFields())
+
+    def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
+        # bracket's body goes to the native /generate; the plain one to /v1/completions, as a plain client's
+        # does. Neither stream carries a decode time of the server's: the control compares wall time.
+        if url.endswith(self.request_path):
+            m, _ = timed_stream(http, url, body, timeout_s, framing="sse", new_text=_Text(), is_last=lambda e: False,
+                                counts=counts, on_event=on_event)
+            return m
+        return stream_completion(http, url, body, timeout_s, on_event=on_event)
 
     def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
         try:

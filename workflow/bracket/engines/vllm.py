@@ -15,13 +15,42 @@ import json
 
 import httpx
 
-from bracket.engines.base import Engine, SpecCounters, SpecFields, get_json, greedy, neutral_sampling, prometheus_sums
+from bracket.engines.base import (Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy, neutral_sampling,
+                                  prometheus_sums)
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 
+# The per-request histograms vLLM's stats logger observes when a request finishes (v1/metrics/loggers.py):
+# decode time = last token - first token, over num_generation_tokens - 1 intervals (v1/metrics/stats.py).
+DECODE_SUM, DECODE_COUNT = "vllm:request_decode_time_seconds_sum", "vllm:request_decode_time_seconds_count"
+GEN_SUM, GEN_COUNT = "vllm:request_generation_tokens_sum", "vllm:request_generation_tokens_count"
+
 METHODS = {m: m for m in ("ngram", "draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "suffix")}
+
+
+def decode_from_metrics(before: str | None, after: str | None) -> ServerTiming | None:
+    """One request's decode time from vLLM's histograms read just before and just after it.
+
+    Single stream: the deltas of request_decode_time_seconds (sum, count) and
+    request_generation_tokens (sum) are this request's when exactly one request finished in between;
+    per token = decode seconds / (generated tokens - 1), vLLM's own time_per_output_token. None when
+    the histograms are absent or another request finished in between.
+    """
+    if before is None or after is None:
+        return None
+    names = {DECODE_SUM, DECODE_COUNT, GEN_SUM, GEN_COUNT}
+    b, a = prometheus_sums(before, names), prometheus_sums(after, names)
+    if not names <= set(a) or not names <= set(b):
+        return None
+    if a[DECODE_COUNT] - b[DECODE_COUNT] != 1 or a[GEN_COUNT] - b[GEN_COUNT] != 1:
+        return None
+    seconds, tokens = a[DECODE_SUM] - b[DECODE_SUM], int(round(a[GEN_SUM] - b[GEN_SUM])) - 1
+    if seconds <= 0 or tokens <= 0:
+        return None
+    return ServerTiming(seconds=seconds, tokens=tokens,
+                        source="vLLM /metrics request_decode_time_seconds / (request_generation_tokens - 1)")
 
 
 def speculative_config(spec: dict) -> dict:
@@ -117,6 +146,15 @@ class VLLM(Engine):
         if not greedy(request):
             body["seed"] = seed
         return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+
+    timing_from_metrics = True
+
+    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+        # What `vllm bench serve` or a bare OpenAI client sends; bracket adds repetition_penalty 1.
+        return super().plain_body(model_name, prompt, request)
+
+    def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
+        return decode_from_metrics(before, after)
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})

@@ -13,6 +13,7 @@ from bracket import steadiness
 from bracket.ceiling import measured
 from bracket.records import guards
 from bracket.stats import sequential as seq
+from bracket.stats import neutrality as neutral
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
@@ -84,7 +85,7 @@ def _block_cost_runs(runs: pd.DataFrame, cfg: dict) -> float:
     return max(1.0, d.get("warmup_runs", 1) + cooldown)
 
 
-def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
+def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control: pd.DataFrame | None = None) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
     Only rows with valid == True enter statistics; the value is decode_tok_s
@@ -172,6 +173,12 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
         evaluated at it (bracket.ceiling.measured).
     guards
         Seed 000's raw-data checks as facts (bracket.records.guards).
+    neutrality
+        The instrument's cost from the neutrality control's records (`control`, records.control_table):
+        bracket.stats.neutrality.instrument_cost (ratio of bracket's per-token server time to the plain
+        request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", or why
+        it is off (controls.neutrality_off). A finding of kind "instrument" when the cost and its CI's
+        lower end exceed 1 %.
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
@@ -281,6 +288,14 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
     if machine:
         warnings.append(Finding("machine", machine))
     out["guards"] = guards(runs)
+    c = cfg.get("controls", {})
+    if not c.get("neutrality", True):
+        out["neutrality"] = {"status": f"off: {c.get('neutrality_off')}"}
+    else:
+        cost = neutral.instrument_cost(control, conf) if control is not None else None
+        out["neutrality"] = {"status": "on" if cost else "no records: the blocks ran no control pairs "
+                             "(a stand-in server, or results from before the control)", **(cost or {})}
+        warnings += neutral.findings(cost)
 
     if cfg.get("design", {}).get("kind") == "sequential":
         warnings.append(Finding("design", "design.kind is sequential: every arm ran in one stretch of time, so "

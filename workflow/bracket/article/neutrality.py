@@ -1,0 +1,55 @@
+"""The instrument's cost, in words: what bracket's request cost the server against a plain client's.
+
+Reads stats.json `neutrality` (bracket.stats.neutrality); the method section shows it beside the
+request's description.
+"""
+
+from __future__ import annotations
+
+from bracket.article.elements import Para
+from bracket.article.inputs import Data
+from bracket.article.text import _n, pct
+
+
+def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
+    """(text, kind) of the neutrality control's result; None for stats.json files written before it."""
+    if not n:
+        return None
+    status = str(n.get("status", ""))
+    if status.startswith("off"):
+        return (f"The neutrality control, which compares bracket's request with the plainest request that yields "
+                f"the same tokens, was {status}; this article does not show what bracket's request cost the "
+                f"engine.", "warn")
+    if n.get("ratio") is None:
+        return (f"The neutrality control left no pair to compare ({status}): this article does not show what "
+                f"bracket's request cost the engine.", "warn")
+    how = ("the server's own timing (" + "; ".join(n.get("timing_sources") or []) + ")"
+           if n.get("basis") == "server timing" else "wall time (the engine reports no timing of its own)")
+    what = (f"In every block, after the arm's own requests, the same server answered {_n(n['pairs'], 'pair')} of "
+            f"requests in all ({_n(n['blocks'], 'block')}): bracket's body and the plainest body that yields the "
+            f"same tokens (what llama-benchy or a bare OpenAI client sends: model, prompt, max_tokens, "
+            f"temperature, stream with usage, ignore_eos), in alternating order, compared on {how}. ")
+    per = ""
+    if n.get("bracket_ms_per_token") and n.get("plain_ms_per_token"):
+        per = (f" ({n['bracket_ms_per_token']:.3f} against {n['plain_ms_per_token']:.3f} ms per token, medians of "
+               f"the pairs)")
+    if n.get("ci_low") is None:
+        return (what + f"bracket's request took {pct(n['cost'], 1, sign=True)} per token{per}; with one block there "
+                f"is no block-level interval, so the instrument's cost is not established.", "warn")
+    ci = (f"{pct(n['confidence'], 0)} CI {pct(n['ci_low'] - 1, 1, sign=True)} to "
+          f"{pct(n['ci_high'] - 1, 1, sign=True)}, {n['df']} degrees of freedom between blocks")
+    if n["ci_low"] > 1.01:
+        return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
+                f"the rates in this article are the engine's under bracket's request, slower than under a plain "
+                f"client's.", "warn")
+    if n["ci_high"] <= 1.01:
+        return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
+                f"within 1 %, so the instrument does not change what it measures.", "")
+    return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): the "
+            f"interval reaches beyond 1 %, so a cost of that size is not ruled out.", "")
+
+
+def section_items(d: Data) -> list[Para]:
+    """The paragraph the method section carries (empty for results from before the control)."""
+    said = instrument_sentence(d.stats.get("neutrality"))
+    return [Para(*said)] if said else []
