@@ -4,6 +4,14 @@ decode rate = completion_tokens / wall time of the request, with completion_toke
 server's `usage`. Never count stream events: under speculative decoding one event can carry
 several tokens (seed 000: a DFlash2 event carries about 3.75 tokens).
 tg rate = (completion_tokens - 1) / (t_last_token - t_first_token), llama-benchy's definition.
+Each token's time is that of the network read that brought its event (as llama-benchy stamps its
+reads): events that arrive together share one time, and a stream that arrives in one read has no
+first -> last window, so no tg rate (its decode rate stands).
+
+On a CPU engine the client shares the cores with the server, so it does per event only what the
+record needs: one recv per network read (bracket.http_stream), the read's lines split once, each
+event decoded by orjson, its text kept; bench/results/harness_accuracy.md measures what that costs
+per token beside llama-benchy's client.
 """
 
 from __future__ import annotations
