@@ -31,11 +31,13 @@ import json
 import os
 import platform
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +57,7 @@ from bracket.engines.vllm import VLLM  # noqa: E402
 PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
 TOLERANCE = 0.002
 TTFT = 0.05
+BURSTS = "<!-- harness_bursts.py: begin -->"
 
 
 def tokens_for(rate: float, k: int, seconds: float) -> int:
@@ -86,15 +89,19 @@ def body(n: int) -> dict:
     return VLLM().request_body(MODEL, "hello world " * 16, {"max_tokens": n, "temperature": 0.0}, seed=1)
 
 
-def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: int) -> dict:
-    """bracket's client on `repeats` requests of n tokens; errors against the schedule and the realised timeline."""
+def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: int, client=None) -> dict:
+    """bracket's client on `repeats` requests of n tokens; errors against the schedule and the realised timeline.
+
+    client: the stream_completion to measure (default: this checkout's; `--before` adds an earlier one).
+    """
+    client = client or stream_completion
     c = srv.config()
     t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
     out = {"decode": [], "decode_realised": [], "tg": [], "ttft_ms": [], "events_rate": [], "cpu_us_tok": [],
            "cpu_us_event": [], "lateness_ms": []}
     for _ in range(repeats):
         cpu0 = time.process_time()
-        m = stream_completion(http, srv.url + "/v1/completions", body(n), timeout_s=120)
+        m = client(http, srv.url + "/v1/completions", body(n), timeout_s=120)
         cpu = time.process_time() - cpu0
         if m.error:
             raise RuntimeError(f"bracket's request failed on the reference server: {m.error}")
@@ -109,6 +116,80 @@ def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: 
         out["cpu_us_event"].append(cpu / m.stream_events * 1e6)
         out["lateness_ms"].append((log["t_last_event"] - log["t_recv"] - t.wall_s) * 1e3)
     return out
+
+
+def client_at(rev: str):
+    """stream_completion as committed at git revision `rev` (e.g. the client before a change), loaded
+    beside this checkout's, so both are measured in one run against the same server."""
+    src = subprocess.run(["git", "show", f"{rev}:workflow/bracket/client.py"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    name = f"bracket_client_at_{rev}"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"{rev}:workflow/bracket/client.py"
+    sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+    return mod.stream_completion
+
+
+def bare_socket_cpu(srv: ReferenceProcess, n: int, repeats: int) -> list[float]:
+    """CPU µs per token of the least a client can do: one blocking recv per network read until the body
+    ends, nothing parsed or stamped. What is left when a client does nothing: the operating system's
+    wake-up and copy per read, the floor under any client that reads each event as it arrives."""
+    host, port = srv.url.split("//")[1].rsplit(":", 1)
+    payload = json.dumps(body(n)).encode()
+    out = []
+    for _ in range(repeats):
+        with socket.create_connection((host, int(port))) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            cpu0 = time.process_time()
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(payload), payload))
+            last = b""
+            while True:
+                data = s.recv(65536)
+                if not data or (last + data).endswith(b"0\r\n\r\n"):
+                    break
+                last = data[-8:]
+            out.append((time.process_time() - cpu0) / n * 1e6)
+    return out
+
+
+# llama-benchy's own client (LLMClient.run_generation: aiohttp, iter_any, json per event), timed in its
+# environment the way measure_bracket times bracket's: process CPU around each request, one connection.
+LLAMA_BENCHY_CLIENT = """
+import asyncio, json, sys, time
+import aiohttp
+from llama_benchy.client import LLMClient
+url, model, n, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+async def main():
+    c = LLMClient(url + "/v1", "none", model, exact_tg=True)
+    conn = aiohttp.TCPConnector(limit=1, force_close=False, keepalive_timeout=600)
+    out = []
+    async with aiohttp.ClientSession(connector=conn) as s:
+        await c.run_generation(s, "", "hello world", 8, False)
+        for _ in range(repeats):
+            cpu0 = time.process_time()
+            r = await c.run_generation(s, "", "hello world " * 16, n, False)
+            out.append({"cpu_s": time.process_time() - cpu0, "error": r.error, "tokens": r.total_tokens})
+    print(json.dumps(out))
+asyncio.run(main())
+"""
+
+
+def llama_benchy_client_cpu(srv: ReferenceProcess, n: int, repeats: int) -> tuple[list[float], str]:
+    """CPU µs per token of llama-benchy 0.4.0's client on requests of n tokens; ([], why) when it cannot run."""
+    python = PEERS_DIR / "llama-benchy" / "bin" / "python"
+    if not python.exists():
+        return [], f"not installed ({python.parent.parent} is missing)"
+    p = subprocess.run([str(python), "-c", LLAMA_BENCHY_CLIENT, srv.url, MODEL, str(n), str(repeats)],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        return [], f"failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}"
+    runs = json.loads(p.stdout.strip().splitlines()[-1])
+    bad = [r["error"] for r in runs if r["error"]]
+    if bad:
+        return [], f"failed: {bad[0][:200]}"
+    return [r["cpu_s"] / n * 1e6 for r in runs], ""
 
 
 # ---- peers ----------------------------------------------------------------------------------
@@ -335,7 +416,8 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         L.append(f"| {name} | – | {reason} |")
     del unavailable
     L += ["", "## bracket's own cost and limits", "",
-          "CPU time of the measuring process (time.process_time around stream_completion: httpx, SSE parsing, "
+          "CPU time of the measuring process (time.process_time around stream_completion: sending, socket reads, "
+          "chunked framing, SSE parsing, "
           "JSON decoding) per token and per stream event, and the client-side latency it adds:", "",
           "| rate tok/s | k | CPU µs/token | CPU µs/event | TTFT error ms | error vs realised schedule | server last event late ms |",
           "|---|---|---|---|---|---|---|"]
@@ -344,6 +426,44 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         L.append(f"| {row['rate']:,} | {row['k']} | {statistics.median(b['cpu_us_tok']):.1f} | "
                  f"{statistics.median(b['cpu_us_event']):.1f} | {statistics.median(b['ttft_ms']):+.2f} | "
                  f"{fmt_errs(b['decode_realised'])} | {statistics.median(b['lateness_ms']):+.2f} |")
+    has_before = any(row["before"] for row in grid_rows)
+    if has_before or args.client_cost:
+        med = statistics.median
+        lb = "llama-benchy 0.4.0's client"
+        L += ["", f"### The client before and after{f' (before: commit {args.before})' if has_before else ''}", "",
+              "The same requests, alternating one by one on the same server and httpx.Client: bracket's client as "
+              f"committed at {args.before or '–'} ('before'), this checkout's ('now'), then "
+              + ("llama-benchy 0.4.0's own client (`LLMClient.run_generation`: aiohttp, one `iter_any` read at a "
+                 "time, json per event; the same request shape, one connection, timed in its environment the same "
+                 "way) and a bare socket loop that only calls recv until the body ends (the operating system's "
+                 "part of reading each event as it arrives, the floor under any such client). " if args.client_cost
+                 else "")
+              + "CPU µs per token, median over the requests; errors as above (median [min, max]).", ""]
+        head = ["rate tok/s", "k", "CPU µs/token before", "now"]
+        if args.client_cost:
+            head += [lb, "bare socket"]
+        head += ["decode error before", "now", "tg error before", "now", "TTFT error ms before", "now"]
+        L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row in grid_rows:
+            b, o = row["bracket"], row["before"]
+            cells = [f"{row['rate']:,}", str(row["k"]),
+                     f"{med(o['cpu_us_tok']):.1f}" if o else "–", f"{med(b['cpu_us_tok']):.1f}"]
+            if args.client_cost:
+                cells += [f"{med(row['lb_client_cpu']):.1f}" if row.get("lb_client_cpu") else args.lb_client_note or "–",
+                          f"{med(row['floor_cpu']):.1f}" if row.get("floor_cpu") else "–"]
+            cells += [fmt_errs(o.get("decode", [])), fmt_errs(b["decode"]), fmt_errs(o.get("tg", [])), fmt_errs(b["tg"]),
+                      f"{med(o['ttft_ms']):+.2f}" if o else "–", f"{med(b['ttft_ms']):+.2f}"]
+            L.append("| " + " | ".join(cells) + " |")
+        key = next((r for r in grid_rows if r["rate"] == 1000 and r["k"] == 1), None)
+        if key is not None and key["before"]:
+            now_c, old_c = med(key["bracket"]["cpu_us_tok"]), med(key["before"]["cpu_us_tok"])
+            line = (f"At 1,000 tok/s and k = 1 bracket's client costs {now_c:.1f} µs of CPU per token, "
+                    f"{old_c:.1f} before ({old_c / now_c:.1f}x less; {now_c / 1e3:.1%} of a core at that rate)")
+            if key.get("lb_client_cpu"):
+                line += f"; llama-benchy's client {med(key['lb_client_cpu']):.1f}"
+            if key.get("floor_cpu"):
+                line += f"; a bare socket loop {med(key['floor_cpu']):.1f}"
+            L += ["", line + "."]
     if ladder:
         L += ["", "### Highest rate measured within 0.2 %", "",
               "Rates beyond the grid, with the same request length. 'vs schedule' compares with the nominal truth "
@@ -351,9 +471,17 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
               "timeline (request line arrival to last event written), which isolates the client.", "",
               "| rate tok/s | k | decode error vs schedule | vs realised | CPU µs/token | server last event late ms |",
               "|---|---|---|---|---|---|"]
+        if any("before" in r for r in ladder.values()):
+            L[-2] = L[-2].rstrip(" |") + " | before: decode error vs schedule | before: vs realised | before: CPU µs/token |"
+            L[-1] += "---|---|---|"
         for (rate, k), r in sorted(ladder.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            L.append(f"| {rate:,} | {k} | {fmt_errs(r['decode'])} | {fmt_errs(r['decode_realised'])} | "
-                     f"{statistics.median(r['cpu_us_tok']):.1f} | {statistics.median(r['lateness_ms']):+.2f} |")
+            line = (f"| {rate:,} | {k} | {fmt_errs(r['decode'])} | {fmt_errs(r['decode_realised'])} | "
+                    f"{statistics.median(r['cpu_us_tok']):.1f} | {statistics.median(r['lateness_ms']):+.2f} |")
+            if "before" in r:
+                o = r["before"]
+                line += (f" {fmt_errs(o['decode'])} | {fmt_errs(o['decode_realised'])} | "
+                         f"{statistics.median(o['cpu_us_tok']):.1f} |")
+            L.append(line)
         ks = sorted({k for _, k in ladder})
         L += [""] + [f"- k = {k}: within 0.2 % of the schedule up to {highest_within(ladder, k, 'decode')}; "
                      f"of the realised timeline up to {highest_within(ladder, k, 'decode_realised')}." for k in ks]
@@ -389,6 +517,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--nice", type=int, default=0,
                     help="raise this process's priority by N (needs root; the reference server and peers inherit "
                          "it) so a shared machine's other work delays the measurement less")
+    ap.add_argument("--before", default="",
+                    help="a git revision: measure bracket's client as committed there too, alternating request by "
+                         "request with this checkout's (its cost and accuracy side by side)")
+    ap.add_argument("--client-cost", action="store_true",
+                    help="also time llama-benchy 0.4.0's client and a bare socket loop per grid point (CPU per token)")
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy.md"))
     args = ap.parse_args(argv)
     if args.quick:
@@ -427,26 +560,35 @@ def main(argv: list[str] | None = None) -> None:
 
     grid_rows = []
     ladder: dict[tuple[int, int], dict] = {}
+    before = client_at(args.before) if args.before else None
+    args.lb_client_note = ""
     with ReferenceProcess(ttft=TTFT) as srv, httpx.Client() as http:
         stream_completion(http, srv.url + "/v1/completions", body(8), timeout_s=30)  # open the connection
+        if before is not None:
+            before(http, srv.url + "/v1/completions", body(8), timeout_s=30)
         for rate in rates:
             for k in ks:
                 srv.configure(rate=rate, tokens_per_event=k)
                 n = tokens_for(rate, k, args.seconds)
                 row = {"rate": rate, "k": k, "n": n, "true_decode": truth(n, rate, k, TTFT).decode_tok_s,
-                       "bracket": {}, "peers": {}}
+                       "bracket": {}, "before": {}, "peers": {}}
                 # bracket's requests are spread between the peers' runs (one before each peer, the rest
                 # after), so a burst of load on the shared machine does not hit all of them at once.
                 ran = [p for p in peers if p.unavailable is None]
                 slots = [1 if i < len(ran) else 0 for i in range(len(ran) + 1)]
                 slots[-1] = max(0, args.bracket_repeats - sum(slots))
                 for i, count in enumerate(slots):
-                    if count:
-                        part = measure_bracket(srv, http, n, count)
-                        for key, values in part.items():
+                    for _ in range(count):  # one request each, alternating with the client before
+                        for key, values in measure_bracket(srv, http, n, 1).items():
                             row["bracket"].setdefault(key, []).extend(values)
+                        if before is not None:
+                            for key, values in measure_bracket(srv, http, n, 1, client=before).items():
+                                row["before"].setdefault(key, []).extend(values)
                     if i < len(ran):
                         row["peers"][ran[i].label] = ran[i].run(srv, n, args.repeats)
+                if args.client_cost:
+                    row["floor_cpu"] = bare_socket_cpu(srv, n, args.repeats)
+                    row["lb_client_cpu"], args.lb_client_note = llama_benchy_client_cpu(srv, n, args.repeats)
                 grid_rows.append(row)
                 print(f"rate {rate:>6} k {k}: bracket {fmt_errs(row['bracket']['decode'])}  "
                       + "  ".join(f"{lbl}: {c.note or fmt_errs(c.decode_err or c.tg_err)}"
@@ -456,12 +598,18 @@ def main(argv: list[str] | None = None) -> None:
                 srv.configure(rate=rate, tokens_per_event=k)
                 n = tokens_for(rate, k, args.seconds)
                 ladder[(rate, k)] = measure_bracket(srv, http, n, args.bracket_repeats)
+                if before is not None:
+                    ladder[(rate, k)]["before"] = measure_bracket(srv, http, n, args.bracket_repeats, client=before)
                 print(f"ladder rate {rate:>7} k {k}: {fmt_errs(ladder[(rate, k)]['decode'])} "
                       f"(realised {fmt_errs(ladder[(rate, k)]['decode_realised'])})", flush=True)
     load_after = " ".join(f"{x:.1f}" for x in os.getloadavg())
     text = render(args, grid_rows, peers, ladder, load_before, load_after, started, time.monotonic() - t_start)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and BURSTS in out.read_text():  # harness_bursts.py's section, made by its own run: kept
+        old = out.read_text()
+        text = text.rstrip("\n") + "\n\n" + old[old.index(BURSTS):]
+    out.write_text(text)
     print(f"wrote {args.out}")
 
 

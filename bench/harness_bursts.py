@@ -18,6 +18,7 @@ Writes the section between its markers in bench/results/harness_accuracy.md.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import statistics
 import sys
@@ -30,7 +31,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness_accuracy import (TTFT, AIPerf, Cell, GuideLLM, LlamaBenchy, body, fmt_errs,  # noqa: E402
+from harness_accuracy import (TTFT, AIPerf, Cell, GuideLLM, LlamaBenchy, body, client_at, fmt_errs,  # noqa: E402
                               measure_bracket, write_offline_assets)
 from reference_server import ReferenceProcess, truth  # noqa: E402
 
@@ -46,8 +47,15 @@ def main(argv=None) -> None:
     ap.add_argument("--bursts", default="1,8")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peers", default="llama-benchy,aiperf,guidellm")
+    ap.add_argument("--nice", type=int, default=0, help="raise the priority by N (root), as harness_accuracy.py")
+    ap.add_argument("--before", default="",
+                    help="a git revision: bracket's client as committed there, measured beside this checkout's")
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy.md"))
     args = ap.parse_args(argv)
+    if args.nice:
+        os.nice(-args.nice)  # root only, as harness_accuracy.py --nice: the server and peers inherit it
+    before = client_at(args.before) if args.before else None
+    old_label = f"bracket before ({args.before})"
 
     work = Path(tempfile.mkdtemp(prefix="bracket-bursts-"))
     wanted = args.peers.split(",")
@@ -62,6 +70,8 @@ def main(argv=None) -> None:
     rows = []
     with ReferenceProcess(ttft=TTFT) as srv, httpx.Client() as http:
         stream_completion(http, srv.url + "/v1/completions", body(8), timeout_s=30)
+        if before is not None:
+            before(http, srv.url + "/v1/completions", body(8), timeout_s=30)
         for point in args.points.split(","):
             parts = point.split(":")
             rate, k, n = (int(x) for x in parts[:3])
@@ -71,6 +81,8 @@ def main(argv=None) -> None:
                 t = truth(n, rate, k, TTFT, b, prefill)
                 row = {"rate": rate, "k": k, "n": n, "burst": b, "truth": t, "first": "1" if prefill else str(k),
                        "bracket": measure_bracket(srv, http, n, args.repeats), "peers": {}}
+                if before is not None:
+                    row["before"] = measure_bracket(srv, http, n, args.repeats, client=before)
                 for p in ran:
                     row["peers"][p.label] = p.run(srv, n, args.repeats)
                 rows.append(row)
@@ -78,7 +90,8 @@ def main(argv=None) -> None:
         srv.configure(burst=1, prefill_token=False)
     cmd = " ".join([".venv/bin/python", "bench/harness_bursts.py"] + [shlex.quote(a) for a in sys.argv[1:]])
     L = ["## Under bursty delivery", "",
-         f"Made by `{cmd}` on {started} ({(time.monotonic() - t0) / 60:.1f} min, the shared 2-core machine; "
+         f"Made by `{cmd}` on {started} ({(time.monotonic() - t0) / 60:.1f} min, the shared 2-core machine, load average "
+         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; "
          f"{args.repeats} requests per tool and point).", "",
          "The reference server makes tokens on the same schedule but releases events B at a time, in one write, "
          "when the last of each group is due (`burst=B`; B = 1 is the table above). This is what a contended "
@@ -89,21 +102,23 @@ def main(argv=None) -> None:
          "verify step after it k), k the shape of the table above.", "",
          "### Decode rate (n / wall): expected 0 at every B", ""]
     dec = [p for p in ran if p.measures == "both"]
-    head = ["rate", "k", "n", "first event", "B", "bracket"] + [p.label for p in dec]
+    head = ["rate", "k", "n", "first event", "B", "bracket"] + ([old_label] if before else []) + [p.label for p in dec]
     L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), r["first"], str(r["burst"]),
-                 fmt_errs(r["bracket"]["decode"])]
+                 fmt_errs(r["bracket"]["decode"])] + ([fmt_errs(r["before"]["decode"])] if before else [])
         cells += [(r["peers"].get(p.label) or Cell(note="not run")).note or fmt_errs(r["peers"][p.label].decode_err)
                   for p in dec]
         L.append("| " + " | ".join(cells) + " |")
-    head = ["rate", "k", "n", "first event", "B", "expected", "bracket"] + [p.label for p in ran]
+    head = (["rate", "k", "n", "first event", "B", "expected", "bracket"] + ([old_label] if before else [])
+            + [p.label for p in ran])
     L += ["", "### tg rate ((n - 1) / first -> last): expected delivered tg / rate - 1", "",
           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         t = r["truth"]
         cells = [f"{r['rate']:,}", str(r["k"]), str(r["n"]), r["first"], str(r["burst"]),
                  f"{t.delivered_tg_tok_s / t.tg_tok_s - 1:+.2%}", fmt_errs(r["bracket"]["tg"])]
+        cells += [fmt_errs(r["before"]["tg"])] if before else []
         cells += [(r["peers"].get(p.label) or Cell(note="not run")).note or fmt_errs(r["peers"][p.label].tg_err)
                   for p in ran]
         L.append("| " + " | ".join(cells) + " |")

@@ -42,7 +42,9 @@ def test_a_good_stream_fills_every_field(server):
     assert m.stream_events == 4  # 12 tokens, 3 per event
     assert m.output_text == text and m.output_sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert m.decode_tok_s == pytest.approx(N / m.wall_s)
-    assert m.ttft_s is not None and m.tg_tok_s is not None
+    # Every event carries the time of the read that brought it; this fast a stream may arrive in one read,
+    # which leaves no first -> last window (tests/test_client_reads.py checks tg on reads it controls).
+    assert m.ttft_s is not None and (m.tg_tok_s is None or m.tg_tok_s > 0)
 
 
 def test_http_500_is_recorded_with_its_body(server):

@@ -4,21 +4,33 @@ decode rate = completion_tokens / wall time of the request, with completion_toke
 server's `usage`. Never count stream events: under speculative decoding one event can carry
 several tokens (seed 000: a DFlash2 event carries about 3.75 tokens).
 tg rate = (completion_tokens - 1) / (t_last_token - t_first_token), llama-benchy's definition.
+Each token's time is that of the network read that brought its event (as llama-benchy stamps its
+reads): events that arrive together share one time, and a stream that arrives in one read has no
+first -> last window, so no tg rate (its decode rate stands).
+
+On a CPU engine the client shares the cores with the server, so it does per event only what the
+record needs: one recv per network read (bracket.http_stream), the read's lines split once, each
+event decoded by orjson, its text kept; bench/results/harness_accuracy.md measures what that costs
+per token beside llama-benchy's client.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Callable
 
 import httpx
+import orjson
 
+from bracket import http_stream
 from bracket.secrets import redact
 
 
@@ -78,11 +90,9 @@ class _Deadline:
         self._sock: socket.socket | None = None
         self._timer: threading.Timer | None = None
 
-    def watch(self, response: httpx.Response, elapsed_s: float) -> None:
+    def arm(self, sock: socket.socket | None, elapsed_s: float) -> None:
         """Arm the deadline once the response has begun, `elapsed_s` after the request was sent."""
-        stream = response.extensions.get("network_stream")
-        get = getattr(stream, "get_extra_info", None)
-        self._sock = get("socket") if get else None
+        self._sock = sock
         self._timer = threading.Timer(max(self.limit_s - elapsed_s, 0.0), self._fire)
         self._timer.daemon = True
         self._timer.start()
@@ -96,6 +106,24 @@ class _Deadline:
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def _decode(payload: bytes) -> object:
+    """An event orjson refused: bytes that are not UTF-8 are read as before this client read bytes
+    itself (each bad byte one U+FFFD), so no stream that parsed then fails now; JSONDecodeError
+    only for what is not JSON."""
+    return json.loads(payload.decode("utf-8", errors="replace"))
+
+
+_EOL = b"\r\n"
+
+
+def _ended(reads: Iterable[tuple[float, bytes]]) -> Iterator[tuple[float, bytes]]:
+    """The reads, then a line end with the last read's time: a last line without one still counts."""
+    now = time.perf_counter()
+    for now, data in reads:
+        yield now, data
+    yield now, b"\n"
 
 
 def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, framing: str,
@@ -112,73 +140,110 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
     the measurement, not raised.
 
     Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
-    has built it, which costs a few hundred microseconds that are not the server's), the first
-    token time at the first event carrying text, the end when the stream closes.
+    has built it, which costs a few hundred microseconds that are not the server's). Every event
+    carries the time of the network read that brought it, taken as the read returns (as
+    llama-benchy stamps its reads): the first token time is that of the read with the first event
+    carrying text, the last token time that of the read with the last one, and the end the time
+    of the read that brought [DONE] (ndjson: the final object). Events that arrive together (a
+    burst) share one time, the time they could first be seen. The body is read by
+    bracket.http_stream (a socket of its own, one recv per read) where that sends what httpx would,
+    else through httpx.
 
     timeout_s is the whole request's limit (request.timeout_s), from sending to the last byte;
     stall_s (default: timeout_s) the longest wait for any data. A request over either is an error.
     """
     if framing not in ("sse", "ndjson"):
         raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
+    sse = framing == "sse"
     m = Measurement(started_at=time.time())
     events: list[dict] = []
     parts: list[str] = []
     t_first = t_last = None
     t0 = time.perf_counter()
-    end_marker = "[DONE]" if framing == "sse" else "the final object (done: true)"
+    end_marker = "[DONE]" if sse else "the final object (done: true)"
     stall = min(stall_s or timeout_s, timeout_s)
     deadline = _Deadline(timeout_s)
+    add_event, add_part = events.append, parts.append
+    loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+    # The cyclic garbage collector waits while the stream is read (as timeit's timer does): its passes
+    # over the growing list of kept events cost more per event than parsing them. Nothing is lost; it
+    # runs again after.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         request = http.build_request("POST", url, json=body, timeout=stall)
+        fast = http_stream.fast_path(http, request)
         t0 = time.perf_counter()
-        with contextlib.closing(http.send(request, stream=True)) as resp:
-            deadline.watch(resp, time.perf_counter() - t0)
-            if resp.status_code != 200:
-                text = resp.read().decode("utf-8", errors="replace")
-                m.error = f"HTTP {resp.status_code}: {_clip(text, 500)}"
+        with (http_stream.Stream(http, request, stall).open() if fast else
+              contextlib.closing(http.send(request, stream=True))) as resp:
+            status = resp.status if fast else resp.status_code
+            deadline.arm(resp.sock if fast else _socket_of(resp), time.perf_counter() - t0)
+            if status != 200:
+                raw = resp.read_all() if fast else resp.read()
+                text = raw.decode("utf-8", errors="replace")
+                m.error = f"HTTP {status}: {_clip(text, 500)}"
                 m.wall_s = time.perf_counter() - t0
                 return m, events
+            reads = resp.reads() if fast else ((time.perf_counter(), b) for b in resp.iter_bytes())
             done = False
-            for line in resp.iter_lines():
-                if framing == "sse":
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
+            end = None
+            tail = b""
+            for now, data in _ended(reads):
+                # The read's complete lines; a line split over reads comes with the read that ends it.
+                # Lines end at LF, CR or CRLF (SSE's rule; bytes.splitlines splits on nothing else,
+                # so a raw U+2028 inside a JSON string stays in its line).
+                if tail:
+                    data = tail + data
+                lines = data.splitlines()
+                tail = b"" if data[-1] in _EOL else lines.pop()
+                for line in lines:
+                    if sse:
+                        if not line.startswith(b"data:"):
+                            continue
+                        payload = line[5:].strip()
+                        if payload == b"[DONE]":
+                            done = True
+                            break
+                    else:
+                        payload = line.strip()
+                        if not payload:
+                            continue
+                    try:
+                        try:
+                            event = loads(payload)
+                        except JSONDecodeError:  # not UTF-8, or not JSON
+                            event = _decode(payload)
+                    except json.JSONDecodeError:
+                        m.error = f"malformed stream event: {_clip(_text(payload), 200)!r}"
+                        break
+                    if type(event) is not dict:
+                        m.error = f"unexpected stream event: {_clip(_text(payload), 200)!r}"
+                        break
+                    if event.get("error"):
+                        m.error = f"server error in stream: {_clip(str(event['error']), 300)}"
+                        break
+                    add_event(event)
+                    text = new_text(event)
+                    if text:
+                        m.stream_events += 1
+                        add_part(text)
+                        if t_first is None:
+                            t_first = now
+                        t_last = now
+                    if on_event is not None:
+                        on_event(event)
+                    if not sse and is_last(event):
                         done = True
                         break
-                else:
-                    payload = line.strip()
-                    if not payload:
-                        continue
-                try:
-                    event = json.loads(payload)
-                except json.JSONDecodeError:
-                    m.error = f"malformed stream event: {_clip(payload, 200)!r}"
+                if done or m.error is not None:
+                    end = now
                     break
-                if not isinstance(event, dict):
-                    m.error = f"unexpected stream event: {_clip(payload, 200)!r}"
-                    break
-                if event.get("error"):
-                    m.error = f"server error in stream: {_clip(str(event['error']), 300)}"
-                    break
-                now = time.perf_counter()
-                events.append(event)
-                text = new_text(event)
-                if text:
-                    m.stream_events += 1
-                    parts.append(text)
-                    if t_first is None:
-                        t_first = now
-                    t_last = now
-                if on_event is not None:
-                    on_event(event)
-                if framing == "ndjson" and is_last(event):
-                    done = True
-                    break
-            end = time.perf_counter()
+            if end is None:
+                end = time.perf_counter()
             if not done and m.error is None:
                 m.error = f"stream ended before {end_marker}"
+            if done and fast:
+                resp.finish()  # the body's last bytes, after the timing: keeps the connection
     except httpx.TimeoutException:
         m.error = f"timed out after {stall:g} s without data from the server (request.timeout_s)"
         end = time.perf_counter()
@@ -187,6 +252,8 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         end = time.perf_counter()
     finally:
         deadline.cancel()
+        if collecting:
+            gc.enable()
     if deadline.fired:
         m.error = (f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
                    if t_first is None else
@@ -206,6 +273,16 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         if t_first is not None and t_last is not None and t_last > t_first and m.completion_tokens > 1:
             m.tg_tok_s = (m.completion_tokens - 1) / (t_last - t_first)
     return m, events
+
+
+def _text(payload: bytes) -> str:
+    return payload.decode("utf-8", errors="replace")
+
+
+def _socket_of(response: httpx.Response) -> socket.socket | None:
+    stream = response.extensions.get("network_stream")
+    get = getattr(stream, "get_extra_info", None)
+    return get("socket") if get else None
 
 
 def _openai_text(event: dict) -> str:

@@ -1,0 +1,312 @@
+"""The client's own body reader: framing undone per network read, events parsed per read, each event
+stamped with the time of the read that brought it.
+
+A scripted server on a thread of this process writes the response in pieces the test chooses; one
+piece is one sendall (on loopback, one read of the client's), and a piece marked to wait is sent
+only after the client has handled a given number of events (on_event), so it cannot share a read
+with what came before. The chunked decoder is also checked alone, on every split of a body.
+"""
+
+import hashlib
+import json
+import socket
+import threading
+
+import httpx
+import pytest
+
+from bracket import http_stream, secrets
+from bracket.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
+
+
+def sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def text_event(text: str, finish=None) -> bytes:
+    return sse({"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": text,
+                                                                      "finish_reason": finish}]})
+
+
+def usage_event(n: int) -> bytes:
+    return sse({"id": "c", "choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": n, "total_tokens": n + 2,
+                                                    "prompt_tokens_details": {"cached_tokens": 0}}})
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+END = b"0\r\n\r\n"
+
+
+class Scripted:
+    """Answers each request with the next script: a list of (bytes, wait_for_events) pieces.
+
+    wait_for_events: send the piece only once the client's on_event has seen that many events.
+    """
+
+    def __init__(self, *scripts):
+        self.scripts = list(scripts)
+        self.seen = 0
+        self.cond = threading.Condition()
+        self.accepts = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/completions"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def on_event(self, event) -> None:
+        with self.cond:
+            self.seen += 1
+            self.cond.notify_all()
+
+    def _read_request(self, conn, buf: bytes) -> bytes:
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        return rest[length:]
+
+    def _serve(self) -> None:
+        while self.scripts:
+            conn, _ = self.sock.accept()
+            self.accepts += 1
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                buf = b""
+                while self.scripts:
+                    try:
+                        buf = self._read_request(conn, buf)
+                    except (OSError, StopIteration):
+                        break
+                    with self.cond:
+                        self.seen = 0
+                    for piece, wait in self.scripts.pop(0):
+                        with self.cond:
+                            self.cond.wait_for(lambda w=wait: self.seen >= w, timeout=5)
+                        conn.sendall(piece)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def measure(srv: Scripted, http: httpx.Client | None = None, timeout_s: float = 5.0):
+    own = http is None
+    http = http or httpx.Client()
+    try:
+        m, events = timed_stream(http, srv.url, {"prompt": "x", "stream": True}, timeout_s, framing="sse",
+                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts,
+                                 on_event=srv.on_event)
+    finally:
+        if own:
+            http.close()
+    return m, events
+
+
+def stamps(monkeypatch) -> list[float]:
+    """Record every time the client takes, so a test can tell which read stamped what."""
+    taken: list[float] = []
+    real = http_stream.time.perf_counter
+
+    def perf() -> float:
+        t = real()
+        taken.append(t)
+        return t
+
+    monkeypatch.setattr(http_stream.time, "perf_counter", perf)
+    return taken
+
+
+def test_several_events_in_one_read_share_its_time_and_usage_in_the_last_event_counts():
+    body = text_event(" a") + text_event(" b") + text_event(" c", finish="length") + usage_event(3) + b"data: [DONE]\n\n"
+    srv = Scripted([(HEAD + chunk(text_event(" zero")), 0), (chunk(body) + END, 1)])
+    m, events = measure(srv)
+    assert m.error is None
+    assert m.output_text == " zero a b c" and m.stream_events == 4
+    assert (m.completion_tokens, m.prompt_tokens, m.cached_tokens, m.finish_reason) == (3, 2, 0, "length")
+    assert len(events) == 5
+    # The first event came alone, the other three together: first -> last is the second read's time minus
+    # the first's, and the three later events add no time of their own.
+    assert m.tg_tok_s == pytest.approx(2 / (m.wall_s - m.ttft_s))  # [DONE] came in the same read as the last text
+    srv.close()
+
+
+def test_a_stream_that_arrives_in_one_read_has_no_tg():
+    """All text in one read: no first -> last window (llama-benchy drops such a run too); the decode rate stands."""
+    body = text_event(" a") + text_event(" b") + usage_event(2) + b"data: [DONE]\n\n"
+    srv = Scripted([(HEAD + chunk(body) + END, 0)])
+    m, _ = measure(srv)
+    assert m.error is None and m.stream_events == 2 and m.completion_tokens == 2
+    assert m.ttft_s == m.wall_s and m.tg_tok_s is None and m.decode_tok_s == pytest.approx(2 / m.wall_s)
+    srv.close()
+
+
+def test_separate_reads_get_separate_times(monkeypatch):
+    taken = stamps(monkeypatch)
+    srv = Scripted([(HEAD + chunk(text_event(" a")), 0), (chunk(text_event(" b")), 1),
+                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 4)])
+    m, _ = measure(srv)
+    assert m.error is None and m.output_text == " a b c"
+    # 3 tokens between the first and last text read: tg = 2 / (t_c - t_a), both times taken as a read returned.
+    t0 = taken[1]  # the client's t0, just before sending (taken[0] is its provisional one)
+    t_a = t0 + m.ttft_s
+    t_c = t_a + 2 / m.tg_tok_s
+    assert any(abs(t - t_a) < 1e-9 for t in taken[2:]) and any(abs(t - t_c) < 1e-9 for t in taken[2:])
+    assert t_c > t_a
+    assert m.wall_s > 2 / m.tg_tok_s + m.ttft_s  # [DONE] came in a later read than the last text
+    srv.close()
+
+
+@pytest.mark.parametrize("cut", [3, 7, 20, 40])
+def test_an_event_split_across_reads_is_one_event(cut):
+    """A piece ends inside a chunk header, inside an event, or between the data line and its blank line."""
+    whole = chunk(text_event(" hello")) + chunk(text_event(" world", finish="length") + usage_event(2))
+    whole += chunk(b"data: [DONE]\n\n") + END
+    srv = Scripted([(HEAD + whole[:cut], 0), (whole[cut:], 0)])
+    m, events = measure(srv)
+    assert m.error is None and m.output_text == " hello world" and m.stream_events == 2
+    assert m.completion_tokens == 2 and m.finish_reason == "length" and len(events) == 3
+    srv.close()
+
+
+def test_crlf_and_cr_line_ends_and_a_raw_line_separator_inside_a_string():
+    """SSE lines may end in CRLF or CR; U+2028 raw inside a JSON string is not a line end."""
+    ev1 = b'data: {"choices":[{"index":0,"text":" a\xe2\x80\xa8b"}]}\r\n\r\n'
+    ev2 = b'data: {"choices":[{"index":0,"text":" c","finish_reason":"stop"}]}\r\r'
+    tail = usage_event(2).replace(b"\n", b"\r\n") + b"data: [DONE]\r\n\r\n"
+    srv = Scripted([(HEAD + chunk(ev1[:-3]), 0), (chunk(ev1[-3:] + ev2 + tail) + END, 0)])
+    m, _ = measure(srv)
+    assert m.error is None and m.output_text == " a\u2028b c" and m.finish_reason == "stop"
+    srv.close()
+
+
+def test_a_secret_split_across_reads_is_redacted():
+    """The secret never sits whole in one read; the record's redaction sees the whole text, and an error
+    message is made from the whole event, so neither keeps any part of it."""
+    secret = "sk-split-across-reads-4f1c"
+    secrets.register(secret)
+    try:
+        half = len(secret) // 2
+        good = text_event(" key=" + secret[:half]) + text_event(secret[half:] + " end", finish="length")
+        srv = Scripted([(HEAD + chunk(good[:40]), 0), (chunk(good[40:] + usage_event(2) + b"data: [DONE]\n\n") + END, 0)])
+        m, _ = measure(srv)
+        assert m.error is None and secret in m.output_text  # the measurement holds what the server sent
+        assert secret not in json.dumps(secrets.redact_obj(m.fields()))  # the record does not
+        bad = b"data: {not json " + secret.encode() + b"}\n\n"
+        cut = bad.index(secret.encode()) + 5
+        srv2 = Scripted([(HEAD + chunk(bad[:cut]), 0), (chunk(bad[cut:]) + END, 0)])
+        m2, _ = measure(srv2)
+        assert m2.error.startswith("malformed stream event:") and "***" in m2.error
+        assert secret[:6] not in m2.error.replace("***", "") and secret[-6:] not in m2.error
+    finally:
+        secrets.forget()
+    srv.close()
+    srv2.close()
+
+
+def test_keep_alive_one_connection_for_several_requests():
+    body = text_event(" a") + usage_event(1) + b"data: [DONE]\n\n"
+    srv = Scripted(*[[(HEAD + chunk(body), 0), (END, 0)] for _ in range(3)])
+    with httpx.Client() as http:
+        for _ in range(3):
+            m, _ = measure(srv, http)
+            assert m.error is None and m.output_text == " a"
+    assert srv.accepts == 1
+    srv.close()
+
+
+def test_content_length_and_gzip_bodies():
+    import gzip
+    body = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    z = gzip.compress(body)
+    zipped = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(z), z)
+    srv = Scripted([(plain[:50], 0), (plain[50:], 0)], [(zipped, 0)])
+    with httpx.Client() as http:
+        for _ in range(2):
+            m, _ = measure(srv, http)
+            assert m.error is None and m.output_text == " a b" and m.completion_tokens == 2
+    srv.close()
+
+
+def test_an_error_status_and_a_dropped_connection():
+    err = b'{"error": "bad"}'
+    srv = Scripted([(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(err), err), 0)])
+    m, _ = measure(srv)
+    assert m.error == 'HTTP 400: {"error": "bad"}'
+    srv.close()
+    srv = Scripted([(HEAD + chunk(text_event(" a")), 0)])  # then the server closes mid-body
+    m, _ = measure(srv)
+    assert m.error.startswith("RemoteProtocolError: peer closed connection") and m.output_text == " a"
+    srv.close()
+
+
+# ---- the chunked decoder alone --------------------------------------------------------------------
+class _Sock:
+    def __init__(self, pieces):
+        self.pieces = list(pieces)
+
+    def recv(self, n):
+        return self.pieces.pop(0) if self.pieces else b""
+
+    def settimeout(self, t):
+        pass
+
+    def setsockopt(self, *a):
+        pass
+
+
+def _decode(pieces, rest=b""):
+    s = http_stream.Stream.__new__(http_stream.Stream)
+    s.sock, s._rest, s._framing, s._inflate, s._body, s.timeout_s, s.complete = _Sock(pieces), rest, "chunked", None, None, 1.0, False
+    return [data for _, data in s.reads()], s.complete
+
+
+def test_chunked_decoder_on_every_split_of_a_body():
+    payloads = [b"data: one\n\n", b"x" * 300, b"\r\n\r\n", b"last"]
+    raw = b"".join(chunk(p) for p in payloads) + b"5;ext=1\r\nhello\r\n" + END
+    want = b"".join(payloads) + b"hello"
+    for cut in range(len(raw) + 1):
+        out, complete = _decode([raw[:cut], raw[cut:]] if cut else [raw])
+        assert b"".join(out) == want and complete, cut
+    out, complete = _decode([], rest=raw)  # all of it came with the head
+    assert b"".join(out) == want and complete
+    out, complete = _decode([raw[i:i + 1] for i in range(len(raw))])  # one byte per read
+    assert b"".join(out) == want and complete
+
+
+@pytest.mark.parametrize("bad", [b"zz\r\nab\r\n", b"0x2\r\nab\r\n", b"2\r\nabXY", b"-2\r\nab\r\n"])
+def test_chunked_decoder_refuses_a_malformed_body(bad):
+    with pytest.raises(httpx.RemoteProtocolError, match="malformed chunked body"):
+        _decode([bad + END])
+
+
+def test_chunked_decoder_says_when_the_body_was_cut():
+    with pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"):
+        _decode([chunk(b"abc"), b"5\r\nab"])
+
+
+def test_fast_path_only_where_it_sends_what_httpx_would():
+    req = httpx.Request("POST", "http://127.0.0.1:1/v1/completions", json={})
+    with httpx.Client() as plain:
+        assert http_stream.fast_path(plain, req)
+        assert not http_stream.fast_path(plain, httpx.Request("POST", "https://127.0.0.1:1/x", json={}))
+    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200))) as mocked:
+        assert not http_stream.fast_path(mocked, req)
+    with httpx.Client(auth=("u", "p")) as authed:
+        assert not http_stream.fast_path(authed, req)
+    with httpx.Client(proxy="http://127.0.0.1:9") as proxied:
+        assert not http_stream.fast_path(proxied, req)
+
+
+def test_a_mock_transport_takes_httpx_path_with_the_same_result():
+    body = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"
+    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body))) as http:
+        m = stream_completion(http, "http://x/v1/completions", {"prompt": "x"}, 5.0)
+    assert m.error is None and m.output_text == " a b" and m.completion_tokens == 2
+    assert m.output_sha256 == hashlib.sha256(b" a b").hexdigest()
+    assert Counts is not None

@@ -1,0 +1,375 @@
+"""A streamed response's body read straight from its socket, one network read at a time.
+
+The timed client (bracket.client) shares the machine's cores with the engine it measures, so what
+it spends per token is taken from the engine on a CPU server. httpx reads a body through httpcore
+and h11, which cost tens of microseconds of Python per chunk of a chunked body (one chunk per
+stream event), more than the rest of the client together (bench/results/harness_accuracy.md).
+This module sends the request httpx built (same method, target, headers and body bytes) over a
+keep-alive socket of its own, reads the response head with h11, and then decodes the body's
+framing (chunked, Content-Length or until close) itself: one `recv` per network read, stamped with
+time.perf_counter the moment it returns, and the bytes of that read handed on whole.
+
+It is used only where it sends exactly what httpx would: a plain `http://` URL, the client's own
+default transport (no proxy, mount, Unix socket or test transport), no client-level auth or event
+hooks. Anything else goes through httpx (`fast_path` says which). Errors are httpx's exception
+types with httpx's messages, so callers handle both paths alike.
+"""
+
+from __future__ import annotations
+
+import re
+import select
+import socket
+import struct
+import time
+import weakref
+import zlib
+from collections.abc import Iterator
+
+import h11
+import httpcore
+import httpx
+
+READ_BYTES = 65536
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}").fullmatch  # a chunk size, without extensions
+# The encodings this reader can undo; a request that asks for more (httpx adds br and zstd when
+# their packages are installed) is narrowed to these, which every HTTP server may answer with.
+ACCEPT_ENCODING = b"gzip, deflate"
+
+# Idle keep-alive sockets per httpx.Client, by (host, port): a client's requests reuse one
+# connection, as they would through httpx's pool. Dropped with the client.
+_idle: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fast_path(http: httpx.Client, request: httpx.Request) -> bool:
+    """True when this module sends `request` exactly as `http` would (see the module's docstring)."""
+    if request.url.scheme != "http" or http.is_closed:
+        return False
+    if http.auth is not None or any(http.event_hooks.values()):
+        return False
+    transport = http._transport_for_url(request.url)  # httpx is pinned (0.28.1): its mounts and proxies
+    if transport is not http._transport or type(transport) is not httpx.HTTPTransport:
+        return False
+    pool = getattr(transport, "_pool", None)
+    return type(pool) is httpcore.ConnectionPool and getattr(pool, "_uds", None) is None
+
+
+def _readable(sock: socket.socket) -> bool:
+    """An idle connection with something to read was closed by the server (or holds junk): not reusable."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+class Stream:
+    """One request's response: status, headers, and its body as (perf_counter stamp, bytes) per read.
+
+    Use as a context manager; the socket goes back to the client's idle set only if the body was
+    read to its end and the server allows keep-alive, else it is closed.
+    """
+
+    def __init__(self, http: httpx.Client, request: httpx.Request, timeout_s: float):
+        self.http, self.request, self.timeout_s = http, request, timeout_s
+        url = request.url
+        self.key = (url.host, url.port or 80)
+        self.sock: socket.socket | None = None
+        self.status = 0
+        self.headers: dict[bytes, bytes] = {}
+        self._rest = b""
+        self._reusable = False
+        self._framing = "close"
+        self._length = 0
+        self._inflate = None
+        self._body: Iterator[tuple[float, bytes]] | None = None
+        self.complete = False  # the body ended where its framing says it ends
+
+    # ---- connecting and sending ---------------------------------------------------------------
+    def _connect(self) -> tuple[socket.socket, bool]:
+        idle = _idle.get(self.http, {}).pop(self.key, None)
+        if idle is not None:
+            if not _readable(idle):
+                return idle, True
+            idle.close()
+        try:
+            sock = socket.create_connection(self.key, timeout=self.timeout_s)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc) or "timed out") from exc
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc)) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as httpcore sets it
+        return sock, False
+
+    def _head_bytes(self, conn: h11.Connection) -> bytes:
+        r = self.request
+        headers = [(k, ACCEPT_ENCODING if k.lower() == b"accept-encoding" else v) for k, v in r.headers.raw]
+        target = r.url.raw_path
+        return (conn.send(h11.Request(method=r.method.encode(), target=target, headers=headers))
+                + conn.send(h11.Data(data=r.content)) + conn.send(h11.EndOfMessage()))
+
+    def open(self) -> Stream:
+        """Send the request and read the response head (status and headers)."""
+        self.request.read()
+        for attempt in (0, 1):
+            sock, reused = self._connect()
+            self.sock = sock
+            conn = h11.Connection(h11.CLIENT)
+            try:
+                sock.settimeout(self.timeout_s)
+                sock.sendall(self._head_bytes(conn))
+                response = self._read_head(conn)
+            except _StaleConnection:
+                sock.close()
+                if reused and attempt == 0:
+                    continue  # the server closed the idle connection as we sent: once more, fresh
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.") from None
+            except BaseException:
+                sock.close()
+                raise
+            break
+        self.status = response.status_code
+        self.headers = {k.lower(): v for k, v in response.headers}
+        self._rest, _ = conn.trailing_data
+        self._conn = conn
+        keep = response.http_version == b"1.1" and b"close" not in self.headers.get(b"connection", b"").lower()
+        self._reusable = keep
+        if b"chunked" in self.headers.get(b"transfer-encoding", b"").lower():
+            self._framing = "chunked"
+        elif b"content-length" in self.headers:
+            self._framing, self._length = "length", int(self.headers[b"content-length"])
+        else:
+            self._framing, self._reusable = "close", False
+        encoding = self.headers.get(b"content-encoding", b"identity").lower().strip()
+        if encoding in (b"gzip", b"x-gzip"):
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        elif encoding == b"deflate":
+            self._inflate = zlib.decompressobj()
+        elif encoding not in (b"identity", b""):
+            raise httpx.DecodingError(f"unsupported Content-Encoding {encoding.decode(errors='replace')!r}")
+        return self
+
+    def _read_head(self, conn: h11.Connection) -> h11.Response:
+        got = False
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpx.RemoteProtocolError(str(exc)) from exc
+            if event is h11.NEED_DATA:
+                data = self._recv()
+                if not data and not got:
+                    raise _StaleConnection
+                got = True
+                conn.receive_data(data)
+            elif isinstance(event, h11.Response):
+                return event
+            elif isinstance(event, h11.ConnectionClosed):
+                raise _StaleConnection
+
+    def _recv(self) -> bytes:
+        try:
+            return self.sock.recv(READ_BYTES)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(str(exc) or "timed out") from exc
+        except OSError as exc:
+            raise httpx.ReadError(str(exc)) from exc
+
+    # ---- the body -----------------------------------------------------------------------------
+    def reads(self) -> Iterator[tuple[float, bytes]]:
+        """The body's bytes (framing and Content-Encoding undone), one item per network read.
+
+        Each item is stamped when its read returned; bytes already received with the head come
+        first, stamped when the head was read. One iterator per response: reading it again goes on
+        where the last reader stopped.
+        """
+        if self._body is None:
+            body = {"chunked": self._chunked, "length": self._fixed, "close": self._until_close}[self._framing]()
+            self._body = body if self._inflate is None else self._inflated(body)
+        return self._body
+
+    def _inflated(self, body: Iterator[tuple[float, bytes]]) -> Iterator[tuple[float, bytes]]:
+        for now, data in body:
+            data = self._inflate.decompress(data)
+            if data:
+                yield now, data
+
+    def _blocking(self) -> None:
+        """Reads without Python's timeout machinery (a poll() before every recv()): the socket
+        blocks, and the kernel ends a read that waits longer than the stall limit (SO_RCVTIMEO)."""
+        sec = max(self.timeout_s, 0.001)
+        self.sock.settimeout(None)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                             struct.pack("ll", int(sec), int((sec - int(sec)) * 1e6)))
+
+    def _recv_body(self) -> bytes:
+        try:
+            return self.sock.recv(READ_BYTES)
+        except OSError as exc:
+            raise _read_error(exc) from exc
+
+    def _raw(self) -> Iterator[tuple[float, bytes]]:
+        perf = time.perf_counter
+        if self._rest:
+            yield perf(), self._rest
+        self._blocking()
+        recv = self._recv_body
+        while True:
+            data = recv()
+            if not data:
+                return
+            yield perf(), data
+
+    def _until_close(self) -> Iterator[tuple[float, bytes]]:
+        yield from self._raw()
+        self.complete = True
+
+    def _fixed(self) -> Iterator[tuple[float, bytes]]:
+        left = self._length
+        if left == 0:
+            self.complete = True
+            return
+        for now, data in self._raw():
+            if len(data) >= left:
+                yield now, data[:left]
+                self.complete = True
+                return
+            left -= len(data)
+            yield now, data
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
+                                        f"(received {self._length - left} bytes, expected {self._length})")
+
+    def _chunked(self) -> Iterator[tuple[float, bytes]]:
+        """Chunked transfer coding undone per read; a chunk split over reads is passed on as it comes.
+
+        The hot loop of the client: one recv, one time stamp and, in the common case of a read that
+        holds whole chunks, a find and a slice per chunk.
+        """
+        perf = time.perf_counter
+        recv = self.sock.recv
+        buf = self._rest
+        now = perf()
+        left = 0  # bytes of the current chunk's data still to come
+        crlf = False  # the CRLF after a chunk's data is still to come
+        blocking = False
+        while True:
+            if not left and not crlf:
+                # Fast path: the read is exactly one whole chunk (a server's write of one event).
+                i = buf.find(b"\r\n", 0, 18)
+                if i > 0:
+                    size = int(buf[:i], 16) if _HEX(buf, 0, i) else 0
+                    j = i + 2 + size
+                    if size and len(buf) == j + 2 and buf.endswith(b"\r\n"):
+                        yield now, buf[i + 2:j]
+                        buf = b""
+                        if not blocking:
+                            self._blocking()
+                            blocking = True
+                        try:
+                            data = recv(READ_BYTES)
+                        except OSError as exc:
+                            raise _read_error(exc) from exc
+                        now = perf()
+                        if not data:
+                            raise httpx.RemoteProtocolError("peer closed connection without sending complete "
+                                                            "message body (incomplete chunked read)")
+                        buf = data
+                        continue
+            out = []
+            pos, end = 0, len(buf)
+            while pos < end:
+                if left:
+                    take = min(left, end - pos)
+                    out.append(buf[pos:pos + take])
+                    pos += take
+                    left -= take
+                    if left:
+                        break
+                    crlf = True
+                if crlf:
+                    if end - pos < 2:
+                        break
+                    if buf[pos:pos + 2] != b"\r\n":
+                        raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
+                    pos += 2
+                    crlf = False
+                    if pos == end:
+                        break
+                i = buf.find(b"\r\n", pos)
+                if i < 0:
+                    if end - pos > 1024:
+                        raise httpx.RemoteProtocolError("malformed chunked body: chunk header too long")
+                    break
+                head = buf[pos:i].split(b";", 1)[0].strip()
+                if not _HEX(head):
+                    raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {buf[pos:i][:40]!r}")
+                size = int(head, 16)
+                if size == 0:
+                    # The last chunk; trailers (if any) end with an empty line.
+                    if buf.startswith(b"\r\n", i + 2) or buf.find(b"\r\n\r\n", i) >= 0:
+                        if out:
+                            yield now, b"".join(out)
+                        self.complete = True
+                        return
+                    break
+                pos = i + 2
+                left = size
+            buf = buf[pos:] if pos < end else b""
+            if out:
+                yield now, out[0] if len(out) == 1 else b"".join(out)
+            if not blocking:
+                self._blocking()
+                blocking = True
+            try:
+                data = recv(READ_BYTES)
+            except OSError as exc:
+                raise _read_error(exc) from exc
+            now = perf()
+            if not data:
+                raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
+                                                "(incomplete chunked read)")
+            buf = buf + data if buf else data
+
+    def read_all(self) -> bytes:
+        """The rest of the body, whole (an error response)."""
+        return b"".join(data for _, data in self.reads())
+
+    def finish(self, wait_s: float = 0.5) -> None:
+        """After the stream's last event: read the body's end (a few bytes, already on their way) so
+        the connection can be reused; a server that does not end it within `wait_s` loses it."""
+        if self.complete or not self._reusable or self.sock is None:
+            return
+        try:
+            self.timeout_s = wait_s
+            if self._body is not None:
+                self._blocking()
+            for _ in self.reads():
+                pass
+        except (httpx.HTTPError, OSError):
+            self.complete = False
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is None:
+            return
+        if self.complete and self._reusable and not self.http.is_closed:
+            _idle.setdefault(self.http, {})[self.key] = sock
+        else:
+            sock.close()
+
+
+def _read_error(exc: OSError) -> httpx.HTTPError:
+    """A failed body read as httpx says it: the stall limit (SO_RCVTIMEO ends a blocking read with
+    EAGAIN) or a broken connection."""
+    if isinstance(exc, (BlockingIOError, TimeoutError)):
+        return httpx.ReadTimeout("timed out")
+    return httpx.ReadError(str(exc))
+
+
+class _StaleConnection(Exception):
+    """The server closed the connection before any byte of a response."""
