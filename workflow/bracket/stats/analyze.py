@@ -273,6 +273,14 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None) -> dict:
                            for c in out["comparisons"] if c["verdict"] == "undetermined"]
 
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
+    out["budget_groups"] = [{"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
+                            for label, arms in spec.budget_groups(cfg["arms"])]
+    for c in spec.never_drafted(runs):
+        warnings.append(Finding("never drafted", f"{c['runs']} valid runs of a speculative arm (draft budget "
+                                                 f"{c['draft_budget']}) proposed no draft token: the engine never "
+                                                 f"drafted, so the arm measures the baseline under another label; "
+                                                 f"check the arm's speculative settings against the engine's.",
+                                arm=c["arm"], workload=c["workload"]))
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
