@@ -68,7 +68,7 @@ def test_validation_names_the_arm_that_cannot_draft():
 def _runs(drafts: dict[str, list[int | None]]) -> pd.DataFrame:
     rows = []
     for arm, ds in drafts.items():
-        for i, d in enumerate(ds):
+        for d in ds:
             rows.append({"arm": arm, "workload": "code", "valid": True, "draft_budget": 2 if arm != "base" else None,
                          "draft_tokens": d})
     return pd.DataFrame(rows)
