@@ -26,15 +26,26 @@ def default_model() -> str:
     return embedded.model_dir(cfg)
 
 
-def test_the_default_embedded_model_is_pinned_by_file():
+def test_pins_are_looked_up_by_the_served_file(tmp_path, monkeypatch):
     gguf = default_model()
     name = embedded.model_name(gguf)
     assert gguf.endswith(".gguf") and name == "tiny-qwen3-s1-l4-h256-v4096-t300"
-    pins = embedded.MODEL_SHA256[name]
-    assert set(pins) == {"model.safetensors", "tokenizer.json", "gguf"}
-    assert all(len(h) == 64 and set(h) <= HEX for h in pins.values()), pins
-    assert embedded.pinned(gguf) == pins["gguf"]
-    assert embedded.pinned(gguf[:-len(".gguf")]) == pins["model.safetensors"]
+    monkeypatch.setitem(embedded.MODEL_SHA256, name, {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                                      "gguf": "3" * 64})
+    assert embedded.pinned(gguf) == "3" * 64
+    assert embedded.pinned(gguf[:-len(".gguf")]) == "1" * 64
+    assert embedded.pinned("resources/models/another.gguf") is None
+    # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder
+    d = tmp_path / name
+    d.mkdir()
+    (d / "build.json").write_text(json.dumps({"sha256": {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                                         "config.json": "4" * 64}}))
+    (tmp_path / f"{name}.gguf").write_bytes(b"x")
+    import hashlib
+    assert embedded.pin_entry(d) == {name: {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                            "gguf": hashlib.sha256(b"x").hexdigest()}}
+    for pins in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file
+        assert all(len(h) == 64 and set(h) <= HEX for h in pins.values()), pins
 
 
 def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, monkeypatch):
@@ -99,6 +110,19 @@ def test_training_twice_from_one_seed_gives_the_same_bits(tmp_path):
     a, b = (x["sha256"] for x in infos)
     assert {"model.safetensors", "tokenizer.json", "config.json"} <= set(a)
     assert a == b
+    # and the GGUF llama.cpp serves, by the converter of the workflow's llama.cpp source, where it is built
+    record = ROOT / embedded.LLAMACPP_BUILD
+    if record.exists():
+        src = json.loads(record.read_text())["source_dir"]
+        ggufs = []
+        for i in (1, 2):
+            out = tmp_path / str(i) / "tiny.gguf"
+            proc = subprocess.run([str(py), str(Path(embedded.__file__).parent / "to_gguf.py"), src,
+                                   str(tmp_path / str(i) / "tiny"), str(out)], capture_output=True, text=True,
+                                  timeout=600)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+            ggufs.append(embedded.file_sha256(out))
+        assert ggufs[0] == ggufs[1]
     assert infos[0]["env"]["ATEN_CPU_CAPABILITY"] == "avx2" and infos[0]["threads"] == 2
     assert "vllm" not in str(py)
 
@@ -109,6 +133,8 @@ def test_the_workflow_built_model_has_the_pinned_hash(embedded_engine):
     article measured); when it is not, build.json names what differs (Python, torch, CPU path)."""
     _, model = embedded_engine
     info = json.loads((model / "build.json").read_text())
+    assert model.name in embedded.MODEL_SHA256, (
+        f"no hash pinned for {model.name}: add `python -m bracket.embedded {model}`'s entry to MODEL_SHA256")
     pins = embedded.MODEL_SHA256[model.name]
     got = info.get("sha256") or {}
     assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == \

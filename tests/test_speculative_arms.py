@@ -61,6 +61,8 @@ def test_validation_names_the_arm_that_cannot_draft():
     with pytest.raises(config.ExperimentError, match=r"arms\.ngram_2\.speculative: ngram-simple drafts only.*"
                                                      r"raise draft_tokens to 3"):
         config.validate(raw)
+    # records of a run that already happened are re-rendered: the analysis finds the arm instead
+    assert "ngram_2" in config.validate(raw, measured=True)["arms"]
     raw["arms"]["ngram_2"]["speculative"]["draft_tokens"] = 3
     config.validate(raw)
 
@@ -102,4 +104,8 @@ def test_analysis_finds_the_arm_that_never_drafted():
     never = [f for f in stats["findings"] if f["kind"] == "never drafted"]
     assert [(f["arm"], f["workload"]) for f in never] == [("ngram_2", "code")]
     assert "proposed no draft token" in never[0]["message"]
-    assert stats["budget_groups"] == [{"method": "ngram", "arms": ["ngram_2", "ngram_4"], "budgets": [2, 4]}]
+    # the arm that never drafted is no budget: with it gone, ngram_4 is alone and there is no budget table
+    assert stats["budget_groups"] == []
+    assert [r["reading"] for r in stats["speculative"] if r["arm"] == "ngram_2"] == [
+        "never drafted: the engine proposed no draft token, so this arm measured the baseline"]
+    assert stats["never_drafted"] == [{"arm": "ngram_2", "workload": "code", "runs": 6, "draft_budget": 2}]

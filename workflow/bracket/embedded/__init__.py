@@ -63,17 +63,13 @@ def engine_python(cfg: dict) -> str:
 # The embedded model as this package's build makes it, by file: build_model.py from its seed
 # (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 held to the AVX2 code path,
 # transformers 5.19.0, tokenizers 0.23.3: build.json records each) and to_gguf.py with the converter
-# of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine; these hashes are the check
-# across machines: provenance records the served model's sha256 beside each block, the article
-# says whether it is the pinned one, and a reproduction that served another model refuses to compare
-# (bracket.reproduce.verdict).
-MODEL_SHA256: dict[str, dict[str, str]] = {
-    "tiny-qwen3-s1-l4-h256-v4096-t300": {
-        "model.safetensors": "PENDING",
-        "tokenizer.json": "PENDING",
-        "gguf": "PENDING",
-    },
-}
+# of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
+# give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
+# across machines: provenance records the served model's sha256 beside each block, the article says
+# whether it is the pinned one, and a reproduction that served another model than the original run
+# refuses to compare (bracket.reproduce.verdict). An entry is written from a build on the reference
+# machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
+MODEL_SHA256: dict[str, dict[str, str]] = {}
 # Hash whole files up to this size (the embedded model is 8 MB); larger models keep the header fingerprint.
 HASH_LIMIT = 1 << 30
 
@@ -125,3 +121,15 @@ def model_hash(path: str | Path | None) -> dict | None:
     expected = pinned(path)
     return {"file": f.name, "sha256": digest, "pinned": expected,
             "matches": None if expected is None else digest == expected}
+
+
+def pin_entry(model_dir: str | Path) -> dict[str, dict[str, str]]:
+    """The MODEL_SHA256 entry of a built model: its build.json's file hashes and its GGUF's, where built."""
+    d = Path(model_dir)
+    info = json.loads((d / "build.json").read_text())
+    files = info.get("sha256") or {}
+    entry = {k: files[k] for k in ("model.safetensors", "tokenizer.json") if k in files}
+    gguf = d.with_name(d.name + ".gguf")
+    if gguf.is_file():
+        entry["gguf"] = file_sha256(gguf)
+    return {d.name: entry}

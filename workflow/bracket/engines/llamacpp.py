@@ -122,8 +122,10 @@ class LlamaCpp(Engine):
         if isinstance(cp, bool):
             out.append(f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
                        f"batch size in tokens (an integer, passed as --batch-size) or remove the key")
-        out += never_drafts(name, arm.get("speculative"))
         return out
+
+    def check_drafts(self, name: str, arm: dict) -> list[str]:
+        return never_drafts(name, arm.get("speculative"))
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]
