@@ -1,12 +1,14 @@
 """Re-render a committed article from its raw records with the current analysis and article code.
 
-    .venv/bin/python bench/rerender.py RESULTS_TAR EXPERIMENT_YAML DEST
+    .venv/bin/python bench/rerender.py RESULTS_TAR EXPERIMENT_YAML DEST [LEDGER]
 
 RESULTS_TAR holds results/NAME/ (raw/, schedule.csv, weights.json, ceiling.json, controls) as a
 workflow run wrote it. Nothing is measured again: the records are tidied, analysed and rendered by
 the same package functions the collect, analyze and report rules call, so an article committed
 under bench/results/ follows the statistics and article code of the day. DEST receives the
 article (article.md, article.html, figures/, tables/) and the recomputed runs.csv and stats.json.
+EXPERIMENT_YAML is the experiment as it was measured (its arms, its design), validated as a run that
+already happened; LEDGER is its corrections ledger (default: beside EXPERIMENT_YAML).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from bracket.stats import analyze
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(tar: Path, experiment: Path, dest: Path) -> None:
+def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) -> None:
     name = experiment.stem
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(tar) as t:
@@ -33,7 +35,7 @@ def main(tar: Path, experiment: Path, dest: Path) -> None:
         res = Path(tmp) / "results" / name
         if not res.is_dir():
             raise SystemExit(f"{tar} holds no results/{name}/; name the experiment file it was measured with.")
-        cfg = config.load(experiment)
+        cfg = config.load(experiment, measured=True)  # as it ran: its records, not a plan, are judged
         blocks = sorted(res.glob("raw/block-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
         runs = records.tidy(records.read(blocks))
         runs.to_csv(res / "runs.csv", index=False)
@@ -49,7 +51,7 @@ def main(tar: Path, experiment: Path, dest: Path) -> None:
             "ceiling_json": str(res / "ceiling.json"), "schedule_csv": str(res / "schedule.csv"),
             "meta_dir": str(res / "raw"), "block_files": json.dumps([str(p) for p in blocks]),
             "attempts_json": str(res / "failed_attempts.json"), "model_dir": "",
-            "corrections_path": str(experiment.with_suffix("").with_suffix(".corrections.yaml").resolve()),
+            "corrections_path": str((ledger or experiment.with_suffix("").with_suffix(".corrections.yaml")).resolve()),
             "agreement_json": str(res / "agreement.json"), "arena_json": str(res / "arena.json"),
             "determinism_json": str(res / "determinism.json"), "verdict_paths": "[]",
             "out_dir": str(out)})
@@ -60,6 +62,6 @@ def main(tar: Path, experiment: Path, dest: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         raise SystemExit(__doc__)
-    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]) if len(sys.argv) == 5 else None)

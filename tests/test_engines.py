@@ -419,7 +419,7 @@ def test_bracket_launch_print_shows_the_exact_command_for_every_engine_and_mode(
     assert words[0] == "HF_TOKEN=$HF_TOKEN" and words[1:4] == ["docker", "run", "-d"]
     assert "--speculative-algorithm" in words and "lmsysorg/sglang:v0.5.23" in words
     assert "hf_secret_value_123" not in out.stdout
-    cfg = cfg_for("llamacpp", {"a": {"speculative": {"method": "ngram", "draft_tokens": 4}}})
+    cfg = cfg_for("llamacpp", {"a": {"speculative": {"method": "ngram", "draft_tokens": 8}}})  # >= its 5-token match
     assert launch_command(cfg, "a").startswith("llama-server -m /models/m --host 127.0.0.1 --port 8051")
     cfg = cfg_for("openai", launch="attach", base_url="http://10.0.0.5:8000")
     assert launch_command(cfg, "a").startswith("# engine.launch is attach")

@@ -415,7 +415,7 @@ def test_budget_table_shows_the_same_flag_per_workload(data):
     t = article.budget_table(data)
     assert list(t["workload"]) == ["code", "prose", "chat"]
     code = t.iloc[0]
-    assert code["budget 4 (ngram_4)"] == "510.74" and code["budget 8 (ngram_8)"] == "653.44"
+    assert code["budget 4"] == "510.74" and code["budget 8"] == "653.44" and code["arms"] == "ngram_4, ngram_8"
     assert code["change 4 \u2192 8"] == f"{100 * (653.4400730415679 / 510.73780956534927 - 1):+.1f}%"
 
 

@@ -90,6 +90,35 @@ def test_undecided_without_a_ci_and_without_runs():
     assert v["verdict"] == reproduce.FAILS  # the worst cell decides
 
 
+def test_a_reproduction_on_another_model_refuses_to_compare(tmp_path):
+    """The original served weights with one sha256, the reproduction another: the figures that would
+    not hold are not judged and no ledger entry is written; the article says why."""
+    import json
+
+    for who, h in (("original", "a" * 64), ("repro", "b" * 64)):
+        raw = tmp_path / who / "raw"
+        raw.mkdir(parents=True)
+        for k in range(2):
+            (raw / f"block-{k}.meta.json").write_text(json.dumps({"model_sha256": {"file": "m.gguf", "sha256": h}}))
+    models = {"original": reproduce.served_models(tmp_path / "original" / "raw"),
+              "reproduction": reproduce.served_models(tmp_path / "repro" / "raw")}
+    assert models == {"original": ["a" * 64], "reproduction": ["b" * 64]}
+    v = reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"], models)
+    assert v["verdict"] == v["cells"][0]["verdict"] == reproduce.OTHER_MODEL
+    assert "sha256 bbbbbbbbbbbb" in v["refused"] and "original aaaaaaaaaaaa" in v["refused"]
+    assert reproduce.correction_entries(v, "x", "x--repro-1", "2026-11-29") == []
+    v.update(name="x--repro-1", id="1", runs=10, created="2026-11-29T08:00:00+00:00", rule=reproduce.RULE)
+    md = article.section_reproductions(None, article.Controls(verdicts=[v], determinism=None, agreement=None,
+                                                              arena=None))._repr_markdown_()
+    assert "Not compared" in md and "other weights" in md
+    # the same model, or a session that recorded no hash, is compared as before
+    same = reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"], {"original": ["a" * 64],
+                                                                      "reproduction": ["a" * 64]})
+    assert same["verdict"] == reproduce.FAILS
+    assert reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"],
+                             {"original": [], "reproduction": ["b" * 64]})["verdict"] == reproduce.FAILS
+
+
 # ---------------------------------------------------------------- the derived experiment
 
 def smoke():

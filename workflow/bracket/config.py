@@ -136,8 +136,11 @@ def schema_of(*path: str) -> dict:
     return node
 
 
-def validate(raw: dict, source: str = "experiment") -> dict:
-    """Return the experiment with defaults filled, or raise ExperimentError naming the problem."""
+def validate(raw: dict, source: str = "experiment", measured: bool = False) -> dict:
+    """Return the experiment with defaults filled, or raise ExperimentError naming the problem.
+
+    measured: the experiment already ran (re-rendering its records): checks of what an arm would do
+    when launched (an arm that can never draft) are left to the analysis, which finds it in the records."""
     if not isinstance(raw, dict):
         raise ExperimentError(f"{source}: expected a mapping of keys at the top level, got "
                               f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml.")
@@ -147,11 +150,11 @@ def validate(raw: dict, source: str = "experiment") -> dict:
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
-    _check_meaning(cfg, source)
+    _check_meaning(cfg, source, measured)
     return cfg
 
 
-def _check_meaning(cfg: dict, source: str) -> None:
+def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
     arms = list(cfg["arms"])
     if not cfg["reference"]:
         cfg["reference"] = arms[0]
@@ -182,7 +185,7 @@ def _check_meaning(cfg: dict, source: str) -> None:
                               f"is what shows bracket's request costs the server no more than a plain client's. "
                               f"Say why it is off in controls.neutrality_off, or remove controls.neutrality.")
     _check_design(cfg, source)
-    _check_engine(cfg, source)
+    _check_engine(cfg, source, measured)
     from bracket import arena  # what an arena cell needs of the engine's stream
 
     refused = arena.problems(cfg)
@@ -213,7 +216,7 @@ def _check_design(cfg: dict, source: str) -> None:
                               f"({d['max_rounds']}); the first look must come before the budget is spent.")
 
 
-def _check_engine(cfg: dict, source: str) -> None:
+def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
     """What the chosen engine and launch mode cannot do with these arms, named before anything runs."""
     from bracket import engines  # the adapters know their flags; imported here to keep config light
 
@@ -233,6 +236,8 @@ def _check_engine(cfg: dict, source: str) -> None:
         raise ExperimentError(f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
                               f"set launch: attach to use the server running there.")
     problems = [p for name, arm in cfg["arms"].items() for p in adapter.check_arm(name, arm)]
+    if not measured:
+        problems += [p for name, arm in cfg["arms"].items() for p in adapter.check_drafts(name, arm)]
     if problems:
         raise ExperimentError(f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - "
                               + "\n  - ".join(problems))
@@ -324,8 +329,8 @@ def check_engine_env(cfg: dict, source: str = "experiment") -> None:
                     f"{key} in the environment that runs the workflow.")
 
 
-def load(path: str | Path) -> dict:
-    """Read and validate an experiment file."""
+def load(path: str | Path, measured: bool = False) -> dict:
+    """Read and validate an experiment file (measured: it already ran; see validate)."""
     path = Path(path)
     if not path.is_file():
         raise ExperimentError(f"no experiment file at {path}; experiments live in experiments/NAME.yaml.")
@@ -334,7 +339,7 @@ def load(path: str | Path) -> dict:
     except yaml.YAMLError as exc:
         raise ExperimentError(f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
                               f"line shown; experiments/draft_sweep.yaml is a working example.") from None
-    return validate(raw if raw is not None else {}, source=str(path))
+    return validate(raw if raw is not None else {}, source=str(path), measured=measured)
 
 
 def draft_budget(arm: dict) -> int | None:

@@ -18,6 +18,12 @@ The verdict rule, per workload (see `verdict`):
 
 the figure "holds" when both do, "does not hold" when either does not (the ledger entry says
 which), and is "undecided" when neither check could be made (no CI: fewer than two runs).
+
+Both sessions must have served the same model: where the blocks' provenance records the weights'
+sha256 (`model_sha256`, bracket.embedded.model_hash: the embedded model, or any model small enough
+to hash whole), a reproduction whose model has another hash than the original's is "not
+compared": the numbers of another model say nothing about the published ones, and no ledger
+entry is written (rebuild the model the article names, or measure it as a new experiment).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ RULE = ("holds iff the original median lies inside the reproduction's bootstrap 
         "original ratio to the reference lies inside the reproduction's CI of that ratio (same session); "
         "does not hold if either lies outside; undecided if neither could be checked")
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "undecided"
+OTHER_MODEL = "not compared: another model"
 DASH = "\u2013"
 
 
@@ -209,8 +216,50 @@ def judge(original: dict, reproduction: dict) -> dict:
     return {"verdict": verdict, "median_inside_ci": median_ok, "ratio_inside_ci": ratio_ok}
 
 
-def verdict(original_stats: dict, repro_stats: dict, arm: str, workloads: list[str]) -> dict:
-    """Per workload: both sessions' figures and the judgement; `verdict` overall (worst of the workloads)."""
+def served_models(raw_dir: str | Path) -> list[str]:
+    """The weights' sha256 each block of a run served (block-*.meta.json `model_sha256`), distinct, sorted."""
+    import json
+
+    out = set()
+    for p in sorted(Path(raw_dir).glob("block-*.meta.json")):
+        try:
+            h = (json.loads(p.read_text()).get("model_sha256") or {}).get("sha256")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if h:
+            out.add(str(h))
+    return sorted(out)
+
+
+def model_mismatch(original: list[str] | None, reproduction: list[str] | None) -> str | None:
+    """Why two sessions cannot be compared (they served models with other weights), or None.
+
+    Only hashes both sessions recorded decide: a session without them (an older run, a model too
+    large to hash) is not refused on that account."""
+    if not original or not reproduction or set(original) == set(reproduction):
+        return None
+    short = (lambda hs: ", ".join(h[:12] for h in hs))
+    return (f"the reproduction served a model with sha256 {short(reproduction)}, the original "
+            f"{short(original)}: other weights, so its figures are not compared with the published ones; "
+            f"rebuild the model the article names (its pinned hash is in bracket.embedded.MODEL_SHA256) "
+            f"or publish this run as a new experiment")
+
+
+def verdict(original_stats: dict, repro_stats: dict, arm: str, workloads: list[str],
+            models: dict | None = None) -> dict:
+    """Per workload: both sessions' figures and the judgement; `verdict` overall (worst of the workloads).
+
+    models: {"original": [sha256, ...], "reproduction": [...]} as served_models reads them; when both
+    are known and differ, every cell is OTHER_MODEL and nothing is judged."""
+    models = models or {}
+    refused = model_mismatch(models.get("original"), models.get("reproduction"))
+    if refused:
+        return {"arm": arm, "reference": repro_stats.get("reference"), "confidence": repro_stats.get("confidence"),
+                "verdict": OTHER_MODEL, "models": models, "refused": refused,
+                "cells": [{"workload": wl, "original": figures(original_stats, arm, wl),
+                           "reproduction": figures(repro_stats, arm, wl), "verdict": OTHER_MODEL,
+                           "median_inside_ci": None, "ratio_inside_ci": None, "note": refused}
+                          for wl in workloads]}
     cells = []
     for wl in workloads:
         o, r = figures(original_stats, arm, wl), figures(repro_stats, arm, wl)
@@ -224,7 +273,7 @@ def verdict(original_stats: dict, repro_stats: dict, arm: str, workloads: list[s
     kinds = [c["verdict"] for c in cells]
     overall = FAILS if FAILS in kinds else (HOLDS if kinds and all(k == HOLDS for k in kinds) else UNDECIDED)
     return {"arm": arm, "reference": repro_stats.get("reference"), "confidence": repro_stats.get("confidence"),
-            "verdict": overall, "cells": cells}
+            "verdict": overall, "models": models, "cells": cells}
 
 
 def _r(x) -> str:

@@ -21,6 +21,7 @@ EXPERIMENTS = sorted(
     p.stem for p in (ROOT / "experiments").glob("*.yaml") if not p.stem.endswith(".corrections")
 )
 ENGINE_VENV = embedded.ENGINE_VENV
+TRAINER_VENV = embedded.TRAINER_VENV
 
 
 def rel(path):

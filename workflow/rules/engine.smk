@@ -18,16 +18,38 @@ rule engine_venv:
         "bash {params.script} {params.python} {params.venv} > {log} 2>&1"
 
 
-rule embedded_model:
-    """The tiny model the embedded engine serves, trained locally from a seed."""
+rule trainer_venv:
+    """The embedded model's trainer: CPU torch, transformers, tokenizers (workflow/envs/trainer.txt), no vLLM.
+
+    Trains the tiny model and converts it to GGUF, so a llama.cpp experiment never installs vLLM
+    (about 1 GB and a minute from pip's cache; vLLM's 3.5 GB is only for vLLM experiments)."""
     input:
-        engine=f"{ENGINE_VENV}/.installed",
+        requirements=rel(ROOT / "workflow/envs/trainer.txt"),
+    output:
+        touch(f"{TRAINER_VENV}/.installed"),
+    params:
+        venv=subpath(output[0], parent=True),
+        python=rel(sys.executable),
+        script=rel(ROOT / "workflow/scripts/install_trainer.sh"),
+    log:
+        "logs/engine/trainer.log",
+    conda:
+        "../envs/bracket.yaml"
+    shell:
+        "bash {params.script} {params.python} {params.venv} {input.requirements} > {log} 2>&1"
+
+
+rule embedded_model:
+    """The tiny model the embedded engine serves, trained locally from a seed, bit for bit the same on one
+    machine (build_model.py); build.json records the sha256 of each file, which bracket.embedded pins."""
+    input:
+        trainer=f"{TRAINER_VENV}/.installed",
         # the package's own file: a clone's workflow/bracket, or site-packages after `pip install .`
         builder=rel(Path(embedded.__file__).parent / "build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
-        python=f"{ENGINE_VENV}/bin/python",
+        python=f"{TRAINER_VENV}/bin/python",
         out=subpath(output[0], parent=True),
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
@@ -65,7 +87,7 @@ rule embedded_gguf:
     """The embedded tiny model as GGUF, by the converter vendored in the same llama.cpp source."""
     input:
         build=embedded.LLAMACPP_BUILD,
-        engine=f"{ENGINE_VENV}/.installed",
+        trainer=f"{TRAINER_VENV}/.installed",
         model="resources/models/{name}/build.json",
         converter=rel(Path(embedded.__file__).parent / "to_gguf.py"),
     output:
@@ -73,7 +95,7 @@ rule embedded_gguf:
     wildcard_constraints:
         name=r"tiny-qwen3-[^/]+",
     params:
-        python=f"{ENGINE_VENV}/bin/python",
+        python=f"{TRAINER_VENV}/bin/python",
         source=lambda wildcards, input: json.loads(Path(input.build).read_text())["source_dir"],
         model=lambda wildcards: f"resources/models/{wildcards.name}",
     log:

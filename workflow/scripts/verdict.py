@@ -1,6 +1,7 @@
 """Judge a reproduction and append to the base experiment's ledger when a figure does not hold (rule `verdict`)."""
 import datetime
 import json
+from pathlib import Path
 
 from bracket import config, corrections, reproduce
 from bracket.rulelog import rule_log
@@ -13,7 +14,10 @@ with rule_log(snakemake.log[0]) as log:
         original = json.load(f)
     with open(snakemake.input.reproduction) as f:
         repro = json.load(f)
-    v = reproduce.verdict(original, repro, r["arm"], r["workloads"])
+    # the weights each session served (provenance beside its blocks): another model is not compared
+    models = {who: reproduce.served_models(Path(path).parent / "raw")
+              for who, path in (("original", snakemake.input.original), ("reproduction", snakemake.input.reproduction))}
+    v = reproduce.verdict(original, repro, r["arm"], r["workloads"], models)
     v.update(name=name, base=r["experiment"], runs=r["runs"], id=r["id"], created=r["created"],
              rule=reproduce.RULE)
     date = datetime.date.fromisoformat(r["created"][:10]).isoformat()

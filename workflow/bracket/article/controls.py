@@ -63,7 +63,10 @@ def section_reproductions(d: Data, c: Controls) -> Section | None:
                       f"{str(v.get('created', ''))[:16].replace('T', ' ')})", 3))
         s.add(Table(reproduction_table(v), f"{v.get('arm')}: published vs reproduced",
                     f"reproduction_{v.get('id')}.csv"))
-        from bracket.reproduce import sentence
+        from bracket.reproduce import OTHER_MODEL, sentence
+        if v.get("verdict") == OTHER_MODEL:
+            s.add(Para(f"Not compared: {v.get('refused')}.", "warn"))
+            continue
         for cell in v.get("cells", []):
             if cell.get("original") and cell.get("reproduction"):
                 s.add(Para(f"{cell['workload']}: {sentence(cell)}. Original median inside the reproduction's CI: "
@@ -71,7 +74,7 @@ def section_reproductions(d: Data, c: Controls) -> Section | None:
                            f"{_yes(cell.get('ratio_inside_ci'))}.",
                            "warn" if cell["verdict"] == "does not hold" else ""))
             elif cell.get("note"):
-                s.add(Para(f"{cell['workload']}: undecided: {cell['note']}.", "note"))
+                s.add(Para(f"{cell['workload']}: {cell['verdict']}: {cell['note']}.", "note"))
         if v.get("ledger", {}).get("entries"):
             s.add(Para("The figures that did not hold are entered in the corrections ledger (below).", "note"))
     return s

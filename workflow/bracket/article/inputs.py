@@ -75,7 +75,7 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
     resolved it). Without them (the notebook on its own, the fixture) the blocks and attempts are
     found in `meta_dir`, and the model's build record at meta_dir/model-build.json.
     """
-    cfg = config.load(experiment_path)
+    cfg = config.load(experiment_path, measured=True)  # the article reads a run that happened
     runs = pd.read_csv(runs_csv)
     for col in ("valid", "warmup"):
         if col in runs:

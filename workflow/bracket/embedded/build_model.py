@@ -1,14 +1,24 @@
 """Build the embedded engine's tiny model, deterministically, from text that ships with Python.
 
-Runs inside the engine's virtual environment (torch, transformers, tokenizers), not the analysis
-one, so it imports nothing from bracket. Steps:
+Runs inside the trainer's virtual environment (torch, transformers, tokenizers: workflow/envs/trainer.txt,
+rule trainer_venv), not the analysis one and not vLLM's, so it imports nothing from bracket. Steps:
   1. corpus: the first N standard-library .py files (code) and pydoc's topic texts (prose),
      in sorted order;
   2. a byte-level BPE tokenizer trained with `tokenizers`;
   3. a Qwen3-architecture model, trained for a fixed number of steps from a seed, so greedy
      output repeats phrases rather than one token and speculative acceptance depends on what is
      generated;
-  4. saved as bf16 safetensors with tokenizer files, plus build.json (seed, steps, losses, time).
+  4. saved as bf16 safetensors with tokenizer files, plus build.json (seed, steps, losses, time, and
+     the sha256 of every file written, which the package pins: bracket.embedded.MODEL_SHA256).
+
+Bit-reproducible on one machine: a fixed thread count (reductions split by thread), one inter-op
+thread, deterministic algorithms, every generator seeded, the tokenizer trained single-threaded,
+and torch's and MKL's CPU kernels held to the AVX2 code path (ATEN_CPU_CAPABILITY, MKL_CBWR) so a
+CPU with AVX-512 computes what one with AVX2 does. What still varies between machines: the corpus
+is the running interpreter's standard library (another Python version trains another model), and
+a CPU without AVX2 or another torch build rounds differently. build.json records each, and the
+pinned hash is the check: a reproduction that serves a model with another hash refuses to compare
+(bracket.reproduce).
 
 Usage: python build_model.py --out DIR [--seed 1] [--layers 4] [--hidden 256] [--vocab 4096] [--steps 400]
 """
@@ -16,7 +26,10 @@ Usage: python build_model.py --out DIR [--seed 1] [--layers 4] [--hidden 256] [-
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import platform
 import random
 import re
 import sys
@@ -30,6 +43,19 @@ LR = 3e-3
 TRAIN_THREADS = 2
 N_CODE_FILES = 300
 SPECIAL = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
+# Set before torch or tokenizers load: one code path for torch's vectorised kernels and MKL's BLAS
+# (conditional numerical reproducibility), and a single-threaded tokenizer trainer.
+DETERMINISTIC_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "TOKENIZERS_PARALLELISM": "false",
+                     "RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": str(TRAIN_THREADS),
+                     "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def corpus_texts() -> list[str]:
@@ -75,6 +101,11 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
     # A fixed thread count: reductions split differently across threads, so the weights would
     # otherwise depend on the machine's core count.
     torch.set_num_threads(TRAIN_THREADS)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set by an earlier parallel op in this process
+        pass
+    torch.use_deterministic_algorithms(True)
     torch.manual_seed(seed)
     random.seed(seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,12 +157,23 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if losses else None,
         "losses_every_10": losses[::10], "build_seconds": round(time.time() - t0, 1),
         "torch": torch.__version__, "threads": TRAIN_THREADS,
+        "python": platform.python_version(), "machine": platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "env": {k: os.environ.get(k) for k in DETERMINISTIC_ENV},
     }
+    import tokenizers
+    import transformers
+    info["transformers"], info["tokenizers"] = transformers.__version__, tokenizers.__version__
+    info["sha256"] = {f.name: sha256(f) for f in sorted(out.iterdir())
+                      if f.is_file() and f.name != "build.json"}
     (out / "build.json").write_text(json.dumps(info, indent=1))
     return info
 
 
 def main(argv=None) -> int:
+    missing = {k: v for k, v in DETERMINISTIC_ENV.items() if os.environ.get(k) != v}
+    if argv is None and missing and "torch" not in sys.modules:  # they only act when set before torch loads: run again with them
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **DETERMINISTIC_ENV})
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--seed", type=int, default=1)

@@ -1,10 +1,10 @@
-"""Convert the embedded tiny model to GGUF with llama.cpp's own converter (runs in the engine's venv).
+"""Convert the embedded tiny model to GGUF with llama.cpp's own converter (runs in the trainer's venv).
 
 Usage: python to_gguf.py LLAMA_CPP_SOURCE MODEL_DIR OUT.gguf
 
 The converter is the convert_hf_to_gguf.py vendored in the same llama.cpp source that the
 workflow builds, with that source's gguf-py on the path (torch and transformers come from the
-engine's environment). The tiny model's BPE vocabulary is trained locally, so the converter does
+trainer's environment, workflow/envs/trainer.txt). The tiny model's BPE vocabulary is trained locally, so the converter does
 not recognise its pre-tokenizer by hash. build_model.py trains it behind the byte-level
 pre-tokenizer of `tokenizers` with its default GPT-2 split pattern, which llama.cpp calls "gpt-2",
 so that name is given explicitly.

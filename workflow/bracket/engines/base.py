@@ -114,6 +114,13 @@ class Engine:
         env.update({k: str(v) for k, v in arm.get("env", {}).items()})
         return env
 
+    def check_drafts(self, name: str, arm: dict) -> list[str]:
+        """Speculative settings this engine accepts but would never draft with, one sentence each.
+
+        Checked before an experiment runs, not when its records are re-rendered (config.validate's
+        `measured`), where the analysis's "never drafted" finding reads the same from the counters."""
+        return []
+
     def check_arm(self, name: str, arm: dict) -> list[str]:
         """What this engine cannot do of an arm's settings, one sentence each (empty: all fine)."""
         out = []

@@ -70,6 +70,24 @@ def spec_argv(spec: dict) -> list[str]:
     return argv + ["--spec-draft-n-max", n]
 
 
+def never_drafts(name: str, spec: dict | None) -> list[str]:
+    """An ngram-simple arm whose draft budget is below its match length: llama.cpp never drafts for it.
+
+    common_ngram_simple_draft (common/ngram-map.cpp) copies at most size_m tokens after a match of
+    size_n and returns no draft when that copy is shorter than size_n, so with size_m < size_n every
+    lookup comes back empty and the arm is the baseline under another name.
+    """
+    if not spec or (spec.get("engine_method") or METHODS.get(spec.get("method"))) != "ngram-simple":
+        return []
+    size_n = spec.get("prompt_lookup_max") or 3
+    if spec["draft_tokens"] >= size_n:
+        return []
+    return [f"arms.{name}.speculative: ngram-simple drafts only when it can copy at least as many tokens as it "
+            f"matched (prompt_lookup_max {size_n}), so a draft budget of {spec['draft_tokens']} never drafts and "
+            f"the arm would measure the baseline; raise draft_tokens to {size_n} or more, or lower "
+            f"prompt_lookup_max to {spec['draft_tokens']}"]
+
+
 def build_record(executable: str | None) -> dict | None:
     """The record the workflow's llama.cpp build left beside its llama-server (build_llamacpp.sh), if any."""
     if not executable:
@@ -115,6 +133,9 @@ class LlamaCpp(Engine):
             out.append(f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
                        f"batch size in tokens (an integer, passed as --batch-size) or remove the key")
         return out
+
+    def check_drafts(self, name: str, arm: dict) -> list[str]:
+        return never_drafts(name, arm.get("speculative"))
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from bracket import embedded
 from bracket.client import get_text
 from bracket.engines.base import Engine
 
@@ -142,6 +143,8 @@ def collect(cfg: dict, adapter: Engine, http: httpx.Client, base: str, model_nam
     meta["served_model"] = model_name
     meta["model"] = model
     meta["model_fingerprint"] = model_fingerprint(host_model_path(cfg, model))
+    # the whole weights file's sha256 where it is small (the embedded model), and whether it is the pinned one
+    meta["model_sha256"] = embedded.model_hash(host_model_path(cfg, model))
     meta["gpus"] = gpu_driver()
     meta["host_info"] = host_info()
     for key, value in (notes or {}).items():

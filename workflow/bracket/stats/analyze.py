@@ -280,6 +280,25 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                            for c in out["comparisons"] if c["verdict"] == "undetermined"]
 
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
+    never = spec.never_drafted(runs)
+    silent = {(c["arm"], c["workload"]) for c in never}
+    for r in out["speculative"]:
+        if (r["arm"], r["workload"]) in silent:
+            r["reading"] = "never drafted: the engine proposed no draft token, so this arm measured the baseline"
+    # an arm that drafted on no workload is not a budget: the table of budgets leaves it out
+    mute = {c["arm"] for c in never} - {a for a, w in
+                                        valid[["arm", "workload"]].drop_duplicates().itertuples(index=False)
+                                        if (a, w) not in silent}
+    out["budget_groups"] = [{"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
+                            for label, arms in spec.budget_groups({a: v for a, v in cfg["arms"].items()
+                                                                   if a not in mute})]
+    out["never_drafted"] = never
+    for c in never:
+        warnings.append(Finding("never drafted", f"{c['runs']} valid runs of a speculative arm (draft budget "
+                                                 f"{c['draft_budget']}) proposed no draft token: the engine never "
+                                                 f"drafted, so the arm measures the baseline under another label; "
+                                                 f"check the arm's speculative settings against the engine's.",
+                                arm=c["arm"], workload=c["workload"]))
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]

@@ -123,3 +123,51 @@ def band_from(ks: list[float]) -> tuple[float, float]:
     if not ks:
         raise ValueError("the k band needs at least one calibration config with a known k.")
     return float(min(ks)), float(max(ks))
+
+
+def budget_groups(arms: dict) -> list[tuple[str, list[tuple[int, str]]]]:
+    """Arms that differ only in their draft budget: [(method label, [(budget, arm), ...]), ...].
+
+    Seed 000's "same flag, different workloads" table changes one flag; arms that also differ in
+    the method as launched (ngram-simple vs ngram-mod), the lookup window, the draft model, their
+    server settings or extra arguments are a different comparison and go into separate groups.
+    Only groups with two budgets or more are returned; within one, budgets ascend, and two arms
+    with the same budget and the same settings (replicates) keep the first by name.
+    """
+    groups: dict = {}
+    for name in sorted(arms):
+        arm = arms[name] or {}
+        spec = arm.get("speculative")
+        if not spec:
+            continue
+        rest = {k: v for k, v in spec.items() if k != "draft_tokens"}
+        key = repr((sorted(rest.items(), key=lambda kv: kv[0]), sorted((arm.get("server") or {}).items()),
+                    list(arm.get("args") or []), sorted((arm.get("env") or {}).items())))
+        label = spec.get("engine_method") or spec["method"]
+        groups.setdefault(key, (label, {}))[1].setdefault(int(spec["draft_tokens"]), name)
+    out = [(label, sorted(by_budget.items())) for label, by_budget in groups.values() if len(by_budget) >= 2]
+    labels = [lab for lab, _ in out]
+    # two groups of one method (another lookup window, say) are told apart by their arms
+    return [(lab if labels.count(lab) == 1 else f"{lab} ({', '.join(a for _, a in arms_)})", arms_)
+            for lab, arms_ in out]
+
+
+def never_drafted(runs) -> list[dict]:
+    """Speculative cells whose valid runs carry draft counters that are all zero: the arm never drafted.
+
+    runs: the tidy runs table (records.tidy). A cell counts only when every valid run reports
+    draft_tokens (an engine that reports none says nothing either way). Returns one dict per
+    (arm, workload): arm, workload, runs, draft_budget.
+    """
+    import pandas as pd
+
+    if runs is None or runs.empty or "draft_budget" not in runs or "draft_tokens" not in runs:
+        return []
+    r = runs[runs["valid"].astype(bool) & runs["draft_budget"].notna()]
+    out = []
+    for (arm, wl), sub in r.groupby(["arm", "workload"], sort=True):
+        d = pd.to_numeric(sub["draft_tokens"], errors="coerce")
+        if len(d) and d.notna().all() and (d == 0).all():
+            out.append({"arm": str(arm), "workload": str(wl), "runs": int(len(d)),
+                        "draft_budget": int(sub["draft_budget"].iloc[0])})
+    return out

@@ -1,0 +1,145 @@
+"""The embedded model is the model the article measured: its hash is pinned in the package, recorded
+beside every block, stated in the article, and training it again from its seed gives the same bits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bracket import config, embedded
+from bracket.article.method import model_hash_sentence
+
+from conftest import ROOT
+
+HEX = set("0123456789abcdef")
+
+
+def default_model() -> str:
+    cfg = config.validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
+                           "arms": {"baseline": {}},
+                           "workloads": {"chat": {"prompts": "experiments/prompts/chat.jsonl"}}})
+    return embedded.model_dir(cfg)
+
+
+def test_pins_are_looked_up_by_the_served_file(tmp_path, monkeypatch):
+    gguf = default_model()
+    name = embedded.model_name(gguf)
+    assert gguf.endswith(".gguf") and name == "tiny-qwen3-s1-l4-h256-v4096-t300"
+    monkeypatch.setitem(embedded.MODEL_SHA256, name, {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                                      "gguf": "3" * 64})
+    assert embedded.pinned(gguf) == "3" * 64
+    assert embedded.pinned(gguf[:-len(".gguf")]) == "1" * 64
+    assert embedded.pinned("resources/models/another.gguf") is None
+    # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder
+    d = tmp_path / name
+    d.mkdir()
+    (d / "build.json").write_text(json.dumps({"sha256": {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                                         "config.json": "4" * 64}}))
+    (tmp_path / f"{name}.gguf").write_bytes(b"x")
+    import hashlib
+    assert embedded.pin_entry(d) == {name: {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
+                                            "gguf": hashlib.sha256(b"x").hexdigest()}}
+    for pins in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file
+        assert all(len(h) == 64 and set(h) <= HEX for h in pins.values()), pins
+
+
+def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, monkeypatch):
+    import hashlib
+
+    f = tmp_path / "tiny-x.gguf"
+    f.write_bytes(b"GGUF weights")
+    digest = hashlib.sha256(b"GGUF weights").hexdigest()
+    assert embedded.model_hash(f) == {"file": "tiny-x.gguf", "sha256": digest, "pinned": None, "matches": None}
+    monkeypatch.setitem(embedded.MODEL_SHA256, "tiny-x", {"gguf": digest, "model.safetensors": "0" * 64})
+    assert embedded.model_hash(f)["matches"] is True
+    f.write_bytes(b"GGUF other weights")
+    h = embedded.model_hash(f)
+    assert h["matches"] is False and h["pinned"] == digest
+    # a folder serves its single safetensors file, compared with that pin
+    d = tmp_path / "tiny-x"
+    d.mkdir()
+    (d / "model.safetensors").write_bytes(b"")
+    assert embedded.model_hash(d) == {"file": "model.safetensors", "sha256": hashlib.sha256(b"").hexdigest(),
+                                      "pinned": "0" * 64, "matches": False}
+    assert embedded.model_hash(tmp_path / "absent") is None
+
+
+def test_the_article_states_the_served_hash_and_the_pin():
+    ok = {"file": "m.gguf", "sha256": "a" * 64, "pinned": "a" * 64, "matches": True}
+    text, style = model_hash_sentence({0: {"model_sha256": ok}, 1: {"model_sha256": ok}})
+    assert "sha256 " + "a" * 64 + ", every block" in text and "pins for the model" in text and style == ""
+    other = {**ok, "sha256": "b" * 64, "matches": False}
+    text, style = model_hash_sentence({0: {"model_sha256": other}})
+    assert style == "warn" and "other weights" in text and "refuses to compare" in text
+    text, style = model_hash_sentence({0: {"model_sha256": ok}, 1: {"model_sha256": other}})
+    assert style == "warn" and "different weights" in text
+    assert model_hash_sentence({0: {"model_fingerprint": {}}}) is None
+
+
+def _trainer() -> Path:
+    py = Path(os.environ.get("BRACKET_TEST_TRAINER", ROOT / embedded.TRAINER_VENV)) / "bin" / "python"
+    if not py.exists():
+        bin_dir = Path(sys.executable).parent
+        proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "1", f"{embedded.TRAINER_VENV}/.installed"],
+                              cwd=ROOT, env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
+                              capture_output=True, text=True, timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        py = ROOT / embedded.TRAINER_VENV / "bin" / "python"
+    return py
+
+
+@pytest.mark.engine
+def test_training_twice_from_one_seed_gives_the_same_bits(tmp_path):
+    """A small shape (so it runs in a minute) trained twice in the trainer's environment, no vLLM:
+    every file build_model.py writes has the same sha256."""
+    py = _trainer()
+    builder = Path(embedded.__file__).parent / "build_model.py"
+    infos = []
+    for i in (1, 2):
+        out = tmp_path / str(i) / "tiny"
+        proc = subprocess.run([str(py), str(builder), "--out", str(out), "--seed", "3", "--layers", "1",
+                               "--hidden", "64", "--vocab", "600", "--steps", "4"],
+                              capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        infos.append(json.loads((out / "build.json").read_text()))
+    a, b = (x["sha256"] for x in infos)
+    assert {"model.safetensors", "tokenizer.json", "config.json"} <= set(a)
+    assert a == b
+    # and the GGUF llama.cpp serves, by the converter of the workflow's llama.cpp source, where it is built
+    record = ROOT / embedded.LLAMACPP_BUILD
+    if record.exists():
+        src = json.loads(record.read_text())["source_dir"]
+        ggufs = []
+        for i in (1, 2):
+            out = tmp_path / str(i) / "tiny.gguf"
+            proc = subprocess.run([str(py), str(Path(embedded.__file__).parent / "to_gguf.py"), src,
+                                   str(tmp_path / str(i) / "tiny"), str(out)], capture_output=True, text=True,
+                                  timeout=600)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+            ggufs.append(embedded.file_sha256(out))
+        assert ggufs[0] == ggufs[1]
+    assert infos[0]["env"]["ATEN_CPU_CAPABILITY"] == "avx2" and infos[0]["threads"] == 2
+    assert "vllm" not in str(py)
+
+
+@pytest.mark.engine
+def test_the_workflow_built_model_has_the_pinned_hash(embedded_engine):
+    """The model the workflow trained on this machine is the one the package pins (and the committed
+    article measured); when it is not, build.json names what differs (Python, torch, CPU path)."""
+    _, model = embedded_engine
+    info = json.loads((model / "build.json").read_text())
+    assert model.name in embedded.MODEL_SHA256, (
+        f"no hash pinned for {model.name}: add `python -m bracket.embedded {model}`'s entry to MODEL_SHA256")
+    pins = embedded.MODEL_SHA256[model.name]
+    got = info.get("sha256") or {}
+    assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == \
+        {k: pins[k] for k in ("model.safetensors", "tokenizer.json")}, (
+        f"trained with Python {info.get('python')}, torch {info.get('torch')}, CPU path {info.get('cpu_capability')}")
+    gguf = model.with_name(model.name + ".gguf")
+    if gguf.exists():
+        assert embedded.model_hash(gguf)["matches"] is True
