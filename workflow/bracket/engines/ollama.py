@@ -17,6 +17,7 @@ from __future__ import annotations
 import httpx
 
 from bracket.engines.base import Engine, Measured, SpecFields, as_int, get_json, neutral_sampling
+from bracket.engines.base import state_record
 from bracket.client import Counts, timed_stream
 from bracket.server import ServerError
 
@@ -67,6 +68,10 @@ class Ollama(Engine):
                 env["OLLAMA_FLASH_ATTENTION"] = "1"  # a quantized KV cache needs flash attention
         env.update(super().launch_env(cfg, arm))
         return env
+
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """Ollama's prompt cache has no switch: each block's server is fresh, and within it the cache stays on."""
+        return state_record("on", ["Ollama has no switch; a fresh server per block (attach: the model reloaded)"])
 
     def request_model(self, cfg: dict, http=None, base=None) -> str:
         return cfg["engine"].get("served_model") or cfg["engine"]["model"]
