@@ -113,3 +113,11 @@ def test_a_table_without_ttft_has_no_phases():
     out = analyze(runs, cfg)
     assert out["phases"] is None and not [f for f in out["findings"] if f["kind"] == "server state"]
     assert math.isfinite(out["cells"][0]["median"])
+
+
+def test_one_block_per_arm_leaves_the_question_open():
+    """The block is the unit: with one block per arm the TTFT ratio has no CI that counts, so no verdict."""
+    runs = _runs({k: ARMS[k] for k in "ab"})
+    runs = runs[runs["round"] == 1]
+    b = {r.arm: r for r in phases(runs, "a", n_resamples=200)}["b"]
+    assert b.ttft_ratio == pytest.approx(20.0) and b.ttft_ratio_ci_low is None and b.in_ttft is None

@@ -20,7 +20,8 @@ did, by more than a stated margin, and the TTFT ratio is measured (its CI exclud
 
 Logs make the rule symmetric: swapping arm and reference inverts both ratios and leaves the
 verdict unchanged. Where either ratio or the TTFT CI is missing (one arm has no valid TTFT or tg,
-a single block without a request-level CI) the answer is None, not False.
+or one block per arm, whose CI would rest on requests alone while the block is the unit) the
+answer is None, not False.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def _ratio(frame: pd.DataFrame, reference: str, arm: str, workload: str, **kw) -
         c = compare_arms(frame, reference, arm, workload, reference=reference, **kw)
     except ValueError:  # an arm without valid values of this metric on this workload
         return None, None, None
+    if "requests only" in c.ci_method:  # one block per arm: servers' differences unmeasured, no CI to lean on
+        return c.ratio, None, None
     return c.ratio, c.ci_low, c.ci_high
 
 
