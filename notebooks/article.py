@@ -72,6 +72,9 @@ show(article.section_ceiling(d))
 show(article.section_results(d, article.figure_distributions(d)))
 
 # %%
+show(article.section_phases(d))
+
+# %%
 show(article.section_looks(d))
 
 # %%

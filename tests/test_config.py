@@ -87,3 +87,22 @@ def test_without_defaults_keeps_only_what_the_experiment_states():
     arm_b = config.without_defaults(cfg["arms"]["b"], config.schema_of("arms", "*"))
     assert arm_b == {"speculative": {"method": "ngram", "draft_tokens": 3}}
     assert config.without_defaults(cfg["arms"]["a"], config.schema_of("arms", "*")) == {}
+
+
+def test_server_state_is_named_per_engine_and_fresh_by_default():
+    """prefix_caching: left out means bracket's fresh-cache setting on every engine with a switch."""
+    node = config.schema_of("arms", "*", "server", "prefix_caching")
+    assert node["default"] is None
+    for flag in ("--no-enable-prefix-caching", "--disable-radix-cache", "--no-cache-prompt --cache-ram 0",
+                 "cache_prompt false", "Ollama has no switch"):
+        assert flag in node["description"], flag
+    cfg = config.validate({"arms": {"a": {}, "cached": {"server": {"prefix_caching": True}}}})
+    assert "server" not in cfg["arms"]["a"]  # nothing filled: an existing arm's block parameters do not change
+    assert config.without_defaults(cfg["arms"]["a"], config.schema_of("arms", "*")) == {}
+    margin = config.schema_of("analysis", "phase_margin")
+    assert margin["default"] == 0.1 and "|ln(TTFT ratio)|" in margin["description"]
+    with pytest.raises(ExperimentError, match="phase_margin = -0.1 is out of range"):
+        config.validate({"arms": {"a": {}}, "analysis": {"phase_margin": -0.1}})
+    with pytest.raises(ExperimentError, match="prefix_caching has no ollama switch"):
+        config.validate({"engine": {"kind": "ollama", "embedded": False, "model": "m"},
+                         "arms": {"a": {"server": {"prefix_caching": False}}}})

@@ -341,14 +341,68 @@ def test_vllm_gpu_argv_carries_server_settings_and_speculative_config():
         "method": "dflash", "num_speculative_tokens": 16, "model": "z-lab/Q3-8B-DFlash"}
 
 
-def test_vllm_embedded_argv_is_unchanged_for_the_shipped_experiment():
+def test_vllm_embedded_argv_for_the_shipped_experiment():
     cfg = config.load(ROOT / "experiments" / "smoke.yaml")
     argv = engines.get("vllm").launch_argv(cfg, cfg["arms"]["ngram_4"], "resources/models/m", "py")
     assert argv == ["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "resources/models/m",
                     "--served-model-name", "bracket-model", "--host", "127.0.0.1", "--port", "8012", "--seed", "1234",
                     "--generation-config", "vllm", "--enable-prompt-tokens-details", "--dtype", "bfloat16",
-                    "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "8", "--speculative-config",
+                    "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "8", "--no-enable-prefix-caching",
+                    "--speculative-config",
                     '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":5}']
+
+
+# The prefix cache is server state: off unless an arm measures prefix caching (schema, prefix_caching).
+STATE_FLAGS = {"vllm": {None: ["--no-enable-prefix-caching"], False: ["--no-enable-prefix-caching"],
+                        True: ["--enable-prefix-caching"]},
+               "sglang": {None: ["--disable-radix-cache"], False: ["--disable-radix-cache"], True: []},
+               "llamacpp": {None: ["--no-cache-prompt", "--cache-ram", "0"],
+                            False: ["--no-cache-prompt", "--cache-ram", "0"], True: []}}
+ALL_STATE_FLAGS = {"--no-enable-prefix-caching", "--enable-prefix-caching", "--disable-radix-cache",
+                   "--no-cache-prompt", "--cache-prompt", "--cache-ram", "0"}
+
+
+@pytest.mark.parametrize("kind", sorted(STATE_FLAGS))
+@pytest.mark.parametrize("setting", [None, False, True], ids=["left-out", "false", "true"])
+def test_the_prefix_cache_is_off_by_default_and_on_only_when_an_arm_asks(kind, setting):
+    arm = {} if setting is None else {"server": {"prefix_caching": setting}}
+    argv = argv_of(kind, arm)
+    assert [a for a in argv if a in ALL_STATE_FLAGS] == STATE_FLAGS[kind][setting]
+    state = engines.get(kind).server_state(argv, {}, arm)
+    assert state["prefix_cache"] == ("on" if setting else "off")
+    if kind == "llamacpp":  # the request's field follows the arm, whatever the server's default
+        body = engines.get(kind).request_body("m", "p", cfg_for(kind, {"a": arm})["request"], 1, arm)
+        assert body["cache_prompt"] is bool(setting)
+
+
+def test_server_state_reads_the_argv_as_launched_the_last_flag_winning():
+    llama = engines.get("llamacpp")
+    argv = argv_of("llamacpp", {"args": ["--cache-ram", "2048"]})  # an arm's own args come last and win
+    assert llama.server_state(argv, {}, {})["prefix_cache"] == "partly"
+    assert llama.server_state(argv, {}, {})["how"] == ["cache_prompt false in each request", "--cache-ram 2048"]
+    # llama.cpp before bracket turned it off: slot reuse off per request, the RAM cache on at its default.
+    plain = ["llama-server", "-m", "m"]
+    assert llama.server_state(plain, {}, {}) == {"prefix_cache": "partly", "graphs": None, "how": [
+        "cache_prompt false in each request", "--cache-ram not set (8192 MiB)"]}
+    assert llama.server_state(plain, {"LLAMA_ARG_CACHE_RAM": "0"}, {})["prefix_cache"] == "off"
+    assert llama.server_state(plain + ["-cram=0"], {}, {})["how"][1] == "-cram 0"
+    assert llama.server_state(None, {}, {})["prefix_cache"] == "unknown"  # attach: started by hand
+    vllm = engines.get("vllm")
+    assert vllm.server_state(["python3", "--enforce-eager"], {}, {}) == {
+        "prefix_cache": "on", "how": ["no prefix-caching flag (vLLM's default: on)"], "graphs": "off (--enforce-eager)"}
+    assert vllm.server_state(argv_of("vllm", {"args": ["--enable-prefix-caching"]}), {}, {})["prefix_cache"] == "on"
+    sglang = engines.get("sglang").server_state(argv_of("sglang", {}), {}, {})
+    assert sglang == {"prefix_cache": "off", "how": ["--disable-radix-cache"], "graphs": "captured at start-up"}
+    assert engines.get("ollama").server_state(["ollama", "serve"], {}, {})["prefix_cache"] == "on"
+    assert engines.get("openai").server_state(None, {}, {})["prefix_cache"] == "unknown"
+
+
+def test_last_flag_takes_values_in_both_spellings_and_negative_numbers():
+    from bracket.engines.base import last_flag
+    assert last_flag(["--cache-ram", "0", "--cache-ram=-1"], ("--cache-ram",)) == ("--cache-ram", "-1")
+    assert last_flag(["-cram", "-1"], ("--cache-ram", "-cram")) == ("-cram", "-1")
+    assert last_flag(["--enforce-eager", "--port", "1"], ("--enforce-eager",)) == ("--enforce-eager", None)
+    assert last_flag(["--port", "1"], ("--cache-ram",)) is None
 
 
 def test_llamacpp_argv_uses_the_renamed_spec_flags():

@@ -12,6 +12,7 @@ forced, so a machine without a GPU runs every test and a machine with one runs t
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -194,3 +195,40 @@ def test_brackets_body_yields_the_tokens_a_plain_client_gets(llama_server, which
                 assert our_text == plain_text
             else:
                 assert plain_finish == "stop" and our_text.startswith(plain_text)
+
+
+def _two_requests(cfg, arm_name, model, tmp_path):
+    """A request following another on one fresh server (bracket's own requests), and the server's log."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    adapter, arm, argv, server = _serve(cfg, arm_name, model, tmp_path)
+    base = launch.base_url(cfg)
+    with server, httpx.Client(timeout=30) as http:
+        server.wait_ready(60)
+        for i, prompt in enumerate(PROMPTS[:2]):
+            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm)
+            assert (m.measurement.error, m.measurement.cached_tokens) == (None, 0)
+    return argv, adapter.server_state(argv, {}, arm), (tmp_path / "server.log").read_text(errors="replace")
+
+
+def test_bracket_launches_llama_server_with_no_prompt_cache_saved_between_requests(llama_server, tiny_gguf, tmp_path):
+    """Before each new task llama-server saves the previous prompt's state into its RAM prompt cache
+    (--cache-ram, on by default; cache_prompt false in the request does not stop it): on an H200 that
+    save was 0.36-0.45 s of TTFT. bracket's default launch turns it off. The server's trace log
+    (-lv 4) says what it did; the same requests on a server started with the RAM cache on show the
+    save, so the check can fail."""
+    cfg = _cfg(llama_server, {"plain": {}, "ram_cache": {"args": ["--cache-ram", "8192"]}})
+    cfg["engine"]["args"] += ["-lv", "4"]  # the prompt cache's lines are trace level
+    cfg["engine"]["port"] = _free_port()  # others' servers may hold the module's fixed port
+    argv, state, log = _two_requests(cfg, "plain", tiny_gguf, tmp_path / "plain")
+    assert argv[argv.index("--cache-ram") + 1] == "0" and "--no-cache-prompt" in argv
+    assert state["prefix_cache"] == "off"
+    assert "prompt cache is disabled" in log
+    assert "updating prompt cache" not in log and "saving prompt with length" not in log
+    # Control: the llama.cpp default (an arm's own --cache-ram comes last and wins), same requests.
+    argv, state, log = _two_requests(cfg, "ram_cache", tiny_gguf, tmp_path / "ram_cache")
+    assert state == {"prefix_cache": "partly", "graphs": None,
+                     "how": ["cache_prompt false in each request", "--cache-ram 8192"]}
+    assert "prompt cache is enabled, size limit: 8192 MiB" in log
+    assert "updating prompt cache" in log and "saving prompt with length" in log
+    took = re.findall(r"prompt cache update took ([0-9.]+) ms", log)
+    print(f"llama-server's prompt cache updates with the RAM cache on: {', '.join(took)} ms")  # -s shows it

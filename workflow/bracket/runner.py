@@ -140,6 +140,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         "pinning": p.pinning.record() if p.pinning else None,
         "engine_layout": p.worker.record() if p.worker else None,
         "priority": p.priority,
+        "server_state": p.adapter.server_state(p.argv, p.env, arm),  # caches kept between requests, as launched
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
         "log": str(log_path), "status": "started",
         "neutrality": neutrality.when_off(cfg, stand_in=argv is not None) or "on",

@@ -15,7 +15,8 @@ The package, by theme (each module one idea; this file only gathers their names)
 
 - text: escaping and number formats; elements: the element model; inputs: `Data`, read once.
 - headline, results, looks (an adaptive design's stopping rule and looks), speculative, drift,
-  hypotheses, ceiling, advice, caveats, method, raw, controls: one module per group of sections,
+  hypotheses, ceiling, advice, caveats, method, raw, controls, phases (TTFT apart from decode, server
+  state): one module per group of sections,
   each `section_*` returning a `Section`.
 - figures: the figures the sections embed.
 
@@ -40,3 +41,4 @@ from bracket.article.raw import *  # noqa: F401,F403
 from bracket.article.figures import *  # noqa: F401,F403
 from bracket.article.controls import *  # noqa: F401,F403
 from bracket.article.looks import *  # noqa: F401,F403
+from bracket.article.phases import *  # noqa: F401,F403

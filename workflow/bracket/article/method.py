@@ -12,6 +12,7 @@ from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.neutrality import section_items as neutrality_items
+from bracket.article.phases import arm_state, states_differ
 from bracket.article.text import _missing, _n, pct, spec_words
 
 
@@ -215,8 +216,13 @@ def section_method(d: Data) -> Section:
         a = cfg.get("arms", {}).get(arm) or {}
         sp = a.get("speculative")
         arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": spec_words(sp, eng.get("kind")),
-                         "extra args": shlex.join(a.get("args") or []), "flags as launched": arm_flags(d, arm)})
-    s.add(Table(pd.DataFrame(arm_rows), "Arms", "arms.csv"))
+                         "extra args": shlex.join(a.get("args") or []), "flags as launched": arm_flags(d, arm),
+                         "server state": arm_state(d, arm)})
+    s.add(Table(pd.DataFrame(arm_rows), "Arms, and the state each one's server kept between requests (as launched)",
+                "arms.csv"))
+    if states_differ(d):
+        s.add(Para("The arms ran with different server state (the arms table's last column): their TTFT, and with it "
+                   "the decode rate, differ for that reason as well as for the arm's own.", "warn"))
     first = {}
     for pos in sorted(d.metas):
         first.setdefault(d.metas[pos].get("arm"), d.metas[pos])

@@ -260,6 +260,16 @@ class Engine:
         return spec
 
     # ---- cache and provenance -------------------------------------------------------------------------
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """The state this server keeps between requests, as launched (`argv` and `env` are the block's own).
+
+        Read from what ran, not from the experiment, so a flag in arms.X.args that overrides
+        bracket's default is reported as it took effect. Keys: prefix_cache ("off", "on" or
+        "unknown"), how (the flags, variables and request fields that set it), graphs (CUDA graphs:
+        "off" or "captured at start-up", None where the engine has no such switch or we cannot tell).
+        """
+        return state_record("unknown", ["not known for this engine"])
+
     def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
         """Empty the prefix cache; return what happened, in words, for the block's provenance."""
         return "no cache flush is known for this engine"
@@ -338,3 +348,34 @@ def neutral_sampling(request: dict, top_k_all: int | None = None) -> dict:
     if top_k_all is not None:
         out["top_k"] = top_k_all
     return out
+
+
+def state_record(prefix_cache: str, how: list[str], graphs: str | None = None) -> dict:
+    """One server's state between requests, as `Engine.server_state` reports it (and the block's meta keeps it)."""
+    return {"prefix_cache": prefix_cache, "how": list(how), "graphs": graphs}
+
+
+def last_flag(argv: list[str], names: tuple[str, ...]) -> tuple[str, str | None] | None:
+    """The last of `names` on `argv` with its value ("--x v" or "--x=v"), or None when none is there.
+
+    Engines parse their arguments in order, so the last occurrence is the one that took effect.
+    The value is None for a switch that is last on the line or followed by another flag.
+    """
+    found = None
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in names:
+            if eq:
+                found = (flag, value)
+            else:
+                nxt = argv[i + 1] if i + 1 < len(argv) else None
+                found = (flag, nxt if nxt is not None and not (nxt.startswith("-") and not _number(nxt)) else None)
+    return found
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -18,6 +18,7 @@ import httpx
 
 from bracket.engines.base import (Engine, Measured, ServerTiming, SpecFields, as_int, get_json, greedy,
                                   neutral_sampling)
+from bracket.engines.base import state_record
 from bracket.client import Counts, Measurement, timed_stream
 from bracket.server import ServerError
 
@@ -69,6 +70,10 @@ class Ollama(Engine):
                 env["OLLAMA_FLASH_ATTENTION"] = "1"  # a quantized KV cache needs flash attention
         env.update(super().launch_env(cfg, arm))
         return env
+
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """Ollama's prompt cache has no switch: each block's server is fresh, and within it the cache stays on."""
+        return state_record("on", ["Ollama has no switch; a fresh server per block (attach: the model reloaded)"])
 
     def request_model(self, cfg: dict, http=None, base=None) -> str:
         return cfg["engine"].get("served_model") or cfg["engine"]["model"]

@@ -15,6 +15,7 @@ from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
 from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy,
                                   neutral_sampling)
+from bracket.engines.base import state_record
 
 
 class OpenAI(Engine):
@@ -38,6 +39,11 @@ class OpenAI(Engine):
             except httpx.HTTPError:
                 return False
         return False
+
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """An attached server keeps the state it was started with: bracket can only flush its cache per block."""
+        return state_record("unknown", ["as the server was started by hand; its prefix cache flushed before each "
+                                        "block where the engine allows it"])
 
     def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
         if cfg["engine"].get("served_model"):

@@ -22,6 +22,7 @@ import httpx
 
 from bracket.engines.base import (SERVED_NAME, Engine, Measured, SpecFields, as_int, get_json,
                                   greedy, neutral_sampling)
+from bracket.engines.base import state_record
 from bracket.client import Counts, Measurement, stream_completion, timed_stream
 
 METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
@@ -66,8 +67,8 @@ def server_flags(server: dict) -> list[str]:
         out += ["--context-length", str(s["context_length"])]
     if s.get("kv_cache_dtype") is not None:
         out += ["--kv-cache-dtype", s["kv_cache_dtype"]]
-    if s.get("prefix_caching") is False:
-        out += ["--disable-radix-cache"]  # on by default
+    if s.get("prefix_caching") is not True:
+        out += ["--disable-radix-cache"]  # on by default; off unless an arm measures prefix caching
     cp = s.get("chunked_prefill")
     if cp is False:
         out += ["--chunked-prefill-size", "-1"]
@@ -149,6 +150,15 @@ class SGLang(Engine):
         if arm.get("speculative"):
             argv += spec_flags(arm["speculative"])
         return argv + list(eng["args"]) + list(arm.get("args", []))
+
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """The radix (prefix) cache (--disable-radix-cache; on by default) and CUDA graphs (--disable-cuda-graph)."""
+        if argv is None:
+            return state_record("unknown", ["the server was started by hand (attach)"])
+        off = "--disable-radix-cache" in argv
+        how = ["--disable-radix-cache"] if off else ["no --disable-radix-cache (SGLang's default: on)"]
+        graphs = "off (--disable-cuda-graph)" if "--disable-cuda-graph" in argv else "captured at start-up"
+        return state_record("off" if off else "on", how, graphs)
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         # Greedy: SamplingParams turns temperature 0 into top_k 1 itself (the argmax path), so no top_k,

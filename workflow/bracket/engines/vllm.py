@@ -17,6 +17,7 @@ import httpx
 
 from bracket.engines.base import (Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy, neutral_sampling,
                                   prometheus_sums)
+from bracket.engines.base import last_flag, state_record
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -75,8 +76,8 @@ def server_flags(server: dict) -> list[str]:
         out += ["--max-model-len", str(s["context_length"])]
     if s.get("kv_cache_dtype") is not None:
         out += ["--kv-cache-dtype", s["kv_cache_dtype"]]
-    if s.get("prefix_caching") is not None:
-        out += ["--enable-prefix-caching" if s["prefix_caching"] else "--no-enable-prefix-caching"]
+    # Off unless an arm measures prefix caching: every request pays a fresh prefill (schema, prefix_caching).
+    out += ["--enable-prefix-caching" if s.get("prefix_caching") is True else "--no-enable-prefix-caching"]
     cp = s.get("chunked_prefill")
     if cp is not None:
         if cp is False:
@@ -155,6 +156,15 @@ class VLLM(Engine):
 
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         return decode_from_metrics(before, after)
+
+    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+        """The prefix cache (--[no-]enable-prefix-caching, on by default in V1) and CUDA graphs (--enforce-eager)."""
+        if argv is None:
+            return state_record("unknown", ["the server was started by hand (attach)"])
+        flag = last_flag(argv, ("--enable-prefix-caching", "--no-enable-prefix-caching"))
+        how = [flag[0]] if flag else ["no prefix-caching flag (vLLM's default: on)"]
+        graphs = "off (--enforce-eager)" if "--enforce-eager" in argv else "captured at start-up"
+        return state_record("off" if flag and flag[0].startswith("--no-") else "on", how, graphs)
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         s = prometheus_sums(metrics_text, {DRAFTS, DRAFT_TOKENS, ACCEPTED})

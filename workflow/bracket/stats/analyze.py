@@ -14,6 +14,7 @@ from bracket.ceiling import measured
 from bracket.records import guards
 from bracket.stats import sequential as seq
 from bracket.stats import neutrality as neutral
+from bracket.stats import phases as ph
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
@@ -171,6 +172,14 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         The measurement against ceiling.json (`ceiling`, when given): efficiency of each arm
         without speculation, the reference's median and seed 000's precision hypotheses
         evaluated at it (bracket.ceiling.measured).
+    phases
+        TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
+        one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
+        decode_tok_s, each the cell's median with ci_low/ci_high (ttft_ci_low, tg_ci_low, ...),
+        ttft_share (median TTFT / wall time), and for the non-reference arms each one's block-level
+        ratio to the reference with its CI (ttft_ratio, tg_ratio, decode_ratio, ..._ci_low/high) and
+        in_ttft (True: the difference lives in TTFT, a "server state" finding names it; None:
+        not decidable). Null for a table without ttft_s.
     guards
         Seed 000's raw-data checks as facts (bracket.records.guards).
     neutrality
@@ -202,7 +211,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                  "counts": _counts(runs, frame)}
     warnings: list[Finding] = []
     if valid.empty:
-        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None,
+        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None,
                    k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
         none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
         out["findings"], out["warnings"] = [none.record()], [none.text()]
@@ -279,6 +288,9 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                             "rounds_needed_for": c["rounds_needed_for"]}
                            for c in out["comparisons"] if c["verdict"] == "undetermined"]
 
+    out["phases"], phase_findings = _phases(runs, reference, seed=seed, confidence=conf, n_resamples=R,
+                                            margin=float(a.get("phase_margin", D.PHASE_MARGIN)))
+    warnings += phase_findings
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
     never = spec.never_drafted(runs)
     silent = {(c["arm"], c["workload"]) for c in never}
@@ -331,6 +343,15 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                                            f"statistics" + (f": {hint}." if hint else ".")))
     out["findings"], out["warnings"] = [f.record() for f in warnings], texts(warnings)
     return jsonable(out)
+
+
+def _phases(runs, reference, *, seed, confidence, n_resamples, margin):
+    """TTFT apart from decode for every arm (bracket.stats.phases), and the arms whose difference lives in TTFT."""
+    if "ttft_s" not in runs.columns:  # a table from elsewhere (a CSV of arm/value) has no phases
+        return None, []
+    rows = ph.phases(runs, reference, seed=seed, confidence=confidence, n_resamples=n_resamples, margin=margin)
+    return {"margin": margin, "rule": "|ln(TTFT ratio)| > |ln(tg ratio)| + ln(1 + margin), TTFT ratio CI excludes 1",
+            "rows": rows}, ph.findings(rows, reference, margin)
 
 
 def _speculative(cfg, valid, medians, reference):

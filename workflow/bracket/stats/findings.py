@@ -15,11 +15,13 @@ from dataclasses import asdict, dataclass
 class Finding:
     kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine,
                                # instrument (bracket.stats.neutrality: what bracket's request costs the engine)
+                               # server state (bracket.stats.phases: an arm's difference lives in TTFT)
     message: str
     arm: str | None = None
     vs: str | None = None      # the arm or host it was compared with
     workload: str | None = None
     host: str | None = None
+    values: dict | None = None  # the numbers the message states, for whoever writes its own sentence (kept out of `where`)
 
     def where(self) -> str | None:
         """"arm / workload", "arm vs reference / workload", "host vs host / arm / workload", or None."""
@@ -34,7 +36,10 @@ class Finding:
         return f"{w}: {self.message}" if w else self.message
 
     def record(self) -> dict:
-        return asdict(self)
+        rec = asdict(self)
+        if rec["values"] is None:
+            del rec["values"]  # records without numbers keep the shape older stats.json files have
+        return rec
 
 
 def texts(findings: list[Finding]) -> list[str]:
