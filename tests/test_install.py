@@ -124,7 +124,7 @@ def test_the_readmes_design_notebook_command_runs_in_a_written_workflow(installe
     cmd = readme_command("papermill notebooks/design.ipynb").replace("NAME", "probe")
     assert cmd.startswith("papermill notebooks/design.ipynb /tmp/design.ipynb -p runs_csv results/probe/runs.csv")
     # as the README says, plus fewer simulated experiments (a later -p wins) and an output of the test's own
-    cmd = cmd.replace("/tmp/design.ipynb", "design-out.ipynb") + " -p reps 10 -p rounds_options '[2]' -p runs_options '[3]'"
+    cmd = cmd.replace("/tmp/design.ipynb", "design-out.ipynb") + " -p reps 10 -y '{rounds_options: [2], runs_options: [3]}'"
     proc = shell(venv, cmd, cwd=wf)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     designed = (wf / "experiments" / "probe_designed.yaml").read_text()
@@ -137,9 +137,10 @@ def test_the_readmes_article_command_runs_on_the_installed_fixture(installed, wo
     venv, _ = installed
     wf = workflow_copy
     cmd = readme_command("papermill --cwd notebooks notebooks/article.ipynb")
-    proc = shell(venv, cmd, cwd=wf)
+    assert cmd == "papermill --cwd notebooks notebooks/article.ipynb /tmp/article.ipynb"
+    proc = shell(venv, cmd.replace("/tmp/article.ipynb", "article-out.ipynb"), cwd=wf)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert (wf / "report" / "fixture.ipynb").is_file()
+    assert (wf / "article-out.ipynb").is_file()
     assert any((wf / "report" / "fixture").rglob("*.csv")), "the article wrote no tables into report/fixture/"
 
 
