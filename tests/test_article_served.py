@@ -116,6 +116,8 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     head = article.section_headline(d)._repr_markdown_()
     assert "this is an A/A test, a drift test" in head and "Read the verdict before the ratio" not in head
     assert head.count("the same settings:") == len(stats["comparisons"])
+    # one block per arm: no interval, so it says what would give one, never "n/a"
+    assert "95% CI undetermined (run " in head and "n/a" not in head
     rec = article.section_recommendations(d)._repr_markdown_()
     assert "Keep" not in rec and rec.split("\n\n")[1].startswith("None: every arm ran the settings of baseline")
 
@@ -133,6 +135,7 @@ def test_an_interval_too_wide_to_read_is_printed_as_undetermined_with_the_rounds
     assert article.interval(0.0, 3.0, 2) == "undetermined"
     assert article.interval(float("nan"), 3.0, 2) == "undetermined"
     assert article.interval(None, None, 2) == "n/a"
+    assert article.interval(None, None, 2, "run 3 rounds") == "undetermined (run 3 rounds)"  # one block per arm
     assert article.rounds_needed({"verdict": "undetermined", "rounds_needed": 7}) == "run 7 rounds"
     assert article.rounds_needed({"verdict": "undetermined", "rounds_needed": None}) == "more than 200 rounds"
     assert article.rounds_needed({"verdict": "faster", "rounds_needed": 7}) == ""

@@ -161,53 +161,52 @@ def planned(proc) -> dict:
 
 
 @pytest.mark.engine
-def test_a_reinstall_measures_nothing_again(installed, embedded_engine):
-    """A finished experiment in a written workflow, then `pip install .` again (which rewrites every file
-    of the package with a new timestamp) and `bracket workflow --overwrite`: a dry run plans nothing.
-    Then the model builder's content changes: the model and the block are planned again."""
+def test_a_reinstall_measures_nothing_again(installed, engine_venv):
+    """A finished experiment in a written workflow (its model built by the workflow's own rule), then
+    `pip install .` again, which rewrites every file of the package with a new timestamp, and `bracket
+    workflow --overwrite`: a dry run plans nothing. Then the model builder's content changes: the model and
+    the block it served are planned again."""
     import socket
 
     venv, tmp = installed
-    engine, model = embedded_engine
     wf = tmp / "wf-run"
     assert run(venv, "bracket", "workflow", str(wf), cwd=tmp).returncode == 0
     (wf / "resources" / "engines").mkdir(parents=True)
-    (wf / "resources" / "engines" / engine.name).symlink_to(engine)
-    shutil.copytree(model, wf / "resources" / "models" / model.name)  # keeps the build's timestamps
+    (wf / "resources" / "engines" / engine_venv.name).symlink_to(engine_venv)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # the smallest run: an untrained model (train_steps 0, about 20 s to build), one block of two requests
     (wf / "experiments" / "once.yaml").write_text(
-        f"engine: {{kind: vllm, embedded: true, port: {port}}}\n"
+        f"engine: {{kind: vllm, embedded: true, port: {port}, embedded_model: {{train_steps: 0}}}}\n"
         "arms: {baseline: {}}\nreference: baseline\n"
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}\n"
         "request: {max_tokens: 16}\nanalysis: {bootstrap_resamples: 200}\n"
         "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n")
-    builder = next((venv / "lib").glob("python3*/site-packages/bracket/embedded/build_model.py"))
-    # The installed builder is newer than the model it would build: an input, it would retrain the model.
-    assert builder.stat().st_mtime > (wf / "resources" / "models" / model.name / "build.json").stat().st_mtime
     plan = run(venv, "snakemake", "-n", "once", cwd=wf)
-    assert plan.returncode == 0 and planned(plan).get("block") == 1, plan.stdout[-3000:] + plan.stderr[-3000:]
-    assert "embedded_model" not in planned(plan) and "engine_venv" not in planned(plan), plan.stdout[-3000:]
+    assert plan.returncode == 0 and planned(plan).get("embedded_model") == 1 and planned(plan).get("block") == 1, \
+        plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert "engine_venv" not in planned(plan)
     proc = run(venv, "snakemake", "--cores", "1", "once", cwd=wf)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     block = wf / "results" / "once" / "raw" / "block-0.jsonl"
     measured = block.read_bytes()
+    model = next((wf / "resources" / "models").glob("tiny-qwen3-*-t0/build.json"))
 
-    before = builder.stat().st_mtime_ns
+    builder = next((venv / "lib").glob("python3*/site-packages/bracket/embedded/build_model.py"))
     proc = run(venv, "pip", "install", "-q", "--force-reinstall", "--no-deps", str(tmp / "src"), cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert builder.stat().st_mtime_ns > before  # the reinstall did renew the timestamps
+    # The reinstall renewed the builder's timestamp past the model's: as an input, it would retrain the model.
+    assert builder.stat().st_mtime > model.stat().st_mtime
     proc = run(venv, "bracket", "workflow", str(wf), "--overwrite", "--json", cwd=tmp)
     assert proc.returncode == 0 and json.loads(proc.stdout)["written"] == 0, proc.stdout + proc.stderr
     plan = run(venv, "snakemake", "-n", "once", cwd=wf)
     assert plan.returncode == 0 and planned(plan) == {}, plan.stdout[-3000:] + plan.stderr[-3000:]
     assert block.read_bytes() == measured
 
-    # A builder whose content changed is another model: it and every block it served are planned again.
+    # A builder whose content changed makes another model: it and every block it served are planned again.
     builder.write_text(builder.read_text() + "\n# changed\n")
     plan = run(venv, "snakemake", "-n", "once", cwd=wf)
-    assert plan.returncode == 0, plan.stderr[-3000:]
     jobs = planned(plan)
-    assert jobs.get("embedded_model") == 1 and jobs.get("block") == 1, plan.stdout[-3000:]
+    assert plan.returncode == 0 and jobs.get("embedded_model") == 1 and jobs.get("block") == 1, plan.stdout[-3000:]

@@ -167,7 +167,9 @@ def section_headline(d: Data) -> Section:
                    "a drift test. Its comparisons say how far one configuration moves from block to block and how "
                    "large a difference this setup can resolve (the width of each interval); they recommend no "
                    "setting. A 'faster' or 'slower' here is drift or an unsteady setup, not an effect."))
-        comps = [c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]]
+        comps = sorted((c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]),
+                       key=lambda c: (d.workloads.index(c["workload"]) if c["workload"] in d.workloads else 99,
+                                      d.arms.index(c["candidate"]) if c["candidate"] in d.arms else 99))
         if comps:
             s.add(Bullets(tuple(aa_sentence(c, d) for c in comps)))
         return s

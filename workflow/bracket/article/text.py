@@ -75,7 +75,7 @@ def interval(lo, hi, digits: int = 2, needed: str = "") -> str:
     where the analysis says (`needed`, e.g. "run 7 rounds", from a comparison's rounds_needed)."""
     if determined(lo, hi):
         return span(lo, hi, digits)
-    if _missing(lo) and _missing(hi):
+    if _missing(lo) and _missing(hi) and not needed:
         return "n/a"
     return "undetermined" + (f" ({needed})" if needed else "")
 
