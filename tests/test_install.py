@@ -178,7 +178,8 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv):
         port = s.getsockname()[1]
     # the smallest run: an untrained model (train_steps 0, about 20 s to build), one block of two requests
     (wf / "experiments" / "once.yaml").write_text(
-        f"engine: {{kind: vllm, embedded: true, port: {port}, embedded_model: {{train_steps: 0}}}}\n"
+        f"engine: {{kind: vllm, embedded: true, port: {port}, embedded_model: {{train_steps: 0}}, "
+        "startup_timeout_s: 1200}\n"
         "arms: {baseline: {}}\nreference: baseline\n"
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}\n"
