@@ -97,6 +97,8 @@ def test_same_settings_tells_an_aa_experiment_from_a_control_and_a_sweep():
     assert same_settings(cfg) == {"reference": "first", "arms": ["again"], "all": False}
     del cfg["arms"]["again"]
     assert same_settings(cfg) is None
+    del cfg["arms"]["ngram"]  # the reference alone: compared with itself, block by block
+    assert same_settings(cfg) == {"reference": "first", "arms": [], "all": True}
 
 
 def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fixture_data):
@@ -120,6 +122,16 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     assert "95% CI undetermined (run " in head and "n/a" not in head
     rec = article.section_recommendations(d)._repr_markdown_()
     assert "Keep" not in rec and rec.split("\n\n")[1].startswith("None: every arm ran the settings of baseline")
+
+    # one arm only (the reference's runs): a drift test too, never "Keep baseline"
+    runs = pd.read_csv(FIXTURE / "runs.csv")
+    one = {**copy.deepcopy(fixture_data.cfg), "arms": {"baseline": {"label": "no speculation"}}}
+    solo = analyze(runs[runs["arm"] == "baseline"], one)
+    d1 = variant(fixture_data, cfg=one, stats=solo)
+    assert article.title_line(d1).startswith("A drift test: one arm, baseline (no speculation), measured block after")
+    assert "- code: " in article.section_headline(d1)._repr_markdown_()
+    assert article.section_recommendations(d1)._repr_markdown_().split("\n\n")[1].startswith(
+        "None: baseline was the only arm.")
 
     # the same runs, analysed as the sweep they were: no A/A, the usual headline
     assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_data.cfg)["aa"] is None

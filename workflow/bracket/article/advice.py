@@ -69,8 +69,9 @@ def section_recommendations(d: Data) -> Section | None:
         return None
     s = Section([Heading("Recommendation")])
     if aa_test(d):
-        return s.add(Para(f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between "
-                          "them. Read this experiment as a drift test (the headline and the drift section)."))
+        return s.add(Para((f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between "
+                           "them." if d.stats["aa"]["arms"] else f"None: {d.reference} was the only arm.")
+                          + " Read this experiment as a drift test (the headline and the drift section)."))
     fastest = list(t["_fastest"])
     if t["use"].nunique() > 1:
         s.add(Para("The best arm is not the same on every workload, so the recommendation splits by workload "

@@ -79,6 +79,8 @@ def aa_title(d: Data) -> str:
     """The subtitle of an A/A test: what it is, and what its comparisons say about the setup's drift."""
     comps = [c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]]
     ref = d.label(d.reference)
+    if not d.stats["aa"]["arms"]:
+        return f"A drift test: one arm, {ref}, measured block after block; the drift section says how far it moved"
     line = f"A drift test (A/A): every arm ran the settings of {ref}"
     if not comps:
         return line + ", and no comparison could be made"
@@ -162,6 +164,13 @@ def section_headline(d: Data) -> Section:
     if not rows:
         return s.add(Para("No arm produced a valid run, so there is no headline; see the warnings and "
                           "the raw values below."))
+    if aa_test(d) and not d.stats["aa"]["arms"]:
+        s.add(Para(f"One arm, {d.reference}, ran in every block: this experiment compares it with itself over time, "
+                   "a drift test; it recommends no setting. Its median per workload:"))
+        cells = [d.cell(d.reference, wl) for wl in d.workloads]
+        s.add(Bullets(tuple(f"{c['workload']}: {rate(c['median'])} tok/s {runs_phrase(c['n'], c['min'], c['max'])}."
+                            for c in cells if c)))
+        return s
     if aa_test(d):
         s.add(Para(f"Every arm ran the settings of {d.reference} (only their labels differ): this is an A/A test, "
                    "a drift test. Its comparisons say how far one configuration moves from block to block and how "

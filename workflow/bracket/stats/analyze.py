@@ -97,6 +97,8 @@ def same_settings(cfg: dict) -> dict | None:
         return json.dumps({k: v for k, v in (arms.get(arm) or {}).items() if k != "label"}, sort_keys=True,
                           default=str)
 
+    if len(arms) == 1:  # the reference alone, compared with itself block by block: drift and nothing else
+        return {"reference": reference, "arms": [], "all": True}
     same = [a for a in arms if a != reference and settings(a) == settings(reference)]
     if not same:
         return None
