@@ -167,3 +167,11 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
     assert table.loc["ngram_8", "raw 95% CI"] == "undetermined"
     assert table.loc["ngram_8", "verdict rests on"].endswith("undetermined")
     assert table.loc["ngram_8", "verdict"] == "undetermined (run 7 rounds)"
+
+
+def test_an_untrained_embedded_model_is_described_not_a_crash(fixture_data):
+    """train_steps 0 (a model built in seconds, for a quick check) records no final loss."""
+    d = article.Data(**{**fixture_data.__dict__, "model_build": {**fixture_data.model_build, "steps": 0,
+                                                                   "final_loss": None}})
+    assert "0 training steps" in article.section_method(d)._repr_markdown_()
+    assert "untrained (no final loss)" in article.section_method(d)._repr_markdown_()

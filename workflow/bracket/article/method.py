@@ -299,8 +299,10 @@ def section_method(d: Data) -> Section:
             b = d.model_build
             s.add(Para(f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "
                        f"{b.get('vocab')}, {b.get('steps')} training steps of batch {b.get('batch')} x "
-                       f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, final loss "
-                       f"{b.get('final_loss', float('nan')):.2f}, seed {b.get('seed')}, {b.get('build_seconds')} s "
+                       f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, "
+                       + (f"final loss {b['final_loss']:.2f}" if isinstance(b.get("final_loss"), (int, float))
+                          else "untrained (no final loss)")
+                       + f", seed {b.get('seed')}, {b.get('build_seconds')} s "
                        f"with torch {b.get('torch')}."
                        if "layers" in b else "Build record (build.json):"))
             if "layers" not in b:
