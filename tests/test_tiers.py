@@ -24,7 +24,7 @@ def collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
 def test_an_unmarked_test_that_asks_for_the_engine_stops_the_fast_tier(tmp_path):
     proc = collect(tmp_path, "def test_reads_the_model(embedded_engine):\n    pass\n")
     assert proc.returncode != 0
-    assert ("1 test(s) use an engine fixture (embedded_engine) without @pytest.mark.engine" in proc.stderr
+    assert ("1 test(s) use an engine fixture (embedded_engine, engine_venv) without @pytest.mark.engine" in proc.stderr
             and "test_probe.py::test_reads_the_model" in proc.stderr), proc.stdout + proc.stderr
 
 
