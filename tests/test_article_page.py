@@ -135,3 +135,47 @@ def test_figures_resolve_when_the_source_notebook_is_opened_on_its_defaults(tmp_
             for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))]
     assert srcs and all(s.startswith("../report/fixture/figures/") for s in srcs), srcs
     assert all((repo / "notebooks" / s).is_file() for s in srcs)
+
+
+TABLE_BOXES = """(() => {
+  const vw = document.documentElement.clientWidth, vh = window.innerHeight;
+  return Array.from(document.querySelectorAll('div.table')).map(div => {
+    const box = div.getBoundingClientRect();
+    const heads = Array.from(div.querySelectorAll('thead th')).map(th => th.textContent.trim());
+    return {caption: (div.querySelector('.caption') || {}).textContent || '', heads, vw, vh,
+            left: box.left, right: box.right, height: box.height,
+            scrolls: div.scrollWidth > div.clientWidth + 1};
+  });
+})()"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium")
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 760])
+def test_every_table_is_readable_at_760_and_1280_px(rendered, tmp_path, width):  # noqa: F811
+    """No table runs off the page: each lies within the window; at 1280 px every table with a verdict or a
+    'why' fits its column with nothing to scroll; a table still wider (the raw values; at 760 px the results)
+    scrolls inside its own box, no taller than the window, so its scrollbar and header are on screen."""
+    browser = Chromium(Path(tempfile.mkdtemp(dir=tmp_path)))
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        browser.send("Page.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
+                                                             "mobile": False}, session=session)
+        browser.send("Page.navigate", {"url": rendered["html"].resolve().as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+        boxes = browser.send("Runtime.evaluate", {"expression": TABLE_BOXES, "returnByValue": True},
+                             session=session)["result"]["value"]
+    finally:
+        browser.close()
+    assert len(boxes) > 10
+    judged = [b for b in boxes if "verdict" in b["heads"] or "why" in b["heads"]]
+    assert len(judged) >= 4  # the results per workload and the recommendation
+    for b in boxes:
+        assert b["left"] >= 0 and b["right"] <= b["vw"], f"{b['caption']} runs off the page at {width}px"
+        if b["scrolls"]:
+            assert b["height"] <= b["vh"], f"{b['caption']} scrolls in a box taller than the window at {width}px"
+    if width >= 1280:
+        wide = [b["caption"] for b in judged if b["scrolls"]]
+        assert wide == [], f"verdict or why columns off screen at {width}px: {wide}"

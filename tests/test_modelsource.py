@@ -33,6 +33,7 @@ def offline(monkeypatch, tmp_path):
     return tmp_path / "hf-cache"
 
 
+@pytest.mark.engine  # the embedded engine's trained model, built by the workflow when absent
 def test_a_hub_id_found_in_the_local_cache_gives_the_byte_account(embedded_engine, offline):
     _, model = embedded_engine
     snap = hf_cache(offline, "Qwen/Qwen3-8B", model)
@@ -46,6 +47,7 @@ def test_a_hub_id_found_in_the_local_cache_gives_the_byte_account(embedded_engin
     assert acct["components"] == direct["components"]
 
 
+@pytest.mark.engine  # the embedded engine's trained model, built by the workflow when absent
 def test_a_hub_id_at_a_revision_the_cache_lacks_is_unknown(embedded_engine, offline):
     _, model = embedded_engine
     hf_cache(offline, "Qwen/Qwen3-8B", model)
@@ -53,6 +55,7 @@ def test_a_hub_id_at_a_revision_the_cache_lacks_is_unknown(embedded_engine, offl
     assert modelsource.hf_cache_snapshot("Qwen/Qwen3-4B") is None
 
 
+@pytest.mark.engine  # the embedded engine's trained model, built by the workflow when absent
 def test_a_container_path_is_mapped_to_the_host_through_the_volumes(embedded_engine, tmp_path, offline):
     _, model = embedded_engine
     host = tmp_path / "data" / "models"
@@ -186,6 +189,7 @@ def test_an_arena_cell_on_an_engine_with_a_native_stream_is_refused_before_launc
         assert preflight.arena_problems(cfg) == []
 
 
+@pytest.mark.engine  # the embedded engine's trained model, built by the workflow when absent
 def test_bracket_weights_takes_a_hub_id_from_the_local_cache(embedded_engine, offline, capsys):
     from bracket import cli
 

@@ -42,7 +42,7 @@ from test_executor import engine_processes, snakemake, workflow_copy
 sys.path.insert(0, str(ROOT / "tools"))
 import slurm_cluster  # noqa: E402
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.engine]  # the sweep runs the embedded vLLM engine in each job
 
 EXP = "slurmsweep"
 PORT = 8063

@@ -33,12 +33,15 @@ p.lead { font-size: 1.2rem; font-style: italic; color: #333; }
 p.note { font-size: .92rem; color: #444; }
 p.warn { background: #fff6e0; border-left: 4px solid #e0a400; padding: .5rem .8rem; }
 p.caption, figcaption { font-size: .88rem; color: #555; font-style: italic; }
-div.table { overflow-x: auto; margin: .8rem 0 1.2rem; }
+/* Tables: cells and headers wrap between words (never inside one), so most tables fit the text column; one
+   still wider (the raw values) scrolls inside its own box, no taller than the window, so its horizontal
+   scrollbar is always on screen and its header row stays in view. */
+div.table { overflow: auto; max-height: 85vh; margin: .8rem 0 1.2rem; }
 table.data { border-collapse: collapse; font: 13px/1.35 "DejaVu Sans Mono", Menlo, monospace; }
-table.data th, table.data td { padding: .2rem .55rem; border-bottom: 1px solid #e4e4e4; text-align: left;
-       vertical-align: top; max-width: 30rem; overflow-wrap: break-word; word-break: normal; hyphens: none; }
-table.data th { white-space: nowrap; }
-table.data th { border-bottom: 2px solid #bbb; }
+table.data th, table.data td { padding: .2rem .45rem; border-bottom: 1px solid #e4e4e4; text-align: left;
+       vertical-align: top; max-width: 24rem; overflow-wrap: break-word; word-break: normal; hyphens: none; }
+table.data th { border-bottom: 2px solid #bbb; position: sticky; top: 0; background: #fff; }
+p.caption { position: sticky; left: 0; }
 pre { background: #f6f6f6; padding: .7rem; overflow-x: auto; font-size: 12.5px; white-space: pre-wrap;
       word-break: break-all; }
 figure { margin: 1.2rem 0; }

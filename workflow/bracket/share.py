@@ -7,14 +7,19 @@ data-files); `bracket workflow DIR` writes a runnable copy of the workflow from 
 
 from __future__ import annotations
 
+import filecmp
+import hashlib
 import shutil
 import site
 import sys
 from pathlib import Path
 
-# What a runnable workflow holds, relative to its root (the same layout as the repository).
+# What a runnable workflow holds, relative to its root (the same layout as the repository): the
+# notebooks the README runs (the article, the design) and the report fixture the article notebook
+# opens on as it ships (its parameters' defaults).
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/scripts", "workflow/schemas", "workflow/envs",
-                  "workflow/profiles", "notebooks/article.ipynb", "notebooks/article.py", "experiments")
+                  "workflow/profiles", "notebooks/article.ipynb", "notebooks/article.py", "notebooks/design.ipynb",
+                  "notebooks/design.py", "experiments", "tests/data/report/probe")
 
 
 def _is_root(path: Path) -> bool:
@@ -45,11 +50,19 @@ def notebook_path() -> Path:
     return root() / "notebooks" / "article.ipynb"
 
 
+def sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes: what the workflow tracks a program by, never its timestamp."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def write_workflow(dest: str | Path, *, overwrite: bool = False) -> list[Path]:
     """Copy a runnable workflow into ``dest``; existing files are kept unless ``overwrite``.
 
-    Returns the files written. The embedded engine's model builder is read from the package itself
-    (workflow/rules/engine.smk), so the copy needs no package source.
+    Returns the files written. A file whose bytes are already there is never written again, even
+    with ``overwrite``: Snakemake reruns a script's jobs when the script is newer than their outputs,
+    so rewriting the same script after a reinstall would measure every block again. The embedded
+    engine's model builder is read from the package itself (workflow/rules/engine.smk), so the copy
+    needs no package source.
     """
     src, dest = root(), Path(dest)
     written = []
@@ -58,7 +71,7 @@ def write_workflow(dest: str | Path, *, overwrite: bool = False) -> list[Path]:
         files = [s] if s.is_file() else sorted(p for p in s.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         for f in files:
             target = dest / f.relative_to(src)
-            if target.exists() and not overwrite:
+            if target.exists() and (not overwrite or filecmp.cmp(f, target, shallow=False)):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, target)

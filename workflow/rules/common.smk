@@ -14,6 +14,7 @@ os.environ.update(
 from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 from bracket import reproduce as breproduce  # noqa: E402
 from bracket import preflight as bpreflight  # noqa: E402
+from bracket import share as bshare  # noqa: E402
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"

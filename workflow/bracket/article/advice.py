@@ -8,7 +8,7 @@ import pandas as pd
 
 from bracket.stats.analyze import recommend
 from bracket.article.elements import Heading, Para, Section, Table
-from bracket.article.headline import headline_rows
+from bracket.article.headline import aa_test, headline_rows
 from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
 
@@ -68,6 +68,10 @@ def section_recommendations(d: Data) -> Section | None:
     if t.empty:
         return None
     s = Section([Heading("Recommendation")])
+    if aa_test(d):
+        return s.add(Para((f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between "
+                           "them." if d.stats["aa"]["arms"] else f"None: {d.reference} was the only arm.")
+                          + " Read this experiment as a drift test (the headline and the drift section)."))
     fastest = list(t["_fastest"])
     if t["use"].nunique() > 1:
         s.add(Para("The best arm is not the same on every workload, so the recommendation splits by workload "

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-
+import math
 
 from bracket import records
 from bracket.article.elements import Bullets, Heading, Para, Section
 from bracket.article.inputs import Data
 from bracket.article.results import ci_label
-from bracket.article.text import rate, ratio, runs_phrase, span
+from bracket.article.text import interval, rate, ratio, rounds_needed, runs_phrase
 
 
 def headline_rows(d: Data) -> list[dict]:
@@ -33,7 +33,8 @@ def headline_rows(d: Data) -> list[dict]:
                      "is_reference": b["arm"] == d.reference,
                      "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
                      "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
-                     "test": comp.get("test") if comp else None})
+                     "test": comp.get("test") if comp else None, "needed": rounds_needed(comp),
+                     "same_settings": b["arm"] in ((d.stats.get("aa") or {}).get("arms") or [])})
     return rows
 
 
@@ -46,6 +47,8 @@ def headline_sentence(row: dict, reference: str) -> str:
     best = f"{rate(row['median'])} tok/s {runs_phrase(row['n'], row['min'], row['max'])}"
     if row["is_reference"]:
         return f"{row['workload']}: the reference {reference} was fastest, {best}; no other arm beat it."
+    if row.get("same_settings"):
+        best += f" (the same settings as the {reference}: an A/A control, so any difference is drift)"
     if row["verdict"] == "faster":
         text = f"{row['workload']}: {row['arm']}, {best}, {ratio(row['ratio'])} the {reference}"
     else:
@@ -54,7 +57,7 @@ def headline_sentence(row: dict, reference: str) -> str:
     if row["ci_low"] is not None:
         basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
         text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'), row.get('method'))} "
-                 f"{span(row['ci_low'], row['ci_high'], 2)}; verdict: {row['verdict']})")
+                 f"{interval(row['ci_low'], row['ci_high'], 2, row.get('needed', ''))}; verdict: {row['verdict']})")
     if row["ref_median"] is not None:
         text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
                  f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}")
@@ -66,6 +69,43 @@ def _join(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def aa_test(d: Data) -> dict | None:
+    """stats.json `aa` when every arm ran the reference's settings (an A/A test: a drift test), else None."""
+    aa = d.stats.get("aa")
+    return aa if aa and aa.get("all") else None
+
+
+def aa_title(d: Data) -> str:
+    """The subtitle of an A/A test: what it is, and what its comparisons say about the setup's drift."""
+    comps = [c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]]
+    ref = d.label(d.reference)
+    if not d.stats["aa"]["arms"]:
+        return f"A drift test: one arm, {ref}, measured block after block; the drift section says how far it moved"
+    line = f"A drift test (A/A): every arm ran the settings of {ref}"
+    if not comps:
+        return line + ", and no comparison could be made"
+    verdicts = {c["verdict"] for c in comps}
+    moved = [c for c in comps if c["verdict"] in ("faster", "slower")]
+    if moved:
+        top = max(moved, key=lambda c: abs(math.log(c["ratio"])) if c.get("ratio") else 0)
+        return (line + f"; yet {top['candidate']} read '{top['verdict']}' on {top['workload']} "
+                f"({ratio(top['ratio'])}): the same configuration moved between blocks, by drift or an unsteady setup")
+    if verdicts == {"no measurable effect"}:
+        return line + "; the same configuration measured the same in every comparison (no measurable effect)"
+    return line + "; at this run count it cannot yet say how far the same configuration moves (undetermined)"
+
+
+def aa_sentence(c: dict, d: Data) -> str:
+    """One comparison of an A/A test: the same settings, their ratio, its interval and verdict."""
+    basis = c.get("basis") or "raw"
+    est = c["drift_adjusted_ratio"] if basis == "drift-adjusted" else c["ratio"]
+    mult = c.get("multiplicity") or d.stats.get("multiplicity") or {}
+    return (f"{c['workload']}: {c['candidate']} against {d.reference}, the same settings: {ratio(est)} ({basis}, "
+            f"{ci_label(c.get('verdict_ci_level'), mult.get('comparisons'), mult.get('method'))} "
+            f"{interval(c.get('verdict_ci_low'), c.get('verdict_ci_high'), 2, rounds_needed(c))}; verdict: "
+            f"{c['verdict']}).")
+
+
 def title_line(d: Data) -> str | None:
     """The subtitle, following the verdicts: a seed-000 line ("ngram_8 reaches 653 tok/s on code, 188
     with baseline") for the largest ratio among arms shown faster; otherwise that no arm was shown
@@ -73,6 +113,8 @@ def title_line(d: Data) -> str | None:
     rows = headline_rows(d)
     if not rows:
         return None
+    if aa_test(d):
+        return aa_title(d)
     ref = d.label(d.reference)
     shown = [r for r in rows if not r["is_reference"] and r["ratio"] and r["verdict"] == "faster"]
     if shown:
@@ -122,6 +164,24 @@ def section_headline(d: Data) -> Section:
     if not rows:
         return s.add(Para("No arm produced a valid run, so there is no headline; see the warnings and "
                           "the raw values below."))
+    if aa_test(d) and not d.stats["aa"]["arms"]:
+        s.add(Para(f"One arm, {d.reference}, ran in every block: this experiment compares it with itself over time, "
+                   "a drift test; it recommends no setting. Its median per workload:"))
+        cells = [d.cell(d.reference, wl) for wl in d.workloads]
+        s.add(Bullets(tuple(f"{c['workload']}: {rate(c['median'])} tok/s {runs_phrase(c['n'], c['min'], c['max'])}."
+                            for c in cells if c)))
+        return s
+    if aa_test(d):
+        s.add(Para(f"Every arm ran the settings of {d.reference} (only their labels differ): this is an A/A test, "
+                   "a drift test. Its comparisons say how far one configuration moves from block to block and how "
+                   "large a difference this setup can resolve (the width of each interval); they recommend no "
+                   "setting. A 'faster' or 'slower' here is drift or an unsteady setup, not an effect."))
+        comps = sorted((c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]),
+                       key=lambda c: (d.workloads.index(c["workload"]) if c["workload"] in d.workloads else 99,
+                                      d.arms.index(c["candidate"]) if c["candidate"] in d.arms else 99))
+        if comps:
+            s.add(Bullets(tuple(aa_sentence(c, d) for c in comps)))
+        return s
     s.add(Para("The fastest arm per workload, as the median decode rate (completion tokens divided by the "
                "request's wall time), with its run count and range, and its ratio to the reference measured "
                "in the same session. Ratios survive drift between sessions; absolute numbers don't."))

@@ -50,6 +50,92 @@ def _versions(d: Data) -> list[str]:
     return vs
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp (llama-server)", "sglang": "SGLang", "ollama": "Ollama",
+                "openai": "an OpenAI-compatible server"}
+
+
+def _first(d: Data, key: str):
+    return next((m[key] for _, m in sorted(d.metas.items()) if m.get(key)), None)
+
+
+def served_sentence(d: Data) -> str:
+    """What served the experiment, from provenance: the engine as identified on the server
+    (engine_identified, on attach) or as launched (the block's engine kind), its version, how bracket
+    reached it, and the model as the server named it and where its files were."""
+    eng = d.cfg.get("engine", {})
+    found = _first(d, "engine_identified")
+    launch = _first(d, "launch") or eng.get("launch")
+    vs = _versions(d)
+    if isinstance(found, dict) and found.get("kind"):
+        who = ENGINE_NAMES.get(found["kind"], str(found["kind"]))
+        who += f" {found['version']}" if found.get("version") else (f" {', '.join(vs)}" if vs else "")
+        if found.get("evidence"):
+            who += f" (identified from what it serves: {found['evidence']})"
+    else:
+        kind = _first(d, "engine") or eng.get("kind")
+        if kind in (None, "auto", "openai"):
+            who = "an OpenAI-compatible server" + (f" reporting version {', '.join(vs)}" if vs else "") + \
+                  f" (engine.kind: {kind or 'not recorded'}; its engine was not identified)"
+        else:
+            who = ENGINE_NAMES.get(kind, str(kind)) + (f" {', '.join(vs)}" if vs else "")
+    if eng.get("embedded"):
+        who += (" (embedded: vLLM's CPU build serving a tiny model trained locally)" if eng.get("kind") == "vllm"
+                else " (embedded: llama-server built by the workflow serving a tiny model trained locally, as GGUF)"
+                if eng.get("kind") == "llamacpp" else " (embedded: the tiny model trained locally)")
+    base = _first(d, "base_url") or eng.get("base_url")
+    how = {"attach": f", attached at {base} (started by hand; bracket started and stopped nothing)" if base
+           else ", attached (started by hand)",
+           "docker": ", in a fresh container per block", "native": ", a fresh process per block",
+           "slurm": ", a fresh process per block"}.get(launch, f", launch {launch}" if launch else "")
+    served = _first(d, "served_model")
+    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model")
+    if where == "embedded":
+        where = None
+    model = ""
+    if served and where and served != where:
+        model = f" Model: {served} as the server names it; its files: {where}."
+    elif served or where:
+        model = f" Model: {served or where}."
+    return f"Served by {who}{how}." + model
+
+
+def hardware_sentence(d: Data) -> str:
+    """The machine each block ran on, as provenance recorded it: CPU model, cores, memory, GPUs."""
+    seen: dict = {}
+    for _, m in sorted(d.metas.items()):
+        hi, gpus = m.get("host_info") or {}, m.get("gpus") or []
+        if not hi and not gpus:
+            continue
+        parts = []
+        if hi.get("cpu"):
+            parts.append(str(hi["cpu"]))
+        if hi.get("cpus"):
+            parts.append(f"{hi['cpus']} logical CPUs")
+        if hi.get("memory_gib"):
+            parts.append(f"{hi['memory_gib']} GiB memory")
+        by_name: dict = {}
+        for g in gpus:
+            key = (g.get("name"), g.get("memory_mib"), g.get("driver"))
+            by_name[key] = by_name.get(key, 0) + 1
+        for (name, mem, driver), n in by_name.items():
+            parts.append(f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
+                         if mem or driver else f"{n} x {name}")
+        if not gpus:
+            parts.append("no NVIDIA GPU reported")
+        if hi.get("kernel"):
+            parts.append(f"Linux {hi['kernel']}")
+        text = ", ".join(parts)
+        seen.setdefault(text, []).append(str(m.get("host") or ""))
+    if not seen:
+        return ""
+    lines = [(f"{', '.join(sorted(set(h for h in hosts if h)))}: " if len(seen) > 1 else "") + text
+             for text, hosts in seen.items()]
+    launch = _first(d, "launch")
+    note = (" This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
+            if launch == "attach" else "")
+    return "Hardware: " + "; ".join(lines) + "." + note
+
+
 def launch_sentence(d: Data) -> str:
     """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
     launches = {m.get("launch") for m in d.metas.values()} or {d.cfg.get("engine", {}).get("launch")}
@@ -201,13 +287,11 @@ def section_method(d: Data) -> Section:
     if tel is not None:
         s.add(*tel.items)
     eng = cfg.get("engine", {})
-    vs = _versions(d)
     plat = sorted({str(m.get("platform")) for m in d.metas.values() if m.get("platform")})
-    embedded_words = (" (embedded: llama-server built by the workflow serving a tiny model trained locally, as GGUF)"
-                      if eng.get("kind") == "llamacpp" else
-                      " (embedded: vLLM's CPU build serving a tiny model trained locally)")
-    s.add(Para(f"Engine: {eng.get('kind')}" + (embedded_words if eng.get("embedded") else "")
-               + (f", version {', '.join(vs)}" if vs else "") + (f", on {', '.join(plat)}" if plat else "") + "."))
+    s.add(Para(served_sentence(d) + (f" Platform: {', '.join(plat)}." if plat else "")))
+    hw = hardware_sentence(d)
+    if hw:
+        s.add(Para(hw))
     served = model_hash_sentence(d.metas)
     if served:
         s.add(Para(served[0], served[1]))
@@ -242,16 +326,19 @@ def section_method(d: Data) -> Section:
                  "file": m.get("file"), "error": str(m.get("error") or m.get("status"))[:300]}
                 for m in d.failed_attempts]
         s.add(Table(pd.DataFrame(rows), "Failed block attempts", "failed_attempts.csv"))
-    if d.model_dir or d.model_build:
+    model_dir = d.model_dir if d.model_dir not in (None, "", "embedded") else None  # "embedded": the schema default
+    if model_dir or d.model_build:
         s.add(Heading("The model", 3))
-        s.add(Para(f"Served from {d.model_dir}." if d.model_dir else "The model's directory was not named to "
-                   "the report; its build record was kept beside the raw values."))
+        if model_dir:
+            s.add(Para(f"Its files: {model_dir}."))
         if d.model_build:
             b = d.model_build
             s.add(Para(f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "
                        f"{b.get('vocab')}, {b.get('steps')} training steps of batch {b.get('batch')} x "
-                       f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, final loss "
-                       f"{b.get('final_loss', float('nan')):.2f}, seed {b.get('seed')}, {b.get('build_seconds')} s "
+                       f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, "
+                       + (f"final loss {b['final_loss']:.2f}" if isinstance(b.get("final_loss"), (int, float))
+                          else "untrained (no final loss)")
+                       + f", seed {b.get('seed')}, {b.get('build_seconds')} s "
                        f"with torch {b.get('torch')}."
                        if "layers" in b else "Build record (build.json):"))
             if "layers" not in b:

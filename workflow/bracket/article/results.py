@@ -8,7 +8,7 @@ import pandas as pd
 
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
-from bracket.article.text import DASH, _missing, pct, rate, ratio, span
+from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, span
 
 
 def ci_label(level, comparisons, method: str | None = None) -> str:
@@ -56,15 +56,15 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
         rows.append({
             "arm": arm, "runs": c["n"], "blocks": "" if c.get("blocks") is None else c["blocks"],
             "median tok/s": rate(c["median"]),
-            "95% CI": span(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
+            "95% CI": interval(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
             "spread": pct(c.get("spread")),
             f"ratio to {d.reference}": "1 (reference)" if arm == d.reference else ratio(comp["ratio"]) if comp else "n/a",
-            "raw 95% CI": span(comp["ci_low"], comp["ci_high"], 2) if comp else "",
+            "raw 95% CI": interval(comp["ci_low"], comp["ci_high"], 2) if comp else "",
             "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
-                                        f"({span(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
+                                        f"({interval(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
                                         if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
             "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
-                                 f"{span(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
+                                 f"{interval(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
                                  if comp and not _missing(comp.get("verdict_ci_low")) else ""),
             "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
         })

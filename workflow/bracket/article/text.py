@@ -58,6 +58,36 @@ def span(lo, hi, digits: int = 1) -> str:
     return f"{_end(lo, digits)}{DASH}{_end(hi, digits)}"
 
 
+# An interval whose ends are more than this factor apart, or that runs to zero or to infinity, says no
+# more than "not determined": its digits ("<0.01–32765.14", a CI on one degree of freedom) are noise.
+UNDETERMINED_WIDTH = 10.0
+
+
+def determined(lo, hi) -> bool:
+    """Whether an interval of positive quantities (rates, ratios) is narrow enough to print as digits."""
+    if _missing(lo) or _missing(hi):
+        return False
+    return lo > 0 and hi / lo <= UNDETERMINED_WIDTH
+
+
+def interval(lo, hi, digits: int = 2, needed: str = "") -> str:
+    """An interval as digits when they mean something, else "undetermined", with what would determine it
+    where the analysis says (`needed`, e.g. "run 7 rounds", from a comparison's rounds_needed)."""
+    if determined(lo, hi):
+        return span(lo, hi, digits)
+    if _missing(lo) and _missing(hi) and not needed:
+        return "n/a"
+    return "undetermined" + (f" ({needed})" if needed else "")
+
+
+def rounds_needed(comp: dict | None) -> str:
+    """What would determine an undetermined comparison (stats.json rounds_needed); "" when not undetermined."""
+    if not comp or comp.get("verdict") != "undetermined":
+        return ""
+    r = comp.get("rounds_needed")
+    return f"run {r} rounds" if r else "more than 200 rounds"
+
+
 def ratio(x) -> str:
     return "n/a" if _missing(x) else f"{x:.2f}x"
 

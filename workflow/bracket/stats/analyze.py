@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections import Counter
 
@@ -86,7 +87,28 @@ def _block_cost_runs(runs: pd.DataFrame, cfg: dict) -> float:
     return max(1.0, d.get("warmup_runs", 1) + cooldown)
 
 
+def same_settings(cfg: dict) -> dict | None:
+    """An A/A experiment, as its configuration declares it: arms whose settings (all but the label) are
+    those of the reference. All arms so: the experiment is an A/A test, a drift test whose comparisons
+    say how large a difference this setup resolves, not which setting to use. Some arms so: those
+    comparisons are A/A controls beside the others."""
+    arms = cfg.get("arms") or {}
+    reference = cfg.get("reference") or next(iter(arms), None)
+
+    def settings(arm):
+        return json.dumps({k: v for k, v in (arms.get(arm) or {}).items() if k != "label"}, sort_keys=True,
+                          default=str)
+
+    if len(arms) == 1:  # the reference alone, compared with itself block by block: drift and nothing else
+        return {"reference": reference, "arms": [], "all": True}
+    same = [a for a in arms if a != reference and settings(a) == settings(reference)]
+    if not same:
+        return None
+    return {"reference": reference, "arms": same, "all": len(same) == len(arms) - 1}
+
+
 def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control: pd.DataFrame | None = None) -> dict:
+
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
     Only rows with valid == True enter statistics; the value is decode_tok_s
@@ -208,7 +230,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
     out: dict = {"seed": seed, "confidence": conf, "resamples": R, "value": VALUE,
                  "reference": reference, "design": cfg.get("design", {}).get("kind"),
                  "noise_threshold": thr, "spread_warning": spread_warn,
-                 "counts": _counts(runs, frame)}
+                 "aa": same_settings(cfg), "counts": _counts(runs, frame)}
     warnings: list[Finding] = []
     if valid.empty:
         out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None,
