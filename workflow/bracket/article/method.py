@@ -48,6 +48,30 @@ def _versions(d: Data) -> list[str]:
     return vs
 
 
+def cache_sentence(d: Data) -> str:
+    """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
+    from bracket import records
+
+    g = d.stats.get("guards") or records.guards(d.runs)
+    checks = g.get("cache_checks") or {}
+    found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
+    who = (f"{found.get('kind')}" + (f" {found['version']}" if found.get("version") else "")) if found else "the server"
+    ways = []
+    if checks.get("reported"):
+        ways.append(f"{_n(checks['reported'], 'timed run')} by the cached tokens {who} reported in its response")
+    if checks.get("metrics"):
+        ways.append(f"{_n(checks['metrics'], 'timed run')} by {who}'s prefix-cache hit counters on /metrics "
+                    f"(vllm:prefix_cache_hits), read just before and after each single-stream request")
+    if checks.get("unique prefix"):
+        ways.append(f"{_n(checks['unique prefix'], 'timed run')} not directly: {who} reported no cached tokens (cache "
+                    f"not reported), so they rest on their prefixes, each unique in the experiment")
+    if not ways:
+        return ""
+    hits = g.get("cache_hits") or 0
+    return ("Cache check: " + "; ".join(ways) + "."
+            + (f" {_n(hits, 'run')} showed a cache hit and {'is' if hits == 1 else 'are'} invalid." if hits else ""))
+
+
 def launch_sentence(d: Data) -> str:
     """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
     launches = {m.get("launch") for m in d.metas.values()} or {d.cfg.get("engine", {}).get("launch")}
@@ -169,6 +193,9 @@ def section_method(d: Data) -> Section:
                                          if req.get("unique_prefix") else
                                          "prompts were sent without a unique prefix, so the prefix cache could engage. ")
                + "Decode rate = completion_tokens / wall time of the request, never stream events."))
+    cache = cache_sentence(d)
+    if cache:
+        s.add(Para(cache))
     s.add(Table(schedule_table(d), "The schedule as it ran", "schedule.csv"))
     tel = section_telemetry(d)
     if tel is not None:

@@ -69,7 +69,8 @@ class Ollama(Engine):
         return env
 
     def request_model(self, cfg: dict, http=None, base=None) -> str:
-        return cfg["engine"].get("served_model") or cfg["engine"]["model"]
+        model = cfg["engine"].get("served_model") or cfg["engine"].get("model") or ""
+        return model if model not in ("", "embedded") else super().request_model(cfg, http, base)
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         options = {"num_predict": request["max_tokens"], "seed": seed, "top_k": 0, **neutral_sampling(request)}

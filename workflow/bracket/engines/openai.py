@@ -13,7 +13,7 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import SERVED_NAME, Engine, SpecCounters, SpecFields, get_json, neutral_sampling
+from bracket.engines.base import Engine, SpecCounters, SpecFields, get_json, neutral_sampling
 
 
 class OpenAI(Engine):
@@ -38,15 +38,6 @@ class OpenAI(Engine):
                 return False
         return False
 
-    def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
-        if cfg["engine"].get("served_model"):
-            return cfg["engine"]["served_model"]
-        models = get_json(http, base + "/v1/models") if http is not None and base else None
-        data = models.get("data") if isinstance(models, dict) else None
-        if data and isinstance(data[0], dict) and data[0].get("id"):
-            return data[0]["id"]
-        return SERVED_NAME
-
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], "seed": seed,
                 "ignore_eos": True, **neutral_sampling(request), "stream": True,
@@ -54,6 +45,9 @@ class OpenAI(Engine):
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)
+
+    def cache_hits(self, metrics_text: str) -> float | None:
+        return vllm.VLLM().cache_hits(metrics_text)
 
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         return vllm.VLLM().spec_from_stream(events) or llamacpp.LlamaCpp().spec_from_stream(events)

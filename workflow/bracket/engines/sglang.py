@@ -171,7 +171,7 @@ class SGLang(Engine):
                 spec = spec_from_meta(event.get("meta_info") or {})
                 if spec is not None:
                     break
-        return Measured(m, spec or SpecFields())
+        return Measured(m, spec or SpecFields(), "reported" if m.cached_tokens is not None else None)
 
     def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
         try:

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine
+    kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine,
+                               # cache
     message: str
     arm: str | None = None
     vs: str | None = None      # the arm or host it was compared with
