@@ -36,6 +36,9 @@ from bracket.engines.base import listed_models
 PROBE_TOKENS = 16
 PROBE_TIMEOUT_S = 8.0
 PROBE_PROMPT = "The quick brown fox jumps over the lazy dog. Then"
+# Long enough (some hundreds of tokens) to fill whole KV-cache blocks (128 tokens on vLLM's CPU build,
+# 16 on GPUs), so the identical repeat can show a hit; short enough to stay well inside any context.
+PROBE_CHARS = 1500
 
 FLAGS = {  # how each engine is started so that its responses carry cached tokens
     "vllm": "start vLLM with --enable-prompt-tokens-details",
@@ -89,8 +92,9 @@ def _first_prompt(cfg: dict, root) -> str:
         except (prompts.PromptError, OSError, KeyError):
             continue
         if texts:
-            return texts[0]["prompt"][:400]  # a short prefix of a real prompt: the probe stays short
-    return PROBE_PROMPT
+            text = "\n".join(t["prompt"] for t in texts)
+            return (text * (1 + PROBE_CHARS // max(len(text), 1)))[:PROBE_CHARS]
+    return (PROBE_PROMPT + " ") * (1 + PROBE_CHARS // len(PROBE_PROMPT))
 
 
 def _chat_workloads(cfg: dict) -> list[str]:
