@@ -216,3 +216,18 @@ def test_guards_count_how_each_timed_run_was_checked():
     g = records.guards(pd.DataFrame([{**r, "completion_tokens": 8, "finish_reason": "length"} for r in rows]))
     assert g["cache_checks"] == {"metrics": 3, "unique prefix": 2, "reported": 1}
     assert (g["cached_unknown"], g["cache_unreported_unique"], g["cache_hits"]) == (0, 2, 1)
+
+
+def test_the_method_section_says_how_the_cache_was_checked():
+    from types import SimpleNamespace
+
+    from bracket.article import method
+
+    d = SimpleNamespace(stats={"guards": {"cache_checks": {"metrics": 4}, "cache_hits": 0}},
+                        metas={0: {"engine_identified": {"kind": "vllm", "version": "0.32.0"}}})
+    assert method.cache_sentence(d) == ("Cache check: 4 timed runs by vLLM 0.32.0's prefix-cache hit counters on "
+                                        "/metrics (vllm:prefix_cache_hits), read just before and after each "
+                                        "single-stream request.")
+    d = SimpleNamespace(stats={"guards": {"cache_checks": {"unique prefix": 1}, "cache_hits": 0}}, metas={})
+    assert "1 timed run not directly: the server reported no cached tokens (cache not reported)" in \
+        method.cache_sentence(d)

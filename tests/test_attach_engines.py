@@ -217,4 +217,4 @@ def test_a_plain_llama_server_is_identified_and_ends_in_an_article(plain_llama_s
     assert found.kind == "llamacpp" and found.version  # build_info
     article, metas = end_to_end("attach_e2e_llamacpp", plain_llama_server, experiment_files)
     assert {m["engine"] for m in metas} == {"llamacpp"}
-    assert "Cache check:" in article and "cached tokens llamacpp" in article and "reported in its response" in article
+    assert "Cache check:" in article and "cached tokens llama.cpp (llama-server)" in article and "reported in its response" in article

@@ -55,7 +55,10 @@ def cache_sentence(d: Data) -> str:
     g = d.stats.get("guards") or records.guards(d.runs)
     checks = g.get("cache_checks") or {}
     found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
-    who = (f"{found.get('kind')}" + (f" {found['version']}" if found.get("version") else "")) if found else "the server"
+    from bracket.engines.identify import NAMES
+
+    who = (NAMES.get(found.get("kind"), found.get("kind")) + (f" {found['version']}" if found.get("version") else "")
+           if found else "the server")
     ways = []
     if checks.get("reported"):
         ways.append(f"{_n(checks['reported'], 'timed run')} by the cached tokens {who} reported in its response")
