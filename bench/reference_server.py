@@ -216,12 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
         ref = self.server.ref
         if self.path == "/health":
             self._send_json(200, "", "text/plain")
-        elif self.path == "/version":
+        elif self.path == "/version" and not ref.generic:
             self._send_json(200, {"version": VERSION})
         elif self.path == "/v1/models":
             self._send_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model",
                                                                "owned_by": "bracket"}]})
-        elif self.path == "/metrics":
+        elif self.path == "/metrics" and not ref.generic:
             self._send_json(200, ref.metrics_text(), "text/plain; version=0.0.4")
         elif self.path.startswith("/reference/log"):
             self._send_json(200, {"requests": [r.summary() for r in list(ref.log)[-1000:]]})
@@ -261,14 +261,19 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in req.get("messages") or [])
         else:
             prompt_tokens = _count_words(str(req.get("prompt", "")))
+        if ref.generic and req.get("model") != MODEL:
+            return self._send_json(404, {"error": {"message": f"The model `{req.get('model')}` does not exist.",
+                                                   "type": "NotFoundError", "code": 404}})
         n = n_max
         finish = "length"
-        if ref.eos_after is not None and not req.get("ignore_eos") and ref.eos_after < n_max:
+        honoured = req.get("ignore_eos") and not ref.ignores_ignore_eos
+        if ref.eos_after is not None and not honoured and ref.eos_after < n_max:
             n, finish = ref.eos_after, "stop"
         log = RequestLog(path=self.path, t_recv=t_recv, n_tokens=n)
         ref._record(log)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n,
-                 "prompt_tokens_details": {"cached_tokens": 0}}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if not ref.generic:
+            usage["prompt_tokens_details"] = {"cached_tokens": 0}
         rid = f"cmpl-ref-{id(log):x}"
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -398,13 +403,17 @@ class ReferenceServer:
     token_ids: honour `return_token_ids` with per-event token ids, as vLLM does (False: as a
     server without that extension); burst: events held and released together (1: each on time);
     prefill_token: the first event carries one token (the prefill's), then k per event, as vLLM and
-    llama-server stream under speculation (False: every event carries k).
+    llama-server stream under speculation (False: every event carries k); generic: answer as a
+    generic OpenAI-compatible server (no /version, no /metrics, no cached tokens in usage, 404 for a
+    model it does not list), where the default imitates vLLM's routes; ignores_ignore_eos: stop
+    after eos_after tokens even when the request sets ignore_eos (a server that cannot pin the length).
     """
 
     def __init__(self, *, rate: float = 500.0, ttft: float = 0.05, tokens_per_event: int = 1,
                  draft_budget: int | None = None, eos_after: int | None = None, fault: str | None = None,
                  token_ids: bool = True, burst: int = 1, prefill_token: bool = False, body_cost: float = 0.0,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, generic: bool = False,
+                 ignores_ignore_eos: bool = False):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
         self.body_cost = float(body_cost)
         self._decode_s, self._gen_tokens, self._finished_n = 0.0, 0, 0
@@ -412,6 +421,7 @@ class ReferenceServer:
         self.rate, self.ttft, self.tokens_per_event = float(rate), float(ttft), int(tokens_per_event)
         self.draft_budget = tokens_per_event - 1 if draft_budget is None else int(draft_budget)
         self.eos_after, self.fault, self.token_ids = eos_after, fault, bool(token_ids)
+        self.generic, self.ignores_ignore_eos = bool(generic), bool(ignores_ignore_eos)
         self.log: collections.deque[RequestLog] = collections.deque(maxlen=10_000)
         self._lock = threading.Lock()
         self._drafts = self._draft_tokens = self._accepted = 0
@@ -605,11 +615,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--prefill-token", action="store_true", help="the first event carries one token, then k per event")
     ap.add_argument("--body-cost", type=float, default=0.0,
                     help="per-token cost, as a fraction, of a body with any field beyond a plain client's (default 0)")
+    ap.add_argument("--generic", action="store_true",
+                    help="answer as a generic OpenAI server: no /version, /metrics or cached tokens (default: as vLLM)")
+    ap.add_argument("--ignores-ignore-eos", action="store_true",
+                    help="stop after --eos-after tokens even when a request sets ignore_eos")
     a = ap.parse_args(argv)
     srv = ReferenceServer(rate=a.rate, ttft=a.ttft, tokens_per_event=a.tokens_per_event,
                           draft_budget=a.draft_budget, eos_after=a.eos_after, fault=a.fault,
                           token_ids=not a.no_token_ids, burst=a.burst, prefill_token=a.prefill_token,
-                          body_cost=a.body_cost, host=a.host, port=a.port)
+                          body_cost=a.body_cost, host=a.host, port=a.port, generic=a.generic,
+                          ignores_ignore_eos=a.ignores_ignore_eos)
     print(f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, "
           f"{srv.tokens_per_event} tokens/event", flush=True)
     try:

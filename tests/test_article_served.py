@@ -62,7 +62,7 @@ def test_an_identified_engine_is_named_with_its_version_and_evidence(fixture_dat
 
 def test_a_launched_embedded_engine_names_the_engine_and_the_models_files(fixture_data):
     line = article.served_sentence(variant(fixture_data, model_dir="resources/models/tiny"))
-    assert line == ("Served by vLLM 0.32.0 (embedded: vLLM's CPU build serving a tiny model built locally), a fresh "
+    assert line == ("Served by vLLM 0.32.0 (embedded: vLLM's CPU build serving a tiny model trained locally), a fresh "
                     "process per block. Model: resources/models/tiny.")
 
 

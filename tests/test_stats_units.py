@@ -205,5 +205,6 @@ def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
     assert recommend("ng8", "undetermined", "base") == ("base", "not shown")
     assert recommend("base", None, "base") == ("base", "reference fastest")
     # one timed run reported 5 cached tokens; lengths pinned at 256
-    assert out["guards"] == {"timed": 30, "cached_unknown": 0, "cache_hits": 1, "pinned_tokens": 256}
+    assert out["guards"] == {"timed": 30, "cached_unknown": 0, "cache_hits": 1, "pinned_tokens": 256,
+                             "cache_unreported_unique": 0, "cache_checks": {"reported": 30}}
     assert analyze(runs, cfg)["physics"] is None

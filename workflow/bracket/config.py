@@ -145,7 +145,11 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
         raise ExperimentError(f"{source}: expected a mapping of keys at the top level, got "
                               f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml.")
     schema = load_schema()
-    cfg = _fill_defaults(copy.deepcopy(raw), schema)
+    raw = copy.deepcopy(raw)
+    eng = raw.get("engine")
+    if isinstance(eng, dict) and eng.get("launch") == "attach" and "kind" not in eng:
+        eng["kind"] = "auto"  # the schema's default is a launch's; an attached server is asked what it is
+    cfg = _fill_defaults(raw, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
@@ -156,6 +160,8 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
 
 def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
     arms = list(cfg["arms"])
+    if cfg["engine"]["kind"] == "auto" and cfg["engine"]["launch"] != "attach":
+        cfg["engine"]["kind"] = "vllm"  # auto is told from an attached server's answers; a launch needs a kind
     if not cfg["reference"]:
         cfg["reference"] = arms[0]
     if cfg["reference"] not in cfg["arms"]:

@@ -1,8 +1,9 @@
 """What can be checked before measuring is checked before the first block, in seconds.
 
 Run when the workflow loads an experiment (workflow/rules/common.smk), after validation, and by
-`bracket check`. Each check looks only at this host: that the model a native launch serves exists,
-that docker's mounts exist, that the engine's program is there. The engine's port is checked again
+`bracket check`. Each check looks at this host: that the model a native launch serves exists,
+that docker's mounts exist, that the engine's program is there and docker's daemon answers; and,
+under engine.launch: attach, at the server itself (bracket.probe: one short request, in seconds). The engine's port is checked again
 before every launch (bracket.session.ensure_port_free), where it matters. The embedded engine needs
 none of this: the workflow builds it.
 """
@@ -64,8 +65,9 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     named needs none: the workflow's own build serves it, made by a rule before the first block."""
     eng = cfg["engine"]
     if eng["launch"] == "docker":
-        return [] if shutil.which("docker") else [
-            "engine.launch is docker, but no `docker` program is on PATH; install docker or launch natively."]
+        if not shutil.which("docker"):
+            return ["engine.launch is docker, but no `docker` program is on PATH; install docker or launch natively."]
+        return docker_daemon_problems(timeout_s)
     if eng["launch"] != "native":
         return []
     kind = eng["kind"]
@@ -101,6 +103,30 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     return []
 
 
+def docker_daemon_problems(timeout_s: float = 20.0) -> list[str]:
+    """`docker info` answers only when the client reaches a running daemon (the program alone is not enough)."""
+    try:
+        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"engine.launch is docker, but `docker info` did not answer ({type(exc).__name__}); start the "
+                f"docker daemon (or set DOCKER_HOST), or launch natively."]
+    if proc.returncode != 0 or not proc.stdout.strip():
+        why = (proc.stderr.strip().splitlines() or ["no server version"])[-1][:300]
+        return [f"engine.launch is docker, but no docker daemon answers ({why}); start it (or set DOCKER_HOST to "
+                f"one that runs), or launch natively."]
+    return []
+
+
+def attach_problems(cfg: dict, root: Path) -> list[str]:
+    """An attached server, probed in seconds as a block would use it (bracket.probe)."""
+    if cfg["engine"]["launch"] != "attach":
+        return []
+    from bracket import probe
+
+    return probe.run(cfg, root).problems
+
+
 def arena_problems(cfg: dict) -> list[str]:
     """An arena cell this engine's adapter cannot send through its own stream (bracket.arena.problems)."""
     from bracket import arena
@@ -114,4 +140,4 @@ def problems(cfg: dict, root: str | Path = ".") -> list[str]:
     if cfg["engine"]["embedded"]:
         return found
     root = Path(root)
-    return found + model_problems(cfg, root) + binary_problems(cfg)
+    return found + model_problems(cfg, root) + binary_problems(cfg) + attach_problems(cfg, root)

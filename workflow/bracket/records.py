@@ -24,7 +24,8 @@ FIELDS = [
 # Kept beside the contract's fields: the draft budget of the arm, the requested length, the named
 # host the block was pinned to (null when the experiment names no hosts), and the output text (for
 # the greedy-agreement and determinism controls).
-EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "output_text"]
+# cache_check says how the cache guard knew cached_tokens (CACHE_CHECKS).
+EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_text"]
 # Arena cells only (bracket.arena): llama-benchy's time to the first response event and the tokens its
 # first text event carried; kept in the raw records, not in the runs table.
 ARENA_FIELDS = ["ttfr_s", "first_event_tokens"]
@@ -101,6 +102,23 @@ INVALID_KINDS = ("warmup", "error", "cached_tokens unknown", "cache hit", "early
                  "no wall time", "no positive value")
 
 
+#: How a record's prefix cache was checked. reported: the response gave cached_tokens; metrics: the
+#: server's prefix-cache counters, read before and after the single-stream request, gave it;
+#: unique prefix: the engine reports nothing, and the prompt began with a prefix no other request of
+#: the experiment carried, so no cache could hold it (valid unless request.cache_guard is strict).
+CACHE_CHECKS = ("reported", "metrics", "unique prefix")
+
+
+def cache_check(measured: str | None, request: dict) -> str | None:
+    """The record's cache_check: what the adapter measured by, else "unique prefix" where the prompt carried
+    one and request.cache_guard allows it (auto), else None (the strict guard: cached tokens unknown)."""
+    if measured is not None:
+        return measured
+    if request.get("unique_prefix", True) and request.get("cache_guard", "auto") != "strict":
+        return "unique prefix"
+    return None
+
+
 def reasons(rec: dict) -> list[tuple[str, str]]:
     """(kind, text) of each reason a timed record must not enter the statistics (empty list: valid).
 
@@ -112,7 +130,8 @@ def reasons(rec: dict) -> list[tuple[str, str]]:
     if rec.get("error"):
         return [("error", "error")]
     if rec.get("cached_tokens") is None:
-        out.append(("cached_tokens unknown", "cached_tokens unknown"))
+        if rec.get("cache_check") != "unique prefix":
+            out.append(("cached_tokens unknown", "cached_tokens unknown"))
     elif rec["cached_tokens"] > 0:
         out.append(("cache hit", "cache hit"))
     if rec.get("finish_reason") != "length":
@@ -155,6 +174,10 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
         texts = rows["error"].dropna() if kind == "error" and "error" in rows else rows["invalid_reason"].dropna()
         example = f"; the first: {str(texts.iloc[0])[:300]}" if len(texts) and str(texts.iloc[0]) != kind else ""
         lines.append(f"  {n} x {kind}{example}")
+        from bracket.stats.analyze import REASON_HINTS  # the fix for each kind, said where it is first read
+
+        if REASON_HINTS.get(kind):
+            lines.append(f"    {REASON_HINTS[kind].replace('NAME', str(timed['experiment'].iloc[0]) if 'experiment' in timed else 'NAME')}")
     return "\n".join(lines)
 
 
@@ -203,7 +226,9 @@ def control_table(records: list[dict], control: str = "neutrality") -> pd.DataFr
 def guards(runs: pd.DataFrame) -> dict:
     """Seed 000's statements about the raw values, as facts checked on the timed runs (stats.json `guards`).
 
-    cached_unknown: runs that did not report cached tokens; cache_hits: runs with cached tokens
+    cached_unknown: runs whose cached tokens are unknown and not excused by a unique prefix (invalid);
+    cache_unreported_unique: runs the engine reported nothing for, valid by their experiment-unique
+    prefix; cache_checks: timed runs per CACHE_CHECKS value; cache_hits: runs with cached tokens
     above 0 (marked invalid); pinned_tokens: the one completion length of every timed run when
     each also ended on `length` (None when lengths varied or a run stopped early).
     """
@@ -212,7 +237,16 @@ def guards(runs: pd.DataFrame) -> dict:
     toks = pd.to_numeric(timed.get("completion_tokens", pd.Series(dtype=float)), errors="coerce").dropna()
     fin = timed.get("finish_reason")
     pinned = len(toks) and toks.nunique() == 1 and fin is not None and bool((fin == "length").all())
-    return {"timed": int(len(timed)), "cached_unknown": int(cached.isna().sum()),
+    check = timed["cache_check"] if "cache_check" in timed else pd.Series(None, index=timed.index, dtype=object)
+    check = check.where(check.notna(), None)
+    unique = cached.isna() & (check == "unique prefix")
+    checks = {c: int((check == c).sum()) for c in CACHE_CHECKS if (check == c).any()}
+    # Runs from before cache_check was recorded: a reported value is all they could have had.
+    legacy = int((cached.notna() & check.isna()).sum())
+    if legacy:
+        checks["reported"] = checks.get("reported", 0) + legacy
+    return {"timed": int(len(timed)), "cached_unknown": int((cached.isna() & ~unique).sum()),
+            "cache_unreported_unique": int(unique.sum()), "cache_checks": checks,
             "cache_hits": int((cached > 0).sum()), "pinned_tokens": int(toks.iloc[0]) if pinned else None}
 
 

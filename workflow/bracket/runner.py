@@ -173,6 +173,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
                            before_start=before_start, on_start=on_start) as s:
             meta["ready_s"] = round(s.ready_s, 2)
+            meta["engine"] = p.adapter.kind  # under attach, the engine identified (engine.kind auto)
             meta["started_at"] = s.server.started_at
             with Telemetry(interval_s=0.5) as tel:
                 meta.update(provenance.collect(cfg, p.adapter, s.http, s.base,
@@ -260,11 +261,12 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p["prompt"]
             measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)
             m = measured.measurement
+            check = records.cache_check(measured.cache_check, req)
             rec = records.new_record(
                 experiment=experiment, arm=block.arm, block=block.position, round=block.round,
                 position=block.position, run=run, warmup=warm, workload=wl_name, prompt_id=p["id"],
                 server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"],
-                host=block.host or None, **m.fields(), **measured.spec.fields())
+                host=block.host or None, cache_check=check, **m.fields(), **measured.spec.fields())
             with _signals_deferred():
                 writer.append(rec)
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"

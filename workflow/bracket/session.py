@@ -220,6 +220,7 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
+            p.adapter = getattr(server, "adapter", None) or p.adapter  # an attached server's engine, identified once it answered
             with pinning.client(p.pinning), priority.client_nice(p.nice, p.priority or {}), \
                     httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
                 yield Session(p, server, http, ready)

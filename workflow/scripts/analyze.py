@@ -14,8 +14,10 @@ with rule_log(snakemake.log[0]) as log:
     why = records.nothing_valid(runs, where=snakemake.input[0])
     if why:
         # The reason first; the records stay (raw/ and runs.csv), and no article presents nothing as a result.
-        print(f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/; fix the cause and run "
-              f"the same target again.\n", file=sys.stderr)
+        exp = snakemake.wildcards.exp
+        print(f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/. Finished blocks are "
+              f"not measured again: once the cause is fixed, measure them anew with\n  snakemake --cores 1 "
+              f"report/{exp}/article.html --forcerun block\n", file=sys.stderr)
         sys.exit(1)
     with open(snakemake.input.ceiling) as f:
         ceiling = json.load(f)

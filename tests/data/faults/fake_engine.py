@@ -24,7 +24,9 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
 --api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
-Every completion request is logged on stdout as `request N WORD auth=yes|no`.
+Every completion request is logged on stdout as `request N WORD auth=yes|no`. The attach probe's requests
+(prompt starting "# bracket preflight", bracket.probe) answer ok, logged as `request probe ok`, and are
+not counted: the script is for the blocks' requests.
 """
 
 import argparse
@@ -103,10 +105,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        with lock:
-            n = count[0]
-            count[0] += 1
-        word = SCRIPT[min(n, len(SCRIPT) - 1)]
+        if str(body.get("prompt", "")).startswith("# bracket preflight"):
+            n, word = "probe", "ok"  # bracket.probe's requests before the first block: the script is for blocks
+        else:
+            with lock:
+                n = count[0]
+                count[0] += 1
+            word = SCRIPT[min(n, len(SCRIPT) - 1)]
         print(f"request {n} {word} auth={'yes' if self.headers.get('Authorization') else 'no'}", flush=True)
         if not self._authorized():
             return self._json(401, {"error": "Unauthorized"})

@@ -11,6 +11,7 @@ import pandas as pd
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
+from bracket.engines.identify import NAMES
 from bracket.article.neutrality import section_items as neutrality_items
 from bracket.article.phases import arm_state, states_differ
 from bracket.article.text import _missing, _n, pct, spec_words
@@ -50,8 +51,7 @@ def _versions(d: Data) -> list[str]:
     return vs
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp (llama-server)", "sglang": "SGLang", "ollama": "Ollama",
-                "openai": "an OpenAI-compatible server"}
+ENGINE_NAMES = NAMES  # one table of engine names: the identifier's
 
 
 def _first(d: Data, key: str):
@@ -134,6 +134,31 @@ def hardware_sentence(d: Data) -> str:
     note = (" This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
             if launch == "attach" else "")
     return "Hardware: " + "; ".join(lines) + "." + note
+
+
+def cache_sentence(d: Data) -> str:
+    """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
+    from bracket import records
+
+    g = d.stats.get("guards") or records.guards(d.runs)
+    checks = g.get("cache_checks") or {}
+    found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
+    who = (ENGINE_NAMES.get(found.get("kind"), found.get("kind")) + (f" {found['version']}" if found.get("version") else "")
+           if found else "the server")
+    ways = []
+    if checks.get("reported"):
+        ways.append(f"{_n(checks['reported'], 'timed run')} by the cached tokens {who} reported in its response")
+    if checks.get("metrics"):
+        ways.append(f"{_n(checks['metrics'], 'timed run')} by {who}'s prefix-cache hit counters on /metrics "
+                    f"(vllm:prefix_cache_hits), read just before and after each single-stream request")
+    if checks.get("unique prefix"):
+        ways.append(f"{_n(checks['unique prefix'], 'timed run')} not directly: {who} reported no cached tokens (cache "
+                    f"not reported), so they rest on their prefixes, each unique in the experiment")
+    if not ways:
+        return ""
+    hits = g.get("cache_hits") or 0
+    return ("Cache check: " + "; ".join(ways) + "."
+            + (f" {_n(hits, 'run')} showed a cache hit and {'is' if hits == 1 else 'are'} invalid." if hits else ""))
 
 
 def launch_sentence(d: Data) -> str:
@@ -282,6 +307,9 @@ def section_method(d: Data) -> Section:
                                          "prompts were sent without a unique prefix, so the prefix cache could engage. ")
                + "Decode rate = completion_tokens / wall time of the request, never stream events."))
     s.add(*neutrality_items(d))
+    cache = cache_sentence(d)
+    if cache:
+        s.add(Para(cache))
     s.add(Table(schedule_table(d), "The schedule as it ran", "schedule.csv"))
     tel = section_telemetry(d)
     if tel is not None:

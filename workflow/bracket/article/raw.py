@@ -99,6 +99,10 @@ def guard_sentences(g: dict) -> list[str]:
                    f"could not be checked for them.")
     elif g["cache_hits"]:
         out.append(f"{g['cache_hits']} timed responses hit the prefix cache; they are marked invalid.")
+    elif g.get("cache_unreported_unique"):
+        out.append(f"{g['cache_unreported_unique']} timed responses did not report cached tokens; each began with a "
+                   f"prefix unique in the experiment, so no prefix cache could serve it. Every run that did "
+                   f"report had cached_tokens at 0.")
     else:
         out.append("Every timed response had cached_tokens at 0: the prefix cache never engaged.")
     if g["pinned_tokens"] is not None:

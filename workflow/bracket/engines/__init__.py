@@ -19,7 +19,21 @@ ENGINES: dict[str, type[Engine]] = {"vllm": VLLM, "sglang": SGLang, "llamacpp": 
 
 
 def get(kind: str) -> Engine:
+    """The adapter of `kind`; `auto` (an attached server not yet asked) is the generic one until it is."""
+    if kind == "auto":
+        return OpenAI()
     try:
         return ENGINES[kind]()
     except KeyError:
         raise ValueError(f"engine.kind {kind!r} has no adapter; available: {', '.join(sorted(ENGINES))}") from None
+
+
+def for_server(declared: str, found) -> Engine:
+    """The adapter for an attached server identified as `found` (bracket.engines.identify.Identity).
+
+    engine.kind auto takes the engine found; openai keeps the generic adapter whatever answers; a named
+    kind is used as is (bracket.engines.identify.contradiction has refused one that does not match).
+    """
+    adapter = get(found.kind if declared == "auto" else declared)
+    adapter.attached = True
+    return adapter

@@ -84,6 +84,9 @@ class Measured:
 
     measurement: Measurement
     spec: SpecFields = field(default_factory=SpecFields)
+    # How cached_tokens was known: "reported" (the response said), "metrics" (the server's prefix-cache
+    # counters read before and after the request), or None (the engine said nothing).
+    cache_check: str | None = None
 
 
 class Engine:
@@ -104,6 +107,9 @@ class Engine:
     plain_path = "/v1/completions"
     # Whether the server's own timing of a request is read from /metrics before and after it.
     timing_from_metrics = False
+    # Set on the adapter of an attached server (bracket.engines.for_server): the model name comes from
+    # /v1/models, and prefix-cache counters are read where the response does not report cached tokens.
+    attached = False
 
     # ---- launch ---------------------------------------------------------------------------------------
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
@@ -154,8 +160,15 @@ class Engine:
         return None
 
     def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
-        """The model name requests carry."""
-        return cfg["engine"].get("served_model") or SERVED_NAME
+        """The model name requests carry: engine.served_model, else, on a server bracket did not start, the
+        first one /v1/models lists, else the name bracket gives the servers it launches."""
+        if cfg["engine"].get("served_model"):
+            return cfg["engine"]["served_model"]
+        if cfg["engine"]["launch"] == "attach" and http is not None and base:
+            listed = listed_models(http, base)
+            if listed:
+                return listed[0]
+        return SERVED_NAME
 
     # ---- requests -------------------------------------------------------------------------------------
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
@@ -216,6 +229,10 @@ class Engine:
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return None
 
+    def cache_hits(self, metrics_text: str) -> float | None:
+        """Cumulative prefix-cache hits in tokens on /metrics; None where the engine has no such counter."""
+        return None
+
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         """Per-request speculative values carried by the response's own events; None when absent."""
         return None
@@ -238,10 +255,20 @@ class Engine:
             if not event.get("choices") or event.get("usage") or event.get("timings") or event.get("metrics"):
                 kept.append(event)
 
-        before = self.spec_counters(get_text(http, base + "/metrics") or "") if speculative else None
+        # The cache counters only where the response may not say (a server bracket did not start).
+        counters = speculative or (self.attached and type(self).cache_hits is not Engine.cache_hits)
+        text0 = get_text(http, base + "/metrics") or "" if counters else ""
         m = stream_completion(http, base + self.request_path, body, request["timeout_s"], on_event=keep)
-        after = self.spec_counters(get_text(http, base + "/metrics") or "") if speculative else None
+        text1 = get_text(http, base + "/metrics") or "" if counters else ""
+        before = self.spec_counters(text0) if speculative else None
+        after = self.spec_counters(text1) if speculative else None
         self.adjust(m, kept)
+        cache_check = "reported" if m.cached_tokens is not None else None
+        if cache_check is None and counters and not m.error:
+            # Single stream: the difference is this request's hits (vLLM counts them in tokens).
+            h0, h1 = self.cache_hits(text0), self.cache_hits(text1)
+            if h0 is not None and h1 is not None:
+                m.cached_tokens, cache_check = int(round(h1 - h0)), "metrics"
         spec = self.spec_from_stream(kept) if speculative else None
         if spec is not None and before is not None and after is not None:
             spec = self.reconcile(spec, before, after)
@@ -250,7 +277,7 @@ class Engine:
                                           accepted=after.accepted - before.accepted,
                                           draft_tokens=after.draft_tokens - before.draft_tokens,
                                           source="/metrics counters, before and after the request")
-        return Measured(m, spec or SpecFields())
+        return Measured(m, spec or SpecFields(), cache_check)
 
     def adjust(self, m: Measurement, events: list[dict]) -> None:
         """Fill what the shared client could not read from an engine's extras (llama.cpp's cache_n)."""
@@ -292,6 +319,15 @@ def prometheus_sums(text: str, names: set[str]) -> dict[str, float]:
         if m and m.group(1) in names:
             sums[m.group(1)] = sums.get(m.group(1), 0.0) + float(m.group(3))
     return sums
+
+
+def listed_models(http: httpx.Client, base: str) -> list[str]:
+    """The model ids GET /v1/models lists (empty when the route is absent or says nothing usable)."""
+    models = get_json(http, base + "/v1/models")
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [str(d["id"])[:200] for d in data if isinstance(d, dict) and isinstance(d.get("id"), (str, int))]
 
 
 def get_json(http: httpx.Client, url: str, timeout_s: float = 5.0, method: str = "GET",

@@ -265,6 +265,26 @@ def _image_digests(docker: str, image: str, env: dict) -> list[str] | None:
         return None
 
 
+# How long an attached URL may refuse connections before a block gives up on it.
+ATTACH_REFUSED_S = 20.0
+
+
+def _refused(base_url: str) -> bool:
+    """True when a TCP connection to base_url's host and port is refused (nothing listens there)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base_url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((u.hostname or "127.0.0.1", port), timeout=2.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False  # unreachable host or timeout: the readiness deadline decides
+
+
 class _Attached:
     pid = None
     returncode = None
@@ -278,7 +298,15 @@ class _Attached:
 
 @dataclass
 class AttachedServer(NativeServer):
-    """A server the user runs: readiness is checked, its prefix cache flushed, and nothing is started or stopped."""
+    """A server the user runs: readiness is checked, the engine identified (bracket.engines.identify), its
+    prefix cache flushed where the engine allows, and nothing is started or stopped.
+
+    Its cache holds whatever earlier blocks left; every prompt carries a prefix unique in the whole
+    experiment (bracket.runner.unique_prefix), so none of it can serve a later block's prompt."""
+
+    cfg: dict = field(default_factory=dict)
+    declared_kind: str = "auto"
+    unique_prefixes: bool = True
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -290,8 +318,16 @@ class AttachedServer(NativeServer):
     def wait_ready(self, timeout_s: float, poll_s: float = 0.5) -> float:
         t0 = time.monotonic()
         next_beat = t0 + self.heartbeat_s
+        refused_since = None
         with httpx.Client(headers=self.headers) as http:
             while not self.adapter.ready(http, self.base_url):
+                # A server that is up but busy answers late; a URL where nothing listens refuses at once.
+                refused_since = (refused_since or time.monotonic()) if _refused(self.base_url) else None
+                if refused_since is not None and time.monotonic() - refused_since > ATTACH_REFUSED_S:
+                    raise ServerError(
+                        f"nothing listens at {self.base_url}: connections were refused for {ATTACH_REFUSED_S:.0f} s "
+                        f"(engine.launch is attach, so bracket starts no server); start the server there, or set "
+                        f"engine.base_url to where it listens")
                 if self.heartbeat_s > 0 and time.monotonic() >= next_beat:
                     print(f"  waiting for the attached server at {self.base_url}: {time.monotonic() - t0:.0f} s "
                           f"(of at most {timeout_s:.0f} s)", file=sys.stderr, flush=True)
@@ -302,19 +338,37 @@ class AttachedServer(NativeServer):
                         f"bracket starts none): start it, or set engine.base_url to where it listens; waited "
                         f"{timeout_s:.0f} s (engine.startup_timeout_s)")
                 time.sleep(poll_s)
+        self._identify()
         self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
         with httpx.Client(headers=self.headers) as http:
             # One server for every block: what an earlier block left in the prefix cache goes now.
             flushed = self.adapter.flush_cache(http, self.base_url, self.model_name)
         self.notes["cache_flush"] = flushed
-        if not flushed.startswith("flushed"):
-            warning = (f"attach: the prefix cache of {self.base_url} was not flushed ({flushed}); the same prompts "
-                       f"run in every block, so a later block may be served from what an earlier one left. Check "
-                       f"cached_tokens, or restart the server between blocks.")
+        if not flushed.startswith("flushed") and not self.unique_prefixes:
+            warning = (f"attach: the prefix cache of {self.base_url} was not flushed ({flushed}), and "
+                       f"request.unique_prefix is false, so the same prompts run in every block and a later block "
+                       f"may be served from what an earlier one left; set request.unique_prefix: true.")
             self.notes.setdefault("warnings", []).append(warning)
             print(warning, file=sys.stderr)
         self.ready_s = time.monotonic() - t0
         return self.ready_s
+
+    def _identify(self) -> None:
+        """Which engine answers (engine.kind auto): its adapter measures from here on, and provenance says so."""
+        from bracket import engines
+        from bracket.engines import identify
+
+        with httpx.Client(headers=self.headers) as http:
+            try:
+                found = identify.identify(http, self.base_url)
+            except identify.Unreachable as exc:
+                raise ServerError(f"the server at {self.base_url} stopped answering: {exc}") from None
+            problem = identify.contradiction(self.declared_kind, found, self.base_url)
+            if problem:
+                raise ServerError(problem)
+            self.adapter = engines.for_server(self.declared_kind, found)
+            self.model_name = self.adapter.request_model(self.cfg, http, self.base_url)
+        self.notes["engine_identified"] = found.record()
 
     def alive(self) -> bool:
         return True
@@ -330,6 +384,12 @@ def make_server(cfg: dict, adapter: Engine, *, argv: list[str], env: dict[str, s
     if kind is DockerServer and "--name" not in argv:
         kind = NativeServer  # a command given in place of the adapter's (tests, engine overrides)
     key = os.environ.get(cfg["engine"].get("api_key_env") or "")
+    if kind is AttachedServer:
+        return AttachedServer(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
+                              secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg),
+                              headers={"Authorization": f"Bearer {key}"} if key else {}, cfg=cfg,
+                              declared_kind=cfg["engine"]["kind"],
+                              unique_prefixes=bool(cfg["request"].get("unique_prefix", True)))
     return kind(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
                 secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg),
                 headers={"Authorization": f"Bearer {key}"} if key else {})

@@ -76,7 +76,8 @@ class Ollama(Engine):
         return state_record("on", ["Ollama has no switch; a fresh server per block (attach: the model reloaded)"])
 
     def request_model(self, cfg: dict, http=None, base=None) -> str:
-        return cfg["engine"].get("served_model") or cfg["engine"]["model"]
+        model = cfg["engine"].get("served_model") or cfg["engine"].get("model") or ""
+        return model if model not in ("", "embedded") else super().request_model(cfg, http, base)
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         # Ollama sends every sampler setting on to its llama-server (llm/llama_server.go), its own

@@ -13,7 +13,7 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy,
+from bracket.engines.base import (Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy,
                                   neutral_sampling)
 from bracket.engines.base import state_record
 
@@ -45,15 +45,6 @@ class OpenAI(Engine):
         return state_record("unknown", ["as the server was started by hand; its prefix cache flushed before each "
                                         "block where the engine allows it"])
 
-    def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
-        if cfg["engine"].get("served_model"):
-            return cfg["engine"]["served_model"]
-        models = get_json(http, base + "/v1/models") if http is not None and base else None
-        data = models.get("data") if isinstance(models, dict) else None
-        if data and isinstance(data[0], dict) and data[0].get("id"):
-            return data[0]["id"]
-        return SERVED_NAME
-
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         # The server's kind is unknown: only fields every OpenAI-compatible engine reads alike. Greedy:
         # temperature 0 alone (no top_k: its cheap value and its spelling differ by engine). A seed
@@ -71,6 +62,9 @@ class OpenAI(Engine):
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text) or llamacpp.LlamaCpp().spec_counters(metrics_text)
+
+    def cache_hits(self, metrics_text: str) -> float | None:
+        return vllm.VLLM().cache_hits(metrics_text)
 
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         return vllm.VLLM().spec_from_stream(events) or llamacpp.LlamaCpp().spec_from_stream(events)

@@ -186,7 +186,7 @@ class SGLang(Engine):
                 spec = spec_from_meta(event.get("meta_info") or {})
                 if spec is not None:
                     break
-        return Measured(m, spec or SpecFields())
+        return Measured(m, spec or SpecFields(), "reported" if m.cached_tokens is not None else None)
 
     def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
         # bracket's body goes to the native /generate; the plain one to /v1/completions, as a plain client's

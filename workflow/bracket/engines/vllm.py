@@ -22,6 +22,8 @@ from bracket.engines.base import last_flag, state_record
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+# Prefix-cache hits in tokens (v1/metrics/loggers.py), local and from a KV connector's external cache.
+CACHE_HITS = ("vllm:prefix_cache_hits_total", "vllm:external_prefix_cache_hits_total")
 
 # The per-request histograms vLLM's stats logger observes when a request finishes (v1/metrics/loggers.py):
 # decode time = last token - first token, over num_generation_tokens - 1 intervals (v1/metrics/stats.py).
@@ -171,6 +173,12 @@ class VLLM(Engine):
         if DRAFTS not in s:
             return None
         return SpecCounters(drafts=s[DRAFTS], draft_tokens=s.get(DRAFT_TOKENS, 0.0), accepted=s.get(ACCEPTED, 0.0))
+
+    def cache_hits(self, metrics_text: str) -> float | None:
+        """vllm:prefix_cache_hits (+ external hits), summed over engines; reported whatever the launch flags,
+        so a vLLM started without --enable-prompt-tokens-details is still checked, request by request."""
+        s = prometheus_sums(metrics_text, set(CACHE_HITS))
+        return sum(s.values()) if CACHE_HITS[0] in s else None
 
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         """`metrics.speculative_decoding` on the final usage chunk (--per-request-spec-decode-metrics)."""

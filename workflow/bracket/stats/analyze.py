@@ -30,7 +30,9 @@ VALUE = "decode_tok_s"
 REASON_HINTS = {
     "warmup": None,
     "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
-    "cached_tokens unknown": "the engine did not report cached tokens: the cache guard cannot be checked",
+    "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
+                             "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
+                             "SGLang with --enable-cache-report, or set request.cache_guard: auto",
     "early stop": "the output length was not pinned: the engine must honour ignore_eos",
     "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
     "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
@@ -349,6 +351,13 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         out["neutrality"] = {"status": "on" if cost else "no records: the blocks ran no control pairs "
                              "(a stand-in server, or results from before the control)", **(cost or {})}
         warnings += neutral.findings(cost)
+    unreported = out["guards"]["cache_unreported_unique"]
+    if unreported:
+        warnings.append(Finding("cache", f"the server reported no cached tokens for {unreported} timed "
+                                         f"run{'s' if unreported > 1 else ''}; each prompt began with a prefix no "
+                                         f"other request of the experiment carried, so no prefix cache could serve "
+                                         f"it, and the runs are counted (request.cache_guard: strict would refuse "
+                                         f"them)."))
 
     if cfg.get("design", {}).get("kind") == "sequential":
         warnings.append(Finding("design", "design.kind is sequential: every arm ran in one stretch of time, so "

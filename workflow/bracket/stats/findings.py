@@ -16,6 +16,7 @@ class Finding:
     kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine,
                                # instrument (bracket.stats.neutrality: what bracket's request costs the engine)
                                # server state (bracket.stats.phases: an arm's difference lives in TTFT)
+                               # cache (the server reported no cached tokens: runs rest on unique prefixes)
     message: str
     arm: str | None = None
     vs: str | None = None      # the arm or host it was compared with

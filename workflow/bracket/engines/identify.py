@@ -1,0 +1,112 @@
+"""Which engine serves an attached URL, told from what it serves (engine.kind: auto).
+
+Each engine has routes the others lack (read in their sources; ../shared/docs/engine-apis.md):
+
+- llama.cpp's llama-server: GET /props, a JSON object with `default_generation_settings` and
+  `build_info` (also `total_slots`, `chat_template`).
+- SGLang: GET /server_info (older: /get_server_info), its server arguments (`model_path`, ...)
+  plus `internal_states` (a list, one per data-parallel rank) and `version`.
+- Ollama: GET /api/version, `{"version": "0.x.y"}` (its own HTTP server; it runs llama-server
+  children on other ports, so /props is not on Ollama's).
+- vLLM: GET /version, `{"version": "0.32.0"}`, and a Prometheus /metrics whose samples are named
+  `vllm:...` (vllm:num_requests_running, vllm:prefix_cache_queries, ...).
+- anything else that answers GET /v1/models is a generic OpenAI-compatible server.
+
+Probes are GETs with a short timeout; an answer is untrusted, so only its shape is read and the
+version is kept as a short string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import httpx
+
+KNOWN = ("vllm", "llamacpp", "sglang", "ollama")
+NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp (llama-server)", "sglang": "SGLang", "ollama": "Ollama",
+         "openai": "a generic OpenAI-compatible server"}
+
+
+class Unreachable(RuntimeError):
+    """Nothing answers at the URL (refused, timed out, not HTTP)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What an attached server is: the adapter's kind, its version as it states it, and the evidence."""
+
+    kind: str                 # vllm, llamacpp, sglang, ollama, or openai (none of them)
+    version: str | None
+    evidence: str             # the route and the field that told it, in words
+
+    @property
+    def name(self) -> str:
+        return NAMES.get(self.kind, self.kind)
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+def _get(http: httpx.Client, url: str, timeout_s: float) -> httpx.Response | None:
+    try:
+        return http.get(url, timeout=timeout_s)
+    except httpx.ConnectError as exc:
+        raise Unreachable(f"connection refused or no route ({exc})") from None
+    except httpx.TimeoutException:
+        return None
+    except httpx.HTTPError:
+        return None
+
+
+def _json(r: httpx.Response | None):
+    if r is None or r.status_code != 200:
+        return None
+    try:
+        return r.json()
+    except ValueError:
+        return None
+
+
+def _short(v) -> str | None:
+    return None if v is None else str(v)[:80]
+
+
+def identify(http: httpx.Client, base: str, timeout_s: float = 3.0) -> Identity:
+    """Ask `base` which engine it is; raises Unreachable when nothing answers at all."""
+    base = base.rstrip("/")
+    props = _json(_get(http, base + "/props", timeout_s))
+    if isinstance(props, dict) and ("default_generation_settings" in props or "build_info" in props):
+        return Identity("llamacpp", _short(props.get("build_info")), "GET /props answered with build_info and "
+                                                                     "default_generation_settings")
+    for path in ("/server_info", "/get_server_info"):
+        info = _json(_get(http, base + path, timeout_s))
+        if isinstance(info, dict) and isinstance(info.get("internal_states"), list) and "version" in info:
+            return Identity("sglang", _short(info.get("version")), f"GET {path} answered with internal_states")
+    ollama = _json(_get(http, base + "/api/version", timeout_s))
+    if isinstance(ollama, dict) and isinstance(ollama.get("version"), str):
+        return Identity("ollama", _short(ollama["version"]), "GET /api/version answered with a version")
+    ver = _json(_get(http, base + "/version", timeout_s))
+    metrics = _get(http, base + "/metrics", timeout_s)
+    text = metrics.text if metrics is not None and metrics.status_code == 200 else ""
+    if isinstance(ver, dict) and ver.get("version") is not None and "\nvllm:" in "\n" + text:
+        return Identity("vllm", _short(ver["version"]), "GET /version answered with a version and /metrics "
+                                                        "names its samples vllm:")
+    return Identity("openai", _short(ver.get("version")) if isinstance(ver, dict) else None,
+                    "none of /props, /server_info, /api/version, /version with vllm: metrics answered as an "
+                    "engine bracket knows")
+
+
+def contradiction(declared: str, found: Identity, base: str) -> str | None:
+    """Why engine.kind `declared` cannot be used on what answers at `base` (None: it can).
+
+    auto takes what is found; openai treats any server as a generic one; a named engine must be that one.
+    """
+    if declared in ("auto", "openai") or declared == found.kind:
+        return None
+    if found.kind == "openai":
+        return (f"engine.kind is {declared}, but the server at {base} does not answer as {NAMES[declared]} "
+                f"({found.evidence}); set engine.kind: auto (or openai) to measure it as a generic "
+                f"OpenAI-compatible server, or set engine.base_url to where {NAMES[declared]} listens.")
+    return (f"engine.kind is {declared}, but the server at {base} is {found.name}"
+            f"{f' {found.version}' if found.version else ''} ({found.evidence}); set engine.kind: {found.kind} "
+            f"(or auto), or set engine.base_url to where {NAMES[declared]} listens.")
