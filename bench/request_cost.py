@@ -19,7 +19,7 @@ the plain body stops at the end-of-text token, bodies with ignore_eos do not).
 
 Servers (CPU builds, the machine's cores shared with the client):
     llamacpp_embedded  llama-server (the cached CPU build) serving the embedded model as GGUF (vocabulary 4,096)
-    llamacpp_vocab152k llama-server serving bench/h200/write_gguf.py --shape tiny: 2 layers, hidden 64,
+    llamacpp_vocab152k llama-server serving the package's synthetic.py --shape tiny: 2 layers, hidden 64,
                        Qwen's 151,936-token vocabulary, where the sampler's walk over the vocabulary shows
     vllm_embedded      the vLLM CPU engine serving the embedded model
 
@@ -56,7 +56,8 @@ from bracket import config, embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
 
-LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD", Path.home() / ".cache/bracket/llama.cpp/0.3.36-cpu-8b5d08af36"))
+# The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).
+LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD") or json.loads((ROOT / embedded.LLAMACPP_BUILD).read_text())["path"])
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 SEED = 1234
@@ -96,7 +97,7 @@ VLLM_BEFORE = {"seed": SEED, "ignore_eos": True, "stream_options": {"include_usa
 
 SERVERS = {
     "llamacpp_embedded": ("llamacpp", "embedded", "llama-server CPU, the embedded model as GGUF (vocabulary 4,096)"),
-    "llamacpp_vocab152k": ("llamacpp", "vocab152k", "llama-server CPU, write_gguf.py --shape tiny (2 layers, hidden "
+    "llamacpp_vocab152k": ("llamacpp", "vocab152k", "llama-server CPU, synthetic.py --shape tiny (2 layers, hidden "
                                                     "64, vocabulary 151,936)"),
     "vllm_embedded": ("vllm", "embedded", "vLLM 0.32 CPU, the embedded model (vocabulary 4,096)"),
 }
@@ -120,10 +121,10 @@ def gguf(which: str, work: Path) -> Path:
     if out.exists():
         return out
     if which == "embedded":
-        argv = [str(ENGINE / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source_dir(),
+        argv = [str(ROOT / embedded.TRAINER_VENV / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source_dir(),
                 str(MODEL), str(out)]
     else:
-        argv = [sys.executable, str(HERE / "h200/write_gguf.py"), source_dir(), str(out), "--shape", "tiny"]
+        argv = [sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), source_dir(), str(out), "--shape", "tiny"]
     subprocess.run(argv, check=True, capture_output=True, timeout=900)
     return out
 

@@ -79,7 +79,15 @@ def engine_python(cfg: dict) -> str:
 # whether it is the pinned one, and a reproduction that served another model than the original run
 # refuses to compare (bracket.reproduce.verdict). An entry is written from a build on the reference
 # machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
-MODEL_SHA256: dict[str, dict[str, str]] = {}
+MODEL_SHA256: dict[str, dict[str, str]] = {
+    # trained on the project's 2-core x86-64 machine (Python 3.11.7, torch 2.13.0+cpu, AVX2 path), 2026-12-01;
+    # trained twice there with the same bytes; the GGUF by to_gguf.py from llama-cpp-python 0.3.36's source
+    "tiny-qwen3-s1-l4-h256-v4096-t300": {
+        "model.safetensors": "a7d01a537b97801386af28d573c4a555ff0f211b6810951d1880c6360f7fb5c7",
+        "tokenizer.json": "7cbb6178e8baef68129010496f5ac7f9cf4dafd784c22d5dda0803ef5f53e4a3",
+        "gguf": "7b177a499d71beb91571825acce480fa5811ae25b0fa597b7bc5bbc91c7b03d9",
+    },
+}
 # Hash whole files up to this size (the embedded model is 8 MB); larger models keep the header fingerprint.
 HASH_LIMIT = 1 << 30
 
