@@ -166,7 +166,17 @@ def variants(kind: str, adapter, prompt: str, max_tokens: int) -> dict[str, dict
 
 
 def send(http: httpx.Client, base: str, body: dict) -> dict:
-    """One streamed completion: its text, wall time and llama-server's timings (None elsewhere)."""
+    """One streamed completion: its text, wall time and llama-server's timings (None elsewhere).
+
+    A kept-alive connection the server closed between two requests is opened again once (llama-server
+    closed one in a run of a few hundred requests: 'Server disconnected without sending a response')."""
+    try:
+        return _send(http, base, body)
+    except httpx.RemoteProtocolError:
+        return _send(http, base, body)
+
+
+def _send(http: httpx.Client, base: str, body: dict) -> dict:
     text, timings, t0 = [], None, time.perf_counter()
     with http.stream("POST", base + "/v1/completions", json=body, timeout=120) as r:
         if r.status_code != 200:

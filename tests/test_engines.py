@@ -131,7 +131,7 @@ def test_llamacpp_draft_counts_come_from_timings_on_the_usage_chunk():
     assert out.spec.acceptance_length == pytest.approx(3.5)
     sent = rec.sent("/v1/completions")
     assert sent["ignore_eos"] is True and sent["stream_options"] == {"include_usage": True}
-    assert (sent["temperature"], sent["top_k"], sent["repeat_penalty"]) == (0.0, 1, 1.0)  # greedy: no seed
+    assert (sent["temperature"], sent["repeat_penalty"]) == (0.0, 1.0) and "top_k" not in sent  # greedy: no seed
 
 
 def test_llamacpp_older_build_gives_cache_from_timings_and_no_acceptance():
@@ -255,7 +255,7 @@ def test_ollama_ndjson_stream_gives_counts_and_never_acceptance():
     assert out.spec == SpecFields()
     sent = rec.sent("/api/generate")
     assert sent["raw"] is True and sent["model"] == "qwen3:0.6b" and sent["keep_alive"] == -1
-    assert sent["options"] == {"num_predict": 8, "temperature": 0.0, "top_k": 1, "repeat_penalty": 1.0,
+    assert sent["options"] == {"num_predict": 8, "temperature": 0.0, "repeat_penalty": 1.0,
                                "num_ctx": 4096, "draft_num_predict": 4}
 
 

@@ -30,7 +30,7 @@ def test_the_plain_body_is_what_a_bare_openai_client_sends_plus_ignore_eos(kind)
 def test_what_bracket_adds_to_the_plain_body_per_engine():
     # Greedy: no seed anywhere (nothing is drawn). What is left is each engine's reasoned fields
     # (engines' request_body docstrings); a generic OpenAI server gets the plain body itself.
-    want = {"vllm": {"repetition_penalty"}, "llamacpp": {"top_k", "repeat_penalty", "cache_prompt"}, "openai": set()}
+    want = {"vllm": {"repetition_penalty"}, "llamacpp": {"repeat_penalty", "cache_prompt"}, "openai": set()}
     for kind, fields in want.items():
         a = get(kind)
         extra = set(a.request_body("m", "hello", REQ, seed=7, arm={})) - set(a.plain_body("m", "hello", REQ))
@@ -105,7 +105,11 @@ def test_a_cost_whose_ci_lies_above_one_percent_is_a_finding_and_swapping_the_bo
     assert len(f) == 1 and f[0].kind == "instrument" and f"{c['cost']:+.1%} per token" in f[0].message
     inv = instrument_cost(control_table([(pos, pair, p, b) for pos, pair, b, p in rows]))
     assert inv["ratio"] == pytest.approx(1 / c["ratio"]) and inv["ci_low"] == pytest.approx(1 / c["ci_high"])
-    assert findings(inv) == []
+    # cheaper than a plain client's is a finding too: the rates are then faster than a plain client sees
+    g = findings(inv)
+    assert len(g) == 1 and "faster than under a plain client's" in g[0].message
+    assert "slower than under a plain client's" in f[0].message
+    assert findings({**c, "ci_low": 0.991, "ci_high": 1.009}) == []
 
 
 def test_one_block_gives_no_interval_and_no_finding_and_wall_time_stands_in_without_server_timing():
@@ -152,7 +156,12 @@ def test_the_method_section_states_the_cost_with_its_interval():
     assert kind == "warn" and "cost the server +23.4% per token (6.670 against 5.410 ms per token" in text
     assert "95% CI +20.0% to +27.0%, 11 degrees of freedom between blocks" in text
     text, kind = instrument_sentence({**n, "ratio": 1.002, "cost": 0.002, "ci_low": 0.995, "ci_high": 1.009})
-    assert kind == "" and "within 1 %" in text
+    assert kind == "" and "within 1 % either way" in text
+    # the llama.cpp sweep of 2026-12-01 with top_k 1 (since dropped): cheaper than the default chain
+    text, kind = instrument_sentence({**n, "ratio": 0.9206, "cost": -0.0794, "ci_low": 0.8920, "ci_high": 0.9501})
+    assert kind == "warn" and "-7.9% per token" in text and "faster than a plain client would see" in text
+    text, kind = instrument_sentence({**n, "ratio": 0.995, "cost": -0.005, "ci_low": 0.985, "ci_high": 1.004})
+    assert kind == "" and "not ruled out" in text
     text, kind = instrument_sentence({"status": "off: attached to production"})
     assert kind == "warn" and "was off: attached to production" in text
     assert instrument_sentence(None) is None

@@ -165,13 +165,15 @@ class LlamaCpp(Engine):
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         """A plain client's greedy body (model, prompt, max_tokens, temperature 0, stream) and, each for a reason:
 
-        top_k 1 (greedy): the candidates every later sampler walks. Left out, the server's default applies
-            (40, or the GGUF's general.sampling.top_k); 1 is the argmax itself, so the tokens are the
-            same, and never <= 0, which makes the samplers walk the whole vocabulary per token
-            (151,936 for Qwen: 23 % per token on an H200; bench/request_cost.py measures each field).
-            On the H200 (bench/results/h200_llamacpp/body_cost.json, one server, bodies alternated, the
-            server's own timing) top_k 1 cost 0.9990x a plain client's time per token (CI 0.987-1.011),
-            top_k left out 1.0009x (0.991-1.011), top_k 0 1.239x (1.211-1.268).
+        No top_k when greedy: the server's default chain (top_k 40, or the GGUF's general.sampling.top_k),
+            exactly what a plain client gets, so bracket measures the work a plain client's request costs.
+            Never top_k <= 0, which turns the top-k sampler off and makes the samplers walk the whole
+            vocabulary per token (151,936 for Qwen). On the H200 (bench/results/h200_llamacpp/
+            body_cost.json, one server, bodies alternated, the server's own timing) top_k 0 cost 1.239x a
+            plain client's time per token (CI 1.211-1.268), top_k left out 1.0009x (0.991-1.011), top_k 1
+            0.9990x (0.987-1.011). On the CPU build with the embedded model, where a token takes 0.46 ms,
+            top_k 1 made bracket's requests 7.9 % cheaper than a plain client's (the neutrality control of
+            the llama.cpp sweep, 36 blocks, CI 5.0-10.8 %): cheaper is not neutral either.
         repeat_penalty 1: a GGUF converted from a model whose generation_config sets
             repetition_penalty carries it as general.sampling.penalty_repeat, llama-server's default;
             the penalty runs before top_k and changes the tokens. 1 switches the sampler off.
@@ -187,7 +189,8 @@ class LlamaCpp(Engine):
         caching = ((arm or {}).get("server") or {}).get("prefix_caching") is True
         body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
                 **neutral_sampling(request, top_k_all=0), "repeat_penalty": 1.0}
-        body.update({"top_k": 1} if greedy(request) else {"seed": seed})
+        if not greedy(request):
+            body["seed"] = seed
         return {**body, "ignore_eos": True, "cache_prompt": caching, "stream": True,
                 "stream_options": {"include_usage": True}}
 

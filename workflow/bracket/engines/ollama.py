@@ -83,11 +83,12 @@ class Ollama(Engine):
         # Ollama sends every sampler setting on to its llama-server (llm/llama_server.go), its own
         # defaults or the Modelfile's PARAMETER lines where a request is silent: top_k 40 (0 makes
         # llama.cpp walk the whole vocabulary per token), repeat_penalty 1 unless the Modelfile sets
-        # one. Greedy: top_k 1 is the argmax (the same tokens, the fewest candidates), repeat_penalty
-        # 1 keeps a Modelfile's penalty from changing them. A seed only where something is drawn.
+        # one. Greedy: no top_k, the default chain a plain client gets (never 0); repeat_penalty 1 keeps
+        # a Modelfile's penalty from changing the tokens. A seed only where something is drawn.
         options = {"num_predict": request["max_tokens"], **neutral_sampling(request, top_k_all=0),
                    "repeat_penalty": 1.0}
-        options.update({"top_k": 1} if greedy(request) else {"seed": seed})
+        if not greedy(request):
+            options["seed"] = seed
         arm = arm or {}
         if (arm.get("server") or {}).get("context_length") is not None:
             options["num_ctx"] = arm["server"]["context_length"]

@@ -87,12 +87,19 @@ def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> di
 
 
 def findings(cost: dict | None, threshold: float = THRESHOLD) -> list[Finding]:
-    """A finding when bracket's request costs the server more than `threshold` per token, its CI above it too."""
-    if not cost or cost.get("ci_low") is None or cost["ci_low"] <= 1 + threshold:
+    """A finding when bracket's request costs the server more, or less, than a plain client's by more than
+    `threshold` per token, its whole CI beyond it: either way the rates are not those a plain client sees."""
+    if not cost or cost.get("ci_low") is None:
+        return []
+    if cost["ci_low"] > 1 + threshold:
+        way = "slower than"
+    elif cost["ci_high"] < 1 - threshold:
+        way = "faster than"
+    else:
         return []
     return [Finding("instrument", f"bracket's request cost the server {cost['cost']:+.1%} per token against the "
                                   f"plainest request that yields the same tokens ({cost['confidence']:.0%} CI "
                                   f"{cost['ci_low'] - 1:+.1%} to {cost['ci_high'] - 1:+.1%}, {cost['blocks']} "
                                   f"blocks, {cost['basis']}): every rate in this experiment is the engine's "
-                                  f"under bracket's request, not under a plain client's; see the engine adapter's "
-                                  f"request_body.")]
+                                  f"under bracket's request, {way} under a plain client's; see the engine "
+                                  f"adapter's request_body.")]
