@@ -171,9 +171,10 @@ class LlamaCpp(Engine):
             vocabulary per token (151,936 for Qwen). On the H200 (bench/results/h200_llamacpp/
             body_cost.json, one server, bodies alternated, the server's own timing) top_k 0 cost 1.239x a
             plain client's time per token (CI 1.211-1.268), top_k left out 1.0009x (0.991-1.011), top_k 1
-            0.9990x (0.987-1.011). On the CPU build with the embedded model, where a token takes 0.46 ms,
-            top_k 1 made bracket's requests 7.9 % cheaper than a plain client's (the neutrality control of
-            the llama.cpp sweep, 36 blocks, CI 5.0-10.8 %): cheaper is not neutral either.
+            0.9990x (0.987-1.011). On the CPU build with the embedded model the llama.cpp sweep's
+            neutrality control gave, in its no-speculation arm, 0.977x with top_k 1 and 1.022x with top_k
+            left out (6 blocks each); its speculative arms read 0.81-0.86x with either body (ngram_3,
+            ngram_mod_8), a difference the sampler does not explain (bench/results/llamacpp_sweep_cpu).
         repeat_penalty 1: a GGUF converted from a model whose generation_config sets
             repetition_penalty carries it as general.sampling.penalty_repeat, llama-server's default;
             the penalty runs before top_k and changes the tokens. 1 switches the sampler off.
