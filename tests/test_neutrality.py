@@ -157,7 +157,7 @@ def test_the_method_section_states_the_cost_with_its_interval():
     assert "95% CI +20.0% to +27.0%, 11 degrees of freedom between blocks" in text
     text, kind = instrument_sentence({**n, "ratio": 1.002, "cost": 0.002, "ci_low": 0.995, "ci_high": 1.009})
     assert kind == "" and "within 1 % either way" in text
-    # the llama.cpp sweep of 2026-12-01 with top_k 1 (since dropped): cheaper than the default chain
+    # the llama.cpp sweep of 2026-12-01 (top_k 1 body): cheaper than a plain client, a finding either way
     text, kind = instrument_sentence({**n, "ratio": 0.9206, "cost": -0.0794, "ci_low": 0.8920, "ci_high": 0.9501})
     assert kind == "warn" and "-7.9% per token" in text and "faster than a plain client would see" in text
     text, kind = instrument_sentence({**n, "ratio": 0.995, "cost": -0.005, "ci_low": 0.985, "ci_high": 1.004})
