@@ -195,10 +195,6 @@ class LlamaCpp(Engine):
         return {**body, "ignore_eos": True, "cache_prompt": caching, "stream": True,
                 "stream_options": {"include_usage": True}}
 
-    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
-        # What llama-benchy sends: no top_k, top_p, min_p, seed or cache_prompt; ignore_eos pins the count.
-        return super().plain_body(model_name, prompt, request)
-
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         return timing_from_timings(last_timings(events))
 

@@ -152,10 +152,6 @@ class VLLM(Engine):
 
     timing_from_metrics = True
 
-    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
-        # What `vllm bench serve` or a bare OpenAI client sends; bracket adds repetition_penalty 1.
-        return super().plain_body(model_name, prompt, request)
-
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         return decode_from_metrics(before, after)
 
