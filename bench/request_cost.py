@@ -57,7 +57,13 @@ from bracket.engines import launch  # noqa: E402
 from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
 
 # The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).
-LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD") or json.loads((ROOT / embedded.LLAMACPP_BUILD).read_text())["path"])
+def llamacpp_build() -> Path:
+    """The build folder: BRACKET_LLAMACPP_BUILD, else the one build.json names (read when a server is wanted,
+    so the script imports on a machine with no build)."""
+    if os.environ.get("BRACKET_LLAMACPP_BUILD"):
+        return Path(os.environ["BRACKET_LLAMACPP_BUILD"])
+    record = ROOT / embedded.LLAMACPP_BUILD
+    return Path(json.loads(record.read_text())["path"]) if record.exists() else ROOT / "resources/engines/llama.cpp-missing"
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 SEED = 1234
@@ -112,7 +118,7 @@ def free_port() -> int:
 
 
 def source_dir() -> str:
-    return json.loads((LLAMACPP / "build.json").read_text())["source_dir"]
+    return json.loads((llamacpp_build() / "build.json").read_text())["source_dir"]
 
 
 def gguf(which: str, work: Path) -> Path:
@@ -135,7 +141,7 @@ def serve(name: str, work: Path):
     if kind == "llamacpp":
         model, python = str(gguf(model_kind, work)), "unused"
         eng = {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
-               "executable": str(LLAMACPP / "bin/llama-server"), "startup_timeout_s": 180,
+               "executable": str(llamacpp_build() / "bin/llama-server"), "startup_timeout_s": 180,
                "args": ["--ctx-size", "2048", "--threads", "2"]}
     else:
         model, python = str(MODEL), str(ENGINE / "bin/python")
@@ -289,7 +295,7 @@ def main() -> None:
     unknown = [s for s in names if s not in SERVERS]
     if unknown:
         ap.error(f"unknown server(s) {unknown}; choose from {', '.join(SERVERS)}")
-    server = LLAMACPP / "bin/llama-server"
+    server = llamacpp_build() / "bin/llama-server"
     if any(SERVERS[n][0] == "llamacpp" for n in names) and not server.exists():
         ap.error(f"{server} does not exist: build it (`snakemake --cores 2 {embedded.LLAMACPP_BUILD}`, or "
                  f"workflow/scripts/build_llamacpp.sh), point BRACKET_LLAMACPP_BUILD at a build folder with "
