@@ -119,6 +119,12 @@ def test_one_block_gives_no_interval_and_no_finding_and_wall_time_stands_in_with
     t.loc[0, "server_decode_s"] = None  # one request without the server's timing: wall time for all
     c = instrument_cost(t)
     assert c["basis"] == "wall time" and c["ratio"] == pytest.approx((0.15 + 0.05) / (0.1 + 0.05))
+    # with TTFT recorded, wall time counts decode only: (wall - ttft) over the tokens after the first, so
+    # a second request whose prompt the prefix cache served is not made cheaper per token by it
+    t["ttft_s"] = [0.05, 0.01]  # bracket first (prefill 50 ms), plain second (its prompt cached: 10 ms)
+    t["wall_s"] = [0.05 + 99 * 1.5e-3, 0.01 + 99 * 1.0e-3]
+    c = instrument_cost(t)
+    assert c["basis"] == "wall time, after the first token" and c["ratio"] == pytest.approx(1.5)
 
 
 def test_control_records_never_reach_the_runs_table():
@@ -133,11 +139,12 @@ def test_control_records_never_reach_the_runs_table():
 def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
     cfg = {"workloads": {"code": {}, "chat": {}}, "controls": {"neutrality_pairs": 3}}
     wl = {"code": [{"id": "c0", "prompt": "C0"}, {"id": "c1", "prompt": "C1"}], "chat": [{"id": "h0", "prompt": "H0"}]}
-    reqs = plan(cfg, 1, wl, lambda w, i, b: f"[{w}:{i}:{b}]")
+    reqs = plan(cfg, 1, wl, lambda w, i: f"[{w}:{i}]")
     assert [(r.pair, r.body, r.workload, r.prompt_id) for r in reqs] == [
         (0, "plain", "code", "c1"), (0, "bracket", "code", "c1"), (1, "bracket", "chat", "h0"),
         (1, "plain", "chat", "h0"), (2, "plain", "code", "c1"), (2, "bracket", "code", "c1")]
-    assert reqs[0].prompt == "[code:0:plain]C1" and reqs[1].prompt == "[code:0:bracket]C1"
+    # both bodies of a pair get the same prompt (so a greedy engine gives both the same tokens); pairs differ
+    assert reqs[0].prompt == reqs[1].prompt == "[code:0]C1" and reqs[4].prompt == "[code:2]C1"
 
 
 def test_turning_the_control_off_needs_a_reason():
@@ -165,3 +172,18 @@ def test_the_method_section_states_the_cost_with_its_interval():
     text, kind = instrument_sentence({"status": "off: attached to production"})
     assert kind == "warn" and "was off: attached to production" in text
     assert instrument_sentence(None) is None
+
+
+def test_the_method_section_says_whether_both_bodies_gave_the_same_tokens():
+    n = {"status": "on", "basis": "server timing", "timing_sources": ["t"], "blocks": 3, "pairs": 6, "ratio": 1.0,
+         "cost": 0.0, "ci_low": 0.995, "ci_high": 1.005, "df": 2, "confidence": 0.95}
+    text, _ = instrument_sentence({**n, "same_output": {"same": 6, "of": 6}})
+    assert "on the same prompt" in text and "Both bodies gave the same tokens in all 6 pairs." in text
+    text, _ = instrument_sentence({**n, "same_output": {"same": 4, "of": 6}})
+    assert "the same tokens in 4 of 6 pairs: in the others bracket's fields changed the output" in text
+
+
+def test_same_output_counts_pairs_whose_two_outputs_are_identical():
+    t = control_table([(0, 0, 1.0, 1.0), (1, 0, 1.0, 1.0), (2, 0, 1.0, 1.0)])
+    t.loc[(t["position"] == 2) & (t["body"] == "plain"), "output_sha256"] = "other"
+    assert instrument_cost(t)["same_output"] == {"same": 2, "of": 3}

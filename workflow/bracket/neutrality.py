@@ -4,7 +4,8 @@ In every block, after the arm's own timed requests, the same server answers a fe
 bracket's body (the adapter's `request_body`) and the plainest body that yields the same tokens (its
 `plain_body`: what llama-benchy or a bare OpenAI client sends). The order within a pair alternates
 (pair i of block b sends bracket's body first when b + i is even), so a trend inside a block does not
-fall on one body. Each request is timed by the client and, where the engine reports it, by the server
+fall on one body. Both requests of a pair carry the same prompt, so they should yield the same tokens
+(the statistics count the pairs that did). Each request is timed by the client and, where the engine reports it, by the server
 (llama.cpp's `timings.predicted_ms`, vLLM's request_decode_time histogram, Ollama's eval_duration). The
 records carry `control: "neutrality"`, so they never enter an arm's statistics (records.tidy);
 bracket.stats.neutrality turns them into the instrument's cost.
@@ -48,9 +49,12 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
     """The block's control requests in the order they are sent.
 
     Pair i uses workload i mod W (in the experiment's order, arena cells left out) and that workload's
-    prompt (position + i) mod P; each request gets its own unique prefix from `tag(workload, pair, body)`
-    so neither finds the other's prompt in the prefix cache. Bracket's body goes first when
-    position + i is even.
+    prompt (position + i) mod P, behind the pair's unique prefix `tag(workload, pair)`: both bodies get the
+    same prompt, so a greedy engine gives both the same tokens and the pair compares the body alone (with a
+    prefix per body the outputs differed, and so did a speculative arm's acceptance: in the llama.cpp CPU
+    sweep that put two arms' pairs 14-17 % apart). The second request may find the first's prompt in a
+    prefix cache: that shortens its prefill, not its decode, which is what the control compares
+    (bracket.stats.neutrality). Bracket's body goes first when position + i is even.
     """
     names = [w for w, wl in cfg["workloads"].items() if not arena.is_arena(wl)]
     out = []
@@ -59,7 +63,7 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
         texts = workloads[wl]
         p = texts[(position + i) % len(texts)]
         order = BODIES if (position + i) % 2 == 0 else BODIES[::-1]
-        out += [Request(i, body, wl, p["id"], tag(wl, i, body) + p["prompt"]) for body in order]
+        out += [Request(i, body, wl, p["id"], tag(wl, i) + p["prompt"]) for body in order]
     return out
 
 

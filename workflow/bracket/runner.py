@@ -219,8 +219,8 @@ def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base
     model_name = session.served_name(adapter, cfg, http, base)
     per_block = block.position if cfg["engine"]["launch"] == "attach" else None
 
-    def tag(workload, pair, body):
-        return unique_prefix(cfg["design"]["seed"], f"{neutrality.CONTROL}:{workload}:{body}", pair, per_block)
+    def tag(workload, pair):
+        return unique_prefix(cfg["design"]["seed"], f"{neutrality.CONTROL}:{workload}", pair, per_block)
 
     for rec in neutrality.run(cfg, experiment, block, adapter, http, base, model_name, server_id, workloads, tag,
                               draft_budget(cfg["arms"][block.arm])):

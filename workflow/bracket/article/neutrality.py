@@ -23,12 +23,15 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
     if n.get("ratio") is None:
         return (f"The neutrality control left no pair to compare ({status}): this article does not show what "
                 f"bracket's request cost the engine.", "warn")
-    how = ("the server's own timing (" + "; ".join(n.get("timing_sources") or []) + ")"
-           if n.get("basis") == "server timing" else "wall time (the engine reports no timing of its own)")
+    how = {"server timing": "the server's own timing (" + "; ".join(n.get("timing_sources") or []) + ")",
+           "wall time, after the first token": "the client's time after the first token (the engine reports no "
+                                               "timing of its own)"}.get(n.get("basis"),
+                                                                         "wall time (the engine reports no timing of its own)")
     what = (f"In every block, after the arm's own requests, the same server answered {_n(n['pairs'], 'pair')} of "
             f"requests in all ({_n(n['blocks'], 'block')}): bracket's body and the plainest body that yields the "
             f"same tokens (what llama-benchy or a bare OpenAI client sends: model, prompt, max_tokens, "
-            f"temperature, stream with usage, ignore_eos), in alternating order, compared on {how}. ")
+            f"temperature, stream with usage, ignore_eos), on the same prompt, in alternating order, compared on "
+            f"{how}. " + same_sentence(n.get("same_output")))
     per = ""
     if n.get("bracket_ms_per_token") and n.get("plain_ms_per_token"):
         per = (f" ({n['bracket_ms_per_token']:.3f} against {n['plain_ms_per_token']:.3f} ms per token, medians of "
@@ -52,6 +55,17 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
                 f"within 1 % either way, so the instrument does not change what it measures.", "")
     return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): the "
             f"interval reaches beyond 1 % on one side, so a cost or a saving of that size is not ruled out.", "")
+
+
+def same_sentence(same: dict | None) -> str:
+    """Whether the two bodies of each pair gave the same tokens ('' for results from before it was counted)."""
+    if not same or not same.get("of"):
+        return ""
+    if same["same"] == same["of"]:
+        return f"Both bodies gave the same tokens in all {_n(same['of'], 'pair')}. "
+    return (f"The two bodies gave the same tokens in {same['same']} of {_n(same['of'], 'pair')}: in the others "
+            f"bracket's fields changed the output itself, so those pairs compare different work (on a speculative "
+            f"arm, a different acceptance). ")
 
 
 def section_items(d: Data) -> list[Para]:

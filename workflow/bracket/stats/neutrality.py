@@ -4,7 +4,9 @@ Input: the neutrality control's records (bracket.records.control_table), pairs o
 bracket's body and one with the plain body, on the same server, in every block.
 
     t         = per-token time of a request: server_decode_s / server_tokens (the server's own timing)
-                where every valid request has one, else wall_s / completion_tokens
+                where every valid request has one, else (wall_s - ttft_s) / (completion_tokens - 1) where
+                every one has a TTFT (decode only: the pair's second request may find its prompt cached),
+                else wall_s / completion_tokens
     d_pair    = ln(t_bracket / t_plain)                      (both requests of the pair valid)
     d_block   = mean of the block's d_pair
     cost      = exp(mean of d_block) - 1,  ratio = 1 + cost
@@ -30,14 +32,19 @@ THRESHOLD = 0.01
 
 
 def per_token_s(table: pd.DataFrame) -> tuple[pd.Series, str]:
-    """Each request's per-token time and the basis it was read on ("server timing" or "wall time")."""
+    """Each request's per-token time and the basis it was read on ("server timing", "wall time, after the
+    first token" or "wall time")."""
     valid = table[table["valid"]]
     server = pd.to_numeric(valid["server_decode_s"], errors="coerce")
     tokens = pd.to_numeric(valid["server_tokens"], errors="coerce")
     if len(valid) and server.notna().all() and (tokens > 0).all():
         return server / tokens, "server timing"
     wall = pd.to_numeric(valid["wall_s"], errors="coerce")
-    return wall / pd.to_numeric(valid["completion_tokens"], errors="coerce"), "wall time"
+    n = pd.to_numeric(valid["completion_tokens"], errors="coerce")
+    ttft = pd.to_numeric(valid["ttft_s"], errors="coerce") if "ttft_s" in valid else pd.Series(float("nan"), valid.index)
+    if len(valid) and ttft.notna().all() and (n > 1).all() and (wall > ttft).all():
+        return (wall - ttft) / (n - 1), "wall time, after the first token"
+    return wall / n, "wall time"
 
 
 def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> dict | None:
@@ -46,8 +53,8 @@ def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> di
     Returns ratio, cost (ratio - 1), ci_low, ci_high (of the ratio; None with fewer than two blocks),
     confidence, df, blocks, pairs, basis ("server timing" | "wall time"), timing_sources (what the
     engine's timing was read from), per-token medians of both bodies (ms), same_output (pairs whose
-    two outputs were identical, of pairs compared: informational, since each body has its own
-    unique prefix), invalid (records left out), and per_block [{block, arm, pairs, ratio}].
+    two outputs were identical, of pairs compared: both carry the same prompt, so a greedy engine
+    should give the same tokens, and a pair that differs compares different work), invalid (records left out), and per_block [{block, arm, pairs, ratio}].
     """
     if table is None or table.empty:
         return None
