@@ -22,11 +22,14 @@ The tool's ratio to the server's own timing of the same request cannot see a too
 the server work harder: it is 1 whatever the server did. A third column compares the work itself:
 
     server tg of a tool's requests / server tg of the plainest tool's requests (same server)
-    ratio = exp(mean ln a - mean ln b), 95 % CI from Welch's t on the logs (requests as replicates)
+    ratio = exp(mean_r (mean ln a_r - mean ln b_r)), 95 % CI from t on the R rounds (with --rounds R >= 2),
+            else exp(mean ln a - mean ln b), 95 % CI from Welch's t on the logs (requests as replicates)
 
 The plainest tool is llama-benchy where it ran, else the bare client (bracket's client sending the
 engine adapter's plain_body: model, prompt, max_tokens, temperature 0, stream with usage, ignore_eos).
-The tools run one after the other, so a server that drifts in between moves this ratio too; and each
+With --rounds R every tool sends --repeats requests in each of R rounds, in a shuffled order per round,
+and the ratio is paired by round (a t interval on the R rounds): drift between rounds cancels. In one
+round the tools run one after the other, so a server that drifts in between moves this ratio too; and each
 tool sends its own prompts, so on a speculating server (acceptance depends on the prompt) the column
 mixes the prompt's effect with the request's: it answers the question on the servers without speculation.
 
@@ -46,6 +49,7 @@ import csv
 import json
 import math
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -66,7 +70,15 @@ from live_tools import (LAST_OUTPUT, POLL_S, TOOLS, LlamaLog, VllmMetrics, _why,
 from bracket import config, embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 
-LLAMACPP = Path(os.environ.get("BRACKET_LLAMACPP_BUILD", Path.home() / ".cache/bracket/llama.cpp/0.3.36-cpu-8b5d08af36"))
+def _llamacpp_build() -> Path:
+    """BRACKET_LLAMACPP_BUILD, else the build the workflow recorded (rule llamacpp_build's build.json)."""
+    record = ROOT / embedded.LLAMACPP_BUILD
+    if os.environ.get("BRACKET_LLAMACPP_BUILD") or not record.exists():
+        return Path(os.environ.get("BRACKET_LLAMACPP_BUILD", ROOT / "resources/engines/llama.cpp-missing"))
+    return Path(json.loads(record.read_text())["path"])
+
+
+LLAMACPP = _llamacpp_build()
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR
@@ -139,7 +151,53 @@ def serve(name: str, work: Path, port: int):
     return cfg, adapter, arm, argv, server, log
 
 
-def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path, port: int) -> tuple[list, str]:
+def round_orders(tools: list[str], rounds: int, seed: int) -> list[list[str]]:
+    """The tools' order in each round: as given in a single round, else shuffled per round (seeded), so that
+    no tool always follows another and a server that drifts during the run falls on every tool alike."""
+    if rounds <= 1:
+        return [list(tools)]
+    rng = random.Random(seed)
+    return [rng.sample(tools, len(tools)) for _ in range(rounds)]
+
+
+def measure_tool(ctx, truth, name: str, tool: str, n: int, repeats: int, rnd: int) -> list[dict]:
+    """One tool's `repeats` requests on the running server, each paired with the server's account of it."""
+    fn, venv = TOOLS[tool]
+    if venv and not (PEERS_DIR / venv / "bin/python").exists():
+        return [{"server": name, "tool": tool, "note": f"not installed: {PEERS_DIR / venv} is missing"}]
+    mark = truth.start()
+    try:
+        values = fn(ctx, n, repeats)
+        err = None
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        values, err = [], str(exc)
+    accounts = truth.since(mark)
+    if err:
+        return [{"server": name, "tool": tool, "note": err[:300]}]
+    if len(values) != repeats:  # a tool that leaves out a failed request cannot be paired by order
+        return [{"server": name, "tool": tool, "note": f"{len(values)} of {repeats} requests reported "
+                                                      f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}"}]
+    if len(accounts) < len(values):
+        return [{"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
+                                                      f"{len(accounts)} in the server's account"}]
+    rows = []
+    # Anything the tool sent first (a warm-up) is earlier in the account: pair from the end.
+    for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values):])):
+        ok = t is not None and t["first_last_s"] > 0 and t["e2e_s"] > 0
+        row = {"server": name, "tool": tool, "round": rnd, "request": i, "server_n": t and t["n"],
+               "tool_n": v.get("n"), "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
+               "server_decode": t["n"] / t["e2e_s"] if ok else None,
+               "tool_tg": v.get("tg"), "tool_decode": v.get("decode")}
+        if t is not None and not ok:  # a torn read of the histograms: not attributable
+            row["server_n"] = None
+        rows.append(row)
+    return rows
+
+
+def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path, port: int, rounds: int = 1,
+                   seed: int = 0) -> tuple[list, str]:
+    """Every tool's requests on one fresh server: `rounds` rounds of `repeats` requests per tool (one round:
+    all of a tool's requests, tool after tool). A tool that fails in a round is left out of later rounds."""
     cfg, adapter, arm, argv, server, log = serve(name, work, port)
     rows = []
     with server:
@@ -155,40 +213,17 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
             f"{shape['events']} events for {n} tokens; first event "
             f"{shape['first_event_tokens'] if shape['token_ids'] else '(no token_ids)'} token(s); "
             f"{shape['within_1ms']:.0%} of events within 1 ms of the one before")})
-        for tool in tools:
-            fn, venv = TOOLS[tool]
-            if venv and not (PEERS_DIR / venv / "bin/python").exists():
-                rows.append({"server": name, "tool": tool, "note": f"not installed: {PEERS_DIR / venv} is missing"})
-                continue
-            mark = truth.start()
-            try:
-                values = fn(ctx, n, repeats)
-                err = None
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                values, err = [], str(exc)
-            accounts = truth.since(mark)
-            if err:
-                rows.append({"server": name, "tool": tool, "note": err[:300]})
-                continue
-            if len(values) != repeats:  # a tool that leaves out a failed request cannot be paired by order
-                rows.append({"server": name, "tool": tool, "note": f"{len(values)} of {repeats} requests reported "
-                                                                   f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}"})
-                continue
-            if len(accounts) < len(values):
-                rows.append({"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
-                                                                   f"{len(accounts)} in the server's account"})
-                continue
-            # Anything the tool sent first (a warm-up) is earlier in the account: pair from the end.
-            for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values):])):
-                ok = t is not None and t["first_last_s"] > 0 and t["e2e_s"] > 0
-                row = {"server": name, "tool": tool, "request": i, "server_n": t and t["n"], "tool_n": v.get("n"),
-                       "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
-                       "server_decode": t["n"] / t["e2e_s"] if ok else None,
-                       "tool_tg": v.get("tg"), "tool_decode": v.get("decode")}
-                if t is not None and not ok:  # a torn read of the histograms: not attributable
-                    row["server_n"] = None
-                rows.append(row)
-            print(f"{name} {tool}: {len(values)} requests", flush=True)
+        failed: set[str] = set()
+        for rnd, order in enumerate(round_orders(tools, rounds, seed)):
+            for tool in order:
+                if tool in failed:
+                    continue
+                got = measure_tool(ctx, truth, name, tool, n, repeats, rnd)
+                if got and got[0].get("note"):
+                    failed.add(tool)
+                rows += got
+                print(f"{name} round {rnd + 1}/{max(rounds, 1)} {tool}: "
+                      f"{got[0]['note'][:120] if got[0].get('note') else f'{len(got)} requests'}", flush=True)
     return rows, " ".join(shlex.quote(a) for a in argv)
 
 
@@ -225,13 +260,44 @@ def vs_plain(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[
     return math.exp(d), math.exp(d - q * se), math.exp(d + q * se)
 
 
+def by_round(rows, server, tool) -> dict[int, list[float]]:
+    """The server-timed tg rates of a tool's requests, by round (rows from runs before rounds: none)."""
+    out: dict[int, list[float]] = {}
+    for r in rows:
+        if (r["server"] == server and r["tool"] == tool and r.get("server_tg") and not r.get("note")
+                and r.get("round") is not None):
+            out.setdefault(int(r["round"]), []).append(float(r["server_tg"]))
+    return out
+
+
+def vs_plain_paired(a: dict[int, list[float]], b: dict[int, list[float]],
+                    confidence: float = 0.95) -> tuple[float, float, float, int] | None:
+    """exp(mean over rounds of (mean ln a_r - mean ln b_r)) with a t interval on the rounds (R - 1 df), and R.
+
+    The rounds are the replicates: both tools ran in each, close in time, so a server (or machine) that
+    drifts from round to round moves both and cancels in the round's difference. None under two rounds."""
+    from scipy import stats as st
+
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    d = [statistics.fmean(math.log(x) for x in a[r]) - statistics.fmean(math.log(x) for x in b[r]) for r in common]
+    m, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    q = float(st.t.ppf((1 + confidence) / 2, len(d) - 1))
+    return math.exp(m), math.exp(m - q * se), math.exp(m + q * se), len(d)
+
+
 def plain_cell(rows, server, tool) -> str:
-    """"0.795 (0.77-0.82)": the server-timed rate of the tool's requests over the plainest tool's."""
+    """"0.795 (0.77-0.82)": the server-timed rate of the tool's requests over the plainest tool's, paired by
+    round where the run had rounds ("..., 6 rounds"), else Welch's interval on the requests."""
     plain = plain_tool(rows, server)
     if plain is None:
         return "no plain tool ran"
     if tool == plain:
         return "1 (the plain tool)"
+    p = vs_plain_paired(by_round(rows, server, tool), by_round(rows, server, plain))
+    if p:
+        return f"{p[0]:.3f} ({p[1]:.3f}-{p[2]:.3f}, {p[3]} rounds)"
     r = vs_plain(server_rates(rows, server, tool), server_rates(rows, server, plain))
     return f"{r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "–"
 
@@ -250,8 +316,11 @@ def render(rows, argvs, made: str) -> str:
          "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
          "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization). "
          "server tg: the server's own tg rate of the tool's requests, tok/s, median. server tg / plain: that rate "
-         "over the plainest tool's on the same server (llama-benchy, else the bare client), exp(mean ln a - mean "
-         "ln b) with its 95% CI (Welch's t on the logs): below 1, the tool's requests made the server slower. Each "
+         "over the plainest tool's on the same server (llama-benchy, else the bare client), with its 95% CI: in a run "
+         "of rounds (every tool once per round, in a shuffled order), exp(mean over rounds of the difference of "
+         "the tools' mean ln rates), t on the rounds, so drift between rounds cancels; in a run of one round, "
+         "exp(mean ln a - mean ln b), Welch's t on the requests. Below 1, the tool's requests made the server "
+         "slower. Each "
          "tool sends its own prompts: on a server that speculates, acceptance and so the server's rate depend on "
          "the prompt, and the column mixes the prompt's effect with the request's; read it on the servers without "
          "speculation.", "",
@@ -282,7 +351,8 @@ def _median(vals) -> str:
 def made_line(args, started, elapsed, load) -> str:
     cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
     return (f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
-            f"{args.repeats} requests of {args.tokens} tokens per tool and server, one at a time, on {args.machine}: "
+            f"{args.rounds} round(s) of {args.repeats} requests of {args.tokens} tokens per tool and server, one at a "
+            f"time, tools in a shuffled order per round (seed {args.seed}), on {args.machine}: "
             "one run's numbers).")
 
 
@@ -296,7 +366,7 @@ def replace_table(out: Path, table: str) -> None:
     out.write_text(text)
 
 
-NUMERIC = ("request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode")
+NUMERIC = ("round", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode")
 
 
 def read_csv(path: Path) -> tuple[list[dict], dict]:
@@ -308,7 +378,7 @@ def read_csv(path: Path) -> tuple[list[dict], dict]:
                 argvs[r["server"]] = r["note"]
                 continue
             for k in NUMERIC:
-                r[k] = (int(float(r[k])) if k in ("request", "server_n", "tool_n") else float(r[k])) if r.get(k) else None
+                r[k] = (int(float(r[k])) if k in ("round", "request", "server_n", "tool_n") else float(r[k])) if r.get(k) else None
             r["note"] = r.get("note") or None
             rows.append(r)
     return rows, argvs
@@ -330,7 +400,7 @@ def rerender(csv_path: Path, out: Path) -> str:
 
 def write(rows, argvs, args, started, t0, load0) -> str:
     load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    fields = ["server", "tool", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode",
+    fields = ["server", "tool", "round", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode",
               "note"]
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
@@ -347,7 +417,10 @@ def main(argv=None) -> None:
     ap.add_argument("--servers", default="llamacpp_ngram,llamacpp_draft,vllm_ngram", help=f"of {', '.join(SERVERS)}")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=6, help="requests per tool in each round")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of every tool in a shuffled order: the server tg / plain column pairs by round")
+    ap.add_argument("--seed", type=int, default=0, help="the rounds' shuffle")
     ap.add_argument("--port", type=int, default=8071)
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy_live.md"))
     ap.add_argument("--csv", default=str(HERE / "results" / "harness_live.csv"))
@@ -374,7 +447,8 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp(prefix="bracket-live-"))
     rows, argvs = [], {}
     for name in args.servers.split(","):
-        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port)
+        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port, args.rounds,
+                              args.seed)
         rows += r
         argvs[name] = a
         table = write(rows, argvs, args, started, t0, load0)  # after each server: a run cut short keeps what it made

@@ -8,6 +8,7 @@ with bracket and llama-benchy, the lightest peer. A peer whose virtual environme
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -65,6 +66,34 @@ def test_the_server_tg_of_a_tool_is_compared_with_the_plainest_tools_with_a_welc
     no_benchy = [r for r in rows if r["tool"] != "llama-benchy"]
     assert harness_live.plain_tool(no_benchy, "s") == "bare client"
     assert harness_live.plain_cell([r for r in rows if r["tool"] == "bracket"], "s", "bracket") == "no plain tool ran"
+
+
+def test_rounds_pair_the_tools_so_drift_between_rounds_cancels():
+    # The server halves its speed in round 1 and the tool's requests cost 10 % more in both rounds:
+    # round differences ln(0.9 * 100 / 100) and ln(0.9 * 50 / 50) are both ln 0.9, so the ratio is 0.9 with
+    # a zero-width interval; Welch's on the pooled requests cannot see through the drift.
+    rows = [{"server": "s", "tool": t, "round": r, "server_tg": v * f, "note": None}
+            for r, v in ((0, 100.0), (1, 50.0)) for t, f in (("bracket", 0.9), ("llama-benchy", 1.0))]
+    p = harness_live.vs_plain_paired(harness_live.by_round(rows, "s", "bracket"),
+                                     harness_live.by_round(rows, "s", "llama-benchy"))
+    assert p == (pytest.approx(0.9), pytest.approx(0.9), pytest.approx(0.9), 2)
+    assert harness_live.plain_cell(rows, "s", "bracket") == "0.900 (0.900-0.900, 2 rounds)"
+    w = harness_live.vs_plain([90.0, 45.0], [100.0, 50.0])
+    # the same requests unpaired (Welch, df 2, se ln(2) / sqrt 2): 0.9 * exp(-/+ 4.302653 * 0.4901) = 0.109 .. 7.42
+    assert w[1] == pytest.approx(0.9 * math.exp(-4.302653 * math.log(2) / math.sqrt(2)), rel=1e-4) and w[2] > 7
+    # three rounds, differences ln 0.8, ln 1.0, ln 1.25 (a = 80, 100, 125 against b = 100): mean 0, sd ln 1.25,
+    # se ln(1.25) / sqrt 3, t(0.975, 2) = 4.302653
+    a = {0: [80.0], 1: [100.0], 2: [125.0]}
+    b = {0: [100.0], 1: [100.0], 2: [100.0]}
+    r, lo, hi, n = harness_live.vs_plain_paired(a, b)
+    half = 4.302653 * math.log(1.25) / math.sqrt(3)
+    assert (r, lo, hi, n) == (pytest.approx(1.0), pytest.approx(math.exp(-half)), pytest.approx(math.exp(half)), 3)
+    assert harness_live.vs_plain_paired({0: [1.0]}, {0: [1.0], 1: [2.0]}) is None  # one common round
+    # every tool once per round, a new order each round, reproducibly
+    orders = harness_live.round_orders(["a", "b", "c"], 4, seed=1)
+    assert len(orders) == 4 and all(sorted(o) == ["a", "b", "c"] for o in orders)
+    assert orders == harness_live.round_orders(["a", "b", "c"], 4, seed=1) and len({tuple(o) for o in orders}) > 1
+    assert harness_live.round_orders(["a", "b"], 1, seed=1) == [["a", "b"]]
 
 
 def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
