@@ -374,7 +374,7 @@ def neutral_sampling(request: dict, top_k_all: int | None = None) -> dict:
 
     Sampling (temperature > 0): top_p 1, min_p 0 and, where ``top_k_all`` gives the engine's spelling
     of "no top-k", that: pure temperature sampling over the whole vocabulary, the one distribution
-    every engine draws alike; their own defaults differ (engine-apis.md section 6.7: llama.cpp top_k
+    every engine draws alike; their own defaults differ (docs/engine-apis.md section 6.7: llama.cpp top_k
     40, top_p 0.95, min_p 0.05; vLLM and SGLang the model's generation_config). Walking the vocabulary
     is then the work the user asked for.
     """

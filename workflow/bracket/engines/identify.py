@@ -1,6 +1,6 @@
 """Which engine serves an attached URL, told from what it serves (engine.kind: auto).
 
-Each engine has routes the others lack (read in their sources; ../shared/docs/engine-apis.md):
+Each engine has routes the others lack (read in their sources; docs/engine-apis.md):
 
 - llama.cpp's llama-server: GET /props, a JSON object with `default_generation_settings` and
   `build_info` (also `total_slots`, `chat_template`).

@@ -1,6 +1,6 @@
 """llama.cpp's `llama-server` (flags of master after the May 2026 rename; check `llama-server --help`).
 
-Facts used here (../shared/docs/engine-apis.md, section 3): the HTTP server starts before the model
+Facts used here (docs/engine-apis.md, section 3): the HTTP server starts before the model
 loads and /health answers 503 until it has loaded (/v1/models answers 200 even then, so it is not a
 readiness signal); the OpenAI routes carry a top-level `timings` object, on the finish chunk or on
 the final usage chunk when streaming, with `cache_n` and, only when the slot drafted anything,

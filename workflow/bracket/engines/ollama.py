@@ -1,6 +1,6 @@
 """Ollama (HEAD of August 2026, which runs GGUF models through a child llama-server).
 
-Facts used here (../shared/docs/engine-apis.md, section 4): `ollama serve` takes its address and
+Facts used here (docs/engine-apis.md, section 4): `ollama serve` takes its address and
 settings from OLLAMA_* environment variables; there is no /health, GET / answers 200 once the
 server is up, and a model loads on its first request, so readiness includes a preload
 (POST /api/generate with no prompt and keep_alive -1); /api/generate streams one JSON object per

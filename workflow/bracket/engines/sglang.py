@@ -1,6 +1,6 @@
 """SGLang (0.5.x; flags checked against the 0.5.23 wheel, field names across 0.5.x).
 
-Facts used here (../shared/docs/engine-apis.md, section 1): the port refuses connections while the
+Facts used here (docs/engine-apis.md, section 1): the port refuses connections while the
 weights load, then /health answers 503 until the warm-up request has finished and 200 after;
 requests go to the native POST /generate, whose final `meta_info` carries the per-request
 speculative counts (the OpenAI routes of 0.5.23 carry none) and `cached_tokens`; the prefix
@@ -32,7 +32,7 @@ TREE_DRAFTERS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 # Algorithms whose draft is one block of a trained size: draft_tokens is that size.
 BLOCK_DRAFTERS = {"DFLASH", "DSPARK"}
 
-# meta_info names of accepted and proposed draft counts, newest first (section 1.4 of engine-apis.md):
+# meta_info names of accepted and proposed draft counts, newest first (section 1.4 of docs/engine-apis.md):
 # 0.5.23 has spec_num_*; before it spec_accepted_drafts / spec_proposed_drafts; ~0.5.3-0.5.5
 # spec_accept_token_num / spec_draft_token_num; the oldest only spec_verify_ct.
 ACCEPTED_NAMES = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")

