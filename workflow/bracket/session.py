@@ -79,6 +79,10 @@ def credentials(cfg: dict, adapter) -> Credentials:
                               f"leave engine.api_key_env empty.")
         out.env[adapter.api_key_env] = key
         out.headers["Authorization"] = f"Bearer {key}"
+    for env_name, value in [(n, out.env[n]) for n in eng["secret_env"]] + ([(name, key)] if name else []):
+        problem = secrets.short_problem(env_name, value)
+        if problem:
+            raise BlockFailed(f"engine.{'api_key_env' if env_name == name else 'secret_env'}: {problem}")
     secrets.register(*out.env.values())
     return out
 

@@ -1,0 +1,220 @@
+"""Secrets in every form, short keys, credentials in URLs, names and YAML that would hurt: round three of
+hostile input (issue 33). Expected values are worked out here by hand (base64 and URL encodings of a
+known key); the block-level cases run the real runner against the stand-in server over real HTTP."""
+
+import base64
+import json
+import os
+import re
+import sys
+import time
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from bracket import config, engines, preflight, records, secrets, session
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
+import faultkit as fk  # noqa: E402
+
+KEY = fk.SECRET  # sk-bracket-test-7f3a9c1e5b
+
+
+@pytest.fixture(autouse=True)
+def no_secrets_carried_over():
+    secrets.forget()
+    yield
+    secrets.forget()
+
+
+def decoded_leaks(text: str, key: str) -> list[str]:
+    """Runs of base64-looking characters in `text` that decode (either alphabet, any start) to bytes that
+    hold 8 consecutive bytes of `key`: what a reader could recover. Independent of bracket's own forms."""
+    parts = {key.encode()[i:i + 8] for i in range(len(key) - 7)}
+    hits = []
+    for run in re.findall(r"[A-Za-z0-9+/_-]{11,}", text):
+        for start in range(4):
+            chunk = run[start:]
+            chunk = chunk[:len(chunk) - len(chunk) % 4]
+            for alt in (b"+/", b"-_"):
+                try:
+                    raw = base64.b64decode(chunk, altchars=alt, validate=False)
+                except ValueError:
+                    continue
+                if any(p in raw for p in parts):
+                    hits.append(run)
+    return hits
+
+
+def leaks(text: str, key: str = KEY) -> list[str]:
+    """Every way `key` can be read back from `text`: raw, URL-decoded, base64-decoded."""
+    from urllib.parse import unquote_plus
+
+    out = [f for f in (key, quote(key, safe=""), quote_plus(key)) if f in text]
+    if key in unquote_plus(text):
+        out.append("url-decoded")
+    return out + decoded_leaks(text, key)
+
+
+def test_every_form_of_the_key_in_transit_is_redacted():
+    secrets.register(KEY)
+    header = f"Bearer {KEY}"
+    echoed = [
+        f"upstream said {header}",
+        base64.b64encode(header.encode()).decode(),                     # the header, base64 (key at byte 7)
+        "x" + base64.b64encode(KEY.encode()).decode() + "==",           # the key alone, base64
+        base64.urlsafe_b64encode(f"user:{KEY}".encode()).decode(),      # Basic auth, URL-safe (key at byte 5)
+        base64.b64encode(f"ab{KEY}".encode()).decode(),                 # key at byte 2
+        f"GET /v1/models?api_key={quote_plus(KEY)}&x=1",
+        f"http://user:{quote(KEY, safe='')}@gateway:8000/v1",
+        json.dumps({"k": KEY + "\u2028"})[1:-1],
+    ]
+    for text in echoed:
+        assert leaks(text), text  # the stand-in text really carries the key
+        out = secrets.redact(text)
+        assert leaks(out) == [], (text, out)
+        assert "***" in out
+    # whole forms only: text around them is kept
+    assert secrets.redact(f"a {header} b") == "a Bearer *** b"
+
+
+def test_redaction_changes_no_measured_value_nor_any_field_name():
+    secrets.register(KEY)
+    rec = records.new_record(experiment="experiment", arm="baseline", workload="code", block=0, position=0, run=1,
+                             warmup=False, prompt_id="p1", completion_tokens=8, max_tokens=8, wall_s=0.123,
+                             finish_reason="length", output_text=" x t t", error=None)
+    assert secrets.redact_obj(rec) == rec
+    line = json.dumps(secrets.redact_obj(rec))
+    assert json.loads(line) == rec
+
+
+@pytest.mark.parametrize("key", ["x", "EMPTY", "token-abc12"])  # 1, 5, 11 characters
+def test_a_key_too_short_to_redact_is_refused_before_any_server_with_the_fix(monkeypatch, key):
+    cfg = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m", "api_key_env": "MY_KEY"},
+                           "arms": {"a": {}}})
+    found = preflight.secret_problems(cfg, {"MY_KEY": key})
+    assert len(found) == 1
+    msg = found[0]
+    assert msg.startswith(f"engine.api_key_env: the secret in $MY_KEY is {len(key)} character(s) long")
+    assert "Use a longer key (at least 12 characters" in msg
+    monkeypatch.setenv("MY_KEY", key)
+    assert preflight.problems(cfg, "/") == found  # before the model, engine and attach checks
+    with pytest.raises(session.BlockFailed, match="Use a longer key"):
+        session.credentials(cfg, engines.get("vllm"))
+    with pytest.raises(secrets.SecretTooShort):
+        secrets.register(key)
+    assert secrets.known() == frozenset()
+    # twelve characters pass
+    assert preflight.secret_problems(cfg, {"MY_KEY": "token-abc123"}) == []
+
+
+def test_a_short_secret_env_value_is_refused_by_its_name():
+    cfg = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m", "secret_env": ["HF_TOKEN"]},
+                           "arms": {"a": {}}})
+    assert preflight.secret_problems(cfg, {"HF_TOKEN": "hf_1"})[0].startswith(
+        "engine.secret_env: the secret in $HF_TOKEN is 4 character(s) long")
+
+
+@pytest.mark.parametrize("url, said, fixed", [
+    (f"http://user:{KEY}@10.0.0.5:8000", "holds credentials before its host (http://***@10.0.0.5:8000)",
+     "engine.base_url: http://10.0.0.5:8000"),
+    (f"http://{KEY}@10.0.0.5:8000/", "holds credentials", "engine.base_url: http://10.0.0.5:8000/"),
+    (f"https://10.0.0.5:8000/v1?api_key={KEY}", "has a query string (https://10.0.0.5:8000/v1?***)",
+     "engine.base_url: https://10.0.0.5:8000/v1"),
+    (f"http://10.0.0.5:8000/#{KEY}", "has a fragment", "engine.base_url: http://10.0.0.5:8000/"),
+])
+def test_credentials_in_the_base_url_are_refused_without_repeating_them(url, said, fixed):
+    with pytest.raises(config.ExperimentError) as err:
+        config.validate({"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url},
+                         "arms": {"a": {}}}, source="x.yaml")
+    msg = str(err.value)
+    assert msg.startswith("x.yaml: engine.base_url ") and said in msg and fixed in msg
+    assert "api_key_env" in msg and leaks(msg) == [] and "\n" not in msg
+
+
+@pytest.mark.parametrize("where", ["arms", "workloads"])
+@pytest.mark.parametrize("name", ["code\n", "code\r", "co\tde", "code\x00", "code ", "\ncode"])
+def test_a_name_with_a_newline_or_control_character_is_refused(where, name):
+    body = {"arms": {"a": {}}, "workloads": {"code": {"prompts": "p.jsonl"}}}
+    body[where] = {name: {"prompts": "p.jsonl"} if where == "workloads" else {}}
+    with pytest.raises(config.ExperimentError, match=f"{where[:-1]} name {re.escape(repr(name))} is not allowed"):
+        config.validate(body, source="x.yaml")
+    assert config.name_problem("experiment", name) is not None
+
+
+def test_a_host_name_with_a_trailing_newline_is_refused():
+    with pytest.raises(config.ExperimentError, match="hosts.0"):
+        config.validate({"arms": {"a": {}}, "hosts": ["box1\n", "box2"]})
+    config.validate({"arms": {"a": {}}, "hosts": ["box1", "box2.lan"]})
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """The billion laughs: each anchor holds 9 aliases of the one before, 9**levels values in all."""
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, levels):
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [" + ",".join(["*" + prev] * 9) + "]")
+    return "\n".join(lines) + f"\narms: {{x: {{label: *{chr(ord('a') + levels - 1)}}}}}\n"
+
+
+def test_an_alias_bomb_is_refused_in_under_a_second_with_one_line(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb())
+    assert len(path.read_bytes()) < 600  # 9**9 = 387 million strings once expanded
+    t0 = time.monotonic()
+    with pytest.raises(config.ExperimentError) as err:
+        config.load(path)
+    took = time.monotonic() - t0
+    msg = str(err.value)
+    assert took < 1.0, took
+    assert msg == (f"{path}: it expands to more than 100,000 values (aliases `*name` repeat what an anchor `&name` "
+                   f"holds); an experiment needs a few hundred: write the values out, or use fewer aliases.")
+    # a recursive alias is refused the same way
+    path.write_text("a: &a [*a]\narms: {x: {}}\n")
+    with pytest.raises(config.ExperimentError, match="expands to more than"):
+        config.load(path)
+    # a few aliases stay allowed
+    path.write_text("s: &s {max_tokens: 8}\narms: {x: {}}\nrequest: *s\n")
+    assert config._read_yaml(path)["request"] == {"max_tokens": 8}
+
+
+def test_an_experiment_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("arms: {x: {}}\n" + "# padding\n" * 150_000)  # 1.5 MB
+    t0 = time.monotonic()
+    with pytest.raises(config.ExperimentError, match=r"big.yaml: 1,500,014 bytes, more than an experiment file "
+                                                     r"may hold \(1,000,000\)"):
+        config.load(path)
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_a_design_of_thousands_of_blocks_is_refused_with_the_count():
+    with pytest.raises(config.ExperimentError, match=r"design.rounds is 2000, which makes at least 4,000 blocks "
+                                                     r"\(2 arm\(s\)\), more than 500"):
+        config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": 2000}}, source="x.yaml")
+    config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": 250}})  # 500 blocks: allowed
+
+
+@pytest.mark.integration
+def test_a_server_echoing_the_key_in_other_forms_leaves_it_in_no_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BRACKET_TEST_API_KEY", KEY)
+    port = fk.free_port()
+    cfg = fk.experiment(tmp_path, port, runs=3, api_key_env="BRACKET_TEST_API_KEY")
+    raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY",
+                                              "--script", "echo_forms,echo_forms_text,ok"))
+    recs = fk.lines(raw)
+    assert recs[0]["error"].startswith("HTTP 500") and "***" in recs[0]["error"]
+    assert recs[1]["error"] is None and recs[1]["output_text"].count("***") >= 5
+    log = fk.block_paths(tmp_path)["log_path"].read_text()
+    assert "upstream saw" in log  # the server logged the forms, redacted once it stopped
+    # nothing measured was changed: names, counts and the experiment column as sent
+    for r in recs[1:]:
+        assert (r["experiment"], r["arm"], r["workload"], r["completion_tokens"], r["finish_reason"]) == \
+            ("faults", "baseline", "code", 8, "length")
+    runs = records.tidy(records.read([raw]))
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    assert list(runs["experiment"]) == ["faults"] * 3
+    found = {str(p): leaks(p.read_text(errors="replace")) for p in tmp_path.rglob("*") if p.is_file()}
+    assert {p: hit for p, hit in found.items() if hit} == {}
+    out = capsys.readouterr()
+    assert leaks(out.out + out.err) == []
