@@ -218,3 +218,68 @@ def test_a_server_echoing_the_key_in_other_forms_leaves_it_in_no_file(tmp_path, 
     assert {p: hit for p, hit in found.items() if hit} == {}
     out = capsys.readouterr()
     assert leaks(out.out + out.err) == []
+
+
+FULL_DISK = """
+import resource, signal, sys
+sys.path.insert(0, {faults!r}); sys.path.insert(0, {workflow!r})
+from pathlib import Path
+import faultkit
+from bracket import runner
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # no file of this process may pass 2,000 bytes
+tmp, port = Path({tmp!r}), {port}
+try:
+    faultkit.run(faultkit.experiment(tmp, port, runs=5), tmp, faultkit.fake_argv(port))
+except runner.BlockFailed as exc:
+    print(f"block failed: {{exc}}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+@pytest.mark.integration
+def test_a_disk_that_fills_mid_block_gives_one_line_a_failed_meta_and_a_clean_rerun(tmp_path):
+    """Records are 760 bytes: two fit under the 2,000-byte limit, the third does not (RLIMIT_FSIZE stands in
+    for a full disk: the write fails with an OSError the same way, EFBIG instead of ENOSPC)."""
+    import subprocess
+
+    port = fk.free_port()
+    script = FULL_DISK.format(faults=str(fk.HERE), workflow=str(fk.ROOT / "workflow"), tmp=str(tmp_path), port=port)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and proc.stderr.count("OSError") == 0, proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if line.startswith("block failed:")]
+    assert len(said) == 1 and "block 1/1 (block-0) stopped: cannot write" in said[0], proc.stderr[-2000:]
+    assert "File too large. The 2 whole records written before are kept" in said[0]
+    meta = json.loads(fk.attempt(tmp_path, ext="meta.json").read_text())
+    assert meta["status"] == "failed" and "File too large" in meta["error"]
+    assert len(records.read([fk.attempt(tmp_path)])) == 2  # whole records only; the torn third is skipped
+    raw = fk.run(fk.experiment(tmp_path, port, runs=5), tmp_path, fk.fake_argv(port))
+    assert len(fk.lines(raw)) == 5
+    assert json.loads(fk.block_paths(tmp_path)["meta_path"].read_text())["status"] == "complete"
+
+
+@pytest.mark.integration
+def test_the_server_log_of_a_killed_runner_reaches_failed_even_when_its_declared_log_is_deleted(tmp_path):
+    import subprocess
+
+    port = fk.free_port()
+    driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
+                               "--script", "slow"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    paths = fk.block_paths(tmp_path)
+    try:
+        fk.wait_for(lambda: fk.count_lines(paths["raw_path"].with_name("block-0.jsonl.partial")) >= 2, 60,
+                    "two records")
+        driver.kill()
+        driver.wait(timeout=10)
+        fk.wait_for(lambda: fk.listener(port) is None, 15, "the server to go")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert "serving on" in paths["log_path"].read_text()
+    paths["log_path"].unlink()  # what Snakemake does to a killed job's declared log before rerunning it
+    raw = fk.run(fk.experiment(tmp_path, port, runs=2), tmp_path, fk.fake_argv(port))
+    assert len(fk.lines(raw)) == 2
+    kept = fk.attempt(tmp_path, ext="log").read_text()
+    assert "serving on" in kept and "request 1 slow" in kept
+    assert not (tmp_path / "raw" / "block-0.log.partial").exists()  # a complete block leaves no second name
