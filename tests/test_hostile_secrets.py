@@ -283,3 +283,60 @@ def test_the_server_log_of_a_killed_runner_reaches_failed_even_when_its_declared
     kept = fk.attempt(tmp_path, ext="log").read_text()
     assert "serving on" in kept and "request 1 slow" in kept
     assert not (tmp_path / "raw" / "block-0.log.partial").exists()  # a complete block leaves no second name
+
+
+@pytest.mark.integration
+def test_two_experiments_started_at_once_on_different_ports_never_measure_at_the_same_time(tmp_path):
+    """Two checkouts' blocks (own folders, own port locks, own ports) share one host-wide lock folder."""
+    import subprocess
+
+    env = dict(os.environ, BRACKET_LOCK_DIR=str(tmp_path / "host-locks"))
+    runs = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        runs.append((tmp_path / name, subprocess.Popen(
+            [sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path / name), str(fk.free_port()), "2",
+             "--script", "slow"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    errs = [proc.communicate(timeout=120)[1] for _, proc in runs]
+    assert [proc.returncode for _, proc in runs] == [0, 0], errs
+    metas = [json.loads(fk.block_paths(folder)["meta_path"].read_text()) for folder, _ in runs]
+    (a, b) = sorted(metas, key=lambda m: m["started_at"])
+    # each block: a server started, 2 requests of 1.6 s, teardown; the second started after the first ended
+    assert a["ended_at"] <= b["started_at"], (a["ended_at"], b["started_at"])
+    assert b["host_lock"]["waited_s"] >= 3.0 and "faults block 1/1 (block-0)" in b["host_lock"]["waited_for"]
+    assert a["host_lock"]["waited_for"] is None
+    waiting = [e for e in errs if "waiting for the host-wide lock" in e]
+    assert len(waiting) == 1 and "another measurement uses this host's cores" in waiting[0]
+    assert b["host_lock"]["path"] == str(tmp_path / "host-locks" / f"host-{__import__('socket').gethostname()}.lock")
+
+
+def test_the_host_lock_of_an_attached_server_is_named_for_the_server_host(monkeypatch):
+    monkeypatch.setenv("BRACKET_LOCK_DIR", "/locks")
+    here = __import__("socket").gethostname()
+    launched = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m"}, "arms": {"a": {}}})
+    assert str(session.host_lock_path(launched)) == f"/locks/host-{here}.lock"
+    for url, name in (("http://127.0.0.1:8000", here), ("http://localhost:8000", here),
+                      ("http://gpu-7.lan:8000", "gpu-7.lan")):
+        cfg = config.validate({"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url},
+                               "arms": {"a": {}}})
+        assert str(session.host_lock_path(cfg)) == f"/locks/host-{name}.lock"
+
+
+def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
+    from types import SimpleNamespace
+
+    from bracket.article import headline
+
+    rows = [records.new_record(arm=arm, workload="code", position=i, run=0, warmup=False, finish_reason="length",
+                               completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=wall,
+                               error=None if arm == "a" else "HTTP 400: too long")
+            for i, (arm, wall) in enumerate([("a", 0.1), ("b", 1.0)])]
+    d = SimpleNamespace(runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}, "c": {}}})
+    assert records.arms_without_valid_run(d.runs, ["a", "b", "c"]) == ["b", "c"]
+    assert headline.unmeasured_arms(d) == ["b", "c"]
+    row = {"workload": "code", "arm": "a", "median": 80.0, "n": 1, "min": 80.0, "max": 80.0, "is_reference": True,
+           "unmeasured": ["b", "c"]}
+    text = headline.headline_sentence(row, "a")
+    assert text.startswith("code: no arm is named fastest, because b and c had no valid run; the highest median "
+                           "among the arms measured, a's 80")
+    assert "was fastest" not in text and text.endswith("is a measurement, not a winner.")

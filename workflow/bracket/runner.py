@@ -208,6 +208,7 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
 
     def before_start():
         nonlocal writer
+        meta["host_lock"] = p.host_lock  # whom this block waited for, and how long, before it measured
         _write_meta(meta, meta_path)  # a client killed outright still leaves the attempt's provenance
         _link_log(log_path, raw_path)
         writer = records.RecordWriter(partial)
@@ -224,7 +225,9 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
 
     try:
         with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
-                           before_start=before_start, on_start=on_start) as s:
+                           before_start=before_start, on_start=on_start,
+                           holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
+                           say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)) as s:
             meta["ready_s"] = round(s.ready_s, 2)
             meta["engine"] = p.adapter.kind  # under attach, the engine identified (engine.kind auto)
             meta["started_at"] = s.server.started_at

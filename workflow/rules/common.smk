@@ -45,7 +45,7 @@ def experiment_target(name):
     """The files `snakemake NAME` builds; for a file whose name cannot be an experiment's, the naming rule."""
     problem = bconfig.name_problem("experiment", name)
     if problem is None:
-        return [f"report/{name}/article.html", f"report/{name}/article.md"]
+        return [f"report/{name}/article.html", f"report/{name}/article.md", f"results/{name}/arms_measured.json"]
 
     def refuse(wildcards):
         stop_with(f"experiments/{name}.yaml: {problem}")
