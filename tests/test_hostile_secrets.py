@@ -340,3 +340,40 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
     assert text.startswith("code: no arm is named fastest, because b and c had no valid run; the highest median "
                            "among the arms measured, a's 80")
     assert "was fastest" not in text and text.endswith("is a measurement, not a winner.")
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SECRET_TEXT = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)),
+                      min_size=12, max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=SECRET_TEXT, prefix=st.text(max_size=8), suffix=st.text(max_size=8),
+       form=st.sampled_from(["raw", "bearer_b64", "b64", "basic_urlsafe", "query", "userinfo", "json"]),
+       measured=st.dictionaries(st.sampled_from(["experiment", "arm", "workload", "prompt_id", "finish_reason"]),
+                                st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,10}", fullmatch=True)))
+def test_property_no_form_of_a_secret_survives_and_no_other_value_changes(key, prefix, suffix, form, measured):
+    secrets.forget()
+    secrets.register(key)
+    encoded = {"raw": key, "bearer_b64": base64.b64encode(f"Bearer {key}".encode()).decode(),
+               "b64": base64.b64encode(key.encode()).decode(),
+               "basic_urlsafe": base64.urlsafe_b64encode(f"u:{key}".encode()).decode(),
+               "query": f"?api_key={quote_plus(key)}", "userinfo": f"http://u:{quote(key, safe='')}@h/",
+               "json": json.dumps(key)[1:-1]}[form]
+    out = secrets.redact(prefix + encoded + suffix)
+    if key not in prefix + suffix:
+        assert key not in out and decoded_leaks(out, key) == [] and "***" in out
+    # a record whose values hold no form of the key comes out as it went in
+    if not any(f in json.dumps(measured) for f in secrets.known()):
+        assert secrets.redact_obj({**measured, "completion_tokens": 8}) == {**measured, "completion_tokens": 8}
+    secrets.forget()
+
+
+@given(name=st.text(min_size=1, max_size=20))
+def test_property_a_name_passes_only_if_it_is_a_plain_path_component(name):
+    ok = config.name_problem("workload", name) is None
+    assert ok == bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name, flags=re.ASCII))
+    if ok:
+        assert os.path.basename(name) == name and not any(ord(c) < 32 for c in name)
