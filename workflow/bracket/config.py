@@ -11,6 +11,7 @@ import difflib
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import jsonschema
 import yaml
@@ -199,9 +200,23 @@ def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
         raise ExperimentError(f"{source}: " + "\n  ".join(refused))
 
 
+# Each block is a fresh server for minutes: 500 is days of measuring, and past it the workflow's own plan
+# (a dry run) takes minutes; an experiment that needs more is several experiments.
+MAX_BLOCKS = 500
+
+
 def _check_design(cfg: dict, source: str) -> None:
-    """An adaptive design's rounds and kind; keys that only an adaptive design reads, named when set without it."""
+    """An adaptive design's rounds and kind; keys that only an adaptive design reads, named when set without it;
+    a design of more blocks than MAX_BLOCKS."""
     d = cfg["design"]
+    rounds = d.get("max_rounds", 8) if d["rounds"] == "adaptive" else d["rounds"]
+    n = rounds * len(cfg["arms"]) * max(1, len(cfg.get("hosts") or []))
+    if n > MAX_BLOCKS:
+        key = "design.max_rounds" if d["rounds"] == "adaptive" else "design.rounds"
+        raise ExperimentError(f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(cfg['arms'])} arm(s)"
+                              f"{' on ' + str(len(cfg['hosts'])) + ' hosts' if cfg.get('hosts') else ''}), more than "
+                              f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
+                              f"split the experiment.")
     adaptive_only = [k for k in ("min_rounds", "max_rounds", "target", "margin") if k in d]
     if d["rounds"] != "adaptive":
         if adaptive_only:
@@ -241,6 +256,9 @@ def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
     if eng.get("base_url") and launch != "attach":
         raise ExperimentError(f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
                               f"set launch: attach to use the server running there.")
+    problem = url_problem(eng.get("base_url") or "")
+    if problem:
+        raise ExperimentError(f"{source}: engine.base_url {problem}")
     problems = [p for name, arm in cfg["arms"].items() for p in adapter.check_arm(name, arm)]
     if not measured:
         problems += [p for name, arm in cfg["arms"].items() for p in adapter.check_drafts(name, arm)]
@@ -284,19 +302,47 @@ def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_
         raise ExperimentError(str(exc)) from None
 
 
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be engine.base_url, or None: credentials in it (user:key@host) or a query string
+    (?key=...) would be written to the block's settings, provenance and logs, where redaction cannot
+    know them; bracket appends paths to it, so a query or fragment would also break every request.
+    The message shows the URL without them, never the value."""
+    if not url:
+        return None
+    try:
+        u = urlsplit(url)
+        u.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:  # the message would quote the part that failed, which may be a key
+        return "is not a URL; give scheme, host and port, for example http://10.0.0.5:30000."
+    bare = urlunsplit((u.scheme, u.hostname or "" if u.port is None else f"{u.hostname}:{u.port}", u.path, "", ""))
+    if u.username is not None or u.password is not None:
+        return (f"holds credentials before its host ({u.scheme}://***@{bare.split('://', 1)[-1]}); a URL is "
+                f"written to the block's settings, provenance and logs. Remove them (engine.base_url: {bare}), "
+                f"export the key in an environment variable and name it in engine.api_key_env: it is sent as "
+                f"\"Authorization: Bearer\" and never written.")
+    if u.query or u.fragment:
+        return (f"has a {'query string' if u.query else 'fragment'} ({bare}?***); bracket appends the API's paths "
+                f"to the base URL, and a key in it would be written to the block's settings, provenance and logs. "
+                f"Remove it (engine.base_url: {bare}); give an API key by engine.api_key_env.")
+    if u.scheme not in ("http", "https") or not u.hostname:
+        return f"is {url!r}; give an http:// or https:// URL with a host, for example http://10.0.0.5:30000."
+    return None
+
+
 # Names that become file and folder names (results/NAME/, raw_{workload}.csv, container names): one
 # path component, never '.', '..' or hidden, never an option.
+# Matched whole (re.fullmatch): `$` alone also matches before a trailing newline, and `code\n` would pass.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
-_NAME = re.compile(NAME_PATTERN)
+_NAME = re.compile(NAME_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def name_problem(kind: str, name: str) -> str | None:
     """Why `name` cannot be an experiment, arm or workload name, or None when it can."""
-    if isinstance(name, str) and _NAME.match(name) and len(name) <= 100:
+    if isinstance(name, str) and _NAME.fullmatch(name) and len(name) <= 100:
         return None
     return (f"{kind} name {name!r} is not allowed: names become file and folder names, so they must match "
-            f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, at most 100 "
-            f"characters); rename it.")
+            f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, no spaces, newlines "
+            f"or other control characters, at most 100 characters); rename it.")
 
 
 def check_names(cfg: dict, source: str = "experiment") -> None:
@@ -335,13 +381,58 @@ def check_engine_env(cfg: dict, source: str = "experiment") -> None:
                     f"{key} in the environment that runs the workflow.")
 
 
+# An experiment file is a few kilobytes; these bound what a hostile one can cost before validation says no.
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000  # values after aliases are expanded (an alias bomb of 600 bytes expands to billions)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that counts the values a document expands to, aliases included, before building any."""
+
+    def compose_document(self):
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+
+        def size(n) -> int:  # memoised by node: an alias is the same node object, counted once per use
+            if id(n) not in sizes:
+                sizes[id(n)] = -1  # a recursive alias counts as too large below
+                children = (n.value if isinstance(n, yaml.SequenceNode) else
+                            [c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) else [])
+                total = 1
+                for c in children:
+                    s = size(c)
+                    total = MAX_NODES + 1 if s < 0 else min(total + s, MAX_NODES + 1)
+                sizes[id(n)] = total
+            return sizes[id(n)]
+
+        if size(node) > MAX_NODES:
+            raise ExperimentError(f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
+                                  f"an anchor `&name` holds); an experiment needs a few hundred: write the "
+                                  f"values out, or use fewer aliases.")
+        return node
+
+
+def _read_yaml(path: Path):
+    """The file's YAML, within MAX_FILE_BYTES and MAX_NODES; ExperimentError (one line) otherwise."""
+    nbytes = path.stat().st_size
+    if nbytes > MAX_FILE_BYTES:
+        raise ExperimentError(f"{path}: {nbytes:,} bytes, more than an experiment file may hold "
+                              f"({MAX_FILE_BYTES:,}); prompts go in prompt files (workloads.NAME.prompts).")
+    try:
+        return yaml.load(path.read_text(), Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+    except ExperimentError as exc:
+        raise ExperimentError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: nested too deeply to read; an experiment is a few levels deep.") from None
+
+
 def load(path: str | Path, measured: bool = False) -> dict:
     """Read and validate an experiment file (measured: it already ran; see validate)."""
     path = Path(path)
     if not path.is_file():
         raise ExperimentError(f"no experiment file at {path}; experiments live in experiments/NAME.yaml.")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = _read_yaml(path)
     except yaml.YAMLError as exc:
         raise ExperimentError(f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
                               f"line shown; experiments/draft_sweep.yaml is a working example.") from None

@@ -10,6 +10,7 @@ none of this: the workflow builds it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -134,8 +135,24 @@ def arena_problems(cfg: dict) -> list[str]:
     return arena.problems(cfg)
 
 
+def secret_problems(cfg: dict, environ=None) -> list[str]:
+    """Secrets too short to redact without changing the data (bracket.secrets.MIN_LENGTH), by the name they
+    are exported under; their values are never part of the message."""
+    from bracket.secrets import short_problem
+
+    environ = os.environ if environ is None else environ
+    eng = cfg["engine"]
+    names = ([eng["api_key_env"]] if eng.get("api_key_env") else []) + list(eng.get("secret_env") or [])
+    found = [short_problem(name, environ.get(name)) for name in names]
+    return [f"engine.{'api_key_env' if name == eng.get('api_key_env') else 'secret_env'}: {p}"
+            for name, p in zip(names, found) if p]
+
+
 def problems(cfg: dict, root: str | Path = ".") -> list[str]:
     """Everything wrong with this host for this experiment that can be seen without a server."""
+    short = secret_problems(cfg)
+    if short:  # before the attach probe, which would send the key
+        return short
     found = arena_problems(cfg)
     if cfg["engine"]["embedded"]:
         return found

@@ -181,6 +181,14 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
     return "\n".join(lines)
 
 
+def arms_without_valid_run(runs: pd.DataFrame, arms: list[str]) -> list[str]:
+    """The arms (in the experiment's order) with no valid timed run: no comparison can name a winner
+    while one of them is unmeasured, however fast the others were."""
+    valid = runs.loc[runs["valid"].fillna(False).astype(bool)] if len(runs) and "valid" in runs else runs
+    seen = set(valid["arm"]) if "arm" in valid else set()
+    return [a for a in arms if a not in seen]
+
+
 def tidy(records: list[dict]) -> pd.DataFrame:
     """The runs table: one row per request, every raw field, plus `valid` and `invalid_reason`.
 

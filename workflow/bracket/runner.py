@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import platform
 import shutil
 import signal
@@ -59,7 +60,9 @@ def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: b
     """
     partial = raw_path.with_name(raw_path.name + ".partial")
     meta_partial = meta_path.with_name(meta_path.name + ".partial")
+    log_partial = log_link(raw_path)
     if not partial.exists() and not meta_partial.exists():
+        log_partial.unlink(missing_ok=True)
         return None
     folder = raw_path.parent / "failed"
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +71,10 @@ def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: b
     while any(folder.glob(f"{stem}.attempt-{n}.*")):
         n += 1
     dest = folder / f"{stem}.attempt-{n}"
-    for src, suffix in ((partial, ".jsonl"), (meta_partial, ".meta.json"), (log_path, ".log")):
+    # The attempt's server log by its second name under raw/ when it has one: Snakemake deletes the job's
+    # declared log (log_path) before it reruns a job whose process was killed outright.
+    log_src = log_partial if log_partial.exists() else log_path
+    for src, suffix in ((partial, ".jsonl"), (meta_partial, ".meta.json"), (log_src, ".log")):
         if src.exists():
             target = dest.with_name(dest.name + suffix)
             if src == log_path and copy_log:
@@ -78,6 +84,21 @@ def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: b
             if suffix == ".log":  # an attempt killed outright wrote its log unredacted
                 secrets.redact_file(target)
     return dest.with_name(dest.name + ".jsonl")
+
+
+def log_link(raw_path: Path) -> Path:
+    """The server log's second name beside the attempt's records (`raw/block-K.log.partial`), a hard link
+    made before the server starts, so the log outlives Snakemake deleting the job's declared log."""
+    return raw_path.with_name(raw_path.name.removesuffix(".jsonl") + ".log.partial")
+
+
+def _link_log(log_path: Path, raw_path: Path) -> None:
+    link = log_link(raw_path)
+    link.unlink(missing_ok=True)
+    try:
+        os.link(log_path, link)
+    except OSError:  # another file system, or one without hard links: the log is copied when the block fails
+        pass
 
 
 @contextlib.contextmanager
@@ -106,6 +127,37 @@ def _write_meta(meta: dict, meta_path: Path) -> None:
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(json.dumps(secrets.redact_obj(meta), indent=1, default=str))
     tmp.replace(target)
+
+
+def _write_failed_meta(meta: dict, meta_path: Path) -> str | None:
+    """A failed attempt's provenance, however full the disk: in a new file, else over the attempt's own
+    (its blocks are reused), else the status and reason alone. Returns why it could not be written, or None."""
+    try:
+        _write_meta(meta, meta_path)
+        return None
+    except OSError:
+        pass
+    target = meta_path.with_name(meta_path.name + ".partial")
+    target.with_name(target.name + ".tmp").unlink(missing_ok=True)
+    small = {k: meta.get(k) for k in ("experiment", "block", "arm", "round", "server_id", "status", "error", "log")}
+    for doc in (meta, small):
+        try:
+            with open(target, "r+" if target.exists() else "w") as f:
+                f.truncate(0)
+                f.write(json.dumps(secrets.redact_obj(doc), indent=1, default=str))
+            return None
+        except OSError as exc:
+            why = f"{exc.strerror or exc}"
+    return why
+
+
+def _disk_problem(exc: OSError, block: Block, n_blocks: int, partial: Path) -> str:
+    """One line for a write that failed (a full disk, a file too large, a folder that went away)."""
+    n = _count_lines(partial) if partial.exists() else 0
+    where = exc.filename or partial
+    return (f"{block_name(block, n_blocks)} stopped: cannot write {where}: {exc.strerror or exc}. The {n} whole "
+            f"records written before are kept; free space (or fix the folder) and run the same target again: this "
+            f"block reruns in a fresh server.")
 
 
 def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_path: str | Path,
@@ -156,7 +208,9 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
 
     def before_start():
         nonlocal writer
+        meta["host_lock"] = p.host_lock  # whom this block waited for, and how long, before it measured
         _write_meta(meta, meta_path)  # a client killed outright still leaves the attempt's provenance
+        _link_log(log_path, raw_path)
         writer = records.RecordWriter(partial)
         console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
                       f"{block.round}: starting {eng['kind']}")
@@ -171,7 +225,9 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
 
     try:
         with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
-                           before_start=before_start, on_start=on_start) as s:
+                           before_start=before_start, on_start=on_start,
+                           holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
+                           say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)) as s:
             meta["ready_s"] = round(s.ready_s, 2)
             meta["engine"] = p.adapter.kind  # under attach, the engine identified (engine.kind auto)
             meta["started_at"] = s.server.started_at
@@ -191,25 +247,40 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
             meta["status"] = "complete"
     except BaseException as exc:
         meta["status"] = "failed"
-        meta["error"] = secrets.redact(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, BlockFailed):
-            exc.args = (secrets.redact(str(exc)),)
-        raise
+        # a write that failed: one line naming the file, not a chain of tracebacks
+        err = BlockFailed(_disk_problem(exc, block, n_blocks, partial)) if isinstance(exc, OSError) else exc
+        meta["error"] = secrets.redact(f"{type(err).__name__}: {err}")
+        if isinstance(err, BlockFailed):
+            err.args = (secrets.redact(str(err)),)
+        if err is exc:
+            raise
+        raise err from None
     finally:
         if writer is not None:  # the server was (about to be) started: the attempt is recorded
-            writer.close()
+            try:
+                writer.close()
+            except OSError:  # the buffered tail of a record the disk refused; whole records are on disk
+                pass
             meta["ended_at"] = time.time()
             meta["log_tail"] = secrets.redact(log_tail(log_path, 5))
-            _write_meta(meta, meta_path)
             if meta["status"] == "complete":
+                _write_meta(meta, meta_path)
                 meta_path.with_name(meta_path.name + ".partial").unlink(missing_ok=True)
+                log_link(raw_path).unlink(missing_ok=True)
             else:
+                _write_failed_meta(meta, meta_path)
                 # Set aside now, log included: Snakemake clears a job's log before rerunning it.
-                kept = archive_attempt(raw_path, meta_path, log_path, copy_log=True)
-                n = _count_lines(kept) if kept.exists() else 0
-                console.print(f"[red]{block_name(block, n_blocks)} failed; the {n} records it measured, "
-                              f"its provenance and server log are kept in {escape(str(kept.with_suffix('.*')))}. "
-                              f"Run the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
+                try:
+                    kept = archive_attempt(raw_path, meta_path, log_path, copy_log=True)
+                except OSError as exc:  # a full disk: the next attempt sets it aside (it moves, never copies)
+                    console.print(f"[red]{block_name(block, n_blocks)} failed; its records, provenance and server log "
+                                  f"stay beside {escape(str(partial))} ({escape(exc.strerror or str(exc))}) and are "
+                                  f"set aside by the next attempt.[/]", soft_wrap=True)
+                else:
+                    n = _count_lines(kept) if kept.exists() else 0
+                    console.print(f"[red]{block_name(block, n_blocks)} failed; the {n} records it measured, its "
+                                  f"provenance and server log are kept in {escape(str(kept.with_suffix('.*')))}. Run "
+                                  f"the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
     partial.rename(raw_path)
     return raw_path
 
@@ -234,8 +305,9 @@ def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base
 
 
 def _count_lines(path: Path) -> int:
+    """Whole records: lines that end in a newline (a write cut short leaves a torn last line)."""
     with open(path, "rb") as f:
-        return sum(1 for _ in f)
+        return sum(line.endswith(b"\n") for line in f)
 
 
 def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,

@@ -9,7 +9,8 @@ So the rules are written once:
   recorded), are registered for redaction (bracket.secrets), and the key is sent on every
   request. An API key the adapter cannot take by environment is refused, not dropped.
 - One server per port at a time on this host (a file lock), and the port must be free before a
-  launch (an attached server is expected to hold it).
+  launch (an attached server is expected to hold it); one measurement at a time per host, whichever
+  checkout, experiment or port (`host_lock`, in a host-wide folder).
 - Readiness notices a dead process at once (bracket.server); the server is stopped and its log
   redacted however the session ends, SIGTERM included.
 - Requests name the model as the adapter says (`served_name`).
@@ -23,7 +24,9 @@ import contextlib
 import socket
 import fcntl
 import os
+import re
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -79,6 +82,10 @@ def credentials(cfg: dict, adapter) -> Credentials:
                               f"leave engine.api_key_env empty.")
         out.env[adapter.api_key_env] = key
         out.headers["Authorization"] = f"Bearer {key}"
+    for env_name, value in [(n, out.env[n]) for n in eng["secret_env"]] + ([(name, key)] if name else []):
+        problem = secrets.short_problem(env_name, value)
+        if problem:
+            raise BlockFailed(f"engine.{'api_key_env' if env_name == name else 'secret_env'}: {problem}")
     secrets.register(*out.env.values())
     return out
 
@@ -116,6 +123,62 @@ def port_lock(lock_dir: Path, port: int):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+# Host-wide, not per checkout: two experiments in two checkouts (or one) on different ports share the cores.
+HOST_LOCK_DIR = Path("/tmp/bracket-locks")
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", ""}
+
+
+def host_lock_path(cfg: dict, folder: str | Path | None = None) -> Path:
+    """The lock every measurement on the same cores takes: one block at a time per host, whichever checkout,
+    experiment or port. A launched server, or one attached on this host, runs on this host's cores: the lock
+    is this host's. An attached server elsewhere runs on that host's cores: the lock is named for it, so two
+    experiments attached to one remote server take turns, and blocks attached to different servers run side by
+    side. $BRACKET_LOCK_DIR moves the folder (default /tmp/bracket-locks: per node under SLURM, whose nodes each
+    have their own /tmp)."""
+    folder = Path(folder or os.environ.get("BRACKET_LOCK_DIR") or HOST_LOCK_DIR)
+    eng = cfg["engine"]
+    host = socket.gethostname()
+    if eng["launch"] == "attach":
+        from urllib.parse import urlsplit
+
+        target = (urlsplit(launch.base_url(cfg)).hostname or "").lower()
+        if target not in LOOPBACK and target not in (host.lower(), socket.getfqdn().lower()):
+            host = target
+    return folder / f"host-{re.sub(r'[^A-Za-z0-9._-]', '_', host)}.lock"
+
+
+@contextlib.contextmanager
+def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None):
+    """Hold the host-wide lock at `path` (host_lock_path); yields what waiting for it cost, for the block's
+    meta. While another holds it, `say` is told who (the holder writes its name into the file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # one folder for every user of the host
+        path.parent.chmod(0o1777)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)
+    t0 = time.monotonic()
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited_for = None
+        except BlockingIOError:
+            waited_for = os.pread(fd, 1000, 0).decode(errors="replace").strip() or "another process"
+            if say:
+                say(f"waiting for the host-wide lock {path}: another measurement uses this host's cores "
+                    f"({waited_for}); blocks on one host run one at a time")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{holder}, pid {os.getpid()}\n".encode(), 0)
+        yield {"path": str(path), "waited_s": round(time.monotonic() - t0, 3), "waited_for": waited_for}
+    finally:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def terminate_on_signal():
     """Turn SIGTERM into SystemExit so `finally` blocks (server teardown) run."""
@@ -143,6 +206,7 @@ class Plan:
     worker: pinning.Worker | None = None
     nice: int | None = None  # engine.nice, applied (server and client); what happened goes to priority
     priority: dict | None = None
+    host_lock: dict | None = None  # the host-wide lock once held: its path and how long the block waited
 
 
 def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
@@ -190,8 +254,10 @@ class Session:
 def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
           before_start: Callable[[], None] | None = None,
           on_start: Callable[[object], None] | None = None,
-          cooldown: Callable[[], None] | None = None):
-    """A fresh server under the port lock: yields a ready Session; stops it and redacts its log after.
+          cooldown: Callable[[], None] | None = None,
+          holder: str = "bracket", say: Callable[[str], None] | None = None):
+    """A fresh server under the port lock and the host-wide lock (host_lock_path; `holder` names this
+    session in it, `say` hears whom it waits for): yields a ready Session; stops it and redacts its log after.
 
     `cooldown` runs under the lock before the port check; `before_start` after the log is cleared
     (write provenance there, so a client killed outright still leaves it); `on_start(server)` once
@@ -199,7 +265,9 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
     """
     eng = cfg["engine"]
     log_path = Path(log_path)
-    with port_lock(lock_dir, eng["port"]), terminate_on_signal():
+    with port_lock(lock_dir, eng["port"]), host_lock(host_lock_path(cfg), holder, say) as held, \
+            terminate_on_signal():
+        p.host_lock = held
         if cooldown:
             cooldown()
         ensure_port_free(eng)

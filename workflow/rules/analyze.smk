@@ -53,3 +53,21 @@ rule analyze:
         "../envs/bracket.yaml"
     script:
         "../scripts/analyze.py"
+
+
+rule arms_measured:
+    """The experiment's last step, after its article: fails, naming them, when an arm has no valid run, so
+    the invocation exits non-zero while the article (which names no winner then) and every record stay."""
+    input:
+        runs="results/{exp}/runs.csv",
+        article="report/{exp}/article.html",
+    output:
+        "results/{exp}/arms_measured.json",
+    params:
+        experiment=get_experiment_path,
+    log:
+        "logs/{exp}/arms_measured.log",
+    conda:
+        "../envs/bracket.yaml"
+    script:
+        "../scripts/arms_measured.py"

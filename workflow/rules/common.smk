@@ -45,12 +45,22 @@ def experiment_target(name):
     """The files `snakemake NAME` builds; for a file whose name cannot be an experiment's, the naming rule."""
     problem = bconfig.name_problem("experiment", name)
     if problem is None:
-        return [f"report/{name}/article.html", f"report/{name}/article.md"]
+        return [f"report/{name}/article.html", f"report/{name}/article.md", f"results/{name}/arms_measured.json"]
 
     def refuse(wildcards):
         stop_with(f"experiments/{name}.yaml: {problem}")
 
     return refuse
+
+
+NAMED_AS_RULES = set()  # experiment files named after a rule (filled by the Snakefile's targets)
+
+
+def rule_name_problem(name):
+    """Why an experiment cannot be named after one of the workflow's rules (its target would be that rule)."""
+    return (f"experiment name {name!r} is the name of one of the workflow's rules (workflow/rules/), so "
+            f"`snakemake {name}` would run that rule, not the experiment; rename the file (for example "
+            f"experiments/{name}_run.yaml).")
 
 
 wildcard_constraints:
@@ -67,6 +77,8 @@ def load_experiment(exp):
     """
     if breproduce.is_derived(exp):
         return load_reproduction(exp)
+    if exp in NAMED_AS_RULES:
+        stop_with(f"experiments/{exp}.yaml: {rule_name_problem(exp)}")
     try:
         cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
         bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml", model_dir=embedded.model_dir(cfg))
@@ -98,6 +110,7 @@ def get_corrections_path(wildcards):
     return rel(ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml")
 
 
+@lru_cache(maxsize=None)
 def get_blocks(exp):
     return bdesign.from_config(load_experiment(exp))
 

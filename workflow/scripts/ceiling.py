@@ -4,9 +4,10 @@ from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     cfg = config.load(snakemake.params.experiment)
-    # Under the port lock the blocks take on this host: the copy probes never run beside a block of
-    # this experiment (snakemake --cores 2 or more could start both), which would disturb both.
-    with session.port_lock(session.host_lock_dir(), cfg["engine"]["port"]):
+    # Under the locks the blocks take: the copy probes never run beside a block of this or another
+    # experiment on the same cores (snakemake --cores 2, or a second checkout), which would disturb both.
+    with session.port_lock(session.host_lock_dir(), cfg["engine"]["port"]), \
+            session.host_lock(session.host_lock_path(cfg), f"ceiling of {snakemake.wildcards.exp}"):
         result = ceiling.write_json(snakemake.input[0], cfg, snakemake.output[0])
     if result["status"] == "unknown":
         log.info("ceiling unknown: %s; set %s", result["reason"], result["key"])

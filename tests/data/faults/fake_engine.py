@@ -21,6 +21,10 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
   echo_auth   HTTP 500 whose body quotes the request's Authorization header (as some proxies and
               gateways do); the header is logged too
   echo_text   like ok, but the generated text quotes the Authorization header
+  echo_forms  HTTP 500 whose body, a response header and the log carry the Authorization header in other
+              forms: base64 of the header, base64 of the key, base64 of "user:KEY" (Basic auth), the key
+              URL-encoded and in a URL's userinfo and query string
+  echo_forms_text  like ok, but the generated text carries the same forms
 --api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
@@ -30,6 +34,7 @@ not counted: the script is for the blocks' requests.
 """
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -37,6 +42,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, quote_plus
 
 p = argparse.ArgumentParser()
 p.add_argument("--host", default="127.0.0.1")
@@ -61,6 +67,14 @@ count = [0]
 if args.child:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     print(f"child {child.pid}", flush=True)
+
+
+def echoed_forms(header: str) -> list[str]:
+    """The Authorization header's key in the forms a gateway may echo it in (see the module's docstring)."""
+    key = header.removeprefix("Bearer ")
+    return [base64.b64encode(header.encode()).decode(), base64.b64encode(key.encode()).decode(),
+            base64.urlsafe_b64encode(f"user:{key}".encode()).decode(), quote(key, safe=""),
+            f"http://user:{quote(key, safe='')}@gateway:8000/v1?api_key={quote_plus(key)}&x=1"]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -123,6 +137,18 @@ class Handler(BaseHTTPRequestHandler):
                                               "type": "BadRequestError"}})
         if word == "http429":
             return self._json(429, {"error": {"message": "too many requests"}})
+        if word in ("echo_forms", "echo_forms_text"):
+            forms = echoed_forms(self.headers.get("Authorization") or "")
+        if word == "echo_forms":
+            print(f"upstream saw {' '.join(forms)}", flush=True)
+            body = json.dumps({"error": {"message": "upstream rejected the request", "seen": forms}}).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Echo-Authorization", forms[0])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if word == "echo_auth":
             print(f"upstream rejected request with headers: Authorization: {self.headers.get('Authorization')}",
                   flush=True)
@@ -146,6 +172,8 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(args.drip_s)
             last = i == tokens - 1
             text = f" {self.headers.get('Authorization')}" if word == "echo_text" and i == 0 else " t"
+            if word == "echo_forms_text" and i == 0:
+                text = " " + " ".join(forms)
             self._event({"choices": [{"index": 0, "text": text, "finish_reason": finish if last else None}]})
         if word != "no_usage":
             cached = 16 if word == "cache_hit" else 0

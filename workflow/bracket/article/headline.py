@@ -38,6 +38,13 @@ def headline_rows(d: Data) -> list[dict]:
     return rows
 
 
+def unmeasured_arms(d: Data) -> list[str]:
+    """Arms without one valid timed run (records.arms_without_valid_run): while any is, no arm is named fastest."""
+    if d.runs is None or "valid" not in d.runs or "arm" not in d.runs:
+        return []
+    return records.arms_without_valid_run(d.runs, list(d.cfg.get("arms") or []))
+
+
 def headline_sentence(row: dict, reference: str) -> str:
     """Seed 000's form: "65.02 tok/s (10 runs, 56.6–69.3), 5.28x the baseline".
 
@@ -45,6 +52,10 @@ def headline_sentence(row: dict, reference: str) -> str:
     the sentence says no arm was shown faster and gives the highest median as a measurement.
     """
     best = f"{rate(row['median'])} tok/s {runs_phrase(row['n'], row['min'], row['max'])}"
+    if row.get("unmeasured"):
+        missing = _join(row["unmeasured"])
+        return (f"{row['workload']}: no arm is named fastest, because {missing} had no valid run; the highest "
+                f"median among the arms measured, {row['arm']}'s {best}, is a measurement, not a winner.")
     if row["is_reference"]:
         return f"{row['workload']}: the reference {reference} was fastest, {best}; no other arm beat it."
     if row.get("same_settings"):
@@ -113,6 +124,9 @@ def title_line(d: Data) -> str | None:
     rows = headline_rows(d)
     if not rows:
         return None
+    missing = unmeasured_arms(d)
+    if missing:
+        return f"No arm can be named fastest: {_join(missing)} had no valid run"
     if aa_test(d):
         return aa_title(d)
     ref = d.label(d.reference)
@@ -185,7 +199,10 @@ def section_headline(d: Data) -> Section:
     s.add(Para("The fastest arm per workload, as the median decode rate (completion tokens divided by the "
                "request's wall time), with its run count and range, and its ratio to the reference measured "
                "in the same session. Ratios survive drift between sessions; absolute numbers don't."))
-    s.add(Bullets(tuple(headline_sentence(r, d.reference) for r in rows)))
+    missing = unmeasured_arms(d)
+    s.add(Bullets(tuple(headline_sentence({**r, "unmeasured": missing}, d.reference) for r in rows)))
+    if missing:
+        return s
     weak: dict = {}
     for r in rows:
         if not r["is_reference"] and r["verdict"] and r["verdict"] != "faster":
