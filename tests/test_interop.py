@@ -122,3 +122,43 @@ def test_export_command_writes_what_summarize_reads(tmp_path, capsys):
     assert cli.main(["export", "llama-benchy", str(src), "-o", str(out)]) == 0
     df = sio.load(out)
     assert df["workload"].unique().tolist() == ["tg pp128 tg16 @ d1024 c2"] and df["value"].tolist() == [50, 51, 52]
+
+
+def _null_cell(**kw):
+    r = run(512, depth=8192, **kw)
+    for m in ("tg_throughput", "tg_req_throughput", "peak_throughput", "peak_req_throughput"):
+        r[m] = None  # llama-benchy dropped every run's tg (streams in one read)
+    return r
+
+
+def test_a_null_cell_and_the_metadata_survive_a_round_trip(tmp_path):
+    doc = {**REPORT, "latency_mode": "api", "latency_ms": 3.92, "prefix_caching_enabled": True,
+           "benchmarks": REPORT["benchmarks"] + [_null_cell()]}
+    back = interop.export_llama_benchy(interop.benchy_cells(doc), model=doc["model"],
+                                       metadata=interop.benchy_metadata(doc))
+    assert json.loads(json.dumps(back)) == doc  # nothing lost or changed, metadata included
+    rows = interop.llama_benchy_rows(doc, "q", 0)
+    cells = {r["workload"] for r in rows}
+    assert len(cells) == len(doc["benchmarks"]) == 6  # every cell in, every cell out
+    (null,) = [r for r in rows if r["workload"] == "tg pp512 tg128 @ d8192 c1"]
+    assert null["valid"] is False and "no tg_throughput" in null["invalid_reason"]
+
+
+def test_summarize_names_the_dropped_cell_and_imports_any_metric(tmp_path, capsys):
+    from bracket import cli
+
+    p = _write(tmp_path / "arena_mode.json", {**REPORT, "benchmarks": [run(512), _null_cell()]})
+    assert cli.main(["summarize", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "dropped: arena_mode / tg pp512 tg128 @ d8192 c1: no valid value (llama-benchy reported no " \
+           "tg_throughput" in out
+    assert cli.main(["summarize", str(p), "--metric", "pp_throughput"]) == 0
+    out = capsys.readouterr().out
+    assert "pp pp512 tg128 @ d8192 c1" in out and " 910.0000 " in out and "dropped" not in out
+
+
+def test_arena_export_keeps_the_metadata_bracket_ran_with():
+    arena = {"cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128)]})[0]}],
+             "llama_benchy_metadata": {"latency_mode": "api", "latency_ms": 1.5, "prefix_caching_enabled": True}}
+    doc = interop.export_arena(arena, "b")
+    assert (doc["latency_mode"], doc["latency_ms"], doc["prefix_caching_enabled"]) == ("api", 1.5, True)

@@ -71,26 +71,50 @@ def benchy_cells(doc: dict) -> list[dict]:
 
 
 def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> list[dict]:
-    """Rows (arm, workload, block, run, value) for the statistics: one per raw value of `metric`, cells apart."""
+    """Rows (arm, workload, block, run, value) for the statistics: one per raw value of `metric`, cells apart.
+
+    A cell without the metric (llama-benchy writes null where it dropped every run, e.g. streams that
+    arrived in one read) is not left out: it gives one invalid row that names it and says why.
+    """
     if metric not in BENCHY_METRICS:
         raise ValueError(f"metric {metric!r} is not a llama-benchy metric; one of {', '.join(BENCHY_METRICS)}")
     rows = []
     for c in benchy_cells(doc):
-        if not c[metric]:
-            continue
         name = benchy_cell_name(c, metric)
-        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v}
-                 for i, v in enumerate(c[metric]["values"])]
-    if not rows:
-        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values); re-run with a "
-                         f"llama-benchy version that writes them (schema with 'values').")
+        if not c[metric] or not c[metric]["values"]:
+            rows.append({"arm": arm, "workload": name, "block": block, "run": 0, "value": math.nan, "valid": False,
+                         "invalid_reason": f"llama-benchy reported no {metric} for this cell (null: it dropped "
+                                           f"every run, or never measured it)"})
+            continue
+        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v, "valid": True,
+                  "invalid_reason": ""} for i, v in enumerate(c[metric]["values"])]
+    if not any(r["valid"] for r in rows):
+        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
+                         f"with a llama-benchy version that writes them (schema with 'values'), or import "
+                         f"another metric (--metric).")
     return rows
 
 
-def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None) -> dict:
+def benchy_unit(cell: dict, metric: str) -> str:
+    """What one imported value is: a request's or a run's (llama-benchy's totals above concurrency 1 are per run)."""
+    per_request = metric in ("pp_req_throughput", "tg_req_throughput", "peak_req_throughput", "ttfr", "est_ppt",
+                             "e2e_ttft")
+    return "requests" if per_request or cell["concurrency"] == 1 else "runs"
+
+
+def benchy_metadata(doc: dict) -> dict:
+    """A llama-benchy report's metadata (everything but its benchmarks), kept to be written back unchanged."""
+    return {k: v for k, v in doc.items() if k != "benchmarks"}
+
+
+def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None,
+                        metadata: dict | None = None) -> dict:
     """A llama-benchy report (metadata + benchmarks) from cells in llama-benchy's BenchmarkRun form.
 
     `cells` are the "llama_benchy" entries of bracket's arena.json, or benchy_cells() of a report.
+    metadata: what the cells were measured with (benchy_metadata of an imported report, or
+    arena.json's llama_benchy_metadata); its keys replace bracket's defaults, so a report read in
+    and written back keeps its latency mode, latency and prefix caching.
     """
     runs = []
     for c in cells:
@@ -101,7 +125,8 @@ def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = N
         runs.append(run)
     ts = timestamp or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     return {**BENCHY_META, "timestamp": ts, "model": model,
-            "max_concurrency": max((c["concurrency"] for c in cells), default=1), "benchmarks": runs}
+            "max_concurrency": max((c["concurrency"] for c in cells), default=1), **(metadata or {}),
+            "benchmarks": runs}
 
 
 def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
@@ -110,7 +135,7 @@ def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
     if not cells:
         arms = sorted({c["arm"] for c in arena.get("cells", [])})
         raise ValueError(f"no arena cell of arm {arm!r}; arms with cells: {', '.join(arms) or 'none'}")
-    return export_llama_benchy(cells, model or arm)
+    return export_llama_benchy(cells, model or arm, metadata=arena.get("llama_benchy_metadata"))
 
 
 # ---- vllm bench serve ------------------------------------------------------------------------------------
