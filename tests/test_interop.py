@@ -162,3 +162,25 @@ def test_arena_export_keeps_the_metadata_bracket_ran_with():
              "llama_benchy_metadata": {"latency_mode": "api", "latency_ms": 1.5, "prefix_caching_enabled": True}}
     doc = interop.export_arena(arena, "b")
     assert (doc["latency_mode"], doc["latency_ms"], doc["prefix_caching_enabled"]) == ("api", 1.5, True)
+
+
+def test_vllm_export_carries_vllms_summary_over_the_cells_own_time():
+    # two requests of 5 tokens an hour apart (other cells ran between): ttft 0.1 s, wall 0.5 s, tg 10 t/s
+    # -> itl 0.1 s each; tpot (0.5 - 0.1) / 4 = 0.1 s; duration 0.5 + 0.5 = 1.0 s, not 3600.5
+    recs = [{"arm": "a", "workload": "w", "started_at": t, "ttft_s": 0.1, "wall_s": 0.5, "completion_tokens": 5,
+             "prompt_tokens": 20, "tg_tok_s": 10.0, "error": None} for t in (1000.0, 4600.0)]
+    doc = interop.export_vllm(recs)
+    assert doc["duration"] == pytest.approx(1.0)
+    assert doc["output_throughput"] == pytest.approx(10.0) and doc["total_token_throughput"] == pytest.approx(50.0)
+    assert doc["request_throughput"] == pytest.approx(2.0)
+    for k in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"):
+        assert doc[k] == pytest.approx(100.0)
+    for k in ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms"):
+        assert doc[k] == pytest.approx(100.0)
+    assert doc["std_ttft_ms"] == pytest.approx(0.0)
+
+
+def test_busy_time_is_the_union_of_request_intervals():
+    # [0, 2] and [1, 3] overlap -> 3 s; [10, 11] apart -> 1 s more
+    assert interop.busy_time([(0.0, 2.0), (1.0, 2.0), (10.0, 1.0)]) == pytest.approx(4.0)
+    assert interop.busy_time([(None, 1.0)]) is None

@@ -191,21 +191,68 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
         itls.append([gap] * max(n - 1, 0))
         lat.append(r.get("wall_s"))
         errs.append(r.get("error") or "")
-    starts = [r["started_at"] for r in timed if r.get("started_at") is not None]
-    ends = [r["started_at"] + r["wall_s"] for r in timed if r.get("started_at") is not None and r.get("wall_s")]
-    duration = (max(ends) - min(starts)) if starts and ends else None
     ok = [e == "" for e in errs]
+    duration = busy_time([(r.get("started_at"), r.get("wall_s")) for r in timed])
+    summary = vllm_summary(ins, outs, ttfts, itls, lat, ok, duration)
     return {"date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": "bracket", "endpoint_type": "bracket",
             "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}", "model_id": model,
             "num_prompts": len(timed), "request_rate": "inf", "burstiness": 1.0, "max_concurrency": max_concurrency,
-            "duration": duration, "completed": sum(ok), "failed": len(ok) - sum(ok),
-            "total_input_tokens": sum(i or 0 for i, o in zip(ins, ok) if o),
-            "total_output_tokens": sum(n for n, o in zip(outs, ok) if o),
-            "output_throughput": (sum(n for n, o in zip(outs, ok) if o) / duration) if duration else None,
-            "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
+            **summary, "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
             "start_times": [r.get("started_at") for r in timed], "errors": errs,
-            "bracket_note": "itls are each request's mean inter-token interval repeated; bracket records no "
-                            "per-token times"}
+            "bracket_note": "itls are each request's mean inter-token interval repeated (bracket records no "
+                            "per-token times), so the itl percentiles are of those means; duration is the time "
+                            "at least one of these requests was in flight, not the experiment's span (its other "
+                            "cells, cooldowns and server starts are not this cell's)"}
+
+
+def busy_time(spans: list[tuple[float | None, float | None]]) -> float | None:
+    """Seconds during which at least one request was in flight: the union of [start, start + wall].
+
+    vllm bench serve's duration is one run's span, requests back to back; bracket's requests of one
+    cell lie in several blocks with other cells, cooldowns and server starts between them, so their
+    first-to-last span is not the cell's duration, the union of their own intervals is.
+    """
+    iv = sorted((a, a + w) for a, w in spans if a is not None and w)
+    if not iv:
+        return None
+    total, (lo, hi) = 0.0, iv[0]
+    for a, b in iv[1:]:
+        if a > hi:
+            total += hi - lo
+            lo, hi = a, b
+        else:
+            hi = max(hi, b)
+    return total + hi - lo
+
+
+def vllm_summary(ins, outs, ttfts, itls, latencies, ok, duration, percentiles=(99.0,)) -> dict:
+    """vllm bench serve's summary keys, computed as vLLM computes them (vllm/benchmarks/serve.py,
+    calculate_metrics and process_one_metric, default --percentile-metrics ttft,tpot,itl and
+    --metric-percentiles 99): over successful requests, tpot = (latency - ttft) / (output_len - 1) where
+    output_len > 1, itl every inter-token interval, mean / median / population SD / percentiles in ms,
+    throughputs over the duration."""
+    good = [i for i, o in enumerate(ok) if o]
+    total_in = sum(ins[i] or 0 for i in good)
+    total_out = sum(outs[i] or 0 for i in good)
+    ttft = [ttfts[i] for i in good]
+    tpot = [(latencies[i] - ttfts[i]) / (outs[i] - 1) for i in good if outs[i] and outs[i] > 1
+            and latencies[i] is not None]
+    itl = [x for i in good for x in itls[i]]
+    out = {"duration": duration, "completed": len(good), "failed": len(ok) - len(good),
+           "total_input_tokens": total_in, "total_output_tokens": total_out,
+           "request_throughput": len(good) / duration if duration else None,
+           "request_goodput": None,
+           "output_throughput": total_out / duration if duration else None,
+           "total_token_throughput": (total_in + total_out) / duration if duration else None}
+    for name, v in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
+        v = v or 0
+        out[f"mean_{name}_ms"] = float(np.mean(v)) * 1000
+        out[f"median_{name}_ms"] = float(np.median(v)) * 1000
+        out[f"std_{name}_ms"] = float(np.std(v)) * 1000
+        for q in percentiles:
+            word = str(int(q)) if int(q) == q else str(q)
+            out[f"p{word}_{name}_ms"] = float(np.percentile(v, q)) * 1000
+    return out
 
 
 def write(doc: dict, path: str | Path) -> None:
