@@ -152,6 +152,12 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
                                  "cached_tokens": [x.get("cached_tokens") for x in recs], "valid": valid, **w})
                 timed = [recs for _, recs in sorted(runs.items())]
                 metrics, dropped = benchy(timed, wl, phase)
+                for row, recs in zip(rows, timed):  # each run's own llama-benchy tg and pp, beside the window rate
+                    b = arena_benchy.batch([arena_benchy.request_of(r) for r in recs], _expected_prompt(wl, phase),
+                                           float(recs[0].get("latency_s") or 0.0))
+                    one = wl["users"] == 1
+                    row["llama_benchy_tg"] = (b.tg_req[0] if b.tg_req else None) if one else b.tg
+                    row["llama_benchy_pp"] = (b.pp_req[0] if b.pp_req else None) if one else b.pp
                 vals = [r["window_tok_s"] for r in rows if r["valid"]]
                 summary = None
                 if vals:
