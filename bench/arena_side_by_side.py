@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from bracket import arena, arena_stats, arena_text, config, embedded, engines, interop  # noqa: E402
+from bracket import arena, arena_benchy, arena_stats, arena_text, config, embedded, engines, interop  # noqa: E402
 from bracket.determinism import serve  # noqa: E402
 
 BENCHY = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers")) / "llama-benchy" / "bin" / "llama-benchy"
@@ -155,7 +155,7 @@ def main() -> int:
     (cell,) = summary["cells"]
     lb_bracket = cell["llama_benchy"]
     cells = [interop.benchy_cells(d)[0] for d in reports]
-    pooled = {m: arena_stats.metric([v for c in cells if c[m] for v in c[m]["values"]])
+    pooled = {m: arena_benchy.metric([v for c in cells if c[m] for v in c[m]["values"]])
               for m in ("tg_throughput", "pp_throughput", "ttfr", "e2e_ttft", "tg_req_throughput")}
     sm = cell["summary"] or {}
     served = sorted(t for r in raw if not r.get("warmup") for t in [r.get("prompt_tokens")] if t)
@@ -198,7 +198,7 @@ def main() -> int:
         "",
         "Per block (tg mean ± SD): " + "; ".join(
             [f"llama-benchy round {i + 1}: {pm(c['tg_throughput'])}" for i, c in enumerate(cells)]
-            + [f"bracket block {b}: {pm(arena_stats.metric([r['llama_benchy_tg'] for r in cell['runs'] if r['block'] == b and r['valid']]))}"
+            + [f"bracket block {b}: {pm(arena_benchy.metric([r['llama_benchy_tg'] for r in cell['runs'] if r['block'] == b and r['valid']]))}"
                for b in sorted({r['block'] for r in cell['runs']})]),
         "",
         f"Prompt tokens per request as the server counted them (bracket): median {int(np.median(served)) if served else 'n/a'}, "

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bracket import arena, arena_stats, arena_text, article, config, engines
+from bracket import arena, arena_benchy, arena_stats, arena_text, article, config, engines
 from bracket.config import ExperimentError
 
 from test_engines import REQ, Recorded, body
@@ -30,31 +30,10 @@ def test_window_rate_is_unknown_when_a_user_failed():
     assert w["window_tok_s"] is None
 
 
-def test_llama_benchy_definitions_by_hand():
-    # user 1 starts at 100.0, role chunk at 100.4, first text at 100.5 carrying 3 tokens (a verify step),
-    #   128 tokens, tg 100 -> last token at 100.5 + 127/100 = 101.77; prompt 1000 tokens
-    # user 2 starts at 100.1, first response = first text at 100.1 + 0.7 = 100.8, 128 tokens at 127 tok/s
-    #   -> last at 101.8; prompt 1002 tokens
-    recs = [user(100.0, 0.5, 128, 100.0, ttfr_s=0.4, first_event_tokens=3, prompt_tokens=1000),
-            user(100.1, 0.7, 128, 127.0, ttfr_s=None, first_event_tokens=None, prompt_tokens=1002)]
-    b = arena_stats.benchy_run(recs)
-    # pp: 2002 tokens over (last first token 100.8 - first start 100.0) = 0.8 s
-    assert b["pp"] == pytest.approx(2002 / 0.8)
-    # tg: decode tokens after each first event, 125 + 127 = 252, over 101.8 - 100.5 = 1.3 s
-    assert b["tg"] == pytest.approx(252 / 1.3)
-    # bracket's window rate counts 127 + 127 over the same window
-    assert arena_stats.window_rate(recs)["window_tok_s"] == pytest.approx(254 / 1.3)
-    assert b["tg_req"] == pytest.approx([125 / 1.27, 127 / 1.0])
-    assert b["ttfr_ms"] == pytest.approx([400.0, 700.0]) and b["e2e_ttft_ms"] == pytest.approx([500.0, 700.0])
-    # one user: llama-benchy's per-request values are the cell's
-    one = arena_stats.benchy_run([recs[1]])
-    assert one["tg"] == pytest.approx(127.0) and one["pp"] == pytest.approx(1002 / 0.7)
-
-
 def test_metric_is_mean_and_population_sd():
-    m = arena_stats.metric([100.0, 110.0, 120.0])
+    m = arena_benchy.metric([100.0, 110.0, 120.0])
     assert m["mean"] == 110.0 and m["std"] == pytest.approx(math.sqrt(200 / 3)) and m["values"] == [100, 110, 120]
-    assert arena_stats.metric([]) is None
+    assert arena_benchy.metric([]) is None
 
 
 def test_the_text_is_deterministic_and_not_repeated():
@@ -101,7 +80,7 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
 def test_spec_defaults_are_the_leaderboard_cell():
     assert arena.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048, "api": "chat", "cache": "fresh",
-        "text": None}
+        "text": None, "tg_exact": True, "latency": "none"}
     assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
     assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
 
@@ -155,7 +134,7 @@ def test_sglang_completions_cell_goes_through_generate():
                                REQ_ARENA, 1234, {}, "completions", False)
     assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 12
     assert rec.sent("/generate")["text"] == "CTX\n\nPROMPT"
-    assert extra == {"ttfr_s": m.ttft_s, "first_event_tokens": None}
+    assert extra == {"ttfr_s": m.ttft_s, "first_event_tokens": None, "text_chunks": None}
 
 
 def test_ollama_completions_cell_goes_through_generate_ndjson():
@@ -201,3 +180,21 @@ def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first)
     assert m.stream_events == 8 and extra["first_event_tokens"] == first and extra["ttfr_s"] <= m.ttft_s
     if prompt_tokens:
         assert m.prompt_tokens == prompt_tokens
+
+
+def test_vllm_chat_cell_keeps_each_text_event_with_its_token_ids():
+    rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
+    m, extra = arena_text.send(engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P",
+                               REQ_ARENA, 1234, {}, "chat", False)
+    chunks = extra["text_chunks"]
+    assert len(chunks) == m.stream_events == 3 and sum(k for _, k in chunks) == m.completion_tokens == 8
+    assert chunks[0][0] == pytest.approx(m.ttft_s) and [t for t, _ in chunks] == sorted(t for t, _ in chunks)
+
+
+def test_arena_mode_body_leaves_the_length_free_and_llamacpp_keeps_its_cache():
+    _, b, _ = arena_text.chat_body(engines.get("vllm"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, exact_tg=False)
+    assert "min_tokens" not in b and "ignore_eos" not in b  # llama-benchy without --exact-tg
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, prefix=True)
+    assert b["cache_prompt"] is True and b["min_tokens"] == 8
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False)
+    assert b["cache_prompt"] is False

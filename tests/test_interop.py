@@ -122,3 +122,65 @@ def test_export_command_writes_what_summarize_reads(tmp_path, capsys):
     assert cli.main(["export", "llama-benchy", str(src), "-o", str(out)]) == 0
     df = sio.load(out)
     assert df["workload"].unique().tolist() == ["tg pp128 tg16 @ d1024 c2"] and df["value"].tolist() == [50, 51, 52]
+
+
+def _null_cell(**kw):
+    r = run(512, depth=8192, **kw)
+    for m in ("tg_throughput", "tg_req_throughput", "peak_throughput", "peak_req_throughput"):
+        r[m] = None  # llama-benchy dropped every run's tg (streams in one read)
+    return r
+
+
+def test_a_null_cell_and_the_metadata_survive_a_round_trip(tmp_path):
+    doc = {**REPORT, "latency_mode": "api", "latency_ms": 3.92, "prefix_caching_enabled": True,
+           "benchmarks": REPORT["benchmarks"] + [_null_cell()]}
+    back = interop.export_llama_benchy(interop.benchy_cells(doc), model=doc["model"],
+                                       metadata=interop.benchy_metadata(doc))
+    assert json.loads(json.dumps(back)) == doc  # nothing lost or changed, metadata included
+    rows = interop.llama_benchy_rows(doc, "q", 0)
+    cells = {r["workload"] for r in rows}
+    assert len(cells) == len(doc["benchmarks"]) == 6  # every cell in, every cell out
+    (null,) = [r for r in rows if r["workload"] == "tg pp512 tg128 @ d8192 c1"]
+    assert null["valid"] is False and "no tg_throughput" in null["invalid_reason"]
+
+
+def test_summarize_names_the_dropped_cell_and_imports_any_metric(tmp_path, capsys):
+    from bracket import cli
+
+    p = _write(tmp_path / "arena_mode.json", {**REPORT, "benchmarks": [run(512), _null_cell()]})
+    assert cli.main(["summarize", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "dropped: arena_mode / tg pp512 tg128 @ d8192 c1: no valid value (llama-benchy reported no " \
+           "tg_throughput" in out
+    assert cli.main(["summarize", str(p), "--metric", "pp_throughput"]) == 0
+    out = capsys.readouterr().out
+    assert "pp pp512 tg128 @ d8192 c1" in out and " 910.0000 " in out and "dropped" not in out
+
+
+def test_arena_export_keeps_the_metadata_bracket_ran_with():
+    arena = {"cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128)]})[0]}],
+             "llama_benchy_metadata": {"latency_mode": "api", "latency_ms": 1.5, "prefix_caching_enabled": True}}
+    doc = interop.export_arena(arena, "b")
+    assert (doc["latency_mode"], doc["latency_ms"], doc["prefix_caching_enabled"]) == ("api", 1.5, True)
+
+
+def test_vllm_export_carries_vllms_summary_over_the_cells_own_time():
+    # two requests of 5 tokens an hour apart (other cells ran between): ttft 0.1 s, wall 0.5 s, tg 10 t/s
+    # -> itl 0.1 s each; tpot (0.5 - 0.1) / 4 = 0.1 s; duration 0.5 + 0.5 = 1.0 s, not 3600.5
+    recs = [{"arm": "a", "workload": "w", "started_at": t, "ttft_s": 0.1, "wall_s": 0.5, "completion_tokens": 5,
+             "prompt_tokens": 20, "tg_tok_s": 10.0, "error": None} for t in (1000.0, 4600.0)]
+    doc = interop.export_vllm(recs)
+    assert doc["duration"] == pytest.approx(1.0)
+    assert doc["output_throughput"] == pytest.approx(10.0) and doc["total_token_throughput"] == pytest.approx(50.0)
+    assert doc["request_throughput"] == pytest.approx(2.0)
+    for k in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"):
+        assert doc[k] == pytest.approx(100.0)
+    for k in ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms"):
+        assert doc[k] == pytest.approx(100.0)
+    assert doc["std_ttft_ms"] == pytest.approx(0.0)
+
+
+def test_busy_time_is_the_union_of_request_intervals():
+    # [0, 2] and [1, 3] overlap -> 3 s; [10, 11] apart -> 1 s more
+    assert interop.busy_time([(0.0, 2.0), (1.0, 2.0), (10.0, 1.0)]) == pytest.approx(4.0)
+    assert interop.busy_time([(None, 1.0)]) is None

@@ -54,6 +54,8 @@ def spec(wl: dict) -> dict:
     out["api"] = wl.get("api") or "chat"
     out["cache"] = wl.get("cache") or "fresh"
     out["text"] = wl.get("text") or None
+    out["tg_exact"] = True if wl.get("tg_exact") is None else bool(wl["tg_exact"])
+    out["latency"] = wl.get("latency") or "none"
     return out
 
 
@@ -118,11 +120,54 @@ def calibrate(count, words: tuple[str, ...], depth: int, pp: int) -> tuple[int, 
     return ctx_words, pp_words
 
 
+# ---- latency, as llama-benchy measures it ----------------------------------------------------------------
+
+def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> float:
+    """llama-benchy's --latency-mode: the mean of three round trips, subtracted from ttfr for est_ppt and pp.
+
+    none: 0. api: GET /v1/models, read to its end (llama-benchy's default). generation: a streamed
+    one-token chat request ("hello") to its first body line. A mode whose three requests all failed
+    gives 0, as llama-benchy's does.
+    """
+    if mode == "none":
+        return 0.0
+    if mode not in ("api", "generation"):
+        raise ValueError(f"latency mode {mode!r}: one of none, api, generation (llama-benchy --latency-mode)")
+    import time
+
+    import httpx
+
+    out = []
+    for _ in range(3):
+        t = time.perf_counter()
+        try:
+            if mode == "api":
+                http.get(base + "/v1/models", timeout=timeout_s).read()
+                out.append(time.perf_counter() - t)
+            else:
+                body = {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 1,
+                        "stream": True}
+                with http.stream("POST", base + "/v1/chat/completions", json=body, timeout=timeout_s) as r:
+                    for _line in r.iter_lines():
+                        out.append(time.perf_counter() - t)
+                        break
+                    for _line in r.iter_lines():
+                        pass
+        except httpx.HTTPError:
+            continue
+    return sum(out) / len(out) if out else 0.0
+
+
 # ---- one run ---------------------------------------------------------------------------------------------
 
 def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str, prompts: list[dict], http,
              base: str, server_id: str, run: int, warm: bool, draft_budget) -> list[dict]:
-    """One run of the cell: `users` requests sent at one instant; one raw record per user."""
+    """One run of the cell: `users` requests sent at one instant; one raw record per user.
+
+    cache: prefix (llama-benchy --enable-prefix-caching) runs two phases, as llama-benchy does: the
+    users' contexts with the prompt "." (the context load, records with arena_phase "ctx"), then the
+    same contexts with their prompts (arena_phase "inference"), which the server's prefix cache serves.
+    """
     wl = spec(cfg["workloads"][wl_name])
     req = {**cfg["request"], "max_tokens": wl["tokens"]}
     model = session.served_name(adapter, cfg, http, base)
@@ -131,7 +176,7 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
 
     def send(context, prompt, request):
         return arena_text.send(adapter, http, base, model, context, prompt, request, req["seed"], arm, wl["api"],
-                               no_cache)
+                               no_cache, wl["tg_exact"], prefix=wl["cache"] == "prefix")
 
     key = (server_id, wl_name)
     if key not in _calibrated:
@@ -145,32 +190,49 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
         ctx_tokens = tokens(arena_text.join(words[:ctx_words])) if tokens and ctx_words else 0
         pp_tokens = tokens(arena_text.join(words[len(words) // 2:len(words) // 2 + pp_words])) \
             if tokens and pp_words else 0
-        _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens)
-    ctx_words, pp_words, tokens, ctx_tokens, pp_tokens = _calibrated[key]
+        lat = latency(http, base, model, wl["latency"], req["timeout_s"])
+        _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat)
+    ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat = _calibrated[key]
     seed = cfg["design"]["seed"]
     texts = [arena_text.request_texts(words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache,
                                       tokens, ctx_tokens, pp_tokens)
              for u in range(wl["users"])]
-    barrier = threading.Barrier(len(texts))
+    two = wl["cache"] == "prefix" and wl["depth"] > 0
+    phases = [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)] if two \
+        else [(None, texts)]
+    recs = []
+    for phase, batch in phases:
+        out = _concurrently(send, batch, req)
+        recs += [records.new_record(
+            experiment=experiment, arm=block.arm, block=block.position, round=block.round, position=block.position,
+            run=run, warmup=warm, workload=wl_name,
+            prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}" + (f"-{phase}" if phase
+                                                                                          else ""),
+            server_id=server_id, draft_budget=draft_budget, max_tokens=wl["tokens"] if wl["tg_exact"] else None,
+            **m.fields(), **extra, latency_s=lat, arena_phase=phase)
+            for u, (m, extra) in enumerate(out)]
+        _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out):])
+    return recs
+
+
+def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:
+    """Each (context, prompt) sent by its own thread, all released at one instant."""
+    barrier = threading.Barrier(len(batch))
 
     def one(ct):
         barrier.wait()
         return send(ct[0], ct[1], req)
 
-    with concurrent.futures.ThreadPoolExecutor(len(texts)) as pool:
-        out = list(pool.map(one, texts))
-    recs = [records.new_record(
-        experiment=experiment, arm=block.arm, block=block.position, round=block.round, position=block.position,
-        run=run, warmup=warm, workload=wl_name,
-        prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}",
-        server_id=server_id, draft_budget=draft_budget, max_tokens=wl["tokens"], **m.fields(), **extra)
-        for u, (m, extra) in enumerate(out)]
+    with concurrent.futures.ThreadPoolExecutor(len(batch)) as pool:
+        return list(pool.map(one, batch))
+
+
+def _say(cfg, block, wl, wl_name, run, warm, phase, out, recs) -> None:
     from bracket.arena_stats import window_rate  # the analysis imports this module's cell definition
 
     w = window_rate(recs)
     tag = "warmup" if warm else f"run {run - cfg['design']['warmup_runs'] + 1}/{cfg['design']['runs_per_block']}"
     rate = f"{w['window_tok_s']:8.1f} tok/s" if w["window_tok_s"] else "   (no rate)"
     errs = "; ".join(sorted({m.error for m, _ in out if m.error}))[:300]
-    console.print(f"  arena {block.arm:<12} {wl_name:<6} {tag:<9} {rate} over {wl['users']} users at "
-                  f"{out[0][0].prompt_tokens} prompt tokens" + (f"  [red]{errs}[/]" if errs else ""))
-    return recs
+    console.print(f"  arena {block.arm:<12} {wl_name:<6} {(phase or ''):<9} {tag:<9} {rate} over {wl['users']} users "
+                  f"at {out[0][0].prompt_tokens} prompt tokens" + (f"  [red]{errs}[/]" if errs else ""))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bracket import records
+from bracket import arena_benchy, records
 from bracket.arena import is_arena, spec
 
 
@@ -46,61 +46,88 @@ def window_rate(user_records: list[dict]) -> dict:
             "window_tok_s": tokens / window if window > 0 else None}
 
 
-def benchy_run(user_records: list[dict]) -> dict:
-    """llama-benchy's values for one run (module docstring): batch pp and tg, and per-request tg, ttfr, e2e_ttft."""
-    ts = [t for t in (_times(r) for r in user_records) if t is not None]
-    prompts = [r.get("prompt_tokens") or 0 for r in user_records if _times(r) is not None]
-    out = {"pp": None, "tg": None, "tg_req": [], "ttfr_ms": [], "e2e_ttft_ms": [], "pp_req": []}
-    if not ts:
-        return out
-    for (t0, fr, ft, lt, dec), p in zip(ts, prompts):
-        out["ttfr_ms"].append((fr - t0) * 1000)
-        out["e2e_ttft_ms"].append((ft - t0) * 1000)
-        if fr > t0 and p:
-            out["pp_req"].append(p / (fr - t0))
-        if lt > ft and dec > 0:
-            out["tg_req"].append(dec / (lt - ft))
-    if len(user_records) == 1:
-        out["pp"] = out["pp_req"][0] if out["pp_req"] else None
-        out["tg"] = out["tg_req"][0] if out["tg_req"] else None
-        return out
-    pp_window = max(t[2] for t in ts) - min(t[0] for t in ts)
-    tg_window = max(t[3] for t in ts) - min(t[2] for t in ts)
-    decode = sum(t[4] for t in ts)
-    out["pp"] = sum(prompts) / pp_window if pp_window > 0 and sum(prompts) else None
-    out["tg"] = decode / tg_window if tg_window > 0 and decode else None
-    return out
+def burst_share(rec: dict) -> float | None:
+    """The largest share of a stream's tokens that one network read brought (1.0: the whole stream at once).
 
-
-def metric(values: list[float]) -> dict | None:
-    """llama-benchy's BenchmarkMetric: mean, population SD (numpy's default), the raw values."""
-    v = [float(x) for x in values if x is not None]
-    if not v:
+    From the record's text_chunks (bracket.arena_text.send): chunks with one read time came in one
+    read. None where the record keeps no chunks or no token ids.
+    """
+    chunks = rec.get("text_chunks")
+    n = rec.get("completion_tokens")
+    if not chunks or not n or any(k is None for _, k in chunks):
         return None
-    return {"mean": float(np.mean(v)), "std": float(np.std(v)), "values": v}
+    per_read: dict[float, int] = {}
+    for t, k in chunks:
+        per_read[t] = per_read.get(t, 0) + k
+    return max(per_read.values()) / n
 
 
-def benchy_cell(runs: list[dict], users: int) -> dict:
-    """One llama-benchy BenchmarkRun's metrics from the per-run values of benchy_run."""
-    pp_req = metric([x for r in runs for x in r["pp_req"]])
-    tg_req = metric([x for r in runs for x in r["tg_req"]])
-    pp, tg = metric([r["pp"] for r in runs]), metric([r["tg"] for r in runs])
-    ttfr, e2e = metric([x for r in runs for x in r["ttfr_ms"]]), metric([x for r in runs for x in r["e2e_ttft_ms"]])
-    return {"pp_throughput": pp, "pp_req_throughput": pp if users == 1 else pp_req,
-            "tg_throughput": tg, "tg_req_throughput": tg if users == 1 else tg_req,
-            "peak_throughput": None, "peak_req_throughput": None,
-            "ttfr": ttfr, "est_ppt": ttfr, "e2e_ttft": e2e}
+BURST_SHARE = 0.25  # a read that brings a quarter of a stream or more: delivery in bursts
+
+
+def _expected_prompt(wl: dict, phase: str | None) -> int:
+    """The prompt tokens llama-benchy expects of a request (its results.add's expected_pp_tokens)."""
+    if phase == "ctx":
+        return wl["depth"]
+    if phase == "inference":
+        return wl["prompt_tokens"]
+    return wl["depth"] + wl["prompt_tokens"]
+
+
+def benchy(runs: list[list[dict]], wl: dict, phase: str | None = None) -> tuple[dict, dict]:
+    """llama-benchy's metrics of a cell from its timed runs' records, and what it dropped (bracket.arena_benchy).
+
+    Every timed run counts, error records left out, as llama-benchy reads its runs; the latency is
+    the one each run's records carry (0 unless the cell's latency mode measured one).
+    """
+    batches = [arena_benchy.batch([arena_benchy.request_of(r) for r in recs], _expected_prompt(wl, phase),
+                                  float(recs[0].get("latency_s") or 0.0)) for recs in runs]
+    return arena_benchy.cell(batches, wl["users"]), arena_benchy.dropped(batches, wl["users"])
 
 
 DEFINITION = ("window rate: sum over users of (completion_tokens - 1) / (last user's last token - first user's "
               "first token), per run; median and bootstrap CI over runs")
-BENCHY_DEFINITION = ("llama-benchy 0.4.0: tg = decode tokens after each user's first token event / the same "
-                     "window, pp = prompt tokens / (last first token - first start), ttfr to the first response "
-                     "event; mean +/- population SD over runs; latency 0 (--latency-mode none)")
+BENCHY_DEFINITION = ("llama-benchy 0.4.0, computed as it computes them (bracket.arena_benchy): one time per network "
+                     "read, tokens placed by their token ids, tg = tokens later than each request's first token "
+                     "time / first to last token, pp = prompt tokens / (ttfr - latency) (concurrency 1) or over "
+                     "the last first token - first start, peak = most tokens in 1 s; mean +/- population SD over "
+                     "requests (concurrency 1) or runs; a window of 0 dropped, and counted here")
+
+
+def _bursts(runs: list[list[dict]]) -> dict:
+    """How many runs had a stream of which one network read brought BURST_SHARE of the tokens or more."""
+    shares = [[burst_share(r) for r in recs] for recs in runs]
+    known = [s for s in shares if any(x is not None for x in s)]
+    bursty = sum(1 for s in known if max(x for x in s if x is not None) >= BURST_SHARE)
+    return {"runs": len(known), "bursty_runs": bursty, "share": BURST_SHARE}
+
+
+def _findings(cell: dict) -> list[dict]:
+    """The cell's findings (bracket.stats.findings records): bursty delivery, and what llama-benchy dropped."""
+    from bracket.stats.findings import Finding
+
+    where = {"arm": cell["arm"], "workload": cell["workload"] + (f" ({cell['phase']})" if cell["phase"] else "")}
+    out = []
+    b, d = cell["bursts"], cell["llama_benchy_dropped"]
+    if b["bursty_runs"]:
+        out.append(Finding("instrument", (
+            f"bursty delivery: in {b['bursty_runs']} of {b['runs']} runs one network read brought a quarter of a "
+            f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
+            f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
+            f"compare servers by the window rate"), values=dict(b), **where).record())
+    if d["tg"]:
+        out.append(Finding("instrument", (
+            f"llama-benchy's tg leaves out {d['tg']} of {d['of']} {d['unit']} ({d['reason']}); its mean is over "
+            f"the rest"), values={k: d[k] for k in ("tg", "of")}, **where).record())
+    return out
 
 
 def summarize(raw: list[dict], cfg: dict) -> dict:
-    """results/NAME/arena.json: per arm and arena workload, each timed run in both definitions and their summaries."""
+    """results/NAME/arena.json: per arm, arena workload and phase, each timed run in both definitions and summaries.
+
+    A prefix-caching cell (cache: prefix) has two phases, as llama-benchy's --enable-prefix-caching:
+    "ctx" (the context load) and "inference" (the prompt on the cached context); each is its own cell.
+    """
     from bracket.stats.summary import summarize as summarize_cell
 
     a = cfg["analysis"]
@@ -108,41 +135,68 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
     for wl_name in [w for w, wl in cfg["workloads"].items() if is_arena(wl)]:
         wl = spec(cfg["workloads"][wl_name])
         for arm in cfg["arms"]:
-            runs: dict[tuple, list] = {}
+            by_phase: dict = {}
             for r in raw:
-                if r.get("workload") == wl_name and r.get("arm") == arm and not r.get("warmup"):
-                    runs.setdefault((r["block"], r["run"]), []).append(r)
-            rows, benchy = [], []
-            for (blk, run), recs in sorted(runs.items()):
-                w = window_rate(recs)
-                valid = w["window_tok_s"] is not None and all(not records.validity(x) for x in recs) \
-                    and len(recs) == wl["users"]
-                b = benchy_run(recs)
-                if valid:
-                    benchy.append(b)
-                rows.append({"block": blk, "run": run, "users": len(recs),
-                             "prompt_tokens": [x.get("prompt_tokens") for x in recs], "valid": valid, **w,
-                             "llama_benchy_tg": b["tg"], "llama_benchy_pp": b["pp"]})
-            if not rows:
-                continue
-            vals = [r["window_tok_s"] for r in rows if r["valid"]]
-            summary = None
-            if vals:
-                s = summarize_cell(vals, confidence=a["confidence"], n_resamples=a["bootstrap_resamples"],
-                                   rng=a["seed"], spread_warning=a["spread_warning"], seed=a["seed"])
-                summary = {"n": s.n, "median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "min": s.min,
-                           "max": s.max, "spread": s.spread, "warnings": list(s.warnings)}
-            depths = sorted(t for r in rows for t in r["prompt_tokens"] if t)
-            out["cells"].append({
-                "arm": arm, "workload": wl_name, **{k: v for k, v in wl.items() if k != "text"},
-                "text": wl["text"] or "built-in deterministic text (bracket.arena_text)",
-                "depth_measured": int(depths[len(depths) // 2]) if depths else None,
-                "runs": rows, "summary": summary,
-                "llama_benchy": {"concurrency": wl["users"], "context_size": wl["depth"],
-                                 "prompt_size": wl["prompt_tokens"], "response_size": wl["tokens"],
-                                 "is_context_prefill_phase": False, **benchy_cell(benchy, wl["users"]),
-                                 "throughput_over_time": None, "requests_throughput_over_time": None}})
+                if r.get("workload") == wl_name and r.get("arm") == arm and not r.get("warmup") \
+                        and not r.get("control"):
+                    by_phase.setdefault(r.get("arena_phase"), {}).setdefault((r["block"], r["run"]), []).append(r)
+            for phase in sorted(by_phase, key=lambda p: {"ctx": 0, "inference": 1}.get(p, 2)):
+                runs = by_phase[phase]
+                rows = []
+                for (blk, run), recs in sorted(runs.items()):
+                    w = window_rate(recs)
+                    valid = w["window_tok_s"] is not None and all(not records.validity(x) for x in recs) \
+                        and len(recs) == wl["users"]
+                    rows.append({"block": blk, "run": run, "users": len(recs),
+                                 "prompt_tokens": [x.get("prompt_tokens") for x in recs],
+                                 "cached_tokens": [x.get("cached_tokens") for x in recs], "valid": valid, **w})
+                timed = [recs for _, recs in sorted(runs.items())]
+                metrics, dropped = benchy(timed, wl, phase)
+                for row, recs in zip(rows, timed):  # each run's own llama-benchy tg and pp, beside the window rate
+                    b = arena_benchy.batch([arena_benchy.request_of(r) for r in recs], _expected_prompt(wl, phase),
+                                           float(recs[0].get("latency_s") or 0.0))
+                    one = wl["users"] == 1
+                    row["llama_benchy_tg"] = (b.tg_req[0] if b.tg_req else None) if one else b.tg
+                    row["llama_benchy_pp"] = (b.pp_req[0] if b.pp_req else None) if one else b.pp
+                vals = [r["window_tok_s"] for r in rows if r["valid"]]
+                summary = None
+                if vals:
+                    sm = summarize_cell(vals, confidence=a["confidence"], n_resamples=a["bootstrap_resamples"],
+                                        rng=a["seed"], spread_warning=a["spread_warning"], seed=a["seed"])
+                    summary = {"n": sm.n, "median": sm.median, "ci_low": sm.ci_low, "ci_high": sm.ci_high,
+                               "min": sm.min, "max": sm.max, "spread": sm.spread, "warnings": list(sm.warnings)}
+                depths = sorted(t for r in rows for t in r["prompt_tokens"] if t)
+                latency = next((x["latency_s"] for recs in timed for x in recs if x.get("latency_s") is not None),
+                               None)
+                cell = {
+                    "arm": arm, "workload": wl_name, "phase": phase,
+                    **{k: v for k, v in wl.items() if k != "text"},
+                    "text": wl["text"] or "built-in deterministic text (bracket.arena_text)",
+                    "depth_measured": int(depths[len(depths) // 2]) if depths else None,
+                    "latency_ms": latency * 1000 if latency is not None else None,
+                    "runs": rows, "summary": summary, "bursts": _bursts(timed), "llama_benchy_dropped": dropped,
+                    "llama_benchy": {"concurrency": wl["users"], "context_size": wl["depth"],
+                                     "prompt_size": wl["prompt_tokens"], "response_size": wl["tokens"],
+                                     "is_context_prefill_phase": phase == "ctx", **metrics,
+                                     "throughput_over_time": None, "requests_throughput_over_time": None}}
+                cell["findings"] = _findings(cell)
+                out["cells"].append(cell)
+    out["llama_benchy_metadata"] = metadata(cfg, out["cells"])
     return out
+
+
+def metadata(cfg: dict, cells: list[dict]) -> dict:
+    """llama-benchy's report metadata for these cells, from what bracket ran (not constants).
+
+    latency_mode from the arena workloads ("mixed" where they differ), latency_ms the mean of the
+    latencies the cells measured (0 where none), prefix_caching_enabled where any cell cached.
+    """
+    wls = [spec(cfg["workloads"][w]) for w in sorted({c["workload"] for c in cells})]
+    modes = sorted({w["latency"] for w in wls}) or ["none"]
+    lat = [c["latency_ms"] for c in cells if c.get("latency_ms") is not None]
+    return {"latency_mode": modes[0] if len(modes) == 1 else "mixed",
+            "latency_ms": float(np.mean(lat)) if lat else 0.0,
+            "prefix_caching_enabled": any(w["cache"] == "prefix" for w in wls)}
 
 
 def write_json(result: dict, path: str | Path) -> None:

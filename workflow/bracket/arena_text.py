@@ -23,6 +23,7 @@ completions` goes through the adapter's own measure (its native stream) for ever
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
 from functools import lru_cache
@@ -206,21 +207,36 @@ def _openai_chat_text(event: dict) -> str:
     return out
 
 
+# llama-benchy's prompt for a context load (its CONTEXT_LOAD_USER_MESSAGE: vLLM refuses an empty one).
+CONTEXT_LOAD_PROMPT = "."
+
+
 def chat_body(adapter, model: str, context: str, prompt: str, request: dict, seed: int, arm: dict | None,
-              no_cache: bool) -> tuple[str, dict, str]:
-    """(path, body, framing) of a chat request: the adapter's own completions body with messages for prompt."""
+              no_cache: bool, exact_tg: bool = True, prefix: bool = False) -> tuple[str, dict, str]:
+    """(path, body, framing) of a chat request: the adapter's own completions body with messages for prompt.
+
+    exact_tg (llama-benchy --exact-tg): min_tokens and ignore_eos pin the response length; without it
+    (the Arena's setting) neither is sent and the model may stop early, as llama-benchy's request does.
+    prefix (cache: prefix): the request asks llama.cpp to keep and reuse its prompt (cache_prompt true),
+    which bracket's body otherwise turns off.
+    """
     messages = ([{"role": "system", "content": context}] if context else []) + \
         [{"role": "user", "content": prompt or "."}]
     body = dict(adapter.request_body(model, "", request, seed=seed, arm=arm))
     for k in ("prompt", "raw", "text"):
         body.pop(k, None)
     body["messages"] = messages
+    if not exact_tg:
+        body.pop("ignore_eos", None)  # Ollama has none: num_predict is only its cap
     if adapter.kind == "ollama":
         return "/api/chat", body, "ndjson"
     body["return_token_ids"] = True  # as llama-benchy; servers that do not know it ignore it
-    body["min_tokens"] = request["max_tokens"]  # with ignore_eos: llama-benchy's --exact-tg
+    if exact_tg:
+        body["min_tokens"] = request["max_tokens"]  # with ignore_eos: llama-benchy's --exact-tg
     if no_cache:
         body["cache_prompt"] = False
+    elif prefix and "cache_prompt" in body:
+        body["cache_prompt"] = True
     return "/v1/chat/completions", body, "sse"
 
 
@@ -229,46 +245,72 @@ def _ollama_counts(events: list[dict]) -> Counts:
     return counts(events)
 
 
+# The client hands each event the time of the network read that brought it (on_timed_event), as
+# llama-benchy stamps each read (aiohttp iter_any). A client without that hook is given the time the
+# event is seen instead: the same within microseconds, except that the events of one burst then
+# differ by their parsing time and llama-benchy's reading (text_chunks) no longer groups them.
+_READ_TIMES = "on_timed_event" in inspect.signature(timed_stream).parameters
+
+
+def _first_choice_text(event: dict) -> str:
+    """llama-benchy's text of a chunk: choices[0].delta's content, else reasoning_content, else reasoning."""
+    d = ((event.get("choices") or [{}])[0] or {}).get("delta") or {}
+    return d.get("content") or d.get("reasoning_content") or d.get("reasoning") or ""
+
+
 def send(adapter, http, base: str, model: str, context: str, prompt: str, request: dict, seed: int,
-         arm: dict | None, api: str, no_cache: bool) -> tuple[Measurement, dict]:
+         arm: dict | None, api: str, no_cache: bool, exact_tg: bool = True,
+         prefix: bool = False) -> tuple[Measurement, dict]:
     """One arena request through the engine's own stream; (measurement, llama-benchy extras).
 
     Extras: ttfr_s, the time to the first event with choices (llama-benchy's ttfr: a chat stream's
-    role chunk may come before any text), and first_event_tokens, the tokens the first text event
-    carried (llama-benchy counts decode tokens as those after the first event's time).
+    role chunk may come before any text); first_event_tokens, the tokens the first text event
+    carried; text_chunks, one [seconds after the request was sent, token ids carried (null when the
+    event had none)] per event with text, each at the time of the read that brought it: what
+    llama-benchy keeps of a stream (its content_chunks), from which bracket.arena_stats computes
+    its token times, tg and peak exactly as llama-benchy does.
     """
     if api == "completions":
         text = (context + "\n\n" + prompt) if context else prompt
         arm_q = arm if adapter.kind == "ollama" else {k: v for k, v in (arm or {}).items() if k != "speculative"}
         m = adapter.measure(http, base, model, text, request, seed, arm_q).measurement
-        return m, {"ttfr_s": m.ttft_s, "first_event_tokens": None}
-    path, body, framing = chat_body(adapter, model, context, prompt, request, seed, arm, no_cache)
+        return m, {"ttfr_s": m.ttft_s, "first_event_tokens": None, "text_chunks": None}
+    path, body, framing = chat_body(adapter, model, context, prompt, request, seed, arm, no_cache, exact_tg, prefix)
     marks: dict = {}
+    chunks: list[tuple[float, int | None]] = []
 
-    def on_event(event: dict) -> None:
-        now = time.perf_counter()
+    def on_event(event: dict, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
         if framing == "ndjson":
             has_choice, text = True, (event.get("message") or {}).get("content") or ""
+            ids = None
         else:
-            has_choice, text = bool(event.get("choices")), _openai_chat_text(event)
+            has_choice, text = bool(event.get("choices")), _first_choice_text(event)
+            ids = ((event.get("choices") or [{}])[0] or {}).get("token_ids")
         if has_choice and "choice" not in marks:
             marks["choice"] = now
-        if text and "text" not in marks:
-            marks["text"] = now
-            ids = [i for ch in event.get("choices") or [] for i in (ch.get("token_ids") or [])]
-            marks["first_tokens"] = len(ids) or None
+        if text:
+            chunks.append((now, len(ids) if isinstance(ids, list) else None))
+            if "text" not in marks:
+                marks["text"] = now
+                marks["first_tokens"] = chunks[-1][1] or None
 
+    hook = {"on_timed_event": on_event} if _READ_TIMES else {"on_event": on_event}
     if framing == "ndjson":
         m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="ndjson",
-                            new_text=lambda e: (e.get("message") or {}).get("content") or "",
-                            is_last=lambda e: e.get("done") is True, counts=_ollama_counts, on_event=on_event)
+                                 new_text=lambda e: (e.get("message") or {}).get("content") or "",
+                                 is_last=lambda e: e.get("done") is True, counts=_ollama_counts, **hook)
     else:
-        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse", new_text=_openai_chat_text,
-                            is_last=lambda e: False, counts=_openai_counts, on_event=on_event,
-                            missing_counts="no usage in the response (the server must honour "
-                                           "stream_options.include_usage)")
+        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse",
+                                 new_text=_openai_chat_text, is_last=lambda e: False, counts=_openai_counts,
+                                 missing_counts="no usage in the response (the server must honour "
+                                                "stream_options.include_usage)", **hook)
         adapter.adjust(m, events)
     ttfr = m.ttft_s
     if m.ttft_s is not None and "choice" in marks and "text" in marks:
         ttfr = max(m.ttft_s - (marks["text"] - marks["choice"]), 0.0)
-    return m, {"ttfr_s": ttfr, "first_event_tokens": marks.get("first_tokens")}
+    text_chunks = None
+    if m.ttft_s is not None and chunks:
+        t0 = marks["text"] - m.ttft_s  # the moment the request was sent, on the reads' clock
+        text_chunks = [[t - t0, n] for t, n in chunks]
+    return m, {"ttfr_s": ttfr, "first_event_tokens": marks.get("first_tokens"), "text_chunks": text_chunks}

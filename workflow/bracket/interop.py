@@ -71,26 +71,50 @@ def benchy_cells(doc: dict) -> list[dict]:
 
 
 def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> list[dict]:
-    """Rows (arm, workload, block, run, value) for the statistics: one per raw value of `metric`, cells apart."""
+    """Rows (arm, workload, block, run, value) for the statistics: one per raw value of `metric`, cells apart.
+
+    A cell without the metric (llama-benchy writes null where it dropped every run, e.g. streams that
+    arrived in one read) is not left out: it gives one invalid row that names it and says why.
+    """
     if metric not in BENCHY_METRICS:
         raise ValueError(f"metric {metric!r} is not a llama-benchy metric; one of {', '.join(BENCHY_METRICS)}")
     rows = []
     for c in benchy_cells(doc):
-        if not c[metric]:
-            continue
         name = benchy_cell_name(c, metric)
-        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v}
-                 for i, v in enumerate(c[metric]["values"])]
-    if not rows:
-        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values); re-run with a "
-                         f"llama-benchy version that writes them (schema with 'values').")
+        if not c[metric] or not c[metric]["values"]:
+            rows.append({"arm": arm, "workload": name, "block": block, "run": 0, "value": math.nan, "valid": False,
+                         "invalid_reason": f"llama-benchy reported no {metric} for this cell (null: it dropped "
+                                           f"every run, or never measured it)"})
+            continue
+        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v, "valid": True,
+                  "invalid_reason": ""} for i, v in enumerate(c[metric]["values"])]
+    if not any(r["valid"] for r in rows):
+        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
+                         f"with a llama-benchy version that writes them (schema with 'values'), or import "
+                         f"another metric (--metric).")
     return rows
 
 
-def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None) -> dict:
+def benchy_unit(cell: dict, metric: str) -> str:
+    """What one imported value is: a request's or a run's (llama-benchy's totals above concurrency 1 are per run)."""
+    per_request = metric in ("pp_req_throughput", "tg_req_throughput", "peak_req_throughput", "ttfr", "est_ppt",
+                             "e2e_ttft")
+    return "requests" if per_request or cell["concurrency"] == 1 else "runs"
+
+
+def benchy_metadata(doc: dict) -> dict:
+    """A llama-benchy report's metadata (everything but its benchmarks), kept to be written back unchanged."""
+    return {k: v for k, v in doc.items() if k != "benchmarks"}
+
+
+def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None,
+                        metadata: dict | None = None) -> dict:
     """A llama-benchy report (metadata + benchmarks) from cells in llama-benchy's BenchmarkRun form.
 
     `cells` are the "llama_benchy" entries of bracket's arena.json, or benchy_cells() of a report.
+    metadata: what the cells were measured with (benchy_metadata of an imported report, or
+    arena.json's llama_benchy_metadata); its keys replace bracket's defaults, so a report read in
+    and written back keeps its latency mode, latency and prefix caching.
     """
     runs = []
     for c in cells:
@@ -101,7 +125,8 @@ def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = N
         runs.append(run)
     ts = timestamp or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     return {**BENCHY_META, "timestamp": ts, "model": model,
-            "max_concurrency": max((c["concurrency"] for c in cells), default=1), "benchmarks": runs}
+            "max_concurrency": max((c["concurrency"] for c in cells), default=1), **(metadata or {}),
+            "benchmarks": runs}
 
 
 def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
@@ -110,7 +135,7 @@ def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
     if not cells:
         arms = sorted({c["arm"] for c in arena.get("cells", [])})
         raise ValueError(f"no arena cell of arm {arm!r}; arms with cells: {', '.join(arms) or 'none'}")
-    return export_llama_benchy(cells, model or arm)
+    return export_llama_benchy(cells, model or arm, metadata=arena.get("llama_benchy_metadata"))
 
 
 # ---- vllm bench serve ------------------------------------------------------------------------------------
@@ -166,21 +191,68 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
         itls.append([gap] * max(n - 1, 0))
         lat.append(r.get("wall_s"))
         errs.append(r.get("error") or "")
-    starts = [r["started_at"] for r in timed if r.get("started_at") is not None]
-    ends = [r["started_at"] + r["wall_s"] for r in timed if r.get("started_at") is not None and r.get("wall_s")]
-    duration = (max(ends) - min(starts)) if starts and ends else None
     ok = [e == "" for e in errs]
+    duration = busy_time([(r.get("started_at"), r.get("wall_s")) for r in timed])
+    summary = vllm_summary(ins, outs, ttfts, itls, lat, ok, duration)
     return {"date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": "bracket", "endpoint_type": "bracket",
             "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}", "model_id": model,
             "num_prompts": len(timed), "request_rate": "inf", "burstiness": 1.0, "max_concurrency": max_concurrency,
-            "duration": duration, "completed": sum(ok), "failed": len(ok) - sum(ok),
-            "total_input_tokens": sum(i or 0 for i, o in zip(ins, ok) if o),
-            "total_output_tokens": sum(n for n, o in zip(outs, ok) if o),
-            "output_throughput": (sum(n for n, o in zip(outs, ok) if o) / duration) if duration else None,
-            "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
+            **summary, "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
             "start_times": [r.get("started_at") for r in timed], "errors": errs,
-            "bracket_note": "itls are each request's mean inter-token interval repeated; bracket records no "
-                            "per-token times"}
+            "bracket_note": "itls are each request's mean inter-token interval repeated (bracket records no "
+                            "per-token times), so the itl percentiles are of those means; duration is the time "
+                            "at least one of these requests was in flight, not the experiment's span (its other "
+                            "cells, cooldowns and server starts are not this cell's)"}
+
+
+def busy_time(spans: list[tuple[float | None, float | None]]) -> float | None:
+    """Seconds during which at least one request was in flight: the union of [start, start + wall].
+
+    vllm bench serve's duration is one run's span, requests back to back; bracket's requests of one
+    cell lie in several blocks with other cells, cooldowns and server starts between them, so their
+    first-to-last span is not the cell's duration, the union of their own intervals is.
+    """
+    iv = sorted((a, a + w) for a, w in spans if a is not None and w)
+    if not iv:
+        return None
+    total, (lo, hi) = 0.0, iv[0]
+    for a, b in iv[1:]:
+        if a > hi:
+            total += hi - lo
+            lo, hi = a, b
+        else:
+            hi = max(hi, b)
+    return total + hi - lo
+
+
+def vllm_summary(ins, outs, ttfts, itls, latencies, ok, duration, percentiles=(99.0,)) -> dict:
+    """vllm bench serve's summary keys, computed as vLLM computes them (vllm/benchmarks/serve.py,
+    calculate_metrics and process_one_metric, default --percentile-metrics ttft,tpot,itl and
+    --metric-percentiles 99): over successful requests, tpot = (latency - ttft) / (output_len - 1) where
+    output_len > 1, itl every inter-token interval, mean / median / population SD / percentiles in ms,
+    throughputs over the duration."""
+    good = [i for i, o in enumerate(ok) if o]
+    total_in = sum(ins[i] or 0 for i in good)
+    total_out = sum(outs[i] or 0 for i in good)
+    ttft = [ttfts[i] for i in good]
+    tpot = [(latencies[i] - ttfts[i]) / (outs[i] - 1) for i in good if outs[i] and outs[i] > 1
+            and latencies[i] is not None]
+    itl = [x for i in good for x in itls[i]]
+    out = {"duration": duration, "completed": len(good), "failed": len(ok) - len(good),
+           "total_input_tokens": total_in, "total_output_tokens": total_out,
+           "request_throughput": len(good) / duration if duration else None,
+           "request_goodput": None,
+           "output_throughput": total_out / duration if duration else None,
+           "total_token_throughput": (total_in + total_out) / duration if duration else None}
+    for name, v in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
+        v = v or 0
+        out[f"mean_{name}_ms"] = float(np.mean(v)) * 1000
+        out[f"median_{name}_ms"] = float(np.median(v)) * 1000
+        out[f"std_{name}_ms"] = float(np.std(v)) * 1000
+        for q in percentiles:
+            word = str(int(q)) if int(q) == q else str(q)
+            out[f"p{word}_{name}_ms"] = float(np.percentile(v, q)) * 1000
+    return out
 
 
 def write(doc: dict, path: str | Path) -> None:

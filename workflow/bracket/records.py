@@ -26,9 +26,12 @@ FIELDS = [
 # the greedy-agreement and determinism controls).
 # cache_check says how the cache guard knew cached_tokens (CACHE_CHECKS).
 EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_text"]
-# Arena cells only (bracket.arena): llama-benchy's time to the first response event and the tokens its
-# first text event carried; kept in the raw records, not in the runs table.
-ARENA_FIELDS = ["ttfr_s", "first_event_tokens"]
+# Arena cells only (bracket.arena): llama-benchy's time to the first response event, the tokens its
+# first text event carried, each text event's read time and token ids (text_chunks), the latency
+# llama-benchy would subtract (latency_s, its --latency-mode), the phase (arena_phase: "ctx" for a
+# prefix-caching cell's context load, "inference" after it, null for a one-phase cell); kept in the raw
+# records, not in the runs table.
+ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase"]
 # The neutrality control's requests (bracket.runner): `control` names the control ("neutrality"; null on
 # every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,

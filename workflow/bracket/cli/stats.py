@@ -20,6 +20,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="runs.csv, raw .jsonl, a CSV with arm,value[,workload,block,round,position], "
                         "llama-benchy JSON or vllm bench serve --save-detailed JSON")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--metric", default="tg_throughput",
+                   help="llama-benchy reports: the metric to import (tg_throughput, the default; pp_throughput, "
+                        "tg_req_throughput, pp_req_throughput, peak_throughput, peak_req_throughput, ttfr, "
+                        "est_ppt, e2e_ttft)")
     p.add_argument("--confidence", type=float, default=D.CONFIDENCE, help=f"CI level (default {D.CONFIDENCE})")
     p.add_argument("--resamples", type=int, default=D.RESAMPLES, help=f"bootstrap resamples (default {D.RESAMPLES})")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
@@ -31,7 +35,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def summarize_cmd(args) -> int:
-    frame = io.load(args.raw)
+    frame = io.load(args.raw, metric=args.metric)
     cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
                            n_resamples=args.resamples, spread_warning=args.spread_warning,
                            precision=args.noise_threshold, pool=args.pool)
@@ -56,7 +60,20 @@ def summarize_cmd(args) -> int:
     for a, w, s in cells:
         for msg in s.warnings:
             print(f"warning: {a} / {w}: {msg}")
+    for (a, w), reason in _dropped(frame, cells).items():
+        print(f"dropped: {a} / {w}: no valid value ({reason})")
     return 0
+
+
+def _dropped(frame, cells) -> dict:
+    """Cells of the input with no valid value, and the first reason given: none leaves without a word."""
+    shown = {(a, w) for a, w, _ in cells}
+    out = {}
+    for (a, w), g in frame.groupby(["arm", "workload"], sort=False):
+        if (a, w) not in shown:
+            reasons = [r for r in g["invalid_reason"].astype(str) if r]
+            out[(a, w)] = reasons[0] if reasons else "no valid rows"
+    return out
 
 
 def _ci(lo, hi) -> str:
@@ -64,7 +81,7 @@ def _ci(lo, hi) -> str:
 
 
 def compare_cmd(args) -> int:
-    frame = io.load(args.raw)
+    frame = io.load(args.raw, metric=args.metric)
     v = valid_rows(frame)
     workloads = [args.workload] if args.workload else sorted(v["workload"].unique())
     results = []

@@ -130,10 +130,10 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
     return _finish(df)
 
 
-def _llama_benchy(doc: dict, arm: str, block: int) -> pd.DataFrame:
+def _llama_benchy(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> pd.DataFrame:
     # One cell per (pp, tg, depth, concurrency, phase), named with the metric (bracket.interop).
     from bracket import interop
-    return pd.DataFrame(interop.llama_benchy_rows(doc, arm, block))
+    return pd.DataFrame(interop.llama_benchy_rows(doc, arm, block, metric))
 
 
 def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
@@ -142,8 +142,11 @@ def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
     return pd.DataFrame(interop.vllm_rows(doc, arm, block))
 
 
-def load(paths) -> pd.DataFrame:
-    """Load one or more RAW files into the statistics' frame (see the module docstring)."""
+def load(paths, metric: str = "tg_throughput") -> pd.DataFrame:
+    """Load one or more RAW files into the statistics' frame (see the module docstring).
+
+    metric: which of llama-benchy's metrics a llama-benchy report gives (bracket.interop.BENCHY_METRICS).
+    """
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     frames = []
     for block, path in enumerate(paths):
@@ -160,7 +163,7 @@ def load(paths) -> pd.DataFrame:
         elif suffix == ".json":
             doc = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(doc, dict) and "benchmarks" in doc:
-                frames.append(from_table(_llama_benchy(doc, path.stem, block), str(path)))
+                frames.append(from_table(_llama_benchy(doc, path.stem, block, metric), str(path)))
             elif isinstance(doc, dict) and {"output_lens", "ttfts", "itls"} <= set(doc):
                 frames.append(from_table(_vllm_bench(doc, path.stem, block), str(path)))
             elif isinstance(doc, dict) and "output_throughput" in doc:
