@@ -80,6 +80,9 @@ def problems(cfg: dict) -> list[str]:
         if s["text"] and not Path(s["text"]).is_file():
             out.append(f"workloads.{name}.text is {s['text']!r}, which is not a file; name a long text file "
                        f"(a book) or remove text to use the built-in deterministic text.")
+    from bracket import arena_grid, prompts
+
+    out += arena_grid.context_problems(cfg, lambda arm: prompts.context_length(cfg, arm, None))
     return out
 
 

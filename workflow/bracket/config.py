@@ -155,6 +155,12 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
+    from bracket import arena_grid  # an arena grid becomes its cells, in their run order
+
+    try:
+        arena_grid.expand(cfg, source)
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
     _check_meaning(cfg, source, measured)
     return cfg
 

@@ -149,5 +149,8 @@ def check(cfg: dict, root: Path, model_dir: str | Path | None = None, source: st
                     f"{max_tokens} it cannot fit the {limit:,}-token context of arm {arm_name!r} ({where}). "
                     f"Shorten the prompt, lower request.max_tokens, or serve a longer context.")
                 break
+    from bracket import arena_grid  # arena cells: depth + prompt_tokens + tokens within each arm's context
+
+    problems += arena_grid.context_problems(cfg, lambda arm: context_length(cfg, arm, local))
     if problems:
         raise PromptError(f"{source}: " + f"\n{source}: ".join(problems))
