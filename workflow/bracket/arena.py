@@ -86,6 +86,35 @@ def problems(cfg: dict) -> list[str]:
     return out
 
 
+# ---- the server a prefix-caching cell needs ----------------------------------------------------------------
+
+# Engines whose prefix cache is a launch flag of bracket's (off unless an arm turns it on): vLLM
+# --no-enable-prefix-caching, SGLang --disable-radix-cache, llama.cpp --no-cache-prompt --cache-ram 0 (its
+# RAM cache is what keeps several users' contexts when one slot serves them in turn).
+PREFIX_SWITCH = ("vllm", "sglang", "llamacpp")
+
+
+def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
+    """The servers a block of `arm_name` runs, in order: (arm as launched, workload names it serves).
+
+    A prefix-caching arena cell (cache: prefix) needs the engine's prefix cache on, which bracket turns off
+    for every other measurement; so on an engine where that is a launch flag, the block's prefix cells get
+    a server of their own, launched after the others' with arms.ARM.server.prefix_caching true, and the
+    other workloads keep the arm's server as it is. One server where nothing differs: no prefix cell, an
+    arm that turns the cache on itself, an attached server (its state is the user's; the inverted cache
+    guard tells whether it served the contexts), or an engine with no switch (Ollama).
+    """
+    arm = cfg["arms"][arm_name]
+    names = list(cfg["workloads"])
+    prefix = [n for n in names if is_arena(cfg["workloads"][n]) and spec(cfg["workloads"][n])["cache"] == "prefix"]
+    on = ((arm.get("server") or {}).get("prefix_caching") is True)
+    if not prefix or on or cfg["engine"]["launch"] == "attach" or cfg["engine"]["kind"] not in PREFIX_SWITCH:
+        return [(arm, names)]
+    rest = [n for n in names if n not in prefix]
+    cached = {**arm, "server": {**(arm.get("server") or {}), "prefix_caching": True}}
+    return ([(arm, rest)] if rest else []) + [(cached, prefix)]
+
+
 # ---- calibration -----------------------------------------------------------------------------------------
 
 def _solve(f, target: int, start: int, floor: int = 0, tries: int = 6) -> int:
@@ -212,7 +241,8 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
             prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}" + (f"-{phase}" if phase
                                                                                           else ""),
             server_id=server_id, draft_budget=draft_budget, max_tokens=wl["tokens"] if wl["tg_exact"] else None,
-            **m.fields(), **extra, latency_s=lat, arena_phase=phase)
+            **m.fields(), **extra, latency_s=lat, arena_phase=phase, tg_exact=wl["tg_exact"],
+            cache_expected=(wl["depth"] if phase == "inference" else 0) if phase else None)
             for u, (m, extra) in enumerate(out)]
         _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out):])
     return recs

@@ -31,7 +31,11 @@ EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_tex
 # llama-benchy would subtract (latency_s, its --latency-mode), the phase (arena_phase: "ctx" for a
 # prefix-caching cell's context load, "inference" after it, null for a one-phase cell); kept in the raw
 # records, not in the runs table.
-ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase"]
+# tg_exact false (llama-benchy without --exact-tg): the length was left free, so an early stop is the model's
+# answer, not a fault. cache_expected (prefix-caching cells): the tokens the phase should find in the cache,
+# 0 for the context load and the depth for the inference that follows it; the cache guard is then inverted.
+ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase", "tg_exact",
+                "cache_expected"]
 # The neutrality control's requests (bracket.runner): `control` names the control ("neutrality"; null on
 # every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
@@ -101,8 +105,13 @@ def read(paths: Iterable[str | Path]) -> list[dict]:
 
 
 #: The kinds of invalid run: what statistics count by and the article groups by (runs.csv `invalid_kind`).
-INVALID_KINDS = ("warmup", "error", "cached_tokens unknown", "cache hit", "early stop", "token count",
-                 "no wall time", "no positive value")
+INVALID_KINDS = ("warmup", "error", "cached_tokens unknown", "cache hit", "cache miss", "early stop",
+                 "token count", "no wall time", "no positive value")
+
+# A prefix cache keeps whole blocks (vLLM: 16 tokens on GPU, more on CPU; SGLang pages; llama.cpp exact), and
+# the chat template's first tokens are shared by every context: a phase's cached tokens count as expected
+# within this many tokens of its cache_expected.
+CACHE_BLOCK_SLACK = 256
 
 
 #: How a record's prefix cache was checked. reported: the response gave cached_tokens; metrics: the
@@ -126,18 +135,31 @@ def reasons(rec: dict) -> list[tuple[str, str]]:
     """(kind, text) of each reason a timed record must not enter the statistics (empty list: valid).
 
     Guards from seed 000: the prefix cache never engaged (cached_tokens == 0), the output length
-    was pinned (finish_reason == "length" and completion_tokens == max_tokens). `kind` is one of
-    INVALID_KINDS, `text` says it with the record's values.
+    was pinned (finish_reason == "length" and completion_tokens == max_tokens). A prefix-caching arena
+    phase inverts the first (cached_tokens within CACHE_BLOCK_SLACK of cache_expected: the context load
+    finds nothing, the inference finds its context), and a cell with tg_exact false drops the second's
+    early stop. `kind` is one of INVALID_KINDS, `text` says it with the record's values.
     """
     out = []
     if rec.get("error"):
         return [("error", "error")]
-    if rec.get("cached_tokens") is None:
+    want = rec.get("cache_expected")
+    if want is not None:  # a prefix-caching cell: the cache must serve the context, and only it
+        got = rec.get("cached_tokens")
+        if got is None:
+            out.append(("cached_tokens unknown", "cached_tokens unknown (a prefix-caching phase must show what "
+                                                 "the cache served)"))
+        elif got < want - CACHE_BLOCK_SLACK:
+            out.append(("cache miss", f"cache miss: {got} cached tokens of a {want}-token context (the server's "
+                                      f"prefix cache did not serve it: is it on, and large enough?)"))
+        elif got > want + CACHE_BLOCK_SLACK:
+            out.append(("cache hit", f"cache hit: {got} cached tokens where {want} were expected"))
+    elif rec.get("cached_tokens") is None:
         if rec.get("cache_check") != "unique prefix":
             out.append(("cached_tokens unknown", "cached_tokens unknown"))
     elif rec["cached_tokens"] > 0:
         out.append(("cache hit", "cache hit"))
-    if rec.get("finish_reason") != "length":
+    if rec.get("tg_exact") is not False and rec.get("finish_reason") != "length":  # false: length left free
         out.append(("early stop", f"early stop ({rec.get('finish_reason')})"))
     mt = rec.get("max_tokens")
     if mt is not None and rec.get("completion_tokens") != mt:

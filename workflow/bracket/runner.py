@@ -172,13 +172,15 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
     partial = raw_path.with_name(raw_path.name + ".partial")
     eng = cfg["engine"]
     # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
-    p = session.plan(cfg, block.arm, model=model, python=python, argv=argv,
+    # The block's servers: one, or a second for its prefix-caching arena cells (bracket.arena.servers).
+    groups = [(_with_arm(cfg, block.arm, a), names) for a, names in arena.servers(cfg, block.arm)]
+    p = session.plan(groups[0][0], block.arm, model=model, python=python, argv=argv,
                      name=launch.container_name(experiment, block.arm, block.position))
     kept = archive_attempt(raw_path, meta_path, log_path)
     if kept:
         console.print(f"[yellow]{block_name(block, n_blocks)}: an earlier attempt did not finish; its records are "
                       f"kept in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
-    arm = cfg["arms"][block.arm]
+    arm = groups[0][0]["arms"][block.arm]
     try:  # before any server starts: the prompts parse and fit the arm's context
         prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
         workloads = {name: prompts.load(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
@@ -236,15 +238,19 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                                                session.served_name(p.adapter, cfg, s.http, s.base),
                                                model, s.server.notes))
                 _write_meta(meta, meta_path)  # written before the first request
-                _measure(cfg, experiment, block, n_blocks, arm, p.adapter, workloads, s.http, s.base, s.server,
-                         writer, server_id, req, design)
+                _measure(groups[0][0], experiment, block, n_blocks, arm, p.adapter,
+                         {n: workloads[n] for n in groups[0][1]}, s.http, s.base, s.server, writer, server_id, req,
+                         design)
                 if meta["neutrality"] == "on":
                     _neutrality(cfg, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer,
                                 server_id)
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
             meta["telemetry"] = summarize(tel.samples)
             meta["telemetry_samples"] = tel.samples
-            meta["status"] = "complete"
+        for i, (cfg_i, names) in enumerate(groups[1:], start=1):
+            _serve_more(cfg_i, experiment, block, n_blocks, names, workloads, meta, meta_path, writer, log_path,
+                        lock_dir, model, python, argv, f"{server_id}-s{i}", req, design)
+        meta["status"] = "complete"
     except BaseException as exc:
         meta["status"] = "failed"
         # a write that failed: one line naming the file, not a chain of tracebacks
@@ -283,6 +289,34 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                                   f"the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
     partial.rename(raw_path)
     return raw_path
+
+
+def _with_arm(cfg: dict, arm_name: str, arm: dict) -> dict:
+    """cfg with arm `arm_name` as given (the same cfg where it is already that arm)."""
+    return cfg if cfg["arms"][arm_name] is arm else {**cfg, "arms": {**cfg["arms"], arm_name: arm}}
+
+
+def _serve_more(cfg, experiment, block, n_blocks, names, workloads, meta, meta_path, writer, log_path, lock_dir,
+                model, python, argv, server_id, req, design) -> None:
+    """A further server of the block (its prefix-caching arena cells, bracket.arena.servers): launched after the
+    first has stopped, its log beside the block's (block-K.sN.log), its command and state in meta["servers"]."""
+    arm = cfg["arms"][block.arm]
+    p = session.plan(cfg, block.arm, model=model, python=python, argv=argv,
+                     name=launch.container_name(experiment, block.arm, block.position) + f"-{server_id[-2:]}")
+    log = Path(log_path).with_name(Path(log_path).stem + f".{server_id.rsplit('-', 1)[-1]}.log")
+    entry = {"server_id": server_id, "workloads": names, "argv": p.argv, "log": str(log),
+             "server_state": p.adapter.server_state(p.argv, p.env, arm)}
+    meta.setdefault("servers", []).append(entry)
+    console.print(f"  block {block.position + 1}/{n_blocks}: a server of its own for {len(names)} prefix-caching "
+                  f"arena cell(s), its prefix cache on")
+    with session.serve(cfg, p, log_path=log, lock_dir=Path(lock_dir),
+                       holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
+                       say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)) as s:
+        entry["ready_s"] = round(s.ready_s, 2)
+        entry["pid"] = s.server.proc.pid
+        _write_meta(meta, meta_path)
+        _measure(cfg, experiment, block, n_blocks, arm, p.adapter, {n: workloads[n] for n in names}, s.http, s.base,
+                 s.server, writer, server_id, req, design)
 
 
 def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base, writer, server_id):

@@ -33,6 +33,8 @@ REASON_HINTS = {
     "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
                              "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
                              "SGLang with --enable-cache-report, or set request.cache_guard: auto",
+    "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
+                  "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
     "early stop": "the output length was not pinned: the engine must honour ignore_eos",
     "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
     "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
