@@ -129,6 +129,59 @@ def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = N
             "benchmarks": runs}
 
 
+def benchy_rows(doc: dict) -> list[dict]:
+    """The rows of llama-benchy's table (its results.py _generate_rows): per cell a pp row and a tg row; a
+    context-load cell's are named ctx_pp / ctx_tg; a row is left out where llama-benchy leaves it (no pp; no tg
+    and no peak); " (cN)" where the report's max_concurrency is above 1."""
+    many = (doc.get("max_concurrency") or 1) > 1
+    model = doc.get("model") or "Unknown"
+    rows = []
+    for b in doc["benchmarks"]:
+        c = f" (c{b.get('concurrency')})" if many else ""
+        d = b.get("context_size") or 0
+        if b.get("is_context_prefill_phase"):
+            pp_name, tg_name = f"ctx_pp @ d{d}{c}", f"ctx_tg @ d{d}{c}"
+        else:
+            at = f" @ d{d}" if d > 0 else ""
+            pp_name, tg_name = f"pp{b.get('prompt_size')}{at}{c}", f"tg{b.get('response_size')}{at}{c}"
+        if b.get("pp_throughput") is not None:
+            rows.append({"model": model, "test": pp_name, "t_s": b.get("pp_throughput"),
+                         "t_s_req": b.get("pp_req_throughput"), "peak_ts": None, "peak_ts_req": None,
+                         "ttfr": b.get("ttfr"), "est_ppt": b.get("est_ppt"), "e2e_ttft": b.get("e2e_ttft")})
+        if b.get("tg_throughput") is not None or b.get("peak_throughput") is not None:
+            rows.append({"model": model, "test": tg_name, "t_s": b.get("tg_throughput"),
+                         "t_s_req": b.get("tg_req_throughput"), "peak_ts": b.get("peak_throughput"),
+                         "peak_ts_req": b.get("peak_req_throughput"), "ttfr": None, "est_ppt": None,
+                         "e2e_ttft": None})
+    return rows
+
+
+def benchy_markdown(doc: dict) -> str:
+    """llama-benchy 0.4.0's markdown table of a report (--format md), column for column and digit for digit
+    (its results.py _generate_md_report): "mean ± std" to two decimals, the per-request columns only where
+    max_concurrency is above 1, tabulate's pipe format."""
+    from tabulate import tabulate
+
+    rows = benchy_rows(doc)
+    if not rows:
+        return "No results collected. Check if the model is generating tokens."
+
+    def fmt(m) -> str:
+        return "" if m is None else f"{m['mean']:.2f} ± {m['std']:.2f}"
+
+    conc = doc.get("max_concurrency") or 1
+    ts = "t/s (total)" if conc > 1 else "t/s"
+    if conc > 1:
+        keys = ("t_s", "t_s_req", "peak_ts", "peak_ts_req", "ttfr", "est_ppt", "e2e_ttft")
+        headers = ["model", "test", ts, "t/s (req)", "peak t/s", "peak t/s (req)", "ttfr (ms)", "est_ppt (ms)",
+                   "e2e_ttft (ms)"]
+    else:
+        keys = ("t_s", "peak_ts", "ttfr", "est_ppt", "e2e_ttft")
+        headers = ["model", "test", ts, "peak t/s", "ttfr (ms)", "est_ppt (ms)", "e2e_ttft (ms)"]
+    data = [[r["model"], r["test"], *(fmt(r[k]) for k in keys)] for r in rows]
+    return tabulate(data, headers=headers, tablefmt="pipe", colalign=("left",) + ("right",) * (len(headers) - 1))
+
+
 def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
     """One arm's arena cells (results/NAME/arena.json) as a llama-benchy report."""
     cells = [c["llama_benchy"] for c in arena.get("cells", []) if c["arm"] == arm and c.get("llama_benchy")]

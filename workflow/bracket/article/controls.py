@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bracket.article.elements import Heading, Para, Section, Table
+from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data, _read_json
 from bracket.article.text import DASH, _missing, pct, rate, ratio, span
 
@@ -178,4 +178,11 @@ def section_arena(d: Data, c: Controls) -> Section | None:
                "first token and the prefill in its time. Set beside the leaderboard only at the same depth, "
                "prompt, users and tokens."))
     s.add(Table(arena_table(ar), "The arena cell in both definitions, per arm", "arena.csv"))
+    from bracket import interop
+
+    for arm in dict.fromkeys(cell["arm"] for cell in ar["cells"] if cell.get("llama_benchy")):
+        s.add(Para(f"llama-benchy's own table of arm {arm}, as its --format md prints it, from the same runs "
+                   f"(bracket summarize results/NAME/arena.json --format llama-benchy): the rows the Spark Arena "
+                   f"reads are the tg and pp rows without ctx_."),
+              Pre(interop.benchy_markdown(interop.export_arena(ar, arm))))
     return s

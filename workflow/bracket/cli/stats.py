@@ -34,7 +34,32 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "when blocks agree (see bracket.stats.blocks)")
 
 
+def benchy_tables(paths) -> str:
+    """llama-benchy's own markdown table of each llama-benchy report, or of each arm of an arena.json."""
+    from pathlib import Path
+
+    from bracket import interop
+
+    out = []
+    for path in paths:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list):
+            interop.benchy_cells(doc)  # the same checks as an import
+            out.append(interop.benchy_markdown(doc))
+        elif isinstance(doc, dict) and isinstance(doc.get("cells"), list):
+            arms = list(dict.fromkeys(c["arm"] for c in doc["cells"] if c.get("llama_benchy")))
+            for arm in arms:
+                out.append(f"{path}, arm {arm}:\n\n" + interop.benchy_markdown(interop.export_arena(doc, arm)))
+        else:
+            raise ValueError(f"{path}: --format llama-benchy reads a llama-benchy report ('benchmarks') or bracket's "
+                             f"results/NAME/arena.json ('cells').")
+    return "\n\n".join(out)
+
+
 def summarize_cmd(args) -> int:
+    if args.format == "llama-benchy":
+        print(benchy_tables(args.raw))
+        return 0
     frame = io.load(args.raw, metric=args.metric)
     cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
                            n_resamples=args.resamples, spread_warning=args.spread_warning,
@@ -128,6 +153,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("summarize", help="per cell: n, blocks, median with block-level CI, min, max, spread, modes",
                               description="Summarize each arm x workload cell of raw values.")
     _common(p)
+    p.add_argument("--format", choices=["table", "llama-benchy"], default="table",
+                   help="llama-benchy: llama-benchy's own markdown table (its --format md) of a llama-benchy "
+                        "report or of each arm of results/NAME/arena.json")
     p.add_argument("--spread-warning", type=float, default=D.SPREAD_WARNING,
                    help=f"spread above which the run count cannot pin the median (default {D.SPREAD_WARNING})")
     p.set_defaults(func=summarize_cmd)
