@@ -99,3 +99,16 @@ def test_the_article_shows_it_with_the_model_name_escaped():
     table = interop.benchy_markdown(interop.export_arena(arena, "base"))
     html = article.elements.Pre(table).html()
     assert "ctx_tg @ d4096 (c2)" in html and "<b>" not in html
+
+
+def test_imported_values_are_worded_by_what_they_are(tmp_path, capsys):
+    # tg_throughput at c1 is one value per request; at c2 llama-benchy's total is one value per run
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report()))
+    assert main(["summarize", str(path), "--json"]) == 0
+    cells = {c["workload"]: c["method"] for c in json.loads(capsys.readouterr().out)}
+    assert cells["tg pp2048 tg128 @ d0 c1"].startswith("percentile bootstrap of requests;")
+    assert cells["tg pp2048 tg128 @ d4096 c2"].startswith("percentile bootstrap of runs;")
+    assert main(["summarize", str(path), "--metric", "ttfr"]) == 0  # per request at any concurrency
+    out = capsys.readouterr().out
+    assert "ttfr ms pp2048 tg128 @ d4096 c2: percentile bootstrap of requests" in out

@@ -81,13 +81,15 @@ def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_through
     rows = []
     for c in benchy_cells(doc):
         name = benchy_cell_name(c, metric)
+        unit = benchy_unit(c, metric)
         if not c[metric] or not c[metric]["values"]:
             rows.append({"arm": arm, "workload": name, "block": block, "run": 0, "value": math.nan, "valid": False,
+                         "unit": unit,
                          "invalid_reason": f"llama-benchy reported no {metric} for this cell (null: it dropped "
                                            f"every run, or never measured it)"})
             continue
         rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v, "valid": True,
-                  "invalid_reason": ""} for i, v in enumerate(c[metric]["values"])]
+                  "invalid_reason": "", "unit": unit} for i, v in enumerate(c[metric]["values"])]
     if not any(r["valid"] for r in rows):
         raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
                          f"with a llama-benchy version that writes them (schema with 'values'), or import "

@@ -36,9 +36,10 @@ def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = D.CONF
     for (workload, arm), sub in v.groupby(["workload", "arm"], sort=True):
         s = derive_seed(seed, "cell", arm, workload)
         blocks = sub["block"].to_numpy() if sub["block"].notna().all() else None
+        unit = str(sub["unit"].iloc[0]) if "unit" in sub and sub["unit"].notna().all() else "requests"
         out.append((str(arm), str(workload), summarize(
             sub["value"].to_numpy(), confidence=confidence, n_resamples=n_resamples, rng=s,
-            spread_warning=spread_warning, precision=precision, seed=s, blocks=blocks, pool=pool)))
+            spread_warning=spread_warning, precision=precision, seed=s, blocks=blocks, pool=pool, unit=unit)))
     return out
 
 

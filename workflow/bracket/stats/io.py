@@ -82,7 +82,7 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
     for c in SPEC_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    return df[COLUMNS + SPEC_COLUMNS].reset_index(drop=True)
+    return df[COLUMNS + SPEC_COLUMNS + (["unit"] if "unit" in df else [])].reset_index(drop=True)
 
 
 def _fill_time(df: pd.DataFrame, *, has_block: bool, has_position: bool, has_round: bool) -> None:
@@ -127,6 +127,8 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
     df["invalid_reason"] = table["invalid_reason"].fillna("").astype(str) if "invalid_reason" in table else ""
     for c in SPEC_COLUMNS:
         df[c] = pd.to_numeric(table[c], errors="coerce") if c in table else np.nan
+    if "unit" in table:  # what one value is (an imported llama-benchy cell: "runs" or "requests")
+        df["unit"] = table["unit"].astype(str)
     return _finish(df)
 
 

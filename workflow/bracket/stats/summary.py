@@ -151,7 +151,7 @@ def outliers(values, *, threshold: float = OUTLIER_Z) -> tuple[int, ...]:
 def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
               rng: np.random.Generator | int | None = None, spread_warning: float = SPREAD_WARNING,
               precision: float = D.NOISE_THRESHOLD, seed: int | None = None, blocks=None,
-              pool: bool = True) -> CellSummary:
+              pool: bool = True, unit: str = "requests") -> CellSummary:
     """Summarize one cell: n, median + bootstrap CI, min, max, spread, mean, std and warnings.
 
     Parameters
@@ -168,6 +168,9 @@ def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.
         Block id of each value. With two blocks or more the CI is block-level (module docstring).
     pool : bool
         Pool block and within-block noise when blocks agree (False: textbook block-level t).
+    unit : str
+        What one value is, for the method's wording ("requests"; an imported llama-benchy cell above
+        concurrency 1 gives one value per run: "runs").
 
     Returns
     -------
@@ -192,7 +195,7 @@ def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.
     else:
         lo, hi = median_ci(x, confidence=confidence, n_resamples=n_resamples, rng=rng)
         if n_blocks == 1:
-            method = "percentile bootstrap of requests; one block, so block-to-block variation is unmeasured"
+            method = f"percentile bootstrap of {unit}; one block, so block-to-block variation is unmeasured"
     sp = float((x.max() - x.min()) / med)
     two = bimodal(x, None if blocks is None else np.asarray(blocks))
     if two is None:
