@@ -58,10 +58,7 @@ def cell(path, reps, seed, resamples, extra, *, effect=1.0, summarize=True, **si
                       **{k: v for k, v in sim.items() if k != "design"})
         c, s = one(df, path, extra, resamples, summarize)
         out[c["verdict"]] = out.get(c["verdict"], 0) + 1
-        lo, hi = c["verdict_ci_low"], c["verdict_ci_high"]
-        if lo is None:  # undetermined: the CI shown beside it
-            lo, hi = (c["drift_adjusted_ci_low"], c["drift_adjusted_ci_high"]) if c["drift_adjusted_ci_low"] \
-                else (c["ci_low"], c["ci_high"])
+        lo, hi = c["ci_low"], c["ci_high"]  # the verdict's interval, or the basis CI beside "undetermined"
         if lo is not None:
             out["cov_n"] += 1
             out["cov"] += covers(lo, hi, effect)

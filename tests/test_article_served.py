@@ -157,8 +157,8 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
     stats = copy.deepcopy(fixture_data.stats)
     stats["best"]["code"].update(arm="ngram_8", ci_low=0.004, ci_high=32765.14, verdict="undetermined")
     comp = next(c for c in stats["comparisons"] if c["workload"] == "code" and c["candidate"] == "ngram_8")
-    comp.update(verdict="undetermined", rounds_needed=7, ci_low=0.004, ci_high=32765.14, verdict_ci_low=0.004,
-                verdict_ci_high=32765.14)
+    comp.update(verdict="undetermined", rounds_needed=7, ci_low=0.004, ci_high=32765.14, raw_ci_low=0.004,
+                raw_ci_high=32765.14)
     d = variant(fixture_data, stats=stats, model_dir=fixture_data.model_dir)
     head = article.section_headline(d)._repr_markdown_()
     line = next(x for x in head.splitlines() if x.startswith("- code:"))

@@ -36,6 +36,11 @@ from scipy import stats
 #: Bancroft's 0.25 let per-arm coverage fall to 88 % at 2 rounds with 1 % block noise (the test has
 #: one or two degrees of freedom there); 0.5 keeps it at 92-98 % (bench/design_efficiency.py).
 POOL_ALPHA = 0.5
+#: Fewest block-level residual degrees of freedom on which the pooling pre-test runs. On one df the
+#: F test's decision is one squared residual against the request noise: whatever its level, the
+#: verdicts that follow it are not controlled (12-54 % false given pooling at 2 rounds, block sd 3 %;
+#: issue 29). Below it the block-level t stands alone, its variance floored at the request noise.
+MIN_POOL_DF = 2
 
 
 def block_table(values, blocks, positions=None) -> pd.DataFrame:
@@ -150,7 +155,14 @@ def fit(table: pd.DataFrame, X: np.ndarray, column: int, *, pool: bool = True,
     else:
         var, df = s2_b, float(df_b)
         method = f"OLS on log block medians, t with {df_b} df"
-        if pool and v_w is not None and v_w > 0 and df_w > 0 and \
+        if pool and df_b < MIN_POOL_DF and v_w is not None and s2_b < v_w:
+            # One block df: an F pre-test there decides on one number and pooling after it let 12-54 %
+            # of the verdicts it pooled be false (issue 29). Not pooled; a block median still varies at
+            # least as much as request noise alone makes it, so that is the variance's floor.
+            var = v_w
+            method = (f"OLS on log block medians, t with {df_b} df; block variance below the within-block "
+                      f"noise, which is its floor (not pooled on {df_b} df)")
+        elif pool and df_b >= MIN_POOL_DF and v_w is not None and v_w > 0 and df_w > 0 and \
                 s2_b / v_w < stats.f.ppf(1 - POOL_ALPHA, df_b, df_w):
             var = (df_b * s2_b + df_w * v_w) / (df_b + df_w)
             df, pooled = df_b + df_w, True

@@ -42,11 +42,13 @@ MAX_ROUNDS = 200
 class Comparison:
     """Candidate vs baseline. Ratios are candidate / baseline of decode rate (> 1 is faster).
 
-    ratio, ci_low, ci_high: the raw ratio (block-level: exp of the arm coefficient on log block
-    medians, no drift term) and its CI at `confidence`, unadjusted for multiplicity.
-    drift_adjusted_*: the same with a linear drift term (position), when identified.
-    verdict_ci_low / verdict_ci_high / verdict_ci_level: the CI the verdict rests on (`basis`),
-    at the level multiplicity leaves it (`multiplicity`); equal to the basis CI for one comparison.
+    One contract for every reader (JSON, CSV, table): ``ci_low`` / ``ci_high`` at ``ci_level`` are
+    the interval the verdict rests on (the `basis` fit, at the level multiplicity or the adaptive
+    design's boundary leaves it), and ``ratio`` is its centre. Beside "undetermined" with no
+    interval of its own they are the basis CI at `confidence` (with one block per arm, the
+    request-level bootstrap). raw_ratio, raw_ci_low, raw_ci_high: the raw fit (exp of the arm
+    coefficient on log block medians, no drift term) at `confidence`, unadjusted.
+    drift_adjusted_*: the fit with a linear drift term (position), when identified, at `confidence`.
     """
 
     ratio: float
@@ -75,9 +77,10 @@ class Comparison:
     p_beyond_band: float | None = None
     p_adjusted: float | None = None
     multiplicity: dict | None = None
-    verdict_ci_low: float | None = None
-    verdict_ci_high: float | None = None
-    verdict_ci_level: float | None = None
+    ci_level: float | None = None
+    raw_ratio: float | None = None
+    raw_ci_low: float | None = None
+    raw_ci_high: float | None = None
     undetermined_reason: str | None = None
     rounds_needed: int | None = None
     rounds_needed_for: str | None = None
@@ -253,7 +256,8 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
                   f"not measured, and arm is confounded with time; run the arms interleaved "
                   f"(design.kind: abab) for at least {max(r or 3, 3)} rounds")
         notes.append(reason + " (the CI shown covers request noise only)")
-        return Comparison(ratio=rom, ci_low=boot.ci_low, ci_high=boot.ci_high, p_value=None,
+        return Comparison(ratio=rom, ci_low=boot.ci_low, ci_high=boot.ci_high, ci_level=confidence,
+                          raw_ratio=rom, raw_ci_low=boot.ci_low, raw_ci_high=boot.ci_high, p_value=None,
                           test="none: a test needs two blocks per arm", drift=drift,
                           drift_per_block=None, noise_band=band, verdict=UNDETERMINED,
                           drift_adjusted_ratio=None, drift_adjusted_ci_low=None,
@@ -308,16 +312,20 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
     test = (f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
             f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}")
+    basis_ci = adj_ci if adj is not None else raw_ci
+    if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
+        vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
     return Comparison(
-        ratio=math.exp(raw.estimate), ci_low=math.exp(raw_ci[0]) if raw_ci else None,
-        ci_high=math.exp(raw_ci[1]) if raw_ci else None, p_value=basis_fit.p_value(), test=test,
+        ratio=math.exp(basis_fit.estimate), ci_low=vlo, ci_high=vhi,
+        ci_level=confidence if vlo is not None else None, raw_ratio=math.exp(raw.estimate),
+        raw_ci_low=math.exp(raw_ci[0]) if raw_ci else None, raw_ci_high=math.exp(raw_ci[1]) if raw_ci else None,
+        p_value=basis_fit.p_value(), test=test,
         drift=drift, drift_per_block=slope, noise_band=band, verdict=v,
         drift_adjusted_ratio=math.exp(adj.estimate) if adj is not None else None,
         drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
         drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None, basis=basis,
         ci_method=basis_fit.method, notes=tuple(notes), p_beyond_band=p_band, p_adjusted=p_band,
         multiplicity={"method": "none", "comparisons": 1},
-        verdict_ci_low=vlo, verdict_ci_high=vhi, verdict_ci_level=confidence if vlo is not None else None,
         undetermined_reason=reason, rounds_needed=r, rounds_needed_for=target, estimate=basis_fit.estimate,
         se=basis_fit.se, df=basis_fit.df, pooled=basis_fit.pooled, block_var=basis_fit.between_var,
         within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif, **common)
