@@ -47,8 +47,9 @@ class Comparison:
     One contract for every reader (JSON, CSV, table): ``ci_low`` / ``ci_high`` at ``ci_level`` are
     the interval the verdict rests on (the `basis` fit, at the level multiplicity or the adaptive
     design's boundary leaves it), and ``ratio`` is its centre. Beside "undetermined" with no
-    interval of its own they are the basis CI at `confidence` (with one block per arm, the
-    request-level bootstrap). raw_ratio, raw_ci_low, raw_ci_high: the raw fit (exp of the arm
+    interval of its own they are the basis CI at `confidence`; with one block per arm, where no
+    interval can support a verdict, they are None (raw_ci_* then hold the request-level
+    bootstrap, which covers request noise only). raw_ratio, raw_ci_low, raw_ci_high: the raw fit (exp of the arm
     coefficient on log block medians, no drift term) at `confidence`, unadjusted.
     drift_adjusted_*: the fit with a linear drift term (position), when identified, at `confidence`.
     """
@@ -260,7 +261,8 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
                   f"not measured, and arm is confounded with time; run the arms interleaved "
                   f"(design.kind: abab) for at least {max(r or 3, 3)} rounds")
         notes.append(reason + " (the CI shown covers request noise only)")
-        return Comparison(ratio=rom, ci_low=boot.ci_low, ci_high=boot.ci_high, ci_level=confidence,
+        # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
+        return Comparison(ratio=rom, ci_low=None, ci_high=None, ci_level=None,
                           raw_ratio=rom, raw_ci_low=boot.ci_low, raw_ci_high=boot.ci_high, p_value=None,
                           test="none: a test needs two blocks per arm", drift=drift,
                           drift_per_block=None, noise_band=band, verdict=UNDETERMINED,
