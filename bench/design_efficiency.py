@@ -34,8 +34,9 @@ from bracket.stats.simulate import simulate, via_cli
 
 CALLS = {"bracket": (), "textbook": ("--no-pool",)}
 SEQUENTIAL = "## 4. Adaptive designs"
+EDGES = "## 1b. The edges (issue 29)"
 BLOCK_SD = (0.0, 0.01, 0.03)
-ROUNDS = (1, 2, 3, 4, 5, 6)
+ROUNDS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def one(df, path, extra, resamples, summarize=True):
@@ -58,10 +59,9 @@ def cell(path, reps, seed, resamples, extra, *, effect=1.0, summarize=True, **si
                       **{k: v for k, v in sim.items() if k != "design"})
         c, s = one(df, path, extra, resamples, summarize)
         out[c["verdict"]] = out.get(c["verdict"], 0) + 1
-        lo, hi = c["verdict_ci_low"], c["verdict_ci_high"]
-        if lo is None:  # undetermined: the CI shown beside it
-            lo, hi = (c["drift_adjusted_ci_low"], c["drift_adjusted_ci_high"]) if c["drift_adjusted_ci_low"] \
-                else (c["ci_low"], c["ci_high"])
+        lo, hi = c["ci_low"], c["ci_high"]  # the verdict's interval, or the basis CI beside "undetermined"
+        if lo is None:  # one block per arm: the request-level CI shown beside "undetermined"
+            lo, hi = c["raw_ci_low"], c["raw_ci_high"]
         if lo is not None:
             out["cov_n"] += 1
             out["cov"] += covers(lo, hi, effect)
@@ -113,15 +113,82 @@ def trend_false_rate(reps, rounds, seed) -> float:
     return hits / reps
 
 
+def pilot_rows(reps, seed, truth=0.03):
+    """The design notebook's block-noise estimate (bracket.stats.planning.pilot_noise) on simulated pilots of
+    3 rounds (2 arms, 4 runs per block, request sd 1 %) with a true between-block sd of `truth`."""
+    import pandas as pd
+
+    from bracket.stats import planning
+    pts, highs, cover = [], [], 0
+    for i in range(reps):
+        df = simulate("abab", rounds=3, runs=4, block_sd=truth, run_sd=0.01, rng=np.random.default_rng([seed, i]), seed=1)
+        df = df.rename(columns={"value": "decode_tok_s"}).assign(valid=True, warmup=False, invalid_reason="")
+        _, noise = planning.pilot_noise(pd.DataFrame(df), "A")
+        pts.append(noise["block_sd_point"])
+        highs.append(noise["block_sd_high"])
+        cover += noise["block_sd_low"] <= truth <= noise["block_sd_high"]
+    return float(np.median(pts)), float(np.median(highs)), float(np.mean(np.array(highs) >= truth)), cover / reps
+
+
+def edges(tmp, reps, seed, resamples) -> list[str]:
+    """Section 1b: 2 rounds at request sd 0.5-3 %, the two-speed cell with quiet blocks, the pilot's noise."""
+    lines = [EDGES, "",
+             f"Block sd 3 %, A/B/A/B, 5 runs per block, no drift, {reps} datasets per row (Monte Carlo standard "
+             f"error of a 2.5 % rate {np.sqrt(0.025 * 0.975 / reps):.2%}). At 2 rounds the drift-adjusted fit has one "
+             "block degree of freedom: it is never pooled with request noise there (no F pre-test on one df), and "
+             "its variance is at least what request noise gives a block median. Two-speed cell: every arm's runs "
+             "take one of two paths 8 % apart (each run on the fast one with chance 1/2), blocks differ by 0.2 %, "
+             "request sd 0.5 %, 6 runs per block: the comparison uses block means of log rate.", "",
+             "| case | analysis | no effect: false faster/slower | undetermined | ratio CI coverage | CI width |",
+             "|---|---|---:|---:|---:|---:|"]
+    cases = [(f"2 rounds, request sd {rsd:.1%}", dict(rounds=2, block_sd=0.03, run_sd=rsd)) for rsd in (0.005, 0.01, 0.03)]
+    cases += [(f"two-speed cell, {r} rounds", dict(rounds=r, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08))
+              for r in (3, 5)]
+    for i, (name, sim) in enumerate(cases):
+        n = reps if sim["rounds"] == 2 else max(reps // 4, 200)
+        for an, extra in CALLS.items():
+            r = cell(tmp, n, seed + 3000 + i, resamples, extra, summarize=False, **sim)
+            lines.append(f"| {name} ({n} datasets) | {an} | {pct(r['false'])} | {pct(r['undetermined'])} | "
+                         f"{pct(r['cov'])} | {pct(r['width'], 2)} |")
+            print(lines[-1], flush=True)
+    n = max(reps // 10, 100)
+    med, high, above, cover = pilot_rows(n, seed + 4000)
+    lines += ["", f"The design notebook's block noise (`planning.pilot_noise`) on {n} simulated pilots of 3 rounds "
+              "(2 arms, 4 runs per block, request sd 1 %), true between-block sd 3 %: the point estimate (pooled "
+              "variances), the upper end of its 90 % interval (what the notebook designs for by default), how often "
+              "that upper end lies at or above the truth and how often the interval covers it.", "",
+              "| truth | median point estimate | median upper end | upper end >= truth | interval covers |",
+              "|---:|---:|---:|---:|---:|",
+              f"| 3.00% | {med:.2%} | {high:.2%} | {pct(above)} | {pct(cover)} |"]
+    print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=200, help="simulated experiments per cell (default 200)")
     p.add_argument("--resamples", type=int, default=500, help="bootstrap resamples (one-block CIs only)")
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "design_efficiency.md"))
+    p.add_argument("--edge-reps", type=int, default=2000, help="datasets per 2-round row of section 1b (default 2000)")
+    p.add_argument("--edges-only", action="store_true", help="rerun section 1b only, keeping the rest of the file")
     args = p.parse_args(argv)
     t0 = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="bracket-bench-")) / "sim.csv"
+    if args.edges_only:
+        out = Path(args.out)
+        old = out.read_text()
+        new = "\n".join(edges(tmp, args.edge_reps, args.seed, args.resamples)) + (
+            f"\n\nSection 1b: `.venv/bin/python bench/design_efficiency.py --edges-only --edge-reps {args.edge_reps}`, "
+            f"{time.time() - t0:.0f} s on a shared 2-core machine.\n\n")
+        if EDGES in old:
+            a = old.index(EDGES)
+            b = old.index("## 2. ", a)
+            out.write_text(old[:a] + new + old[b:])
+        else:
+            b = old.index("## 2. ")
+            out.write_text(old[:b] + new + old[b:])
+        return 0
     se = 0.5 / np.sqrt(args.reps)
     lines = ["# Design efficiency (simulated, known truth, through the CLI)", "",
              f"Generated by `.venv/bin/python bench/design_efficiency.py --reps {args.reps} --resamples "
@@ -150,6 +217,7 @@ def main(argv=None) -> int:
                              f"{pct(null['undetermined'])} | {pct(null['cov'])} | {pct(null['arm_cov'])} | "
                              f"{pct(null['width'], 2)} | {pct(eff['faster'])} |")
                 print(lines[-1], flush=True)
+    lines += [""] + edges(tmp, args.edge_reps, args.seed, args.resamples)
     lines += ["", "## 2. The issue's cases and two measured regimes", "",
               "Request sd 0.5 %, block sd 0.3 %, 5 runs per block, A/B/A/B unless stated. Per-arm "
               "coverage is of the arm's true median at the mean time of its blocks; n/a where the first "

@@ -15,12 +15,21 @@ import json
 from pathlib import Path
 
 
+def _current(c: dict) -> dict:
+    """A comparison in the current contract: stats.json written before issue 29 named the verdict's
+    interval verdict_ci_* and the raw one ci_*; now ci_* is the verdict's."""
+    if "verdict_ci_low" in c:
+        c = {**c, "ci_low": c["verdict_ci_low"], "ci_high": c["verdict_ci_high"], "ci_level": c["verdict_ci_level"]}
+    return c
+
+
 def load(path: Path) -> dict:
     s = json.loads(path.read_text())
+    s["comparisons"] = [_current(c) for c in s["comparisons"]]
     return {"comp": {(c["candidate"], c["workload"]): c for c in s["comparisons"]},
             "cells": {(c["arm"], c["workload"]): c for c in s["cells"]},
             "al": {(x["arm"], x["workload"]): x.get("acceptance_length") for x in s.get("speculative") or []},
-            "level": next((c.get("verdict_ci_level") for c in s["comparisons"] if c.get("verdict_ci_level")), None)}
+            "level": next((c.get("ci_level") for c in s["comparisons"] if c.get("ci_level")), None)}
 
 
 def table(runs: dict[str, dict]) -> list[str]:
@@ -35,9 +44,9 @@ def table(runs: dict[str, dict]) -> list[str]:
             if not c:
                 cols.append("")
                 continue
-            w = c["verdict_ci_high"] / c["verdict_ci_low"]
+            w = c["ci_high"] / c["ci_low"]
             widths.append(w)
-            cols.append(f"{c['ratio']:.2f}x [{c['verdict_ci_low']:.2f}-{c['verdict_ci_high']:.2f}], {w:.2f} "
+            cols.append(f"{c['ratio']:.2f}x [{c['ci_low']:.2f}-{c['ci_high']:.2f}], {w:.2f} "
                         f"({c['verdict']})")
         rel = ", ".join(f"{w / widths[0]:.2f}x" for w in widths[1:]) if len(widths) > 1 else ""
         out.append(f"| {key[0]} / {key[1]} | " + " | ".join(cols) + f" | {rel} |")

@@ -51,6 +51,8 @@ max_rounds = 8
 margin = 0.0                   # adaptive equivalence margin; 0: twice the noise band
 choose = "adaptive"            # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
 seed = 1
+pessimistic = True             # design for the upper end of the pilot's block-noise interval (else its point estimate)
+min_power = 0.8                # below it, the design is written only with a warning in the file and here
 table_csv = ""                 # also write the designs' table (rates, rounds, wall time) here; "" writes nothing
 
 # %%
@@ -80,9 +82,11 @@ if runs_csv:
     runs = pd.read_csv(runs_csv)
     components, measured = planning.pilot_noise(runs, cfg["reference"])
     display(components.style.format({"between-block sd": "{:.2%}", "within-block sd": "{:.2%}"}, na_rep="n/a"))
-    for key in ("block_sd", "run_sd", "drift"):
-        if measured[key] is not None:
+    for key in ("block_sd", "run_sd", "drift", "block_sd_point", "block_sd_low", "block_sd_high", "block_df"):
+        if measured.get(key) is not None:
             noise[key] = measured[key]
+    if not pessimistic and measured.get("block_sd_point") is not None:
+        noise["block_sd"] = measured["block_sd_point"]
     noise["source"] = "pilot" + ("" if measured["block_sd"] is not None else
                                  " (one block per arm: between-block noise stated, not measured)")
     timings = planning.pilot_timings(runs, meta_dir or None)
@@ -92,6 +96,12 @@ if runs_csv:
     pilot_warmups = runs[runs["warmup"].astype(bool)].groupby(["block", "workload"]).size().median() \
         if "warmup" in runs and runs["warmup"].astype(bool).any() else 0
     pilot_runs = per_block.median() - pilot_warmups
+if noise.get("block_sd_high") is not None:
+    display(Markdown(
+        f"Between-block sd from the pilot: **{noise['block_sd_point']:.2%}** (pooled variances), "
+        f"{planning.NOISE_LEVEL:.0%} interval **{noise['block_sd_low']:.2%} to {noise['block_sd_high']:.2%}** "
+        f"on {noise['block_df']:g} degrees of freedom: a pilot of few blocks knows it only roughly. The "
+        f"design uses the {'upper end' if pessimistic else 'point estimate'}; power is shown at both."))
 display(Markdown(
     f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
     f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
@@ -119,6 +129,14 @@ if adaptive:
             min_rounds=min_rounds, max_rounds=max_rounds, margin=margin or None, alpha=alpha, reps=reps, seed=seed,
             kind=d0["kind"] if d0["kind"] != "sequential" else "abab")]))
 table = pd.concat(rows, ignore_index=True)
+if noise.get("block_sd_point") is not None and noise["block_sd_point"] != noise["block_sd"]:
+    # The same designs at the point estimate: power as a band from pessimistic to point.
+    at_point = planning.design_grid(block_sd=noise["block_sd_point"], run_sd=noise["run_sd"], drift=noise["drift"],
+                                    effect=effect, rounds=tuple(rounds_options), runs=tuple(runs_options), reps=reps,
+                                    seed=seed, kind=d0["kind"] if d0["kind"] != "sequential" else "abab")
+    point_power = dict(zip(zip(at_point["rounds"], at_point["runs per block"]), at_point["power"]))
+    table["power at the point estimate"] = [point_power.get((r, n)) if d.startswith("fixed") else None
+                                           for d, r, n in zip(table["design"], table["rounds"], table["runs per block"])]
 
 # %% [markdown]
 # ## 3. What each design costs: blocks, schedule, wall time
@@ -137,7 +155,8 @@ def hours(rounds, runs):
 table["experiment blocks"] = [math.ceil(r * blocks_per_round) for r in table["mean rounds (effect)"]]
 table["wall time (h)"] = [hours(r, n) for r, n in zip(table["mean rounds (effect)"], table["runs per block"])]
 table["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(table["rounds"], table["runs per block"])]
-pct_cols = ["false faster/slower", "power", "no effect settled", "undetermined (effect)"]
+pct_cols = [c for c in ("false faster/slower", "power", "power at the point estimate", "no effect settled",
+                         "undetermined (effect)") if c in table]
 display(table.style.format({**{c: "{:.0%}" for c in pct_cols}, "mean rounds (effect)": "{:.1f}",
                             "mean rounds (no effect)": "{:.1f}", "wall time (h)": "{:.2f}",
                             "wall time at the budget (h)": "{:.2f}"}))
@@ -181,7 +200,15 @@ elif choose == "cheapest":
 else:
     _, r, n = choose.split()
     design = {"rounds": int(r), "runs_per_block": int(n)}
-display(Markdown(f"Chosen: `design: {design}`"))
+chosen = table[(table["runs per block"] == design["runs_per_block"])
+               & (table["design"].str.startswith("adaptive") if design.get("rounds") == "adaptive"
+                  else table["rounds"] == design.get("rounds"))]
+chosen_power = float(chosen["power"].iloc[0]) if not chosen.empty else None
+warning = planning.power_warning(chosen_power, noise["block_sd"], min_power)
+display(Markdown(f"Chosen: `design: {design}`"
+                 + (f", power {chosen_power:.0%} at a between-block sd of {noise['block_sd']:.2%}"
+                    if chosen_power is not None else "")
+                 + (f"\n\n**Warning: {warning}.**" if warning else "")))
 if out_path:
-    planning.write_design(experiment_path, out_path, design)
+    planning.write_design(experiment_path, out_path, design, warning=warning)
     display(Markdown(f"Written to `{out_path}`; run it with `snakemake --cores 1 {Path(out_path).stem}`."))

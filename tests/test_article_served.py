@@ -157,14 +157,14 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
     stats = copy.deepcopy(fixture_data.stats)
     stats["best"]["code"].update(arm="ngram_8", ci_low=0.004, ci_high=32765.14, verdict="undetermined")
     comp = next(c for c in stats["comparisons"] if c["workload"] == "code" and c["candidate"] == "ngram_8")
-    comp.update(verdict="undetermined", rounds_needed=7, ci_low=0.004, ci_high=32765.14, verdict_ci_low=0.004,
-                verdict_ci_high=32765.14)
+    comp.update(verdict="undetermined", rounds_needed=7, ci_low=0.004, ci_high=32765.14, raw_ratio=3.48, raw_ci_low=0.004,
+                raw_ci_high=32765.14)
     d = variant(fixture_data, stats=stats, model_dir=fixture_data.model_dir)
     head = article.section_headline(d)._repr_markdown_()
     line = next(x for x in head.splitlines() if x.startswith("- code:"))
     assert "undetermined (run 7 rounds); verdict: undetermined" in line and "32765" not in line
     table = article.results_table(d, "code").set_index("arm")
-    assert table.loc["ngram_8", "raw 95% CI"] == "undetermined"
+    assert table.loc["ngram_8", "raw ratio (95% CI)"].endswith("(undetermined)")
     assert table.loc["ngram_8", "verdict rests on"].endswith("undetermined")
     assert table.loc["ngram_8", "verdict"] == "undetermined (run 7 rounds)"
 

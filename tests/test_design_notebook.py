@@ -23,7 +23,8 @@ def pilot_runs(block_sd=0.03, run_sd=0.01, rounds=6, runs=8, seed=3):
 def test_pilot_noise_recovers_the_simulated_components():
     table, noise = planning.pilot_noise(pilot_runs(), "baseline")
     assert set(table["blocks"]) == {6}
-    assert 0.012 < noise["block_sd"] < 0.06      # truth 3 %, from 6 blocks per arm
+    assert 0.012 < noise["block_sd_point"] < 0.06      # truth 3 %, from 6 blocks per arm
+    assert noise["block_sd"] == noise["block_sd_high"] > noise["block_sd_point"]   # designed for the upper end
     assert 0.007 < noise["run_sd"] < 0.014        # truth 1 %, from 48 runs per arm
     assert noise["drift"] is not None and noise["drift"] < 0.03
 
@@ -117,3 +118,40 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
         assert row["false faster/slower"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
     # the figures are not all at a bound, so the agreement says something
     assert 0.1 < nb.loc["adaptive 2-4 rounds", "power"] < 0.99 or 0.1 < nb.loc["fixed 4 rounds", "power"] < 0.99
+
+
+def test_block_noise_interval_and_the_pessimistic_design_value():
+    """3-block pilots (4 arms sharing blocks across 3 workloads would be the draft sweep's; here 2 arms,
+    3 rounds): the interval's upper end, which the design uses, lies at or above the true 3 % in nearly
+    every pilot (90 % two-sided: about 95 % one-sided, more with per-arm df), and the point estimate is
+    the pooled variances' root, not the median of cells' sds."""
+    above = 0
+    for seed in range(40):
+        _, noise = planning.pilot_noise(pilot_runs(rounds=3, runs=4, seed=seed), "baseline")
+        assert noise["block_sd_low"] <= noise["block_sd_point"] <= noise["block_sd_high"] == noise["block_sd"]
+        assert noise["block_df"] == 4   # two arms, 3 blocks each
+        above += noise["block_sd_high"] >= 0.03
+    assert above >= 34, above
+
+
+def test_block_noise_by_hand():
+    """Two arms, one workload, 2 blocks of 2 runs each: MSB, MSW and n0 by hand."""
+    import pandas as pd
+    from scipy import stats as st
+    y = {("a", 0): [0.0, 0.02], ("a", 1): [0.10, 0.12], ("b", 2): [0.0, 0.0], ("b", 3): [0.04, 0.04]}
+    rows = [{"arm": a, "workload": "w", "block": b, "value": float(np.exp(v))} for (a, b), vs in y.items() for v in vs]
+    out = planning.block_noise(pd.DataFrame(rows))
+    # arm a: means 0.01, 0.11, grand 0.06: MSB = 2 (0.05^2 + 0.05^2) / 1 = 0.01; MSW = (2 x 0.0002) / 2 = 0.0002
+    # arm b: means 0, 0.04: MSB = 2 (0.02^2 x 2) = 0.0016; MSW = 0; n0 = (4 - 8/4) / 1 = 2
+    msb, msw, df = (0.01 + 0.0016) / 2, 0.0001, 2.0
+    assert out["df"] == df and out["point"] == pytest.approx(np.sqrt((msb - msw) / 2))
+    assert out["high"] == pytest.approx(np.sqrt((msb * df / st.chi2.ppf(0.05, df) - msw) / 2))
+
+
+def test_a_design_below_the_power_asked_is_written_with_a_warning(tmp_path):
+    assert planning.power_warning(0.85, 0.05) is None
+    w = planning.power_warning(0.47, 0.05)
+    assert "47%" in w and "80%" in w and "5.00%" in w
+    out = tmp_path / "smoke_designed.yaml"
+    planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": 3, "runs_per_block": 5}, warning=w)
+    assert f"# WARNING: {w}" in out.read_text()

@@ -496,15 +496,16 @@ def test_hosts_are_compared_like_arms_in_the_drift_section(data):
     """stats.json's hosts section (bracket.stats.hosts) reaches the article: ratio, CI, verdict, drift."""
     hosts = {"names": ["spark-1", "spark-2"], "baseline": "spark-1",
              "comparisons": [{"arm": "baseline", "workload": "code", "baseline": "spark-1", "candidate": "spark-2",
-                              "ratio": 0.9512, "ci_low": 0.9301, "ci_high": 0.9733, "p_value": 0.004,
-                              "verdict": "slower"}],
+                              "ratio": 0.9512, "ci_low": 0.9301, "ci_high": 0.9733, "ci_level": 0.95,
+                              "raw_ratio": 0.9498, "raw_ci_low": 0.9201, "raw_ci_high": 0.9805, "basis": "drift-adjusted",
+                              "p_value": 0.004, "verdict": "slower"}],
              "drift": {"spark-1": {"code": {"reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
                        "spark-2": {"code": {"reference_first_vs_last": None, "slope_per_block": None}}}}
     d = article.Data(**{**data.__dict__, "stats": {**data.stats, "hosts": hosts}})
     md = article.section_drift(d)._repr_markdown_()
     assert "Each host against spark-1" in md
-    # The raw CI, then the CI the verdict rests on (empty: this stats.json predates it), p, verdict.
-    assert "| baseline | code | spark-2 | spark-1 | 0.951x | 0.930–0.973 |  | 0.004 | slower |" in md
+    # The ratio the verdict rests on, the raw ratio with its CI, then the CI the verdict rests on, p, verdict.
+    assert "| baseline | code | spark-2 | spark-1 | 0.951x | 0.950x (0.920–0.981) | drift-adjusted, 95% CI 0.930–0.973 | 0.004 | slower |" in md
     assert "+1.23%" in md and "n/a" in md
     assert "Hosts" not in article.section_drift(data)._repr_markdown_()
 

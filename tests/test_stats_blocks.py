@@ -42,7 +42,7 @@ def test_block_sd_3pct_no_effect_no_false_verdicts_and_cis_cover(tmp_path):
             c = _compare(df, tmp_path)
             false[rounds] += c["verdict"] in (FASTER, SLOWER)
             if rounds >= 3:
-                lo, hi = c["verdict_ci_low"], c["verdict_ci_high"]
+                lo, hi = c["ci_low"], c["ci_high"]
                 ratio_n += 1
                 ratio_hits += lo is not None and lo <= 1.0 <= hi
                 for cell in via_cli(df, tmp_path / "sim.csv", "summarize", "--resamples", "200"):
@@ -83,21 +83,49 @@ def test_three_percent_with_one_wild_run_is_found(tmp_path):
 
 
 def test_pooling_is_not_timid_when_blocks_agree(tmp_path):
-    """Block sd 0, 2 rounds: the textbook analysis has 1 df and can decide nothing; pooling can."""
+    """Block sd 0, 3 rounds: the textbook analysis has 3 df; pooled with the request noise, many more."""
     rng = np.random.default_rng(8)
     ours, textbook = [], []
     for i in range(10):
-        df = simulate("abab", rounds=2, block_sd=0.0, rng=rng, seed=i)
+        df = simulate("abab", rounds=3, block_sd=0.0, rng=rng, seed=i)
         ours.append(_compare(df, tmp_path))
         textbook.append(_compare(df, tmp_path, "--no-pool"))
-    width = lambda c: c["verdict_ci_high"] / c["verdict_ci_low"] - 1  # noqa: E731
+    width = lambda c: c["ci_high"] / c["ci_low"] - 1  # noqa: E731
     pooled = [(o, t) for o, t in zip(ours, textbook) if o["pooled"]]
-    assert len(pooled) >= 3  # pooled when the F test finds no block variance: half the time here
-    assert all(width(o) < width(t) for o, t in pooled)
-    assert np.median([width(o) / width(t) for o, t in pooled]) < 0.6
-    assert all(o["verdict"] != UNDETERMINED and o["df"] > 5 for o, _ in pooled)
-    assert sum(c["verdict"] == UNDETERMINED for c in textbook) == 10
-    assert sum(c["verdict"] == UNDETERMINED for c in ours) <= 7
+    assert len(pooled) >= 3  # pooled when the F test finds no block variance: half the time or more here
+    # Pooling takes the request noise's many df; it may widen a CI whose block residuals happened to be
+    # tiny, so it is not timid on the whole: never much wider than the textbook's, and never undetermined.
+    assert np.median([width(o) / width(t) for o, t in pooled]) < 1.2
+    assert all(o["verdict"] != UNDETERMINED for o, _ in pooled)
+    assert all(o["df"] > 5 for o, _ in pooled)
+
+
+def test_one_block_df_is_never_pooled_and_its_variance_is_floored(tmp_path):
+    """2 rounds with a drift term leave 1 block df: no F pre-test there (issue 29); the block variance is
+    at least what request noise alone gives a block median, so the t(1) CI is never narrower than that."""
+    rng = np.random.default_rng(8)
+    for i in range(10):
+        df = simulate("abab", rounds=2, block_sd=0.0, rng=rng, seed=i)
+        o, t = _compare(df, tmp_path), _compare(df, tmp_path, "--no-pool")
+        assert not o["pooled"] and o["df"] == 1 and t["df"] == 1
+        assert o["se"] ** 2 >= 0.999 * max(o["block_var"], o["within_var"]) * (t["se"] ** 2 / t["block_var"])
+        assert o["ci_high"] / o["ci_low"] >= t["ci_high"] / t["ci_low"] - 1e-12
+        if o["verdict"] == UNDETERMINED:
+            assert "degree of freedom" in o["undetermined_reason"] and "rounds" in o["undetermined_reason"]
+
+
+@pytest.mark.parametrize("run_sd", [0.005, 0.03])
+def test_two_rounds_false_verdicts_stay_within_half_alpha(run_sd):
+    """Block sd 3 %, no effect, 2 rounds: pooled on one df this gave 2.8-4.1 % false faster/slower
+    (issue 29). 400 datasets: a true rate of 2.5 % exceeds 4 % (16 of 400) with chance below 3 %."""
+    from bracket.stats.cells import compare_arms
+    rng = np.random.default_rng([29, int(run_sd * 1000)])
+    false = 0
+    for i in range(400):
+        frame = sio.from_table(simulate("abab", rounds=2, block_sd=0.03, run_sd=run_sd, rng=rng, seed=i))
+        false += compare_arms(frame, "A", "B", "sim", seed=1, reference="A",
+                              n_resamples=50).verdict in (FASTER, SLOWER)
+    assert false <= 16, false
 
 
 def test_trend_test_is_calibrated_on_block_noise_without_drift():
@@ -128,10 +156,25 @@ def test_cli_shows_both_cis_labelled_and_the_one_the_verdict_rests_on(tmp_path, 
     assert "verdict rests on: drift-adjusted" in out and "raw ratio" in out and "drift-adjusted  " in out
     c = _compare(df, tmp_path)
     assert c["basis"] == "drift-adjusted"
-    assert (c["verdict_ci_low"], c["verdict_ci_high"]) == pytest.approx(
-        (c["drift_adjusted_ci_low"], c["drift_adjusted_ci_high"]))
-    # Under drift the raw CI is not the one the verdict rests on, and it is shown apart from it.
-    assert c["ci_low"] != pytest.approx(c["verdict_ci_low"])
+    # One contract (issue 29): ci_* is the interval the verdict rests on, ratio its centre; the raw one is named so.
+    assert (c["ci_low"], c["ci_high"]) == pytest.approx((c["drift_adjusted_ci_low"], c["drift_adjusted_ci_high"]))
+    assert c["ratio"] == pytest.approx(c["drift_adjusted_ratio"]) and c["ci_level"] == 0.95
+    assert c["ci_low"] < c["ratio"] < c["ci_high"]
+    assert c["raw_ci_low"] != pytest.approx(c["ci_low"]) and c["raw_ci_low"] < c["raw_ratio"] < c["raw_ci_high"]
+    assert "verdict_ci_low" not in c
+
+
+def test_compare_json_on_a_drift_case_prints_the_verdicts_interval_as_ci(tmp_path):
+    """+3 % under 1 %/block drift: a correct "faster" never carries a ci_low/ci_high that includes 1
+    (issue 29: 23 of 27 did, when ci_* was the raw interval without the drift term)."""
+    rng = np.random.default_rng(12)
+    n = 0
+    for i in range(12):
+        c = _compare(simulate("abab", effect=1.03, drift=0.01, rounds=4, block_sd=0.01, rng=rng, seed=i), tmp_path)
+        if c["verdict"] == FASTER:
+            n += 1
+            assert c["ci_low"] > 1 + c["noise_band"], c
+    assert n >= 3
 
 
 def test_holm_by_hand():
@@ -157,11 +200,11 @@ def test_holm_verdicts_agree_with_the_adjusted_cis():
     assert [r["verdict"] for r in rows] == [FASTER, UNDETERMINED, UNDETERMINED]
     assert all("rounds of A/B/A/B" in r["undetermined_reason"] for r in rows[1:])
     for r in rows:
-        clears = r["verdict_ci_low"] > 1.01
+        clears = r["ci_low"] > 1.01
         assert clears == (r["verdict"] == FASTER) and r["multiplicity"]["method"] == "holm"
-        assert r["verdict_ci_level"] > 0.95
-    assert rows[0]["verdict_ci_level"] == pytest.approx(1 - 0.05 / 3)
-    assert rows[1]["verdict_ci_level"] == rows[2]["verdict_ci_level"] == pytest.approx(1 - 0.05 / 2)
+        assert r["ci_level"] > 0.95
+    assert rows[0]["ci_level"] == pytest.approx(1 - 0.05 / 3)
+    assert rows[1]["ci_level"] == rows[2]["ci_level"] == pytest.approx(1 - 0.05 / 2)
 
 
 def test_no_measurable_effect_needs_a_ci_that_rules_out_twice_the_band():
@@ -232,14 +275,43 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
     assert out["multiplicity"]["method"] == "holm" and out["multiplicity"]["comparisons"] == 3
     for c in out["comparisons"]:
         if c["verdict"] in (FASTER, SLOWER):
-            assert c["verdict_ci_low"] > 1 + c["noise_band"] or c["verdict_ci_high"] < 1 / (1 + c["noise_band"])
-            assert c["verdict_ci_level"] > 0.95
+            assert c["ci_low"] > 1 + c["noise_band"] or c["ci_high"] < 1 / (1 + c["noise_band"])
+            assert c["ci_level"] > 0.95
     d = next(c for c in out["comparisons"] if c["candidate"] == "d")
     assert d["verdict"] == UNDETERMINED and d["rounds_needed"] >= 3
     named = {u["candidate"]: u for u in out["undetermined"]}
     assert "one block" in named["d"]["reason"] and named["d"]["rounds_needed"] >= 3
     for c in out["comparisons"]:
-        if c["verdict"] == UNDETERMINED and c["verdict_ci_low"] is not None:  # never beside a CI that clears the band
-            assert c["verdict_ci_low"] <= 1 + c["noise_band"] and c["verdict_ci_high"] >= 1 / (1 + c["noise_band"])
+        if c["verdict"] == UNDETERMINED and c["ci_low"] is not None:  # never beside a CI that clears the band
+            assert c["ci_low"] <= 1 + c["noise_band"] and c["ci_high"] >= 1 / (1 + c["noise_band"])
     assert out["best"]["w"]["picked_from"] == 5
     json.dumps(out, allow_nan=False)
+
+
+def test_two_speed_cell_with_quiet_blocks_is_calibrated_and_named(tmp_path):
+    """Runs of each arm take one of two paths 8 % apart (seed 000's two stable paths), blocks differ by
+    0.2 % (the GPU regime): block medians jump with the mix, so the comparison uses block means and names
+    both modes. Issue 29: 9-14 % false verdicts, coverage 89-91 % before. 200 datasets: a true 5 % false
+    rate would exceed 16 with chance below 3 %; coverage of 93 % would fall below 175 with about 5 %."""
+    from bracket.stats.cells import compare_arms
+    rng = np.random.default_rng(290)
+    false = covered = 0
+    for i in range(200):
+        frame = sio.from_table(simulate("abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08,
+                                        rng=rng, seed=i))
+        c = compare_arms(frame, "A", "B", "sim", seed=1, reference="A", n_resamples=50)
+        false += c.verdict in (FASTER, SLOWER)
+        covered += c.ci_low <= 1.0 <= c.ci_high
+    assert false <= 16 and covered >= 175, (false, covered)
+    df = simulate("abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08,
+                  rng=np.random.default_rng(1), seed=1)
+    c = _compare(df, tmp_path)
+    assert c["block_statistic"].startswith("mean") and set(c["modes"]) == {"baseline", "candidate"}
+    m = c["modes"]["candidate"]
+    assert m["high_median"] / m["low_median"] == pytest.approx(1.08, abs=0.01) and m["where"] == "within blocks"
+    note = next(n for n in c["notes"] if n.startswith("two modes in the candidate"))
+    gap = m["high_median"] / m["low_median"] - 1
+    assert f"{gap:.1%} apart" in note and f"{m['low_n']} runs near" in note and "block means" in note
+    assert f"({m['high_n'] / (m['low_n'] + m['high_n']):.0%})" in note
+    cells = via_cli(df, tmp_path / "sim.csv", "summarize", "--resamples", "200")
+    assert all(cell["modes"] and cell["modes"]["where"] == "within blocks" for cell in cells)

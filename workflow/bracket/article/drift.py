@@ -72,10 +72,11 @@ def host_parts(hosts: dict) -> list:
     """Hosts as a factor: each host against the first, and each host's own drift."""
     base = hosts.get("baseline")
     rows = [{"arm": c["arm"], "workload": c["workload"], "host": c["candidate"], "against": c["baseline"],
-             "ratio": f"{c['ratio']:.3f}x", "raw 95% CI": span(c.get("ci_low"), c.get("ci_high"), 3),
-             "verdict rests on": (f"{c.get('basis', 'raw')}, {ci_label(c.get('verdict_ci_level'), (c.get('multiplicity') or {}).get('comparisons'))} "
-                                  f"{span(c['verdict_ci_low'], c['verdict_ci_high'], 3)}"
-                                  if not _missing(c.get("verdict_ci_low")) else ""),
+             "ratio": f"{c['ratio']:.3f}x", "raw ratio (95% CI)": (f"{c['raw_ratio']:.3f}x ({span(c.get('raw_ci_low'), c.get('raw_ci_high'), 3)})"
+                                    if not _missing(c.get("raw_ratio")) else ""),
+             "verdict rests on": (f"{c.get('basis', 'raw')}, {ci_label(c.get('ci_level'), (c.get('multiplicity') or {}).get('comparisons'))} "
+                                  f"{span(c['ci_low'], c['ci_high'], 3)}"
+                                  if not _missing(c.get("ci_low")) else ""),
              "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}", "verdict": verdict_cell(c)}
             for c in hosts.get("comparisons", [])]
     out = [Heading("Hosts", 3),

@@ -109,11 +109,11 @@ def aa_title(d: Data) -> str:
 def aa_sentence(c: dict, d: Data) -> str:
     """One comparison of an A/A test: the same settings, their ratio, its interval and verdict."""
     basis = c.get("basis") or "raw"
-    est = c["drift_adjusted_ratio"] if basis == "drift-adjusted" else c["ratio"]
+    est = c["ratio"]
     mult = c.get("multiplicity") or d.stats.get("multiplicity") or {}
     return (f"{c['workload']}: {c['candidate']} against {d.reference}, the same settings: {ratio(est)} ({basis}, "
-            f"{ci_label(c.get('verdict_ci_level'), mult.get('comparisons'), mult.get('method'))} "
-            f"{interval(c.get('verdict_ci_low'), c.get('verdict_ci_high'), 2, rounds_needed(c))}; verdict: "
+            f"{ci_label(c.get('ci_level'), mult.get('comparisons'), mult.get('method'))} "
+            f"{interval(c.get('ci_low'), c.get('ci_high'), 2, rounds_needed(c))}; verdict: "
             f"{c['verdict']}).")
 
 

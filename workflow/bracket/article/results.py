@@ -59,13 +59,15 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
             "95% CI": interval(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
             "spread": pct(c.get("spread")),
             f"ratio to {d.reference}": "1 (reference)" if arm == d.reference else ratio(comp["ratio"]) if comp else "n/a",
-            "raw 95% CI": interval(comp["ci_low"], comp["ci_high"], 2) if comp else "",
+            "raw ratio (95% CI)": (f"{ratio(comp['raw_ratio'])} "
+                                   f"({interval(comp.get('raw_ci_low'), comp.get('raw_ci_high'), 2)})"
+                                   if comp and not _missing(comp.get("raw_ratio")) else ""),
             "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
                                         f"({interval(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
                                         if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
-            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('verdict_ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
-                                 f"{interval(comp['verdict_ci_low'], comp['verdict_ci_high'], 2)}"
-                                 if comp and not _missing(comp.get("verdict_ci_low")) else ""),
+            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
+                                 f"{interval(comp['ci_low'], comp['ci_high'], 2)}"
+                                 if comp and not _missing(comp.get("ci_low")) else ""),
             "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
         })
     return pd.DataFrame(rows)

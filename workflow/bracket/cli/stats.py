@@ -125,14 +125,14 @@ def compare_cmd(args) -> int:
         p = "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}"
         drift = "unmeasured" if r["drift"] is None else f"{r['drift']:+.3%}"
         print(f"{r['workload']}: {r['candidate']} vs {r['baseline']}: {r['verdict']}")
-        if r["verdict_ci_low"] is not None:
+        if r["ci_low"] is not None:
             mult = r.get("multiplicity") or {}
             adj = (f", Holm-adjusted over {mult['comparisons']} comparisons"
                    if mult.get("method") == "holm" else "")
-            est = r["drift_adjusted_ratio"] if r["basis"] == "drift-adjusted" else r["ratio"]
-            print(f"  verdict rests on: {r['basis']} ratio {est:.4f}x, {r['verdict_ci_level'] * 100:.4g}% CI "
-                  f"{_ci(r['verdict_ci_low'], r['verdict_ci_high'])}{adj}")
-        print(f"  raw ratio       {r['ratio']:.4f}x  {pct} CI {_ci(r['ci_low'], r['ci_high'])}  ({r['ci_method']})")
+            print(f"  verdict rests on: {r['basis']} ratio {r['ratio']:.4f}x, {r['ci_level'] * 100:.4g}% CI "
+                  f"{_ci(r['ci_low'], r['ci_high'])}{adj}")
+        print(f"  raw ratio       {r['raw_ratio']:.4f}x  {pct} CI {_ci(r['raw_ci_low'], r['raw_ci_high'])}  "
+              f"({r['ci_method']})")
         if r["drift_adjusted_ratio"] is not None:
             print(f"  drift-adjusted  {r['drift_adjusted_ratio']:.4f}x  {pct} CI "
                   f"{_ci(r['drift_adjusted_ci_low'], r['drift_adjusted_ci_high'])}")

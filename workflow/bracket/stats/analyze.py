@@ -137,12 +137,15 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         spread_warning, else null), seed.
     comparisons
         Each non-reference arm vs the reference, per workload (bracket.stats.compare; the block
-        is the unit): ratio with ci_low/ci_high (raw: OLS on log block medians, arm only, t on
-        the blocks' df; unadjusted), ratio_of_medians (pooled requests), drift_adjusted_ratio with
-        its CI (arm + position), basis (which of the two the verdict rests on), p_value (no
-        effect) and test, p_beyond_band (the effect lies outside the noise band) and p_adjusted
-        (Holm), multiplicity {method, comparisons, family, level}, verdict_ci_low/high at
-        verdict_ci_level (the CI the verdict rests on: basis, adjusted for multiplicity), verdict
+        is the unit). One contract for intervals: ratio with ci_low/ci_high at ci_level is the
+        estimate and the CI the verdict rests on (the `basis` fit, at the level multiplicity or the
+        adaptive design's boundary leaves it; beside "undetermined" without one, the basis CI at
+        `confidence`); raw_ratio with raw_ci_low/raw_ci_high is the raw fit (OLS on log block
+        medians, arm only, t on the blocks' df; unadjusted), drift_adjusted_ratio with its CI the
+        fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
+        fit the verdict rests on), p_value (no effect) and test, p_beyond_band (the effect lies
+        outside the noise band) and p_adjusted (Holm), multiplicity {method, comparisons, family,
+        level}, verdict
         ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined_reason,
         rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, from the
         block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
@@ -471,16 +474,16 @@ def _best(cells, comparisons, medians, reference):
         # not the ratio of the two arms' run medians, which is kept apart.
         of_medians = top["median"] / ref if ref else None
         if comp:
-            est = comp["drift_adjusted_ratio"] if comp["basis"] == "drift-adjusted" else comp["ratio"]
+            est = comp["ratio"]
         else:
             est = of_medians
         use, why = recommend(top["arm"], comp["verdict"] if comp else None, reference)
         best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
                     "use": use, "use_because": why,
                     "max": top["max"], "ratio_to_reference": est, "ratio_of_medians": of_medians,
-                    "ci_low": comp["verdict_ci_low"] if comp else None,
-                    "ci_high": comp["verdict_ci_high"] if comp else None,
-                    "ci_level": comp["verdict_ci_level"] if comp else None,
+                    "ci_low": comp["ci_low"] if comp else None,
+                    "ci_high": comp["ci_high"] if comp else None,
+                    "ci_level": comp["ci_level"] if comp else None,
                     "ci_basis": comp["basis"] if comp else None,
                     "picked_from": len(here), "verdict": comp["verdict"] if comp else None,
                     "undetermined_reason": comp["undetermined_reason"] if comp else None}

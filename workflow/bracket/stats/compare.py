@@ -17,6 +17,7 @@ rounds that would support one, never "faster" or "slower".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from scipy import stats
 
 from bracket.stats import blocks as bl
 from bracket.stats.bootstrap import Sample, ratio_of_medians
+from bracket.stats.modes import bimodal
 from bracket.stats import defaults as D
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
@@ -42,11 +44,14 @@ MAX_ROUNDS = 200
 class Comparison:
     """Candidate vs baseline. Ratios are candidate / baseline of decode rate (> 1 is faster).
 
-    ratio, ci_low, ci_high: the raw ratio (block-level: exp of the arm coefficient on log block
-    medians, no drift term) and its CI at `confidence`, unadjusted for multiplicity.
-    drift_adjusted_*: the same with a linear drift term (position), when identified.
-    verdict_ci_low / verdict_ci_high / verdict_ci_level: the CI the verdict rests on (`basis`),
-    at the level multiplicity leaves it (`multiplicity`); equal to the basis CI for one comparison.
+    One contract for every reader (JSON, CSV, table): ``ci_low`` / ``ci_high`` at ``ci_level`` are
+    the interval the verdict rests on (the `basis` fit, at the level multiplicity or the adaptive
+    design's boundary leaves it), and ``ratio`` is its centre. Beside "undetermined" with no
+    interval of its own they are the basis CI at `confidence`; with one block per arm, where no
+    interval can support a verdict, they are None (raw_ci_* then hold the request-level
+    bootstrap, which covers request noise only). raw_ratio, raw_ci_low, raw_ci_high: the raw fit (exp of the arm
+    coefficient on log block medians, no drift term) at `confidence`, unadjusted.
+    drift_adjusted_*: the fit with a linear drift term (position), when identified, at `confidence`.
     """
 
     ratio: float
@@ -75,9 +80,10 @@ class Comparison:
     p_beyond_band: float | None = None
     p_adjusted: float | None = None
     multiplicity: dict | None = None
-    verdict_ci_low: float | None = None
-    verdict_ci_high: float | None = None
-    verdict_ci_level: float | None = None
+    ci_level: float | None = None
+    raw_ratio: float | None = None
+    raw_ci_low: float | None = None
+    raw_ci_high: float | None = None
     undetermined_reason: str | None = None
     rounds_needed: int | None = None
     rounds_needed_for: str | None = None
@@ -89,6 +95,8 @@ class Comparison:
     within_var: float | None = None     # ... and from within-block noise alone
     thin_reason: str | None = None      # too few block df: undetermined unless the CI clears the band
     vif: float | None = None            # variance inflation of the arm by the drift term (confounding)
+    modes: dict | None = None           # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
+    block_statistic: str | None = None  # what each block is reduced to
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float,
@@ -253,7 +261,9 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
                   f"not measured, and arm is confounded with time; run the arms interleaved "
                   f"(design.kind: abab) for at least {max(r or 3, 3)} rounds")
         notes.append(reason + " (the CI shown covers request noise only)")
-        return Comparison(ratio=rom, ci_low=boot.ci_low, ci_high=boot.ci_high, p_value=None,
+        # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
+        return Comparison(ratio=rom, ci_low=None, ci_high=None, ci_level=None,
+                          raw_ratio=rom, raw_ci_low=boot.ci_low, raw_ci_high=boot.ci_high, p_value=None,
                           test="none: a test needs two blocks per arm", drift=drift,
                           drift_per_block=None, noise_band=band, verdict=UNDETERMINED,
                           drift_adjusted_ratio=None, drift_adjusted_ci_low=None,
@@ -262,10 +272,16 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
                           notes=tuple(notes), undetermined_reason=reason, rounds_needed=max(r or 3, 3),
                           rounds_needed_for=target + " (a lower bound: block noise unmeasured)",
                           within_var=floor or None, **common)
+    modes = {name: m for name, s in (("baseline", baseline), ("candidate", candidate))
+             if (m := bimodal(s.values, s.blocks)) is not None}
+    two_paths = any(m.where == "within blocks" for m in modes.values())
     tb = bl.block_table(np.r_[baseline.values, candidate.values],
                         np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]],
-                        np.r_[baseline.positions, candidate.positions])
+                        np.r_[baseline.positions, candidate.positions], center="mean" if two_paths else "median")
     arm = np.array([k.startswith("c") for k in tb["block"]], dtype=float)
+    # Runs on two paths inside blocks: block medians jump between the paths with the mix (false verdicts
+    # 9-14 % when blocks agree closely, issue 29), and the MAD sees one path only. Block means of log rate
+    # move with the mix smoothly, and the sample variance within blocks (both paths) is what they vary by.
     within = bl.within_variance(tb)
     raw = bl.fit(tb, _design(tb, arm, False), 1, pool=pool, within=within)
     pos = tb["position"].to_numpy(float)
@@ -306,21 +322,35 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
     if basis_fit.pooled:
         notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
+    for name, m in modes.items():
+        share = m.high_n / (m.low_n + m.high_n)
+        notes.append(f"two modes in the {name} ({m.where}): {m.low_n} runs near {m.low_median:.4g} "
+                     f"({1 - share:.0%}) and {m.high_n} near {m.high_median:.4g} ({share:.0%}), "
+                     f"{m.high_median / m.low_median - 1:.1%} apart"
+                     + ("; the comparison uses block means of log rate, which move with the mix of the "
+                        "two paths smoothly, not block medians, which jump between them" if two_paths else
+                        "; each block settled on one path, so block medians already carry the split"))
     test = (f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
             f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}")
+    basis_ci = adj_ci if adj is not None else raw_ci
+    if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
+        vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
     return Comparison(
-        ratio=math.exp(raw.estimate), ci_low=math.exp(raw_ci[0]) if raw_ci else None,
-        ci_high=math.exp(raw_ci[1]) if raw_ci else None, p_value=basis_fit.p_value(), test=test,
+        ratio=math.exp(basis_fit.estimate), ci_low=vlo, ci_high=vhi,
+        ci_level=confidence if vlo is not None else None, raw_ratio=math.exp(raw.estimate),
+        raw_ci_low=math.exp(raw_ci[0]) if raw_ci else None, raw_ci_high=math.exp(raw_ci[1]) if raw_ci else None,
+        p_value=basis_fit.p_value(), test=test,
         drift=drift, drift_per_block=slope, noise_band=band, verdict=v,
         drift_adjusted_ratio=math.exp(adj.estimate) if adj is not None else None,
         drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
         drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None, basis=basis,
         ci_method=basis_fit.method, notes=tuple(notes), p_beyond_band=p_band, p_adjusted=p_band,
         multiplicity={"method": "none", "comparisons": 1},
-        verdict_ci_low=vlo, verdict_ci_high=vhi, verdict_ci_level=confidence if vlo is not None else None,
         undetermined_reason=reason, rounds_needed=r, rounds_needed_for=target, estimate=basis_fit.estimate,
         se=basis_fit.se, df=basis_fit.df, pooled=basis_fit.pooled, block_var=basis_fit.between_var,
-        within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif, **common)
+        within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif,
+        modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
+        block_statistic="mean of log rate (two paths)" if two_paths else "median of log rate", **common)
 
 
 def wide_reason(lo: float, hi: float, band: float) -> str:

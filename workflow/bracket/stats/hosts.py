@@ -131,7 +131,7 @@ def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference:
         if c["arm"] == reference and c["verdict"] in ("faster", "slower"):
             warnings.append(Finding(
                 "host", f"the same configuration ran {c['verdict']} on {c['candidate']} (ratio "
-                f"{c['ratio']:.3f}, CI {c['verdict_ci_low']:.3f} to {c['verdict_ci_high']:.3f}): the hosts differ, so "
+                f"{c['ratio']:.3f}, CI {c['ci_low']:.3f} to {c['ci_high']:.3f}): the hosts differ, so "
                 f"pooled arm comparisons mix machines; read each host's results, or find the cause (clocks, "
                 f"drivers, cooling, other tenants).", host=c["candidate"], vs=c["baseline"], arm=reference,
                 workload=c["workload"]))

@@ -39,8 +39,8 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
     """Adjust `rows` (Comparison dicts) in place; returns the family size m.
 
     Rows without a test (undetermined for lack of blocks) are outside the family and keep their
-    verdict. Each row in it gets p_adjusted (Holm), verdict_ci_low / verdict_ci_high at its step's
-    level (verdict_ci_level), the verdict those decide, rounds_needed at that level, and
+    verdict. Each row in it gets p_adjusted (Holm), ci_low / ci_high at its step's
+    level (ci_level: the interval the verdict rests on), the verdict those decide, rounds_needed at that level, and
     multiplicity {method, comparisons, family, level}.
     """
     alpha = 1 - confidence
@@ -62,8 +62,9 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
         r = rows[i]
         v, lo, hi = decide(r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None,
                            r.get("thin_reason"))
-        r.update(verdict=v, verdict_ci_low=lo, verdict_ci_high=hi, verdict_ci_level=float(level[j]),
-                 p_adjusted=float(p_adj[j]),
+        if lo is not None:
+            r.update(ci_low=lo, ci_high=hi, ci_level=float(level[j]))
+        r.update(verdict=v, p_adjusted=float(p_adj[j]),
                  multiplicity={"method": "holm" if m > 1 else "none", "comparisons": m, "family": family,
                                "level": float(level[j])})
         if m > 1:  # rounds for a CI at this comparison's Holm level, as the one shown beside it

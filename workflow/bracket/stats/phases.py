@@ -124,8 +124,9 @@ def _ratio(frame: pd.DataFrame, reference: str, arm: str, workload: str, **kw) -
     except ValueError:  # an arm without valid values of this metric on this workload
         return None, None, None
     if "requests only" in c.ci_method:  # one block per arm: servers' differences unmeasured, no CI to lean on
-        return c.ratio, None, None
-    return c.ratio, c.ci_low, c.ci_high
+        return c.raw_ratio, None, None
+    # The raw fit (arm only): each phase's ratio on the same footing, whatever basis a verdict would take.
+    return c.raw_ratio, c.raw_ci_low, c.raw_ci_high
 
 
 def phases(runs: pd.DataFrame, reference: str, *, seed: int = D.SEED, confidence: float = D.CONFIDENCE,

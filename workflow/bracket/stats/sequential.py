@@ -17,6 +17,9 @@ and stopping when an interval clears the band would, with fixed-level intervals,
   joint distribution (Armitage, McPherson & Rowe 1969, JRSS A 132:235-244; Jennison & Turnbull
   2000, ch. 19). Early looks spend almost nothing, so the last look's interval is nearly as
   narrow as a fixed design's.
+- Looks start where the block-level fit has two residual degrees of freedom (`Plan.first_look`:
+  the third round of A/B/A/B even when min_rounds is 2): on one, block noise is a single squared
+  residual and no pre-test or boundary controls what follows it.
 - The information fraction of each look comes from the plan, not the data: the variance factor
   of the arm coefficient in the block-level fit (arm + position, bracket.stats.compare) at that
   many rounds, over the factor at `max_rounds`.
@@ -63,6 +66,7 @@ from scipy import stats
 
 from bracket.stats import defaults as D
 from bracket import design as bdesign
+from bracket.stats.blocks import MIN_POOL_DF
 from bracket.stats.compare import FASTER, NO_EFFECT, UNDETERMINED, WIDE, CONFOUNDED_VIF, clears
 from bracket.stats.spending import cached_boundaries
 
@@ -80,6 +84,13 @@ def pair_factor(blocks: list[bdesign.Block], baseline: str, candidate: str) -> f
     arm = np.array([b.arm == candidate for b in blocks if b.arm in (baseline, candidate)], dtype=float)
     X = np.column_stack([np.ones(pos.size), arm, pos])
     return float(np.linalg.pinv(X.T @ X)[1, 1])
+
+
+def pair_df(blocks: list[bdesign.Block], baseline: str, candidate: str) -> int:
+    """Residual degrees of freedom of the block-level fit [1, arm, position] over the two arms' blocks."""
+    pos = np.array([b.position for b in blocks if b.arm in (baseline, candidate)], dtype=float)
+    arm = np.array([b.arm == candidate for b in blocks if b.arm in (baseline, candidate)], dtype=float)
+    return int(pos.size - np.linalg.matrix_rank(np.column_stack([np.ones(pos.size), arm, pos])))
 
 
 @dataclass(frozen=True)
@@ -116,8 +127,19 @@ class Plan:
                    hosts=tuple(cfg.get("hosts") or ()))
 
     @property
+    def first_look(self) -> int:
+        """The first round judged: min_rounds, or later until every comparison's block-level fit (arm +
+        position over the pair's blocks) has MIN_POOL_DF residual degrees of freedom. Two rounds of
+        A/B/A/B leave one, where block noise is one squared residual: a look there let about 1 % of
+        no-effect datasets settle falsely (issue 29), so it waits for the third round."""
+        for r in range(self.min_rounds, self.max_rounds + 1):
+            if all(pair_df(self.blocks(r), self.reference, c) >= MIN_POOL_DF for c in self.candidates):
+                return r
+        return self.max_rounds
+
+    @property
     def looks(self) -> list[int]:
-        return list(range(self.min_rounds, self.max_rounds + 1))
+        return list(range(self.first_look, self.max_rounds + 1))
 
     @property
     def candidates(self) -> list[str]:
@@ -154,7 +176,7 @@ class Plan:
                  f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
                  f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
                  if m > 1 else f"spending {self.alpha:g}")
-        return (f"After each round from {self.min_rounds} to {self.max_rounds}, each of the {m} "
+        return (f"After each round from {self.first_look} to {self.max_rounds}, each of the {m} "
                 f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
                 f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
                 f"interval clears the noise band, as no measurable effect when the interval at "
@@ -326,9 +348,9 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                             "level": (done or last or {}).get("level"),
                             "looks": history[(wl, cand)]})
     any_open = any(c["status"] == OPEN for c in comparisons)
-    another = rounds_run < plan.min_rounds or (any_open and rounds_run < plan.max_rounds)
+    another = rounds_run < plan.first_look or (any_open and rounds_run < plan.max_rounds)
     return {"rule": plan.rule(), "alpha": plan.alpha, "family": plan.comparisons, "recycled": rejected,
-            "min_rounds": plan.min_rounds, "max_rounds": plan.max_rounds, "margin": plan.margin,
+            "min_rounds": plan.min_rounds, "first_look": plan.first_look, "max_rounds": plan.max_rounds, "margin": plan.margin,
             "spending": "Lan-DeMets O'Brien-Fleming type", "looks": looks, "comparisons": comparisons,
             "rounds_run": rounds_run, "another_round": another,
             "next_round": rounds_run + 1 if another else None}
@@ -337,8 +359,8 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
 def apply(rows: list[dict], seq: dict, family: str) -> dict:
     """Put the sequential verdicts on the comparison rows of stats.json (in place); returns `multiplicity`.
 
-    Each row's verdict becomes the one its settling look gave, and verdict_ci_low / verdict_ci_high /
-    verdict_ci_level the repeated CI of that look at its nominal level (the CI the verdict rests on);
+    Each row's verdict becomes the one its settling look gave, and ci_low / ci_high / ci_level the
+    repeated CI of that look at its nominal level (the CI the verdict rests on);
     a comparison still open (the data stop before the plan's last look) is undetermined.
     """
     by_key = {(c["workload"], c["candidate"]): c for c in seq["comparisons"]}
@@ -347,8 +369,9 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
         if s is None:
             continue
         verdict = s["verdict"] if s["status"] == SETTLED else UNDETERMINED
-        r.update(verdict=verdict, verdict_ci_low=s["rci_low"], verdict_ci_high=s["rci_high"],
-                 verdict_ci_level=s["nominal_level"], p_adjusted=None,
+        if s["rci_low"] is not None:
+            r.update(ci_low=s["rci_low"], ci_high=s["rci_high"], ci_level=s["nominal_level"])
+        r.update(verdict=verdict, p_adjusted=None,
                  multiplicity={"method": METHOD, "comparisons": seq["family"], "family": family,
                                "level": s["nominal_level"], "alpha_share": s.get("level")},
                  sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]})

@@ -28,11 +28,15 @@ DESIGNS = ("sequential", "abab", "abba", "random")
 def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: float = 0.0,
              step_at: float | None = None, rounds: int = 2, runs: int = 5, block_sd: float = 0.003,
              run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator, seed: int = 1,
-             first_slow: float = 0.0, wild: int = 0, wild_factor: float = 10.0) -> pd.DataFrame:
+             first_slow: float = 0.0, wild: int = 0, wild_factor: float = 10.0, two_speed: float = 0.0,
+             fast_share: float = 0.5) -> pd.DataFrame:
     """One simulated A vs B experiment as a tidy frame (arm, block, round, position, run, value).
 
     `drift` is the log change per block (0.01 is 1 % per block); `step` a log jump applied from
     position `step_at` on (default: the middle of the schedule). `seed` draws the random design.
+    `two_speed` > 0 makes every arm's requests take one of two stable paths (seed 000): each run,
+    independently with chance `fast_share`, is faster by the ratio 1 + two_speed; the true ratio of
+    the arms stays `effect` on either path.
     """
     if effect <= 0:
         raise ValueError(f"`effect` must be a positive ratio, got {effect!r}.")
@@ -46,6 +50,8 @@ def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: floa
         level = np.log(base) + (np.log(effect) if b.arm == "B" else 0.0) + drift * t \
             + (step if t >= at else 0.0) + rng.normal(0.0, block_sd)
         vals = np.exp(level + rng.normal(0.0, run_sd, size=runs))
+        if two_speed:
+            vals *= np.where(rng.random(runs) < fast_share, 1.0 + two_speed, 1.0)
         vals[0] *= 1.0 - first_slow
         rows += [{"arm": b.arm, "workload": "sim", "block": t, "round": b.round, "position": t,
                   "run": i, "value": float(v)} for i, v in enumerate(vals)]
