@@ -1,10 +1,9 @@
-"""The client's own body reader: framing undone per network read, events parsed per read, each event
-stamped with the time of the read that brought it.
+"""The client's own body reader: each network read stamped as it returns and kept, framing undone and
+events parsed from the kept reads, each event timed by the read that brought it.
 
 A scripted server on a thread of this process writes the response in pieces the test chooses; one
 piece is one sendall (on loopback, one read of the client's), and a piece marked to wait is sent
-only after the client has handled a given number of events (on_event), so it cannot share a read
-with what came before. The chunked decoder is also checked alone, on every split of a body.
+only after the client has stamped a read of what came before, so it cannot share a read with it. The chunked decoder is also checked alone, on every split of a body.
 """
 
 import hashlib
@@ -42,9 +41,10 @@ END = b"0\r\n\r\n"
 
 
 class Scripted:
-    """Answers each request with the next script: a list of (bytes, wait_for_events) pieces.
+    """Answers each request with the next script: a list of (bytes, wait) pieces.
 
-    wait_for_events: send the piece only once the client's on_event has seen that many events.
+    wait: send the piece only once the client has taken a time stamp (time.perf_counter, which it
+    calls as each read returns) after the piece before was sent.
     """
 
     def __init__(self, *scripts):
@@ -57,7 +57,7 @@ class Scripted:
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
-    def on_event(self, event) -> None:
+    def tick(self) -> None:
         with self.cond:
             self.seen += 1
             self.cond.notify_all()
@@ -83,12 +83,14 @@ class Scripted:
                         buf = self._read_request(conn, buf)
                     except (OSError, StopIteration):
                         break
-                    with self.cond:
-                        self.seen = 0
+                    sent = 0
                     for piece, wait in self.scripts.pop(0):
-                        with self.cond:
-                            self.cond.wait_for(lambda w=wait: self.seen >= w, timeout=5)
+                        if wait:
+                            with self.cond:
+                                self.cond.wait_for(lambda s=sent: self.seen > s, timeout=5)
                         conn.sendall(piece)
+                        with self.cond:
+                            sent = self.seen
 
     def close(self) -> None:
         self.sock.close()
@@ -97,11 +99,19 @@ class Scripted:
 def measure(srv: Scripted, http: httpx.Client | None = None, timeout_s: float = 5.0):
     own = http is None
     http = http or httpx.Client()
+    real = http_stream.time.perf_counter
+
+    def perf() -> float:
+        t = real()
+        srv.tick()
+        return t
+
+    http_stream.time.perf_counter = perf
     try:
         m, events = timed_stream(http, srv.url, {"prompt": "x", "stream": True}, timeout_s, framing="sse",
-                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts,
-                                 on_event=srv.on_event)
+                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts)
     finally:
+        http_stream.time.perf_counter = real
         if own:
             http.close()
     return m, events
@@ -263,6 +273,7 @@ class _Sock:
 def _decode(pieces, rest=b""):
     s = http_stream.Stream.__new__(http_stream.Stream)
     s.sock, s._rest, s._framing, s._inflate, s._body, s.timeout_s, s.complete = _Sock(pieces), rest, "chunked", None, None, 1.0, False
+    s._decoder = http_stream.ChunkDecoder()
     return [data for _, data in s.reads()], s.complete
 
 

@@ -24,7 +24,6 @@ completions` goes through the adapter's own measure (its native stream) for ever
 from __future__ import annotations
 
 import random
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -245,8 +244,7 @@ def send(adapter, http, base: str, model: str, context: str, prompt: str, reques
     path, body, framing = chat_body(adapter, model, context, prompt, request, seed, arm, no_cache)
     marks: dict = {}
 
-    def on_event(event: dict) -> None:
-        now = time.perf_counter()
+    def on_event(event: dict, now: float) -> None:  # now: the time of the read that brought the event
         if framing == "ndjson":
             has_choice, text = True, (event.get("message") or {}).get("content") or ""
         else:
@@ -261,10 +259,10 @@ def send(adapter, http, base: str, model: str, context: str, prompt: str, reques
     if framing == "ndjson":
         m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="ndjson",
                             new_text=lambda e: (e.get("message") or {}).get("content") or "",
-                            is_last=lambda e: e.get("done") is True, counts=_ollama_counts, on_event=on_event)
+                            is_last=lambda e: e.get("done") is True, counts=_ollama_counts, on_timed_event=on_event)
     else:
         m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse", new_text=_openai_chat_text,
-                            is_last=lambda e: False, counts=_openai_counts, on_event=on_event,
+                            is_last=lambda e: False, counts=_openai_counts, on_timed_event=on_event,
                             missing_counts="no usage in the response (the server must honour "
                                            "stream_options.include_usage)")
         adapter.adjust(m, events)
