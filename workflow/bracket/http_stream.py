@@ -335,8 +335,9 @@ class Stream:
                     run = 0
                     if stop() or self.complete:
                         return
+            lo = start - 16 if start > 16 else 0  # a marker split over two reads is found too
             for h in hints:
-                if find(h, max(start - len(h), 0), pos) >= 0 and (stop() or self.complete):
+                if find(h, lo, pos) >= 0 and (stop() or self.complete):
                     return
 
     @property
@@ -355,7 +356,7 @@ class Stream:
         feed = self._decoder.feed
         for i in range(first, len(ends)):
             b = ends[i]
-            data = feed(bytes(buf[a:b]))
+            data = feed(buf[a:b])
             a = b
             self._done = i + 1
             if data:
