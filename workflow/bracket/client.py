@@ -171,7 +171,7 @@ class _Events:
         self.t_first = self.t_last = self.end = None
         self.done = False
         self.error: str | None = None
-        self.tail = b""
+        self.tail: bytes | bytearray = b""
         self.head = b""
         self.last = b""
         self.size = 0
@@ -187,9 +187,16 @@ class _Events:
         # Lines end at LF, CR or CRLF (SSE's rule; bytes.splitlines splits on nothing else,
         # so a raw U+2028 inside a JSON string stays in its line).
         if self.tail:
-            data = self.tail + data
-        lines = data.splitlines()
-        self.tail = b"" if data[-1] in _EOL else lines.pop()
+            if b"\n" not in data and b"\r" not in data:
+                self.tail += data  # a line still growing: extended in place, not copied per read
+                data = b""
+            else:
+                data = bytes(self.tail) + data
+        if data:
+            lines = data.splitlines()
+            self.tail = b"" if data[-1] in _EOL else bytearray(lines.pop())
+        else:
+            lines = []
         if len(self.tail) > LINE_LIMIT:
             self.error = (f"a stream line longer than {LINE_LIMIT >> 20} MiB without a line end: the server does "
                           f"not frame its events ({_clip(_text(self.tail[:80]), 80)!r}...)")
@@ -292,6 +299,18 @@ def count_check(completion_tokens: int | None, text_events: int, max_tokens_per_
                 f"({completion_tokens / text_events:.2f} per event, at most {max_tokens_per_event:g} possible): "
                 f"the count is more than the events carried")
     return None
+
+
+def tokens_per_event_bound(speculative: bool, draft_budget: int | None) -> int | None:
+    """The most tokens one stream event can carry, for count_check: 2 x (1 + draft budget).
+
+    One decode step streams its own token and, under speculative decoding, at most the draft budget's
+    accepted ones; doubled for the events a server merges (a character whose bytes span two tokens
+    streams once). None where a speculative arm's budget is not known: no bound is claimed.
+    """
+    if speculative and not draft_budget:
+        return None
+    return 2 * (1 + (draft_budget or 0))
 
 
 def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, framing: str,
@@ -472,15 +491,18 @@ def _openai_counts(events: list[dict]) -> Counts:
 
 
 def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float,
-                      on_event: Callable[[dict], None] | None = None) -> Measurement:
+                      on_event: Callable[[dict], None] | None = None,
+                      max_tokens_per_event: float | None = None) -> Measurement:
     """POST an OpenAI-style streaming request (/v1/completions, /v1/chat/completions) and time it.
 
     Token counts come from the final `usage` chunk (stream_options.include_usage), never from
     events. `on_event` sees every parsed event after it is timed: engines put their own
-    per-request extras there (llama.cpp's `timings`, vLLM's per-request `metrics`).
+    per-request extras there (llama.cpp's `timings`, vLLM's per-request `metrics`), after the stream.
+    max_tokens_per_event: the most tokens the server can stream in one event (count_check).
     """
     m, _ = timed_stream(client, url, body, timeout_s, framing="sse", new_text=_openai_text,
                         is_last=lambda event: False, counts=_openai_counts, on_event=on_event,
+                        max_tokens_per_event=max_tokens_per_event,
                         missing_counts="no usage in the response (the server must honour "
                                        "stream_options.include_usage)")
     return m
