@@ -14,7 +14,7 @@ import tracemalloc
 import httpx
 import pytest
 
-from bracket import client, secrets
+from bracket import client, secrets, stream_events
 from bracket.client import stream_completion
 
 SECRET = "sk-hostile-5a7c1e9d"
@@ -159,7 +159,7 @@ def test_an_endless_line_is_cut_at_the_line_limit_with_bounded_memory():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert m.error.startswith("a stream line longer than 16 MiB without a line end")
-    assert took < 10 and peak < 8 * client.LINE_LIMIT, (took, peak / 2**20)
+    assert took < 10 and peak < 8 * stream_events.LINE_LIMIT, (took, peak / 2**20)
     assert len(m.raw_response) < 5000  # the record keeps a bounded excerpt
 
 

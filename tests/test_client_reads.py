@@ -3,7 +3,8 @@ events parsed from the kept reads, each event timed by the read that brought it.
 
 A scripted server on a thread of this process writes the response in pieces the test chooses; one
 piece is one sendall (on loopback, one read of the client's), and a piece marked to wait is sent
-only after the client has stamped a read of what came before, so it cannot share a read with it. The chunked decoder is also checked alone, on every split of a body.
+only after the client has stamped a given number of reads, so it cannot share a read with what came
+before. The chunked decoder is also checked alone, on every split of a body.
 """
 
 import hashlib
@@ -43,8 +44,8 @@ END = b"0\r\n\r\n"
 class Scripted:
     """Answers each request with the next script: a list of (bytes, wait) pieces.
 
-    wait: send the piece only once the client has taken a time stamp (time.perf_counter, which it
-    calls as each read returns) after the piece before was sent.
+    wait: send the piece only once the client has stamped that many reads of this response (it calls
+    time.perf_counter once as each read returns, and not otherwise after sending its request).
     """
 
     def __init__(self, *scripts):
@@ -83,14 +84,12 @@ class Scripted:
                         buf = self._read_request(conn, buf)
                     except (OSError, StopIteration):
                         break
-                    sent = 0
+                    with self.cond:
+                        self.seen = 0
                     for piece, wait in self.scripts.pop(0):
-                        if wait:
-                            with self.cond:
-                                self.cond.wait_for(lambda s=sent: self.seen > s, timeout=5)
-                        conn.sendall(piece)
                         with self.cond:
-                            sent = self.seen
+                            self.cond.wait_for(lambda w=wait: self.seen >= w, timeout=5)
+                        conn.sendall(piece)
 
     def close(self) -> None:
         self.sock.close()
@@ -158,7 +157,7 @@ def test_a_stream_that_arrives_in_one_read_has_no_tg():
 def test_separate_reads_get_separate_times(monkeypatch):
     taken = stamps(monkeypatch)
     srv = Scripted([(HEAD + chunk(text_event(" a")), 0), (chunk(text_event(" b")), 1),
-                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 4)])
+                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 3)])
     m, _ = measure(srv)
     assert m.error is None and m.output_text == " a b c"
     # 3 tokens between the first and last text read: tg = 2 / (t_c - t_a), both times taken as a read returned.
@@ -288,6 +287,40 @@ def test_chunked_decoder_on_every_split_of_a_body():
     assert b"".join(out) == want and complete
     out, complete = _decode([raw[i:i + 1] for i in range(len(raw))])  # one byte per read
     assert b"".join(out) == want and complete
+
+
+def _recorded(reads, calls=1):
+    """The timed path's decoding of kept reads (Stream.recorded), asked `calls` times along the way."""
+    s = http_stream.Stream("unused", httpx.Request("POST", "http://127.0.0.1:1/"), 1.0)
+    s._buf = bytearray(b"".join(reads) + b"\0" * 64)  # capacity past the kept bytes, as record leaves it
+    body, ends, times = b"", [], []
+    cut = max(1, len(reads) // calls)
+    for k in range(0, len(reads), cut):
+        for r in reads[k:k + cut]:
+            s._times.append(float(len(s._times)))
+            s._ends.append((s._ends[-1] if s._ends else 0) + len(r))
+        b, e, t = s.recorded()
+        ends += [len(body) + x for x in e]
+        times += t
+        body += b
+    return body, ends, times, s.complete
+
+
+def test_kept_reads_decode_on_every_split_and_each_read_ends_where_its_bytes_end():
+    payloads = [b"data: one\n\n", b"x" * 300, b"\r\n\r\n", b"last"]
+    raw = b"".join(chunk(p) for p in payloads) + b"5;ext=1\r\nhello\r\n" + END
+    want = b"".join(payloads) + b"hello"
+    for cut in range(len(raw) + 1):
+        for calls in (1, 2):
+            reads = [raw[:cut], raw[cut:]] if 0 < cut < len(raw) else [raw]
+            body, ends, times, complete = _recorded(reads, calls)
+            assert body == want and complete and ends[-1] == len(want), (cut, calls)
+            if len(reads) == 2:
+                # the first read's body: what of the payloads lies before the cut, framing taken out
+                first = http_stream.ChunkDecoder().feed(raw[:cut])
+                assert ends[0] == len(first) and times == [0.0, 1.0], (cut, calls)
+    body, ends, _, complete = _recorded([raw[i:i + 1] for i in range(len(raw))], calls=7)  # a byte per read
+    assert body == want and complete and ends == sorted(ends) and len(ends) == len(raw)
 
 
 @pytest.mark.parametrize("bad", [b"zz\r\nab\r\n", b"0x2\r\nab\r\n", b"2\r\nabXY", b"-2\r\nab\r\n"])

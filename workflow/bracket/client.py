@@ -8,10 +8,18 @@ Each token's time is that of the network read that brought its event (as llama-b
 reads): events that arrive together share one time, and a stream that arrives in one read has no
 first -> last window, so no tg rate (its decode rate stands).
 
-On a CPU engine the client shares the cores with the server, so it does per event only what the
-record needs: one recv per network read (bracket.http_stream), the read's lines split once, each
-event decoded by orjson, its text kept; bench/results/harness_accuracy.md measures what that costs
-per token beside llama-benchy's client.
+On a CPU engine the client shares the cores with the server, so while the stream runs it does per
+network read only what the timing needs: one recv_into a kept buffer and one time stamp
+(bracket.http_stream.Stream.record). The events are parsed from the kept bytes once the stream
+ends, or earlier where a marker in the bytes asks (its end, an error event, a line growing past its
+limit), each timed by the read that brought it (bracket.stream_events), so every definition above
+reads as if each event had been parsed as it came; bench/results/harness_accuracy.md measures
+what that costs per token beside llama-benchy's client.
+
+Anything the server sends is untrusted: a value that cannot be what it claims (a token count that is
+not a non-negative whole number, an event the engine's reader cannot read) makes the request an
+error record that keeps the start and end of the response (raw_response, redacted), never an
+exception; a token count the events cannot carry is flagged (count_check).
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import socket
 import threading
 import time
@@ -27,10 +34,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import httpx
-import orjson
 
 from bracket import http_stream
-from bracket.secrets import redact
+from bracket.stream_events import Events, clip
 
 
 @dataclass
@@ -73,11 +79,6 @@ class Counts:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     finish_reason: str | None = None
-
-
-def _clip(text: str, n: int) -> str:
-    """Server text for a record: secrets redacted before it is cut, so no part of one survives the cut."""
-    return redact(text)[:n]
 
 
 class _Deadline:
@@ -134,133 +135,9 @@ class _Deadline:
             self._timer.cancel()
 
 
-def _decode(payload: bytes) -> object:
-    """An event orjson refused: bytes that are not UTF-8 are read as before this client read bytes
-    itself (each bad byte one U+FFFD), so no stream that parsed then fails now; JSONDecodeError
-    only for what is not JSON."""
-    return json.loads(payload.decode("utf-8", errors="replace"))
-
-
-_EOL = b"\r\n"
-# The longest stream line read (one event): a server that never ends a line is cut here, not when the
-# host runs out of memory. Legitimate lines are far shorter (a vLLM event with prompt_token_ids of a
-# 128k-token prompt is about 1 MB).
-LINE_LIMIT = 16 << 20
-# What an error record keeps of the response body: its first and last RAW_KEEP bytes.
-RAW_KEEP = 2048
 # The markers that make the timed path parse what it has kept (bracket.http_stream.Stream.record):
-# the stream's end and an error event. A marker inside a token's text only costs a parse.
+# the stream's end and an error event. A marker inside a token's text only costs an early parse.
 _HINTS = {"sse": (b"[DONE]", b'"error"'), "ndjson": (b'"done":true', b'"done": true', b'"error"')}
-
-
-class _Events:
-    """The stream's lines parsed into events, each timed by the read that brought it.
-
-    feed(now, data) takes the body's bytes of one read (any split); events are decoded by orjson,
-    their text kept; `done` once the end marker was seen, `error` (text) on the first malformed
-    event, error event or over-long line, `end` the time of the read that ended it. The first and
-    last RAW_KEEP bytes of the body are kept for an error record.
-    """
-
-    def __init__(self, sse: bool, new_text, is_last, on_event, on_timed_event=None):
-        self.sse, self.new_text, self.is_last, self.on_event = sse, new_text, is_last, on_event
-        self.on_timed_event = on_timed_event
-        self.events: list[dict] = []
-        self.parts: list[str] = []
-        self.text_events = 0
-        self.t_first = self.t_last = self.end = None
-        self.done = False
-        self.error: str | None = None
-        self.tail: bytes | bytearray = b""
-        self.head = b""
-        self.last = b""
-        self.size = 0
-
-    def feed(self, now: float, data: bytes) -> None:
-        if self.done or self.error is not None:
-            return
-        self.size += len(data)
-        if len(self.head) < RAW_KEEP:
-            self.head += data[:RAW_KEEP - len(self.head)]
-        self.last = (self.last + data)[-RAW_KEEP:] if len(data) < RAW_KEEP else data[-RAW_KEEP:]
-        # The read's complete lines; a line split over reads comes with the read that ends it.
-        # Lines end at LF, CR or CRLF (SSE's rule; bytes.splitlines splits on nothing else,
-        # so a raw U+2028 inside a JSON string stays in its line).
-        if self.tail:
-            if b"\n" not in data and b"\r" not in data:
-                self.tail += data  # a line still growing: extended in place, not copied per read
-                data = b""
-            else:
-                data = bytes(self.tail) + data
-        if data:
-            lines = data.splitlines()
-            self.tail = b"" if data[-1] in _EOL else bytearray(lines.pop())
-        else:
-            lines = []
-        if len(self.tail) > LINE_LIMIT:
-            self.error = (f"a stream line longer than {LINE_LIMIT >> 20} MiB without a line end: the server does "
-                          f"not frame its events ({_clip(_text(self.tail[:80]), 80)!r}...)")
-            self.tail = b""
-            self.end = now
-            return
-        sse, loads, JSONDecodeError = self.sse, orjson.loads, orjson.JSONDecodeError
-        add_event, add_part, new_text, on_event = self.events.append, self.parts.append, self.new_text, self.on_event
-        for line in lines:
-            if sse:
-                if not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    self.done, self.end = True, now
-                    return
-            else:
-                payload = line.strip()
-                if not payload:
-                    continue
-            try:
-                try:
-                    event = loads(payload)
-                except JSONDecodeError:  # not UTF-8, or not JSON
-                    event = _decode(payload)
-            except (json.JSONDecodeError, RecursionError):
-                self.error, self.end = f"malformed stream event: {_clip(_text(payload), 200)!r}", now
-                return
-            if type(event) is not dict:
-                self.error, self.end = f"unexpected stream event: {_clip(_text(payload), 200)!r}", now
-                return
-            if event.get("error"):
-                self.error, self.end = f"server error in stream: {_clip(str(event['error']), 300)}", now
-                return
-            add_event(event)
-            try:
-                text = new_text(event)
-                if text and type(text) is not str:
-                    raise TypeError(f"text is {type(text).__name__}, not a string")
-                if on_event is not None:
-                    on_event(event)
-                if self.on_timed_event is not None:
-                    self.on_timed_event(event, now)
-                last = not sse and self.is_last(event) is True
-            except Exception as exc:  # anything a server sends is untrusted: a malformed field ends this record
-                self.error, self.end = (f"a stream event the client cannot read ({type(exc).__name__}): "
-                                        f"{_clip(_text(payload), 200)!r}"), now
-                return
-            if text:
-                self.text_events += 1
-                add_part(text)
-                if self.t_first is None:
-                    self.t_first = now
-                self.t_last = now
-            if last:
-                self.done, self.end = True, now
-                return
-
-    def raw(self) -> str:
-        """The body as the server sent it, bounded (first and last RAW_KEEP bytes) and redacted."""
-        if self.size <= 2 * RAW_KEEP:
-            body = (self.head + self.last[max(0, len(self.last) - (self.size - len(self.head))):])
-            return redact(_text(body))
-        return redact(f"{_text(self.head)}\n... ({self.size - 2 * RAW_KEEP} bytes left out) ...\n{_text(self.last)}")
 
 
 def _count(value, name: str) -> int | None:
@@ -271,7 +148,7 @@ def _count(value, name: str) -> int | None:
         return value
     if type(value) is float and value.is_integer() and value >= 0:
         return int(value)
-    shown = _clip(repr(value) if not isinstance(value, str) else repr(value), 80)
+    shown = clip(repr(value) if not isinstance(value, str) else repr(value), 80)
     raise _Malformed(f"{name} is {shown}, not a non-negative whole number")
 
 
@@ -350,7 +227,7 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
     sse = framing == "sse"
     m = Measurement(started_at=time.time())
-    ev = _Events(sse, new_text, is_last, on_event, on_timed_event)
+    ev = Events(sse, new_text, is_last, on_event, on_timed_event)
     t0 = time.perf_counter()
     end = None
     end_marker = "[DONE]" if sse else "the final object (done: true)"
@@ -375,25 +252,20 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
             if status != 200:
                 raw = resp.read_all() if fast else resp.read()
                 text = raw.decode("utf-8", errors="replace")
-                m.error = f"HTTP {status}: {_clip(text, 500)}"
+                m.error = f"HTTP {status}: {clip(text, 500)}"
                 m.wall_s = time.perf_counter() - t0
                 return m, ev.events
             if fast and resp.recordable:
                 def stop() -> bool:
-                    for now, data in resp.recorded():
-                        ev.feed(now, data)
-                        if ev.done or ev.error is not None:
-                            return True
-                    return False
+                    ev.feed_reads(*resp.recorded())
+                    return ev.over
 
                 try:
                     resp.record(stop, _HINTS[framing], unterminated_limit=1 << 20)
                 finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
                     with contextlib.suppress(httpx.HTTPError):
                         stop()
-                    last = resp.last_read
-                    if ev.end is None and ev.tail:
-                        ev.feed(last, b"\n")  # a last line without a line end still counts
+                    ev.finish(resp.last_read)
             else:
                 reads = resp.reads() if fast else ((time.perf_counter(), b) for b in resp.iter_bytes())
                 last = time.perf_counter()
@@ -401,11 +273,10 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
                     for now, data in reads:
                         last = now
                         ev.feed(now, data)
-                        if ev.done or ev.error is not None:
+                        if ev.over:
                             break
                 finally:
-                    if ev.end is None and ev.tail:
-                        ev.feed(last, b"\n")  # a last line without a line end still counts
+                    ev.finish(last)
             end = ev.end if ev.end is not None else time.perf_counter()
             if ev.error is not None:
                 m.error = ev.error
@@ -417,7 +288,7 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         m.error = ev.error or f"timed out after {stall:g} s without data from the server (request.timeout_s)"
         end = ev.end if ev.error else time.perf_counter()
     except httpx.HTTPError as exc:
-        m.error = ev.error or _clip(f"{type(exc).__name__}: {exc}", 500)
+        m.error = ev.error or clip(f"{type(exc).__name__}: {exc}", 500)
         end = ev.end if ev.error else time.perf_counter()
     finally:
         deadline.cancel()
@@ -440,7 +311,7 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         m.prompt_tokens = _count(c.prompt_tokens, "prompt_tokens")
         m.cached_tokens = _count(c.cached_tokens, "cached_tokens")
         if c.finish_reason is not None and type(c.finish_reason) is not str:
-            raise _Malformed(f"finish_reason is {_clip(repr(c.finish_reason), 80)}, not a string")
+            raise _Malformed(f"finish_reason is {clip(repr(c.finish_reason), 80)}, not a string")
         m.finish_reason = c.finish_reason
     except Exception as exc:  # a value no engine sends: this record is an error, the block goes on
         what = str(exc) if isinstance(exc, _Malformed) else f"{type(exc).__name__}"
@@ -458,10 +329,6 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
     if m.error is not None and ev.size:
         m.raw_response = ev.raw()
     return m, ev.events
-
-
-def _text(payload: bytes) -> str:
-    return payload.decode("utf-8", errors="replace")
 
 
 def _socket_of(response: httpx.Response) -> socket.socket | None:

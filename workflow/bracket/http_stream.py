@@ -92,6 +92,7 @@ class Stream:
         self._times: list[float] = []
         self._ends: list[int] = []
         self._done = 0
+        self._rpos, self._cleft, self._ccrlf = 0, 0, False  # where `recorded` goes on decoding
 
     # ---- connecting and sending ---------------------------------------------------------------
     def _connect(self) -> tuple[socket.socket, bool]:
@@ -345,26 +346,88 @@ class Stream:
         """The time of the last recorded read (now, when none was)."""
         return self._times[-1] if self._times else time.perf_counter()
 
-    def recorded(self) -> list[tuple[float, bytes]]:
-        """The recorded reads not handed out before, framing undone: (time of the read, body bytes).
+    def recorded(self) -> tuple[bytes, list[int], list[float]]:
+        """The recorded reads not handed out before, framing undone, in one piece.
 
-        Sets `complete` once the body's last chunk was seen; raises RemoteProtocolError on a
-        malformed chunked body."""
-        out = []
-        first, times, ends, buf = self._done, self._times, self._ends, self._buf
-        a = ends[first - 1] if first else 0
-        feed = self._decoder.feed
-        for i in range(first, len(ends)):
-            b = ends[i]
-            data = feed(buf[a:b])
-            a = b
-            self._done = i + 1
-            if data:
-                out.append((times[i], data))
-            if self._decoder.complete:
-                self.complete = True
-                break
-        return out
+        Returns (body, ends, times): the body bytes those reads carried, the offset in `body` at
+        which read i ends, and the time read i returned. One pass over the kept bytes: per chunk a
+        search for its size line and a slice, however the chunks fall into reads. Sets `complete`
+        once the body's last chunk was seen; raises RemoteProtocolError on a malformed chunked body.
+        """
+        first, ends = self._done, self._ends
+        if first >= len(ends):
+            return b"", [], []
+        raw_end = ends[-1]
+        buf = self._buf
+        view = memoryview(buf)
+        find = buf.find
+        pieces = []
+        body_ends = []
+        pos, left, crlf = self._rpos, self._cleft, self._ccrlf
+        size_out = 0  # body bytes so far
+        r = first
+        n_reads = len(ends)
+        try:
+            while pos < raw_end and not self.complete:
+                if left:  # the rest of a chunk's data
+                    b = pos + left if pos + left <= raw_end else raw_end
+                    while r < n_reads and ends[r] <= b:
+                        body_ends.append(size_out + (ends[r] - pos if ends[r] > pos else 0))
+                        r += 1
+                    pieces.append(view[pos:b])
+                    size_out += b - pos
+                    left -= b - pos
+                    pos = b
+                    if left:
+                        break
+                    crlf = True
+                if crlf:
+                    if raw_end - pos < 2:
+                        break
+                    if buf[pos:pos + 2] != b"\r\n":
+                        raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
+                    pos += 2
+                    crlf = False
+                    continue
+                i = find(b"\r\n", pos, raw_end)
+                if i < 0:
+                    if raw_end - pos > 1024:
+                        raise httpx.RemoteProtocolError("malformed chunked body: chunk header too long")
+                    break
+                if _HEX(buf, pos, i):
+                    size = int(buf[pos:i], 16)
+                else:  # a chunk extension (`;name=value`), or not a size at all
+                    head = bytes(buf[pos:i]).split(b";", 1)[0].strip()
+                    if not _HEX(head):
+                        raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {bytes(buf[pos:i])[:40]!r}")
+                    size = int(head, 16)
+                if size == 0:
+                    # The last chunk; trailers (if any) end with an empty line.
+                    if buf.startswith(b"\r\n", i + 2, raw_end) or find(b"\r\n\r\n", i, raw_end) >= 0:
+                        self.complete = True
+                    break
+                a = i + 2
+                b = a + size
+                if b + 2 <= raw_end and buf.startswith(b"\r\n", b, b + 2):  # the whole chunk is here
+                    while r < n_reads and ends[r] <= b + 2:
+                        e = ends[r] - a
+                        body_ends.append(size_out + (e if 0 < e < size else 0 if e <= 0 else size))
+                        r += 1
+                    pieces.append(view[a:b])
+                    size_out += size
+                    pos = b + 2
+                    continue
+                pos = a
+                left = size
+        finally:
+            view.release()
+        while r < n_reads:  # reads that ended in framing, or after the body's end
+            body_ends.append(size_out)
+            r += 1
+        self._rpos, self._cleft, self._ccrlf = pos, left, crlf
+        self._done = n_reads
+        body = b"".join(pieces) if len(pieces) != 1 else bytes(pieces[0])
+        return body, body_ends, self._times[first:]
 
     def read_all(self) -> bytes:
         """The rest of the body, whole (an error response)."""
