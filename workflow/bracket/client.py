@@ -97,9 +97,9 @@ class _Deadline:
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
 
-    def arm(self, elapsed_s: float) -> None:
-        """Start the clock, `elapsed_s` after the request's t0."""
-        self._timer = threading.Timer(max(self.limit_s - elapsed_s, 0.0), self._fire)
+    def arm(self) -> None:
+        """Start the clock."""
+        self._timer = threading.Timer(self.limit_s, self._fire)
         self._timer.daemon = True
         self._timer.start()
 
@@ -242,8 +242,10 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         request = http.build_request("POST", url, json=body, timeout=stall,
                                      extensions={"trace": deadline.trace})
         fast = http_stream.fast_path(http, request)
+        # The clock runs from before connecting: a server that stalls in its head is cut too. Started
+        # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
+        deadline.arm()
         t0 = time.perf_counter()
-        deadline.arm(0.0)  # from connecting on: a server that stalls in its head is cut too
         with (http_stream.Stream(http, request, stall, on_socket=deadline.watch).open() if fast else
               contextlib.closing(http.send(request, stream=True))) as resp:
             status = resp.status if fast else resp.status_code
