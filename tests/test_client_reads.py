@@ -228,6 +228,21 @@ def test_keep_alive_one_connection_for_several_requests():
     srv.close()
 
 
+def test_keep_alive_when_done_and_the_body_end_arrive_in_pieces():
+    """[DONE] seen while its chunk's last bytes are still to come: the body's end is read after the timing
+    from where the kept bytes stopped, and the connection serves the next request."""
+    body = text_event(" a") + usage_event(1) + b"data: [DONE]\n\n"
+    whole = HEAD + chunk(body) + END
+    cut = whole.index(b"[DONE]") + 7  # after "[DONE]\n": the blank line and the chunk's CRLF still to come
+    srv = Scripted(*[[(whole[:cut], 0), (whole[cut:], 1)] for _ in range(2)])
+    with httpx.Client() as http:
+        for _ in range(2):
+            m, _ = measure(srv, http)
+            assert m.error is None and m.output_text == " a"
+    assert srv.accepts == 1
+    srv.close()
+
+
 def test_content_length_and_gzip_bodies():
     import gzip
     body = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"

@@ -82,26 +82,41 @@ class Counts:
 
 
 class _Deadline:
-    """Ends a request at `limit_s` after it was sent, however the server paces its bytes.
+    """Ends a request at `limit_s` after its t0, however the server paces its bytes.
 
     A read timeout is a limit between two reads: a server that sends one header or one token every
-    few seconds never trips it. The deadline runs from before connecting; at it, the connection's
-    socket (handed over by `watch` as soon as it exists) is shut down, which wakes a blocked read
-    at once; the request then ends and is recorded as over its limit.
+    few seconds never trips it. The deadline covers connecting, the response's head and its body: at
+    it, the connection's socket (handed over by `watch` as soon as it exists) is shut down, which
+    wakes a blocked read at once; the request then ends and is recorded as over its limit. Its thread
+    is started before t0 (`arm`; a thread's start takes a loaded machine up to milliseconds, which are
+    not the server's) and told t0 after (`begin`).
     """
 
     def __init__(self, limit_s: float):
         self.limit_s = limit_s
         self.fired = False
         self._sock: socket.socket | None = None
-        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
+        self._go = threading.Event()
+        self._stop = threading.Event()
+        self._at = 0.0
 
     def arm(self) -> None:
-        """Start the clock."""
-        self._timer = threading.Timer(self.limit_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        threading.Thread(target=self._run, name="bracket-request-deadline", daemon=True).start()
+
+    def begin(self, t0: float) -> None:
+        """The clock runs from t0 (time.perf_counter)."""
+        self._at = t0 + self.limit_s
+        self._go.set()
+
+    def _run(self) -> None:
+        self._go.wait()
+        while not self._stop.is_set():
+            left = self._at - time.perf_counter()
+            if left <= 0:
+                self._fire()
+                return
+            self._stop.wait(left)
 
     def watch(self, sock: socket.socket | None) -> None:
         """The socket to shut at the deadline (shut at once when the deadline has passed)."""
@@ -131,8 +146,8 @@ class _Deadline:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._stop.set()
+        self._go.set()
 
 
 # The markers that make the timed path parse what it has kept (bracket.http_stream.Stream.record):
@@ -246,6 +261,7 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
         deadline.arm()
         t0 = time.perf_counter()
+        deadline.begin(t0)
         with (http_stream.Stream(http, request, stall, on_socket=deadline.watch).open() if fast else
               contextlib.closing(http.send(request, stream=True))) as resp:
             status = resp.status if fast else resp.status_code

@@ -439,6 +439,12 @@ class Stream:
         if self.complete or not self._reusable or self.sock is None:
             return
         try:
+            if self._ends and self._body is None:  # read by `record`: the chunk decoder goes on where it stopped
+                self.recorded()
+                if self.complete:
+                    return
+                d = self._decoder
+                d._buf, d._left, d._crlf = bytes(self._buf[self._rpos:self._ends[-1]]), self._cleft, self._ccrlf
             self.timeout_s = wait_s
             if self._body is not None:
                 self._blocking()
