@@ -1,10 +1,10 @@
-"""The client's own body reader: framing undone per network read, events parsed per read, each event
-stamped with the time of the read that brought it.
+"""The client's own body reader: each network read stamped as it returns and kept, framing undone and
+events parsed from the kept reads, each event timed by the read that brought it.
 
 A scripted server on a thread of this process writes the response in pieces the test chooses; one
 piece is one sendall (on loopback, one read of the client's), and a piece marked to wait is sent
-only after the client has handled a given number of events (on_event), so it cannot share a read
-with what came before. The chunked decoder is also checked alone, on every split of a body.
+only after the client has stamped a given number of reads, so it cannot share a read with what came
+before. The chunked decoder is also checked alone, on every split of a body.
 """
 
 import hashlib
@@ -42,9 +42,10 @@ END = b"0\r\n\r\n"
 
 
 class Scripted:
-    """Answers each request with the next script: a list of (bytes, wait_for_events) pieces.
+    """Answers each request with the next script: a list of (bytes, wait) pieces.
 
-    wait_for_events: send the piece only once the client's on_event has seen that many events.
+    wait: send the piece only once the client has stamped that many reads of this response (it calls
+    time.perf_counter once as each read returns, and not otherwise after sending its request).
     """
 
     def __init__(self, *scripts):
@@ -57,7 +58,7 @@ class Scripted:
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
-    def on_event(self, event) -> None:
+    def tick(self) -> None:
         with self.cond:
             self.seen += 1
             self.cond.notify_all()
@@ -97,11 +98,19 @@ class Scripted:
 def measure(srv: Scripted, http: httpx.Client | None = None, timeout_s: float = 5.0):
     own = http is None
     http = http or httpx.Client()
+    real = http_stream.time.perf_counter
+
+    def perf() -> float:
+        t = real()
+        srv.tick()
+        return t
+
+    http_stream.time.perf_counter = perf
     try:
         m, events = timed_stream(http, srv.url, {"prompt": "x", "stream": True}, timeout_s, framing="sse",
-                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts,
-                                 on_event=srv.on_event)
+                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts)
     finally:
+        http_stream.time.perf_counter = real
         if own:
             http.close()
     return m, events
@@ -148,7 +157,7 @@ def test_a_stream_that_arrives_in_one_read_has_no_tg():
 def test_separate_reads_get_separate_times(monkeypatch):
     taken = stamps(monkeypatch)
     srv = Scripted([(HEAD + chunk(text_event(" a")), 0), (chunk(text_event(" b")), 1),
-                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 4)])
+                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 3)])
     m, _ = measure(srv)
     assert m.error is None and m.output_text == " a b c"
     # 3 tokens between the first and last text read: tg = 2 / (t_c - t_a), both times taken as a read returned.
@@ -219,6 +228,21 @@ def test_keep_alive_one_connection_for_several_requests():
     srv.close()
 
 
+def test_keep_alive_when_done_and_the_body_end_arrive_in_pieces():
+    """[DONE] seen while its chunk's last bytes are still to come: the body's end is read after the timing
+    from where the kept bytes stopped, and the connection serves the next request."""
+    body = text_event(" a") + usage_event(1) + b"data: [DONE]\n\n"
+    whole = HEAD + chunk(body) + END
+    cut = whole.index(b"[DONE]") + 7  # after "[DONE]\n": the blank line and the chunk's CRLF still to come
+    srv = Scripted(*[[(whole[:cut], 0), (whole[cut:], 1)] for _ in range(2)])
+    with httpx.Client() as http:
+        for _ in range(2):
+            m, _ = measure(srv, http)
+            assert m.error is None and m.output_text == " a"
+    assert srv.accepts == 1
+    srv.close()
+
+
 def test_content_length_and_gzip_bodies():
     import gzip
     body = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"
@@ -263,6 +287,7 @@ class _Sock:
 def _decode(pieces, rest=b""):
     s = http_stream.Stream.__new__(http_stream.Stream)
     s.sock, s._rest, s._framing, s._inflate, s._body, s.timeout_s, s.complete = _Sock(pieces), rest, "chunked", None, None, 1.0, False
+    s._decoder = http_stream.ChunkDecoder()
     return [data for _, data in s.reads()], s.complete
 
 
@@ -277,6 +302,40 @@ def test_chunked_decoder_on_every_split_of_a_body():
     assert b"".join(out) == want and complete
     out, complete = _decode([raw[i:i + 1] for i in range(len(raw))])  # one byte per read
     assert b"".join(out) == want and complete
+
+
+def _recorded(reads, calls=1):
+    """The timed path's decoding of kept reads (Stream.recorded), asked `calls` times along the way."""
+    s = http_stream.Stream("unused", httpx.Request("POST", "http://127.0.0.1:1/"), 1.0)
+    s._buf = bytearray(b"".join(reads) + b"\0" * 64)  # capacity past the kept bytes, as record leaves it
+    body, ends, times = b"", [], []
+    cut = max(1, len(reads) // calls)
+    for k in range(0, len(reads), cut):
+        for r in reads[k:k + cut]:
+            s._times.append(float(len(s._times)))
+            s._ends.append((s._ends[-1] if s._ends else 0) + len(r))
+        b, e, t = s.recorded()
+        ends += [len(body) + x for x in e]
+        times += t
+        body += b
+    return body, ends, times, s.complete
+
+
+def test_kept_reads_decode_on_every_split_and_each_read_ends_where_its_bytes_end():
+    payloads = [b"data: one\n\n", b"x" * 300, b"\r\n\r\n", b"last"]
+    raw = b"".join(chunk(p) for p in payloads) + b"5;ext=1\r\nhello\r\n" + END
+    want = b"".join(payloads) + b"hello"
+    for cut in range(len(raw) + 1):
+        for calls in (1, 2):
+            reads = [raw[:cut], raw[cut:]] if 0 < cut < len(raw) else [raw]
+            body, ends, times, complete = _recorded(reads, calls)
+            assert body == want and complete and ends[-1] == len(want), (cut, calls)
+            if len(reads) == 2:
+                # the first read's body: what of the payloads lies before the cut, framing taken out
+                first = http_stream.ChunkDecoder().feed(raw[:cut])
+                assert ends[0] == len(first) and times == [0.0, 1.0], (cut, calls)
+    body, ends, _, complete = _recorded([raw[i:i + 1] for i in range(len(raw))], calls=7)  # a byte per read
+    assert body == want and complete and ends == sorted(ends) and len(ends) == len(raw)
 
 
 @pytest.mark.parametrize("bad", [b"zz\r\nab\r\n", b"0x2\r\nab\r\n", b"2\r\nabXY", b"-2\r\nab\r\n"])

@@ -352,3 +352,32 @@ def test_a_secret_on_the_servers_command_line_is_refused(args):
     with pytest.raises(config.ExperimentError, match=f"engine.args passes {args[0].split('=')[0]}.*api_key_env"):
         config.validate({"arms": {"a": {}}, "engine": {"args": args}}, source="x.yaml")
     config.validate({"arms": {"a": {"args": ["--max-num-batched-tokens", "512", "--tokenizer-mode", "auto"]}}})
+
+
+@pytest.mark.integration
+def test_malformed_counts_a_key_in_a_number_and_a_stalled_head_are_error_records_and_the_block_goes_on(
+        tmp_path, monkeypatch, capsys):
+    """Issue 33 through the block runner: NaN as a token count, the API key where cached_tokens belongs, a
+    server that sends one header every 0.3 s. Each is one error record with the response kept (key masked),
+    the stalled head ends at request.timeout_s, and the block's next request is measured."""
+    monkeypatch.setenv("BRACKET_TEST_API_KEY", fk.SECRET)
+    port = fk.free_port()
+    cfg = fk.experiment(tmp_path, port, runs=5, api_key_env="BRACKET_TEST_API_KEY", request={"timeout_s": 2.0})
+    raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY",
+                                              "--script", "ok,nan_count,key_in_count,stall_head,ok"))
+    recs = fk.lines(raw)
+    assert len(recs) == 5
+    assert recs[0]["error"] is None and recs[4]["error"] is None and recs[4]["completion_tokens"] == 8
+    assert recs[1]["error"] == ("malformed token counts in the response: completion_tokens is nan, not a "
+                                "non-negative whole number")
+    assert '"completion_tokens": NaN' in recs[1]["raw_response"]
+    assert recs[2]["error"] == ("malformed token counts in the response: cached_tokens is 'Bearer ***', not a "
+                                "non-negative whole number")
+    assert '"cached_tokens": "Bearer ***"' in recs[2]["raw_response"]
+    assert recs[3]["error"] == "timed out after 2 s without data from the server (request.timeout_s)"
+    assert 2.0 <= recs[3]["wall_s"] < 3.0, recs[3]["wall_s"]
+    assert json.loads(fk.block_paths(tmp_path)["meta_path"].read_text())["status"] == "complete"
+    assert records.tidy(recs)["valid"].tolist() == [True, False, False, False, True]
+    assert fk.files_containing(tmp_path, fk.SECRET) == []
+    out = capsys.readouterr()
+    assert fk.SECRET not in out.out + out.err and "Traceback" not in out.out + out.err

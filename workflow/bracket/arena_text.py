@@ -23,9 +23,7 @@ completions` goes through the adapter's own measure (its native stream) for ever
 
 from __future__ import annotations
 
-import inspect
 import random
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -246,10 +244,8 @@ def _ollama_counts(events: list[dict]) -> Counts:
 
 
 # The client hands each event the time of the network read that brought it (on_timed_event), as
-# llama-benchy stamps each read (aiohttp iter_any). A client without that hook is given the time the
-# event is seen instead: the same within microseconds, except that the events of one burst then
-# differ by their parsing time and llama-benchy's reading (text_chunks) no longer groups them.
-_READ_TIMES = "on_timed_event" in inspect.signature(timed_stream).parameters
+# llama-benchy stamps each read (aiohttp iter_any): the events of one burst share their read's time,
+# so llama-benchy's reading (text_chunks) groups them as llama-benchy does.
 
 
 def _first_choice_text(event: dict) -> str:
@@ -279,8 +275,7 @@ def send(adapter, http, base: str, model: str, context: str, prompt: str, reques
     marks: dict = {}
     chunks: list[tuple[float, int | None]] = []
 
-    def on_event(event: dict, now: float | None = None) -> None:
-        now = time.perf_counter() if now is None else now
+    def on_event(event: dict, now: float) -> None:  # now: the time of the read that brought the event
         if framing == "ndjson":
             has_choice, text = True, (event.get("message") or {}).get("content") or ""
             ids = None
@@ -295,16 +290,15 @@ def send(adapter, http, base: str, model: str, context: str, prompt: str, reques
                 marks["text"] = now
                 marks["first_tokens"] = chunks[-1][1] or None
 
-    hook = {"on_timed_event": on_event} if _READ_TIMES else {"on_event": on_event}
     if framing == "ndjson":
         m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="ndjson",
-                                 new_text=lambda e: (e.get("message") or {}).get("content") or "",
-                                 is_last=lambda e: e.get("done") is True, counts=_ollama_counts, **hook)
+                            new_text=lambda e: (e.get("message") or {}).get("content") or "",
+                            is_last=lambda e: e.get("done") is True, counts=_ollama_counts, on_timed_event=on_event)
     else:
-        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse",
-                                 new_text=_openai_chat_text, is_last=lambda e: False, counts=_openai_counts,
-                                 missing_counts="no usage in the response (the server must honour "
-                                                "stream_options.include_usage)", **hook)
+        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse", new_text=_openai_chat_text,
+                            is_last=lambda e: False, counts=_openai_counts, on_timed_event=on_event,
+                            missing_counts="no usage in the response (the server must honour "
+                                           "stream_options.include_usage)")
         adapter.adjust(m, events)
     ttfr = m.ttft_s
     if m.ttft_s is not None and "choice" in marks and "text" in marks:

@@ -24,7 +24,7 @@ import struct
 import time
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import h11
 import httpcore
@@ -69,8 +69,11 @@ class Stream:
     read to its end and the server allows keep-alive, else it is closed.
     """
 
-    def __init__(self, http: httpx.Client, request: httpx.Request, timeout_s: float):
-        self.http, self.request, self.timeout_s = http, request, timeout_s
+    def __init__(self, http: httpx.Client, request: httpx.Request, timeout_s: float,
+                 on_socket: Callable[[socket.socket], None] | None = None):
+        # on_socket: told each socket as soon as it is connected (or taken from the idle set), before
+        # anything is sent: the caller's whole-request deadline shuts it, the response's head included.
+        self.http, self.request, self.timeout_s, self.on_socket = http, request, timeout_s, on_socket
         url = request.url
         self.key = (url.host, url.port or 80)
         self.sock: socket.socket | None = None
@@ -83,6 +86,13 @@ class Stream:
         self._inflate = None
         self._body: Iterator[tuple[float, bytes]] | None = None
         self.complete = False  # the body ended where its framing says it ends
+        self._decoder = ChunkDecoder()
+        # What `record` kept: the raw bytes, and per read its time and where it ends; `_done` reads decoded.
+        self._buf = bytearray()
+        self._times: list[float] = []
+        self._ends: list[int] = []
+        self._done = 0
+        self._rpos, self._cleft, self._ccrlf = 0, 0, False  # where `recorded` goes on decoding
 
     # ---- connecting and sending ---------------------------------------------------------------
     def _connect(self) -> tuple[socket.socket, bool]:
@@ -113,6 +123,8 @@ class Stream:
         for attempt in (0, 1):
             sock, reused = self._connect()
             self.sock = sock
+            if self.on_socket is not None:
+                self.on_socket(sock)
             conn = h11.Connection(h11.CLIENT)
             try:
                 sock.settimeout(self.timeout_s)
@@ -239,95 +251,183 @@ class Stream:
                                         f"(received {self._length - left} bytes, expected {self._length})")
 
     def _chunked(self) -> Iterator[tuple[float, bytes]]:
-        """Chunked transfer coding undone per read; a chunk split over reads is passed on as it comes.
+        """Chunked transfer coding undone per read (ChunkDecoder); a chunk split over reads is passed on as it comes."""
+        feed = self._decoder.feed
+        for now, data in self._raw():
+            out = feed(data)
+            if out:
+                yield now, out
+            if self._decoder.complete:
+                self.complete = True
+                return
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
+                                        "(incomplete chunked read)")
 
-        The hot loop of the client: one recv, one time stamp and, in the common case of a read that
-        holds whole chunks, a find and a slice per chunk.
+    # ---- the timed path -----------------------------------------------------------------------
+    @property
+    def recordable(self) -> bool:
+        """True when `record` can read this body: chunked, no Content-Encoding (every engine's stream)."""
+        return self._framing == "chunked" and self._inflate is None and self._body is None
+
+    def record(self, stop: Callable[[], bool], hints: tuple[bytes, ...] = (),
+               unterminated_limit: int = 1 << 20) -> None:
+        """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
+
+        The timed client's hot loop: per network read one recv_into a preallocated buffer, one
+        perf_counter, two list appends and a few searches of the new bytes in C. `stop()` (the
+        caller's parser, fed by `recorded()`) is asked only when a read holds one of `hints` (the
+        caller's end or error markers), ends the chunked body, or when more than
+        `unterminated_limit` bytes came without a chunk that ends a line (an endless line); it
+        returns True to stop reading. The read that made it True is the last one recorded.
+        Errors (the stall limit, a dropped connection) are raised as httpx's, with what came kept.
         """
         perf = time.perf_counter
-        recv = self.sock.recv
-        buf = self._rest
-        now = perf()
-        left = 0  # bytes of the current chunk's data still to come
-        crlf = False  # the CRLF after a chunk's data is still to come
-        blocking = False
+        times, ends = self._times, self._ends
+        size = 1 << 20
+        buf = bytearray(size)
+        view = memoryview(buf)
+        pos = 0
+        rest, self._rest = self._rest, b""
+        if rest:
+            if len(rest) + READ_BYTES > size:
+                size = len(rest) + READ_BYTES
+                view.release()
+                buf = bytearray(size)
+                view = memoryview(buf)
+            buf[:len(rest)] = rest
+            pos = len(rest)
+            times.append(perf())
+            ends.append(pos)
+        self._buf = buf
+        find, endswith = buf.find, buf.endswith
+        run = pos  # bytes since the last chunk that ended a line
+        if rest and (any(find(h) >= 0 for h in hints) or endswith(b"0\r\n\r\n", 0, pos)) and (stop() or self.complete):
+            return
+        self._blocking()
+        recv_into = self.sock.recv_into
         while True:
-            if not left and not crlf:
-                # Fast path: the read is exactly one whole chunk (a server's write of one event).
-                i = buf.find(b"\r\n", 0, 18)
-                if i > 0:
-                    size = int(buf[:i], 16) if _HEX(buf, 0, i) else 0
-                    j = i + 2 + size
-                    if size and len(buf) == j + 2 and buf.endswith(b"\r\n"):
-                        yield now, buf[i + 2:j]
-                        buf = b""
-                        if not blocking:
-                            self._blocking()
-                            blocking = True
-                        try:
-                            data = recv(READ_BYTES)
-                        except OSError as exc:
-                            raise _read_error(exc) from exc
-                        now = perf()
-                        if not data:
-                            raise httpx.RemoteProtocolError("peer closed connection without sending complete "
-                                                            "message body (incomplete chunked read)")
-                        buf = data
-                        continue
-            out = []
-            pos, end = 0, len(buf)
-            while pos < end:
-                if left:
-                    take = min(left, end - pos)
-                    out.append(buf[pos:pos + take])
-                    pos += take
-                    left -= take
+            if size - pos < READ_BYTES:
+                size *= 2
+                view.release()
+                buf = bytearray(size)
+                buf[:pos] = self._buf[:pos]
+                self._buf = buf
+                view = memoryview(buf)
+                find, endswith = buf.find, buf.endswith
+            try:
+                n = recv_into(view[pos:pos + READ_BYTES])
+            except OSError as exc:
+                raise _read_error(exc) from exc
+            now = perf()
+            if not n:
+                raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
+                                                "(incomplete chunked read)")
+            start = pos
+            pos += n
+            times.append(now)
+            ends.append(pos)
+            if endswith(b"\n\r\n", 0, pos):
+                run = 0
+                if endswith(b"0\r\n\r\n", 0, pos) and (stop() or self.complete):
+                    return
+            else:
+                run += n
+                if run > unterminated_limit:
+                    run = 0
+                    if stop() or self.complete:
+                        return
+            lo = start - 16 if start > 16 else 0  # a marker split over two reads is found too
+            for h in hints:
+                if find(h, lo, pos) >= 0 and (stop() or self.complete):
+                    return
+
+    @property
+    def last_read(self) -> float:
+        """The time of the last recorded read (now, when none was)."""
+        return self._times[-1] if self._times else time.perf_counter()
+
+    def recorded(self) -> tuple[bytes, list[int], list[float]]:
+        """The recorded reads not handed out before, framing undone, in one piece.
+
+        Returns (body, ends, times): the body bytes those reads carried, the offset in `body` at
+        which read i ends, and the time read i returned. One pass over the kept bytes: per chunk a
+        search for its size line and a slice, however the chunks fall into reads. Sets `complete`
+        once the body's last chunk was seen; raises RemoteProtocolError on a malformed chunked body.
+        """
+        first, ends = self._done, self._ends
+        if first >= len(ends):
+            return b"", [], []
+        raw_end = ends[-1]
+        buf = self._buf
+        view = memoryview(buf)
+        find = buf.find
+        pieces = []
+        body_ends = []
+        pos, left, crlf = self._rpos, self._cleft, self._ccrlf
+        size_out = 0  # body bytes so far
+        r = first
+        n_reads = len(ends)
+        try:
+            while pos < raw_end and not self.complete:
+                if left:  # the rest of a chunk's data
+                    b = pos + left if pos + left <= raw_end else raw_end
+                    while r < n_reads and ends[r] <= b:
+                        body_ends.append(size_out + (ends[r] - pos if ends[r] > pos else 0))
+                        r += 1
+                    pieces.append(view[pos:b])
+                    size_out += b - pos
+                    left -= b - pos
+                    pos = b
                     if left:
                         break
                     crlf = True
                 if crlf:
-                    if end - pos < 2:
+                    if raw_end - pos < 2:
                         break
                     if buf[pos:pos + 2] != b"\r\n":
                         raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
                     pos += 2
                     crlf = False
-                    if pos == end:
-                        break
-                i = buf.find(b"\r\n", pos)
+                    continue
+                i = find(b"\r\n", pos, raw_end)
                 if i < 0:
-                    if end - pos > 1024:
+                    if raw_end - pos > 1024:
                         raise httpx.RemoteProtocolError("malformed chunked body: chunk header too long")
                     break
-                head = buf[pos:i].split(b";", 1)[0].strip()
-                if not _HEX(head):
-                    raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {buf[pos:i][:40]!r}")
-                size = int(head, 16)
+                if _HEX(buf, pos, i):
+                    size = int(buf[pos:i], 16)
+                else:  # a chunk extension (`;name=value`), or not a size at all
+                    head = bytes(buf[pos:i]).split(b";", 1)[0].strip()
+                    if not _HEX(head):
+                        raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {bytes(buf[pos:i])[:40]!r}")
+                    size = int(head, 16)
                 if size == 0:
                     # The last chunk; trailers (if any) end with an empty line.
-                    if buf.startswith(b"\r\n", i + 2) or buf.find(b"\r\n\r\n", i) >= 0:
-                        if out:
-                            yield now, b"".join(out)
+                    if buf.startswith(b"\r\n", i + 2, raw_end) or find(b"\r\n\r\n", i, raw_end) >= 0:
                         self.complete = True
-                        return
                     break
-                pos = i + 2
+                a = i + 2
+                b = a + size
+                if b + 2 <= raw_end and buf.startswith(b"\r\n", b, b + 2):  # the whole chunk is here
+                    while r < n_reads and ends[r] <= b + 2:
+                        e = ends[r] - a
+                        body_ends.append(size_out + (e if 0 < e < size else 0 if e <= 0 else size))
+                        r += 1
+                    pieces.append(view[a:b])
+                    size_out += size
+                    pos = b + 2
+                    continue
+                pos = a
                 left = size
-            buf = buf[pos:] if pos < end else b""
-            if out:
-                yield now, out[0] if len(out) == 1 else b"".join(out)
-            if not blocking:
-                self._blocking()
-                blocking = True
-            try:
-                data = recv(READ_BYTES)
-            except OSError as exc:
-                raise _read_error(exc) from exc
-            now = perf()
-            if not data:
-                raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
-                                                "(incomplete chunked read)")
-            buf = buf + data if buf else data
+        finally:
+            view.release()
+        while r < n_reads:  # reads that ended in framing, or after the body's end
+            body_ends.append(size_out)
+            r += 1
+        self._rpos, self._cleft, self._ccrlf = pos, left, crlf
+        self._done = n_reads
+        body = b"".join(pieces) if len(pieces) != 1 else bytes(pieces[0])
+        return body, body_ends, self._times[first:]
 
     def read_all(self) -> bytes:
         """The rest of the body, whole (an error response)."""
@@ -339,6 +439,12 @@ class Stream:
         if self.complete or not self._reusable or self.sock is None:
             return
         try:
+            if self._ends and self._body is None:  # read by `record`: the chunk decoder goes on where it stopped
+                self.recorded()
+                if self.complete:
+                    return
+                d = self._decoder
+                d._buf, d._left, d._crlf = bytes(self._buf[self._rpos:self._ends[-1]]), self._cleft, self._ccrlf
             self.timeout_s = wait_s
             if self._body is not None:
                 self._blocking()
@@ -369,6 +475,75 @@ def _read_error(exc: OSError) -> httpx.HTTPError:
     if isinstance(exc, (BlockingIOError, TimeoutError)):
         return httpx.ReadTimeout("timed out")
     return httpx.ReadError(str(exc))
+
+
+class ChunkDecoder:
+    """Chunked transfer coding undone incrementally: `feed` raw bytes as they come, get the body bytes they end.
+
+    `complete` once the last (zero-size) chunk and its trailers were seen. A malformed body raises
+    httpx.RemoteProtocolError naming what was wrong.
+    """
+
+    def __init__(self):
+        self.complete = False
+        self._buf = b""
+        self._left = 0  # bytes of the current chunk's data still to come
+        self._crlf = False  # the CRLF after a chunk's data is still to come
+
+    def feed(self, data: bytes) -> bytes:
+        if self.complete:
+            return b""
+        buf = self._buf + data if self._buf else data
+        if not self._left and not self._crlf:
+            # The common case: the input is exactly one whole chunk (a server's write of one event).
+            i = buf.find(b"\r\n", 0, 18)
+            if i > 0 and _HEX(buf, 0, i):
+                j = i + 2 + int(buf[:i], 16)
+                if j > i + 2 and len(buf) == j + 2 and buf.endswith(b"\r\n"):
+                    self._buf = b""
+                    return buf[i + 2:j]
+        out = []
+        left, crlf = self._left, self._crlf
+        pos, end = 0, len(buf)
+        while pos < end:
+            if left:
+                take = min(left, end - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                left -= take
+                if left:
+                    break
+                crlf = True
+            if crlf:
+                if end - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
+                pos += 2
+                crlf = False
+                if pos == end:
+                    break
+            i = buf.find(b"\r\n", pos)
+            if i < 0:
+                if end - pos > 1024:
+                    raise httpx.RemoteProtocolError("malformed chunked body: chunk header too long")
+                break
+            head = buf[pos:i].split(b";", 1)[0].strip()
+            if not _HEX(head):
+                raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {buf[pos:i][:40]!r}")
+            size = int(head, 16)
+            if size == 0:
+                # The last chunk; trailers (if any) end with an empty line.
+                if buf.startswith(b"\r\n", i + 2) or buf.find(b"\r\n\r\n", i) >= 0:
+                    self.complete = True
+                    pos = end
+                    break
+                break
+            pos = i + 2
+            left = size
+        self._buf = buf[pos:] if pos < end else b""
+        self._left, self._crlf = left, crlf
+        return out[0] if len(out) == 1 else b"".join(out)
 
 
 class _StaleConnection(Exception):

@@ -24,8 +24,10 @@ FIELDS = [
 # Kept beside the contract's fields: the draft budget of the arm, the requested length, the named
 # host the block was pinned to (null when the experiment names no hosts), and the output text (for
 # the greedy-agreement and determinism controls).
-# cache_check says how the cache guard knew cached_tokens (CACHE_CHECKS).
-EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_text"]
+# cache_check says how the cache guard knew cached_tokens (CACHE_CHECKS). raw_response: on an error
+# record, the start and end of the response body as the server sent it (bounded, redacted). count_check:
+# why the token count cannot be what the stream's events carried (bracket.client.count_check), else null.
+EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_text", "raw_response", "count_check"]
 # Arena cells only (bracket.arena): llama-benchy's time to the first response event, the tokens its
 # first text event carried, each text event's read time and token ids (text_chunks), the latency
 # llama-benchy would subtract (latency_s, its --latency-mode), the phase (arena_phase: "ctx" for a

@@ -25,6 +25,9 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
               forms: base64 of the header, base64 of the key, base64 of "user:KEY" (Basic auth), the key
               URL-encoded and in a URL's userinfo and query string
   echo_forms_text  like ok, but the generated text carries the same forms
+  nan_count   like ok, but usage says completion_tokens NaN
+  key_in_count like ok, but usage puts the Authorization header where cached_tokens (a number) belongs
+  stall_head  the status line, then one header every 0.3 s, never the end of the head
 --api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
@@ -154,6 +157,17 @@ class Handler(BaseHTTPRequestHandler):
                   flush=True)
             return self._json(500, {"error": {"message": "upstream rejected the request",
                                               "request_headers": {"Authorization": self.headers.get("Authorization")}}})
+        if word == "stall_head":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            self.wfile.flush()
+            try:
+                for i in range(1000):
+                    time.sleep(0.3)
+                    self.wfile.write(b"X-Stall-%d: %d\r\n" % (i, i))
+                    self.wfile.flush()
+            except OSError:  # the client hung up: what a total limit does
+                pass
+            return
         max_tokens = int(body.get("max_tokens", 16))
         tokens = {"early_stop": max_tokens // 2, "short": max_tokens - 1}.get(word, max_tokens)
         finish = "stop" if word == "early_stop" else "length"
@@ -177,9 +191,14 @@ class Handler(BaseHTTPRequestHandler):
             self._event({"choices": [{"index": 0, "text": text, "finish_reason": finish if last else None}]})
         if word != "no_usage":
             cached = 16 if word == "cache_hit" else 0
-            self._event({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": tokens,
-                                                  "total_tokens": 20 + tokens,
-                                                  "prompt_tokens_details": {"cached_tokens": cached}}})
+            usage = {"prompt_tokens": 20, "completion_tokens": tokens, "total_tokens": 20 + tokens,
+                     "prompt_tokens_details": {"cached_tokens": cached}}
+            if word == "key_in_count":
+                usage["prompt_tokens_details"]["cached_tokens"] = self.headers.get("Authorization")
+            event = json.dumps({"choices": [], "usage": usage})
+            if word == "nan_count":
+                event = event.replace(f'"completion_tokens": {tokens}', '"completion_tokens": NaN')
+            self._event(event)
         self._event("[DONE]")
 
 

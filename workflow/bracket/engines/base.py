@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bracket.client import Measurement, get_text, stream_completion
+from bracket.client import Measurement, get_text, stream_completion, tokens_per_event_bound
 
 # Names sent as the model in requests, for servers we launch (--served-model-name, -a).
 SERVED_NAME = "bracket-model"
@@ -258,7 +258,9 @@ class Engine:
         # The cache counters only where the response may not say (a server bracket did not start).
         counters = speculative or (self.attached and type(self).cache_hits is not Engine.cache_hits)
         text0 = get_text(http, base + "/metrics") or "" if counters else ""
-        m = stream_completion(http, base + self.request_path, body, request["timeout_s"], on_event=keep)
+        bound = tokens_per_event_bound(speculative, (arm.get("speculative") or {}).get("draft_tokens"))
+        m = stream_completion(http, base + self.request_path, body, request["timeout_s"], on_event=keep,
+                              max_tokens_per_event=bound)
         text1 = get_text(http, base + "/metrics") or "" if counters else ""
         before = self.spec_counters(text0) if speculative else None
         after = self.spec_counters(text1) if speculative else None
