@@ -102,6 +102,8 @@ def _slurm_processes(root: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     why = _missing_tools()
+    if why and os.environ.get("BRACKET_REQUIRE_SLURM"):  # CI (.ci/run) installed SLURM: a skip would hide it
+        pytest.fail(f"BRACKET_REQUIRE_SLURM is set but SLURM cannot run here: {why}")
     if why:
         pytest.skip(f"no SLURM here ({why}); install it as root: apt-get install "
                     f"{slurm_cluster.PACKAGES} {slurm_cluster.ACCOUNTING_PACKAGES}")
