@@ -12,8 +12,9 @@ as a local run, and the article. Stopping the cluster must leave no daemon or jo
 
 Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mariadb-server
 (.ci/run installs them); without them every test here is skipped with the command to install.
-Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine (two runs: 213 s and
-393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s).
+Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine before the cancel test (two runs: 213 s and
+393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s); with it, 1356 s
+on a machine loaded by a parallel CI run (sweep 885 s; snakemake ended 35 s after the scancel).
 """
 
 import csv
