@@ -123,7 +123,10 @@ def test_slurm_profile_dry_run_shows_what_each_block_asks_for(sweep_copy):
         assert res["host"] == host
         # cluster: {gpus: 2, mem_mb: 8000, runtime_min: 20}; exclusive by default; pinned by nodelist
         assert (res["gpu"], res["mem_mb"], res["runtime"], res["exclusive_host"]) == ("2", "8000", "20", "1")
-        assert res["slurm_extra"] == f"--exclusive --nodelist={host} --nice={100 * k}"  # nice: schedule order
+        # no CPU count (cluster.cpus 0): the plugins then pass no -c, and the step runs on the whole node; no
+        # --nice: one block per host is submitted at a time, so it would order nothing
+        assert res["cpus_per_task"] == "-1"
+        assert res["slurm_extra"] == f"--exclusive --nodelist={host}"
     others = [j for j in dry_jobs(out) if j["rule"] != "block"]
     assert others and all(resources_of(j).get("runtime") == "30" for j in others)  # profile defaults
 

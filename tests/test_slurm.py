@@ -12,8 +12,9 @@ as a local run, and the article. Stopping the cluster must leave no daemon or jo
 
 Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mariadb-server
 (.ci/run installs them); without them every test here is skipped with the command to install.
-Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine (two runs: 213 s and
-393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s).
+Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine before the cancel test (two runs: 213 s and
+393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s); with it, 1356 s
+on a machine loaded by a parallel CI run (sweep 885 s; snakemake ended 35 s after the scancel).
 """
 
 import csv
@@ -22,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +39,7 @@ from bracket import design
 
 from bracket.embedded import ENGINE_VENV
 from conftest import ROOT, SMOKE_MODEL
-from test_executor import engine_processes, snakemake, workflow_copy
+from test_executor import SNAKEMAKE, engine_processes, snakemake, workflow_copy
 
 sys.path.insert(0, str(ROOT / "tools"))
 import slurm_cluster  # noqa: E402
@@ -102,12 +104,17 @@ def _slurm_processes(root: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     why = _missing_tools()
+    if why and os.environ.get("BRACKET_REQUIRE_SLURM"):  # CI (.ci/run) installed SLURM: a skip would hide it
+        pytest.fail(f"BRACKET_REQUIRE_SLURM is set but SLURM cannot run here: {why}")
     if why:
         pytest.skip(f"no SLURM here ({why}); install it as root: apt-get install "
                     f"{slurm_cluster.PACKAGES} {slurm_cluster.ACCOUNTING_PACKAGES}")
     # not under pytest's folders: munged wants every folder above its socket open to all
     root = Path(tempfile.mkdtemp(prefix="bracket-slurm-"))
-    c = slurm_cluster.Cluster(root, node=NODE, gpus=1, accounting=True)
+    # Steps confined to their CPUs as on real sites, so a block that gets too few shows it: a cpuset
+    # cgroup where slurmd can write one (cgroup v1 here), else CPU affinity.
+    task = "cgroup" if os.access("/sys/fs/cgroup/cpuset", os.W_OK) else "affinity"
+    c = slurm_cluster.Cluster(root, node=NODE, gpus=1, accounting=True, task=task)
     try:
         c.start()
         pids = dict(c.pids)
@@ -205,6 +212,13 @@ def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, c
         assert "gres/gpu=1" in job["AllocTRES"].split(","), job["AllocTRES"]
         assert job["Timelimit"] == "00:15:00"
         assert int(job["AllocCPUS"]) == cpus  # --exclusive: the whole node, not the one CPU asked for
+    # ... and the block's job step runs on every CPU of it, read from inside the block (os.sched_getaffinity,
+    # which is /proc/self/status's Cpus_allowed_list); with `srun -c 1` it ran on core 0 alone
+    for k in blocks:
+        meta = json.loads((root / "results" / EXP / "raw" / f"block-{k}.meta.json").read_text())
+        assert meta["cpus_allowed"] == list(range(cpus)), (k, meta["cpus_allowed"])
+    assert cluster.task in ("cgroup", "affinity")
+    assert f"TaskPlugin={slurm_cluster.TASK_PLUGINS[cluster.task][1]}" in cluster.conf.read_text()
     # the controller's view of one block, while it still remembers it (MinJobAge)
     show = cluster.run("scontrol", "show", "job", blocks[0][0]["JobID"]).stdout
     assert "OverSubscribe=NO" in show and f"ReqNodeList={NODE}" in show and "TresPerJob=gres:gpu:1" in show
@@ -258,3 +272,62 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
     assert written <= declared, sorted(written - declared)
     stats = json.loads((res / "stats.json").read_text())
     assert {"baseline", "ngram_4"} <= set(json.dumps(stats).split('"'))
+
+
+CANCEL_EXP = "slurmcancel"
+CANCEL = SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 6").replace(
+    "Two arms through SLURM", "A block cancelled under it")
+STATUS_FIRST_S = 3
+
+
+def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, cluster):
+    """scancel of a running block (what an administrator or pre-emption does) ends snakemake at its next
+    status check with the job, its state and the command to resume; that command then finishes the sweep."""
+    root, proc, jobs = slurm_run
+    (root / "experiments" / f"{CANCEL_EXP}.yaml").write_text(CANCEL)
+    argv = ["--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
+            str(STATUS_FIRST_S), f"results/{CANCEL_EXP}/stats.json"]
+    # as test_executor.snakemake runs it, without SLURM_CONF (the cluster is found at /etc/slurm/slurm.conf)
+    full = ["--rerun-triggers", "params", "input", "software-env", "code", *argv]
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "SNAKEMAKE_PROFILE")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    log = root / "cancel.out"
+    with open(log, "w") as out:
+        run = subprocess.Popen([SNAKEMAKE, *full], cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            jobid = None
+            deadline = time.monotonic() + 600
+            while jobid is None and time.monotonic() < deadline and run.poll() is None:
+                q = cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%i|%k", check=False).stdout
+                jobid = next((i for i, c in (line.split("|", 1) for line in q.splitlines())
+                              if c.startswith(f"rule_block_wildcards_{CANCEL_EXP}_0")), None)
+                time.sleep(1)
+            assert jobid, log.read_text()[-4000:]
+            time.sleep(20)  # the block's server is starting or measuring
+            cancelled = time.monotonic()
+            cluster.run("scancel", jobid)
+            rc = run.wait(timeout=300)
+            took = time.monotonic() - cancelled
+        finally:
+            if run.poll() is None:
+                run.kill()
+    text = log.read_text()
+    state = cluster.run("sacct", "-X", "-n", "-P", "-j", jobid, "-o", "State").stdout.strip()
+    print(f"cancelled job {jobid} ({state}); snakemake ended {took:.0f} s later, rc {rc}")
+    assert state.startswith("CANCELLED"), state
+    assert rc != 0
+    # the plugin's status interval starts at STATUS_FIRST_S and grows by 10 s per check: 3, 13, 23, 33 ...
+    assert took < 90, text[-4000:]
+    assert f"SLURM job {jobid} (rule block {CANCEL_EXP}_0) ended {state}" in text, text[-4000:]
+    assert f"resume with `snakemake {' '.join(full)}`" in text
+    assert engine_processes(PORT) == []  # the cancelled block's server went with it
+    saved = os.environ.pop("SLURM_CONF", None)
+    try:
+        again = snakemake(root, *argv, timeout=1800)
+    finally:
+        if saved is not None:
+            os.environ["SLURM_CONF"] = saved
+    assert again.returncode == 0, (again.stdout + again.stderr)[-6000:]
+    raw = root / "results" / CANCEL_EXP / "raw"
+    assert json.loads((raw / "block-0.meta.json").read_text())["status"] == "complete"
+    assert list((raw / "failed").glob("block-0.attempt-*"))  # the cancelled attempt, kept

@@ -76,7 +76,20 @@ def machine() -> dict:
     return {k: int(fields[k]) for k in keep if k in fields}
 
 
-def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting: bool) -> str:
+# How the node confines a job step to the CPUs it was given. task/affinity pins each task to its CPUs
+# (sched_setaffinity), as most sites do, so a block that asked for one CPU runs on one; task/cgroup
+# (with task/affinity) also fences the step in a cpuset cgroup, where the machine lets slurmd
+# write one (cgroup v1 here). task/none confines nothing and would hide a confined block.
+TASK_PLUGINS = {
+    "affinity": ("proctrack/linuxproc", "task/affinity"),
+    "cgroup": ("proctrack/cgroup", "task/cgroup,task/affinity"),
+    "none": ("proctrack/linuxproc", "task/none"),
+}
+
+
+def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting: bool,
+               task: str = "affinity") -> str:
+    proctrack, task_plugin = TASK_PLUGINS[task]
     host = socket.gethostname().split(".")[0]
     hw_text = " ".join(f"{k}={v}" for k, v in hw.items())
     lines = [
@@ -97,9 +110,8 @@ def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting:
         f"SlurmdLogFile={d}/log/slurmd.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
-        # No cgroups in a container: processes are tracked by parentage and tasks are not bound.
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        f"ProctrackType={proctrack}",
+        f"TaskPlugin={task_plugin}",
         "MpiDefault=none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",  # --mem is a consumable, as on most sites
@@ -136,11 +148,15 @@ def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting:
 class Cluster:
     """munged, [mariadbd, slurmdbd,] slurmctld and slurmd, in DIR; start() then stop()."""
 
-    def __init__(self, root: Path, node: str | None = None, gpus: int = 0, accounting: bool = False):
+    def __init__(self, root: Path, node: str | None = None, gpus: int = 0, accounting: bool = False,
+                 task: str = "affinity"):
+        if task not in TASK_PLUGINS:
+            raise ClusterError(f"unknown task plugin {task!r}: choose one of {', '.join(TASK_PLUGINS)}")
         self.dir = Path(root).resolve()
         self.node = node or socket.gethostname().split(".")[0]
         self.gpus = gpus
         self.accounting = accounting
+        self.task = task
         self.pids: dict[str, int] = {}
 
     # ---- what clients need -----------------------------------------------------------------
@@ -181,8 +197,11 @@ class Cluster:
         ports = {"slurmctld": _free_port(), "slurmd": _free_port(), "slurmdbd": _free_port(),
                  "mysql": _free_port()}
         hw = machine()
-        self.conf.write_text(slurm_conf(self.dir, self.node, hw, self.gpus, ports, self.accounting))
+        self.conf.write_text(slurm_conf(self.dir, self.node, hw, self.gpus, ports, self.accounting, self.task))
         self.conf.chmod(0o644)
+        if self.task == "cgroup":
+            (self.dir / "etc" / "cgroup.conf").write_text(
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=yes\nConstrainCores=yes\nConstrainDevices=no\n")
         if self.gpus:
             # GPUs on paper: slurmd drops a GPU without a device file, so each gets a character
             # device standing in for /dev/nvidiaN (it is /dev/null's). SLURM schedules and accounts them.
@@ -305,15 +324,25 @@ class Cluster:
                    "slurmdbd did not answer sacctmgr", "slurmdbd.log")
 
     def _add_account(self):
+        """The account and its users, each added only when the database lacks it: the database outlives
+        `down`, and sacctmgr exits 1 on "Nothing new added", so adding again would fail every second `up`."""
         user = os.environ.get("SUDO_USER") or "root"
-        self.run("sacctmgr", "-i", "add", "cluster", CLUSTER, check=False)  # slurmctld may have added it
-        self.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}", "description=bracket",
-                 "organization=bracket")
-        users = {"root", user}
-        for u in sorted(users):
-            self.run("sacctmgr", "-i", "add", "user", u, f"account={ACCOUNT}", f"cluster={CLUSTER}")
+        if not self._listed("cluster", CLUSTER):
+            self.run("sacctmgr", "-i", "add", "cluster", CLUSTER, check=False)  # slurmctld may add it meanwhile
+        if not self._listed("account", ACCOUNT):
+            self.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}", "description=bracket",
+                     "organization=bracket")
+        for u in sorted({"root", user}):
+            if not self._listed("association", u, f"account={ACCOUNT}", f"cluster={CLUSTER}", f"user={u}"):
+                self.run("sacctmgr", "-i", "add", "user", u, f"account={ACCOUNT}", f"cluster={CLUSTER}")
         # slurmctld reads new associations on its own; make it so now
         self.run("scontrol", "reconfigure", check=False)
+
+    def _listed(self, kind: str, name: str, *where: str) -> bool:
+        """Whether `sacctmgr list KIND` shows NAME (for an association: its user, under WHERE)."""
+        fmt = {"cluster": "Cluster", "account": "Account", "association": "User"}[kind]
+        out = self.run("sacctmgr", "-n", "-P", "list", kind, *(where or (name,)), f"format={fmt}").stdout
+        return name in {line.strip() for line in out.splitlines()}
 
     # ---- stop ----------------------------------------------------------------------------------
     def stop(self, timeout: float = 60):
@@ -416,12 +445,15 @@ def main(argv=None) -> int:
         p.add_argument("--dir", type=Path, default=Path("/tmp/bracket-slurm"), help="where the cluster lives")
     up.add_argument("--node", default=None, help="the node's name (default: this host's short name)")
     up.add_argument("--gpus", type=int, default=0, help="GPUs on paper (GRES gpu) the node declares")
+    up.add_argument("--task", choices=sorted(TASK_PLUGINS), default="affinity",
+                    help="how a job step is confined to its CPUs (default affinity: pinned, as on most sites)")
     up.add_argument("--accounting", action="store_true",
                     help="a private MariaDB and slurmdbd, so sacct reads every job (needs slurmdbd mariadb-server)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "up":
-            c = Cluster(args.dir, node=args.node, gpus=args.gpus, accounting=args.accounting).start()
+            c = Cluster(args.dir, node=args.node, gpus=args.gpus, accounting=args.accounting,
+                        task=args.task).start()
             print(f"# node {c.node}, partition {PARTITION}" + (f", account {ACCOUNT}" if c.accounting else "")
                   + f"; stop with: {sys.argv[0]} down --dir {c.dir}")
             print(f"export SLURM_CONF={c.conf}")

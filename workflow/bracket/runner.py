@@ -196,6 +196,8 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         "priority": p.priority,
         "server_state": p.adapter.server_state(p.argv, p.env, arm),  # caches kept between requests, as launched
         "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
+        # the CPUs this block (and the server it starts) may run on: a scheduler's job step can confine it
+        "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "log": str(log_path), "status": "started",
         "neutrality": neutrality.when_off(cfg, stand_in=argv is not None) or "on",
     }

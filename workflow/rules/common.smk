@@ -15,6 +15,12 @@ from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 from bracket import reproduce as breproduce  # noqa: E402
 from bracket import preflight as bpreflight  # noqa: E402
 from bracket import share as bshare  # noqa: E402
+from bracket import placement as bplacement  # noqa: E402
+from bracket import slurm_status  # noqa: E402
+
+# A SLURM job that ends CANCELLED, PREEMPTED, TIMEOUT or NODE_FAIL ends the wait for it, with the state
+# and the command to resume (bracket.slurm_status: executor plugin 2.8.0 misses "CANCELLED by UID").
+slurm_status.install(workflow)
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"
@@ -256,17 +262,13 @@ def get_block_runtime(wildcards):
 
 
 def get_block_exclusive(wildcards):
-    return int(load_experiment(wildcards.exp)["cluster"]["exclusive"])
+    """1 when the block wants its host to itself (cluster.exclusive true or user): the profiles cap it at 1."""
+    return int(bplacement.exclusive_mode(load_experiment(wildcards.exp)["cluster"]) != "none")
 
 
-# SLURM starts pending jobs by priority, and Snakemake submits the blocks that are ready together in
-# no set order; a nice value that grows with k makes SLURM start them in schedule order. The step
-# outweighs the one point of priority each submission in between costs (priority/basic, FIFO).
-SLURM_NICE_STEP = 100
+def get_block_cpus(wildcards):
+    return bplacement.cpus_per_task(load_experiment(wildcards.exp)["cluster"])
 
 
 def get_block_slurm_extra(wildcards):
-    """sbatch options beyond the plugin's own: the whole node, the named host, schedule order."""
-    host = get_block_host(wildcards)
-    opts = (["--exclusive"] if get_block_exclusive(wildcards) else []) + ([f"--nodelist={host}"] if host else [])
-    return " ".join(opts + [f"--nice={SLURM_NICE_STEP * int(wildcards.k)}"])
+    return bplacement.slurm_extra(load_experiment(wildcards.exp)["cluster"], get_block_host(wildcards))

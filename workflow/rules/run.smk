@@ -39,6 +39,7 @@ rule block:
         block="logs/{exp}/block/block-{k}.log",
     resources:
         gpu=get_block_gpus,
+        cpus_per_task=get_block_cpus,
         mem_mb=get_block_mem_mb,
         runtime=get_block_runtime,
         exclusive_host=get_block_exclusive,
