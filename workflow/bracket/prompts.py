@@ -50,7 +50,7 @@ def load(path: str | Path) -> list[dict]:
     except UnicodeDecodeError as exc:
         raise PromptError(f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     prompts = []
-    for i, line in enumerate(text.splitlines()):
+    for i, line in enumerate(text.split("\n")):  # a prompt may hold U+2028 or U+0085 as text
         if not line.strip():
             continue
         try:
