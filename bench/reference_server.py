@@ -59,6 +59,12 @@ the whole server with `fault=`): http500, http400, malformed (one event is not J
 two events), no_usage (no usage chunk), error_event (an
 `{"error": ...}` event mid-stream), stall (the first event waits 60 s).
 
+A context (`max_model_len=N`, default none), as vLLM holds one: /v1/models lists it, a completion
+whose prompt words plus max_tokens exceed it is answered HTTP 400 with vLLM's message, and POST
+/tokenize ({model, prompt, add_special_tokens}, vLLM's route) answers {count, max_model_len, tokens}
+with one token per whitespace-separated word, the count usage reports (`generic` servers have no
+/tokenize).
+
 Run it:  python bench/reference_server.py --port 8099 --ttft 0.05 --rate 500 --tokens-per-event 4
 Import:  with ReferenceServer(rate=500, tokens_per_event=4) as srv: ... srv.url ...
 """
@@ -219,8 +225,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/version" and not ref.generic:
             self._send_json(200, {"version": VERSION})
         elif self.path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model",
-                                                               "owned_by": "bracket"}]})
+            card = {"id": MODEL, "object": "model", "owned_by": "bracket"}
+            if ref.max_model_len is not None:
+                card["max_model_len"] = ref.max_model_len
+            self._send_json(200, {"object": "list", "data": [card]})
         elif self.path == "/metrics" and not ref.generic:
             self._send_json(200, ref.metrics_text(), "text/plain; version=0.0.4")
         elif self.path.startswith("/reference/log"):
@@ -231,6 +239,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
     # ---- POST -----------------------------------------------------------------------------
+    def _tokenize(self, raw: bytes) -> None:
+        """vLLM's /tokenize: one token per word, the count a completion's usage reports for the prompt."""
+        try:
+            req = json.loads(raw or b"{}")
+            words = str(req["prompt"]).split()
+        except (ValueError, TypeError, KeyError) as exc:
+            return self._send_json(400, {"error": {"message": f"bad tokenize body: {exc}", "type": "BadRequestError"}})
+        ids = [WORDS.index(w) + 1 if w in WORDS else 0 for w in words]
+        if req.get("add_special_tokens", True) and not ids:
+            ids = [0]  # as usage counts an empty prompt: one token
+        self._send_json(200, {"count": len(ids), "max_model_len": self.server.ref.max_model_len or 0,
+                              "tokens": ids, "token_strs": None})
+
     def do_POST(self):
         ref = self.server.ref
         length = int(self.headers.get("Content-Length") or 0)
@@ -242,6 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             except (ValueError, TypeError) as exc:
                 return self._send_json(400, {"error": {"message": str(exc), "type": "invalid_request"}})
             return self._send_json(200, ref.config())
+        if self.path == "/tokenize" and not ref.generic:
+            return self._tokenize(raw)
         chat = self.path == "/v1/chat/completions"
         if self.path not in ("/v1/completions", "/v1/chat/completions"):
             return self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -261,6 +284,12 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in req.get("messages") or [])
         else:
             prompt_tokens = _count_words(str(req.get("prompt", "")))
+        if ref.max_model_len is not None and prompt_tokens + n_max > ref.max_model_len:
+            return self._send_json(400, {"error": {
+                "message": f"This model's maximum context length is {ref.max_model_len} tokens. However, you "
+                           f"requested {prompt_tokens + n_max} tokens ({prompt_tokens} in the messages, {n_max} in "
+                           f"the completion). Please reduce the length of the messages or completion.",
+                "type": "BadRequestError", "code": 400}})
         if ref.generic and req.get("model") != MODEL:
             return self._send_json(404, {"error": {"message": f"The model `{req.get('model')}` does not exist.",
                                                    "type": "NotFoundError", "code": 404}})
@@ -406,14 +435,15 @@ class ReferenceServer:
     llama-server stream under speculation (False: every event carries k); generic: answer as a
     generic OpenAI-compatible server (no /version, no /metrics, no cached tokens in usage, 404 for a
     model it does not list), where the default imitates vLLM's routes; ignores_ignore_eos: stop
-    after eos_after tokens even when the request sets ignore_eos (a server that cannot pin the length).
+    after eos_after tokens even when the request sets ignore_eos (a server that cannot pin the length);
+    max_model_len: the context in tokens (words), enforced and reported as vLLM does (None: no limit).
     """
 
     def __init__(self, *, rate: float = 500.0, ttft: float = 0.05, tokens_per_event: int = 1,
                  draft_budget: int | None = None, eos_after: int | None = None, fault: str | None = None,
                  token_ids: bool = True, burst: int = 1, prefill_token: bool = False, body_cost: float = 0.0,
                  host: str = "127.0.0.1", port: int = 0, generic: bool = False,
-                 ignores_ignore_eos: bool = False):
+                 ignores_ignore_eos: bool = False, max_model_len: int | None = None):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
         self.body_cost = float(body_cost)
         self._decode_s, self._gen_tokens, self._finished_n = 0.0, 0, 0
@@ -422,6 +452,9 @@ class ReferenceServer:
         self.draft_budget = tokens_per_event - 1 if draft_budget is None else int(draft_budget)
         self.eos_after, self.fault, self.token_ids = eos_after, fault, bool(token_ids)
         self.generic, self.ignores_ignore_eos = bool(generic), bool(ignores_ignore_eos)
+        if max_model_len is not None and int(max_model_len) < 1:
+            raise ValueError(f"max_model_len must be >= 1 token, got {max_model_len}")
+        self.max_model_len = None if max_model_len is None else int(max_model_len)
         self.log: collections.deque[RequestLog] = collections.deque(maxlen=10_000)
         self._lock = threading.Lock()
         self._drafts = self._draft_tokens = self._accepted = 0
@@ -533,9 +566,11 @@ class ReferenceProcess:
     """
 
     def __init__(self, *, port: int | None = None, host: str = "127.0.0.1", python: str = sys.executable,
-                 startup_timeout_s: float = 15.0, **config):
+                 startup_timeout_s: float = 15.0, max_model_len: int | None = None, **config):
         self.host, self.port = host, port or free_port(host)
         argv = [python, __file__, "--host", host, "--port", str(self.port)]
+        if max_model_len is not None:
+            argv += ["--max-model-len", str(max_model_len)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + startup_timeout_s
         while True:
@@ -619,12 +654,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="answer as a generic OpenAI server: no /version, /metrics or cached tokens (default: as vLLM)")
     ap.add_argument("--ignores-ignore-eos", action="store_true",
                     help="stop after --eos-after tokens even when a request sets ignore_eos")
+    ap.add_argument("--max-model-len", type=int, default=None,
+                    help="context in tokens (words): reported, and a longer request answered HTTP 400 (default none)")
     a = ap.parse_args(argv)
     srv = ReferenceServer(rate=a.rate, ttft=a.ttft, tokens_per_event=a.tokens_per_event,
                           draft_budget=a.draft_budget, eos_after=a.eos_after, fault=a.fault,
                           token_ids=not a.no_token_ids, burst=a.burst, prefill_token=a.prefill_token,
                           body_cost=a.body_cost, host=a.host, port=a.port, generic=a.generic,
-                          ignores_ignore_eos=a.ignores_ignore_eos)
+                          ignores_ignore_eos=a.ignores_ignore_eos, max_model_len=a.max_model_len)
     print(f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, "
           f"{srv.tokens_per_event} tokens/event", flush=True)
     try:

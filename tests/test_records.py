@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bracket import records
+from bracket import prompts, records
 
 
 def good(**kw):
@@ -59,3 +59,17 @@ def test_warmups_are_kept_and_marked():
     df = records.tidy([good(run=0, warmup=True), good(run=1)])
     assert df["invalid_reason"].tolist() == ["warmup", ""]
     assert df["valid"].tolist() == [False, True]
+
+
+def test_a_record_holding_unicode_line_separators_reads_back_whole(tmp_path):
+    """json.dumps(ensure_ascii=False) leaves U+0085, U+2028 and U+2029 raw: one record is still one line."""
+    text = "a\x85b\u2028c\u2029d\ne"
+    path = tmp_path / "block-0.jsonl"
+    with records.RecordWriter(path) as w:
+        w.append(records.new_record(run=0, output_text=text))
+        w.append(records.new_record(run=1, output_text="plain"))
+    got = records.read([path])
+    assert [r["run"] for r in got] == [0, 1] and got[0]["output_text"] == text
+    prompts_file = tmp_path / "p.jsonl"
+    prompts_file.write_text(json.dumps({"id": "x\u2028y", "prompt": text}, ensure_ascii=False) + "\n")
+    assert prompts.load(prompts_file) == [{"id": "x\u2028y", "prompt": text}]

@@ -120,12 +120,35 @@ def docker_daemon_problems(timeout_s: float = 20.0) -> list[str]:
 
 
 def attach_problems(cfg: dict, root: Path) -> list[str]:
-    """An attached server, probed in seconds as a block would use it (bracket.probe)."""
+    """An attached server, probed in seconds as a block would use it (bracket.probe), then every prompt
+    counted by the server's own tokenizer against the context it reports (prompt_fit_problems)."""
     if cfg["engine"]["launch"] != "attach":
         return []
     from bracket import probe
 
-    return probe.run(cfg, root).problems
+    rep = probe.run(cfg, root)
+    return rep.problems or prompt_fit_problems(cfg, root, rep)
+
+
+def prompt_fit_problems(cfg: dict, root: Path, rep) -> list[str]:
+    """Every prompt with its unique prefix and request.max_tokens, in the attached server's tokens (its
+    /tokenize, bracket.tokencount), against the context it reports; where it has no tokenize route, the
+    model's tokenizer.json if engine.model is here, else the byte bound (bracket.prompts.check)."""
+    import httpx
+
+    from bracket import probe, prompts, tokencount
+
+    headers, _ = probe._headers(cfg)
+    kind, name = rep.identity.kind, rep.identity.name
+    with httpx.Client(headers=headers, timeout=probe.PROBE_TIMEOUT_S) as http:
+        counter, why = tokencount.server(http, rep.base, kind, rep.model, name)
+        context = tokencount.server_context(http, rep.base, kind, rep.model)
+        model = cfg["engine"].get("model") or None
+        try:
+            prompts.check(cfg, root, model_dir=model, counter=counter, server_context=context, why_not=why)
+        except prompts.PromptError as exc:
+            return exc.problems
+    return []
 
 
 def arena_problems(cfg: dict) -> list[str]:

@@ -93,7 +93,9 @@ def read(paths: Iterable[str | Path]) -> list[dict]:
     """Read raw JSONL files; a torn final line (crash mid-write) is skipped, any other bad line is an error."""
     out = []
     for path in paths:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        # One record per "\n": a record keeps a server's text as sent (ensure_ascii=False), and str.splitlines
+        # would also split it at U+0085, U+2028 or U+2029 inside a generated string (json.dumps leaves them raw).
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
         for i, line in enumerate(lines):
             if not line.strip():
                 continue

@@ -11,7 +11,6 @@ server, while finished blocks are never redone.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import platform
@@ -31,23 +30,10 @@ from bracket.design import Block
 from bracket.engines import launch, provenance
 from bracket.server import log_tail
 from bracket.session import BlockFailed
+from bracket.prompts import unique_prefix
 from bracket.telemetry import Telemetry, summarize
 
 console = Console(stderr=True, highlight=False)
-
-
-def unique_prefix(seed: int, workload: str, run: int, block: int | None = None) -> str:
-    """A short tag that makes every prompt unique within a block, so the prefix cache cannot serve it.
-
-    It depends on the experiment's design seed, the workload and the run index, not on the block:
-    every arm sees the same prompt at the same run index, so greedy outputs can be compared
-    across arms (bracket.agreement), and each block runs in a fresh server, whose cache is empty.
-    An attached server is not restarted between blocks, so there the block is part of the tag
-    (`block`): a later block must not find an earlier one's prompts in the cache.
-    """
-    key = f"{seed}:{workload}:{run}" + (f":{block}" if block is not None else "")
-    nonce = hashlib.sha256(key.encode()).hexdigest()[:10]
-    return f"# {nonce}\n"
 
 
 def archive_attempt(raw_path: Path, meta_path: Path, log_path: Path, copy_log: bool = False) -> Path | None:
@@ -182,7 +168,10 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                       f"kept in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
     arm = groups[0][0]["arms"][block.arm]
     try:  # before any server starts: the prompts parse and fit the arm's context
-        prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
+        notes = prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
+        if eng["launch"] != "attach":  # an attached server's tokens were counted by the preflight (its /tokenize)
+            for note in notes:
+                console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
         workloads = {name: prompts.load(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
     except prompts.PromptError as exc:
         raise BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}") from None

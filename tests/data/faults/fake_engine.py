@@ -1,7 +1,7 @@
 """A stand-in inference server that misbehaves on cue, for the block-level fault tests.
 
     python fake_engine.py --port N [--script ok,no_usage,...] [--api-key-env NAME] [--child]
-                          [--never-ready] [--reject-flag]
+                          [--never-ready] [--reject-flag] [--say-file PATH]
 
 OpenAI-style /v1/completions streaming; the n-th completion request follows the n-th word of
 --script (the last word repeats). Words:
@@ -28,6 +28,8 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
   nan_count   like ok, but usage says completion_tokens NaN
   key_in_count like ok, but usage puts the Authorization header where cached_tokens (a number) belongs
   stall_head  the status line, then one header every 0.3 s, never the end of the head
+  say         like ok, but the first token's text is the UTF-8 text of --say-file (any text a model could
+              generate)
 --api-key-env NAME: /v1/* answer 401 unless "Authorization: Bearer $NAME" is sent (like vLLM).
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
@@ -56,6 +58,7 @@ p.add_argument("--child", action="store_true")
 p.add_argument("--never-ready", action="store_true")
 p.add_argument("--reject-flag", action="store_true")
 p.add_argument("--drip-s", type=float, default=4.0)
+p.add_argument("--say-file", default="")
 args = p.parse_args()
 
 if args.reject_flag:
@@ -188,6 +191,9 @@ class Handler(BaseHTTPRequestHandler):
             text = f" {self.headers.get('Authorization')}" if word == "echo_text" and i == 0 else " t"
             if word == "echo_forms_text" and i == 0:
                 text = " " + " ".join(forms)
+            if word == "say" and i == 0:
+                with open(args.say_file, encoding="utf-8", newline="") as f:
+                    text = f.read()
             self._event({"choices": [{"index": 0, "text": text, "finish_reason": finish if last else None}]})
         if word != "no_usage":
             cached = 16 if word == "cache_hit" else 0

@@ -68,7 +68,7 @@ def attempt(tmp_or_raw: Path, n: int = 1, k: int = 0, ext: str = "jsonl") -> Pat
 def lines(path: Path) -> list[dict]:
     text = path.read_text()
     assert text == "" or text.endswith("\n"), f"{path} does not end on a whole record"
-    return [json.loads(line) for line in text.splitlines()]
+    return [json.loads(line) for line in text.split("\n")[:-1]]  # "\n" only: records keep U+2028 as text
 
 
 def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.1):
