@@ -45,9 +45,17 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
     lb = cell["llama_benchy"]
     assert len(lb["tg_throughput"]["values"]) == 3 and lb["tg_throughput"]["mean"] > 0
     assert lb["pp_throughput"]["mean"] > 0 and len(lb["ttfr"]["values"]) == 3 * users
-    # no multi-token first events without speculation: the two definitions agree run by run
-    for r in cell["runs"]:
-        assert r["llama_benchy_tg"] == pytest.approx(r["window_tok_s"])
+    # The two definitions agree run by run where every network read brought one token: llama-benchy counts
+    # the tokens after the first read's, bracket's window every token after the first. A loaded machine can
+    # deliver several events in one read (a burst), and there llama-benchy's number is its own (issue 27).
+    by_run: dict = {}
+    for r in raw:
+        if not r["warmup"]:
+            by_run.setdefault((r["block"], r["run"]), []).append(r)
+    for row in cell["runs"]:
+        recs = by_run[(row["block"], row["run"])]
+        if all(len({t for t, _ in x["text_chunks"]}) == len(x["text_chunks"]) for x in recs):
+            assert row["llama_benchy_tg"] == pytest.approx(row["window_tok_s"])
     md = article.section_arena(None, article.Controls([], None, None, summary))._repr_markdown_()
     assert f"{depth} + {pp}" in md and " ± " in md
     (back,) = interop.benchy_cells(interop.export_arena(summary, "base"))
