@@ -140,9 +140,10 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         is the unit). One contract for intervals: ratio with ci_low/ci_high at ci_level is the
         estimate and the CI the verdict rests on (the `basis` fit, at the level multiplicity or the
         adaptive design's boundary leaves it; beside "undetermined" without one, the basis CI at
-        `confidence`); raw_ratio with raw_ci_low/raw_ci_high is the raw fit (OLS on log block
-        medians, arm only, t on the blocks' df; unadjusted), drift_adjusted_ratio with its CI the
-        fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
+        `confidence`; with fewer than two blocks per arm, where no interval supports a verdict, null,
+        and raw_ci_* hold the request-level bootstrap); raw_ratio with raw_ci_low/raw_ci_high is the
+        raw fit (OLS on log block medians, arm only, t on the blocks' df; unadjusted),
+        drift_adjusted_ratio with its CI the fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
         fit the verdict rests on), p_value (no effect) and test, p_beyond_band (the effect lies
         outside the noise band) and p_adjusted (Holm), multiplicity {method, comparisons, family,
         level}, verdict
@@ -156,11 +157,16 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         adaptive design the group-sequential method (each comparison starting at alpha / comparisons, Holm-type recycling).
     sequential
         Null unless design.rounds is adaptive: bracket.stats.sequential.assess on these runs:
-        rule (the stopping rule in words), alpha, family, min_rounds, max_rounds, margin, looks
+        rule (the stopping rule in words), alpha, family, min_rounds, first_look (the first round
+        judged: min_rounds or later, until every comparison's block-level fit has two residual
+        degrees of freedom; round 3 of A/B/A/B), max_rounds, margin, looks
         [{round, blocks, open}], comparisons [{workload, candidate, status, verdict,
         settled_round, how, rci_low, rci_high, nominal_level, looks}], rounds_run,
         another_round. Each comparison then also has `sequential` {status, settled_round, how},
-        and its verdict and verdict CI are the settling look's.
+        and its verdict and ci_low/ci_high/ci_level are the settling look's repeated CI.
+
+    Files written before issue 29 named the verdict's interval verdict_ci_* and gave the raw fit as
+    ratio/ci_*; readers pass them through bracket.stats.contract.current.
     undetermined
         [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
         comparison.
