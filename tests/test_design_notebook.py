@@ -110,14 +110,14 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
               max_rounds=4, fixed=(2, 4))
     eff = bench.run(reps, 77, effect=1.15, **kw)
     null = bench.run(reps, 78, effect=1.0, **kw)
-    for name, key in (("adaptive 2-4 rounds", "adaptive"), ("fixed 2 rounds", 2), ("fixed 4 rounds", 4)):
+    for name, key in (("adaptive 3-4 rounds", "adaptive"), ("fixed 2 rounds", 2), ("fixed 4 rounds", 4)):
         row = nb.loc[name]
         assert _agree(row["power"], eff[key]["faster"], reps, reps), (name, row["power"], eff[key]["faster"])
         fp = null[key]["faster"] + null[key]["slower"]
         assert _agree(row["false faster/slower"], fp, reps, reps), (name, row["false faster/slower"], fp)
         assert row["false faster/slower"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
     # the figures are not all at a bound, so the agreement says something
-    assert 0.1 < nb.loc["adaptive 2-4 rounds", "power"] < 0.99 or 0.1 < nb.loc["fixed 4 rounds", "power"] < 0.99
+    assert 0.1 < nb.loc["adaptive 3-4 rounds", "power"] < 0.99 or 0.1 < nb.loc["fixed 4 rounds", "power"] < 0.99
 
 
 def test_block_noise_interval_and_the_pessimistic_design_value():

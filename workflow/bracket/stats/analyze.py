@@ -13,6 +13,7 @@ import pandas as pd
 from bracket import steadiness
 from bracket.ceiling import measured
 from bracket.records import guards
+from bracket.stats import conservatism
 from bracket.stats import sequential as seq
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
@@ -167,6 +168,16 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
 
     Files written before issue 29 named the verdict's interval verdict_ci_* and gave the raw fit as
     ratio/ci_*; readers pass them through bracket.stats.contract.current.
+    conservatism
+        Where the comparisons' intervals get their width against an oracle's that knew the noise
+        (bracket.stats.conservatism.summary, over the comparisons with a block-level fit):
+        comparisons, df and df_factor (t on the fit's df over z), level and level_factor (the
+        level multiplicity or the adaptive boundary draws the interval at), drift_factor and
+        drift_fits (sqrt of the arm's variance inflation by the drift term), pooled and floored
+        (counts whose variance took request noise in), runs_per_block and median_factor ((pi / 2)
+        over n times a median's variance at n runs), band_raised and band_max (noise bands raised
+        above `threshold` by fitted drift), total (df x level x drift factors, [min, max]); null
+        without a block-level fit.
     undetermined
         [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
         comparison.
@@ -246,7 +257,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                  "aa": same_settings(cfg), "counts": _counts(runs, frame)}
     warnings: list[Finding] = []
     if valid.empty:
-        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None,
+        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None, conservatism=None,
                    k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
         none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
         out["findings"], out["warnings"] = [none.record()], [none.text()]
@@ -312,6 +323,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
                                "confidence": conf,
                                "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
+    out["conservatism"] = conservatism.summary(out["comparisons"], conf, thr)
     for c in out["comparisons"]:
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
         warnings += [Finding("comparison", n, **where) for n in c["notes"]
