@@ -327,7 +327,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         reps, flag = (args.wide_reps, "--wide-reps") if name == "wide" else (args.reps, "--reps")
         lines = PARTS[name](reps, args.seed)
-        cmd = f"`nice -n 19 .venv/bin/python bench/sequential_design.py {flag} {reps} --seed {args.seed} --parts {name}`"
+        cmd = f"`nice -n 10 .venv/bin/python bench/sequential_design.py {flag} {reps} --seed {args.seed} --parts {name}`"
         done[name] = "\n".join(lines + ["", f"Part `{name}`: {cmd}, {time.time() - t0:.0f} s on a shared 2-core "
                                               "machine (timing noisy: other work ran beside it)."])
         out.write_text((head.rstrip("\n") + "\n\n" if head.strip() else "")
