@@ -164,6 +164,28 @@ def edges(tmp, reps, seed, resamples) -> list[str]:
     return lines
 
 
+RECHECK = "## 1c. Section 1 at block sd 3 %, re-run with the current analysis"
+
+
+def recheck(tmp, reps, seed, resamples, rounds) -> list[str]:
+    """Section 1c: the bracket rows of section 1 at block sd 3 % for `rounds`, with the analysis of today (section
+    1 was generated before issue 29's changes), on the same seeds as section 1."""
+    lines = [RECHECK, "",
+             f"Section 1's settings (A/B/A/B, 5 runs per block, request sd 0.5 %, no drift, block sd 3 %), bracket's "
+             f"analysis as it is now, {reps} datasets per row, the seeds of section 1's rows. Coverage is of `ci_*`, the "
+             "interval the verdict rests on (with one block per arm it is empty, and the request-level `raw_ci_*` is "
+             "counted: it covers request noise only).", "",
+             "| block sd | rounds | analysis | no effect: false faster/slower | undetermined | ratio CI coverage | "
+             "CI width | +3 %: \"faster\" |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rounds:
+        null = cell(tmp, reps, seed + r, resamples, (), rounds=r, block_sd=0.03, summarize=False)
+        eff = cell(tmp, reps, seed + 100 + r, resamples, (), effect=1.03, summarize=False, rounds=r, block_sd=0.03)
+        lines.append(f"| 3% | {r} | bracket | {pct(null['false'])} | {pct(null['undetermined'])} | {pct(null['cov'])} | "
+                     f"{pct(null['width'], 2)} | {pct(eff['faster'])} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=200, help="simulated experiments per cell (default 200)")
@@ -172,9 +194,20 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "design_efficiency.md"))
     p.add_argument("--edge-reps", type=int, default=2000, help="datasets per 2-round row of section 1b (default 2000)")
     p.add_argument("--edges-only", action="store_true", help="rerun section 1b only, keeping the rest of the file")
+    p.add_argument("--recheck", default="", help="rounds (e.g. 2,3,7,8): write section 1c only, keeping the rest")
     args = p.parse_args(argv)
     t0 = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="bracket-bench-")) / "sim.csv"
+    if args.recheck:
+        out = Path(args.out)
+        old = out.read_text()
+        new = "\n".join(recheck(tmp, args.reps, args.seed, args.resamples, [int(r) for r in args.recheck.split(",")])) + (
+            f"\n\nSection 1c: `nice -n 10 .venv/bin/python bench/design_efficiency.py --recheck {args.recheck} --reps "
+            f"{args.reps} --seed {args.seed}`, {time.time() - t0:.0f} s on a shared 2-core machine.\n\n")
+        a = old.index(RECHECK) if RECHECK in old else old.index("## 2. ")
+        b = old.index("## 2. ", a)
+        out.write_text(old[:a] + new + old[b:])
+        return 0
     if args.edges_only:
         out = Path(args.out)
         old = out.read_text()

@@ -14,18 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-
-def _current(c: dict) -> dict:
-    """A comparison in the current contract: stats.json written before issue 29 named the verdict's
-    interval verdict_ci_* and the raw one ci_*; now ci_* is the verdict's."""
-    if "verdict_ci_low" in c:
-        c = {**c, "ci_low": c["verdict_ci_low"], "ci_high": c["verdict_ci_high"], "ci_level": c["verdict_ci_level"]}
-    return c
+from bracket.stats.contract import current
 
 
 def load(path: Path) -> dict:
-    s = json.loads(path.read_text())
-    s["comparisons"] = [_current(c) for c in s["comparisons"]]
+    s = current(json.loads(path.read_text()))  # files written before issue 29 name the verdict's CI verdict_ci_*
     return {"comp": {(c["candidate"], c["workload"]): c for c in s["comparisons"]},
             "cells": {(c["arm"], c["workload"]): c for c in s["cells"]},
             "al": {(x["arm"], x["workload"]): x.get("acceptance_length") for x in s.get("speculative") or []},

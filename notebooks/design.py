@@ -113,9 +113,10 @@ display(Markdown(
 # Each cell is `reps` simulated A/B experiments with this noise, analysed by the workflow's own
 # analysis (block-level OLS with a drift term; the fixed-design verdict at 95 %). *false
 # faster/slower*: with no true effect. *power*: the right direction with the true ratio `effect`.
-# The adaptive design looks after every round from `min_rounds` on (repeated CIs,
-# `bracket.stats.sequential`) and stops when the comparison settles; its mean rounds are what it
-# spends.
+# The adaptive design looks after every round from its first look on (repeated CIs,
+# `bracket.stats.sequential`): the later of `min_rounds` and the first round whose block-level fit
+# has two degrees of freedom (round 3 of A/B/A/B), and stops when the comparison settles; its mean
+# rounds are what it spends.
 
 # %%
 grid = planning.design_grid(block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"],

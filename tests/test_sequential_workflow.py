@@ -1,7 +1,7 @@
 """An adaptive design through Snakemake, in a copy of the workflow, attached to a stand-in server.
 
 The DAG grows by a round only when a look asks for it (checkpoint `look`): with a wide margin the
-first look settles and two rounds run; with a margin no interval can meet, rounds run to the
+first look (round 3, the first with two block df) settles and three rounds run; with a margin no interval can meet, rounds run to the
 budget and the comparison is undetermined. Both articles show the looks. Both arms are the same
 server, so the truth is "no effect".
 """
@@ -26,8 +26,8 @@ def test_an_adaptive_design_adds_rounds_only_while_a_comparison_is_open(tmp_path
     port = fk.free_port()
     server = subprocess.Popen(fk.fake_argv(port, "--script", "slow"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    # settles: a margin of +/-50 % on identical arms settles at the first look with a bounded interval (round 2
-    # when blocks agree, else 3), before the budget of 4. budget: a margin of 0.01 % cannot be met and a band of
+    # settles: a margin of +/-50 % on identical arms settles at the first look with a bounded interval (round 3,
+    # the first with two block df, although min_rounds is 2), before the budget of 4. budget: a margin of 0.01 % cannot be met and a band of
     # 50 % cannot be cleared, so rounds run to the budget of 3.
     for name, margin, top, band in (("settles", 0.5, 4, 0.01), ("budget", 0.0001, 3, 0.5)):
         (repo / "experiments" / f"{name}.yaml").write_text(

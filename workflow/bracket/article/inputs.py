@@ -10,6 +10,7 @@ import pandas as pd
 
 from bracket import config, records
 from bracket.corrections import load_corrections
+from bracket.stats.contract import current
 
 
 @dataclass
@@ -102,7 +103,7 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
             build = json.loads(cand.read_text())
             break
     name = Path(experiment_path).stem
-    return Data(name=name, cfg=cfg, runs=runs, stats=json.loads(Path(stats_json).read_text()),
+    return Data(name=name, cfg=cfg, runs=runs, stats=current(json.loads(Path(stats_json).read_text())),
                 weights=_read_json(weights_json), ceiling=_read_json(ceiling_json),
                 schedule=pd.read_csv(schedule_csv), metas=metas, raw=raw,
                 corrections=load_corrections(corrections_path), corrections_path=str(corrections_path or ""),

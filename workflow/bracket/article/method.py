@@ -289,13 +289,66 @@ def model_hash_sentence(metas: dict) -> tuple[str, str] | None:
                    "the published model, and a reproduction against them refuses to compare."), "warn"
 
 
+def _x(span: list | None, digits: int = 2) -> str:
+    """A factor or its range: x1.12, or x1.05-1.43."""
+    lo, hi = span
+    return f"x{lo:.{digits}f}" if round(lo, digits) == round(hi, digits) else f"x{lo:.{digits}f}-{hi:.{digits}f}"
+
+
+def conservatism_sentence(d: Data) -> str | None:
+    """Where the comparisons' intervals get their width, against an oracle's that knew the noise (stats.json
+    `conservatism`, bracket.stats.conservatism): every factor as it ran; None for a file without it."""
+    c = d.stats.get("conservatism")
+    if not c:
+        return None
+    conf = d.stats.get("confidence", 0.95)
+    df = c["df"]
+    dfs = f"{df[0]:g}" if df[0] == df[1] else f"{df[0]:g}-{df[1]:g}"
+    parts = [f"the t quantile on {dfs} degrees of freedom ({_x(c['df_factor'])}: the noise is estimated "
+             f"from the blocks and requests that ran, not known)"]
+    if c["level_factor"][1] > 1.005:
+        why = ("the adaptive design's repeated-CI boundary at its looks" if d.stats.get("sequential")
+               else f"the multiplicity of {_n(d.stats.get('multiplicity', {}).get('comparisons'), 'comparison')} (Holm)")
+        parts.append(f"the level each interval is drawn at, up to {pct(c['level'][1], 2)} for {why} "
+                     f"({_x(c['level_factor'])})")
+    if c["drift_fits"]:
+        parts.append(f"the drift term in {c['drift_fits']} of {c['comparisons']} fits ({_x(c['drift_factor'])}: time "
+                     "takes a degree of freedom and shares the arm's variance)")
+    pooled = c["pooled"] + c["floored"]
+    if pooled and c.get("median_factor"):
+        rpb = c["runs_per_block"]
+        runs = f"{rpb[0]:.0f}" if round(rpb[0]) == round(rpb[1]) else f"{rpb[0]:.0f}-{rpb[1]:.0f}"
+        how = " and ".join(x for x in (f"{c['pooled']} pooled block and request noise (blocks agreed within it)"
+                                       if c["pooled"] else "",
+                                       f"{c['floored']} took request noise as the floor of a one-df block variance"
+                                       if c["floored"] else "") if x)
+        parts.append(f"request noise's part of the variance where {how}: it is taken as (pi/2) sigma^2 / n, a "
+                     f"median's large-sample variance, which at {runs} runs per block is "
+                     f"{_x(c['median_factor'])} a block median's variance under normal noise (at most "
+                     f"{_x([v ** 0.5 for v in c['median_factor']])} on the width)")
+    head = (f"Where the comparisons' intervals get their width, against the {pct(conf, 0)} interval of an oracle "
+            f"that knew how much servers and requests vary: " + "; ".join(parts)
+            + f". Degrees of freedom, level and drift term together make the intervals {_x(c['total'])} as wide "
+            "as an oracle's.")
+    if c["band_raised"]:
+        head += (f" Besides, a verdict's interval must clear the noise band, which the fitted drift raised above the "
+                 f"{pct(c['threshold'], 0)} threshold in {c['band_raised']} of {c['comparisons']} comparisons "
+                 f"(to {pct(c['band_max'])} at most).")
+    if c["pooled"]:
+        head += (" Each guards against a false verdict when blocks disagree more than they appear to; where they "
+                 "agree closely, as in the pooled fits here, the intervals cover the truth more often than they state "
+                 "(the H200 regime of bench/results/design_efficiency.md, section 2).")
+    return head
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
     n_blocks = len(schedule_table(d))
     seq = d.stats.get("sequential")
-    rounds = (f"adaptive: {_n(seq['rounds_run'], 'round')} run of {des.get('min_rounds')} to {des.get('max_rounds')} "
-              f"(see the looks)" if seq else _n(des.get('rounds'), 'round'))
+    first = seq.get("first_look", des.get("min_rounds")) if seq else None
+    rounds = (f"adaptive: {_n(seq['rounds_run'], 'round')} run of {first} to {des.get('max_rounds')}, the first look "
+              f"after round {first} (see the looks)" if seq else _n(des.get('rounds'), 'round'))
     s.add(Para(f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
                f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
                f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
@@ -376,4 +429,7 @@ def section_method(d: Data) -> Section:
                f"at {pct(d.stats.get('confidence', 0.95), 0)} confidence, analysis seed {d.stats.get('seed')} (each "
                f"statistic derives its own stream from it), noise threshold {pct(d.stats.get('noise_threshold'), 0)}, "
                f"spread warning above {pct(d.stats.get('spread_warning'), 0)}."))
+    width = conservatism_sentence(d)
+    if width:
+        s.add(Para(width))
     return s

@@ -13,6 +13,7 @@ import pandas as pd
 from bracket import steadiness
 from bracket.ceiling import measured
 from bracket.records import guards
+from bracket.stats import conservatism
 from bracket.stats import sequential as seq
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
@@ -140,9 +141,10 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         is the unit). One contract for intervals: ratio with ci_low/ci_high at ci_level is the
         estimate and the CI the verdict rests on (the `basis` fit, at the level multiplicity or the
         adaptive design's boundary leaves it; beside "undetermined" without one, the basis CI at
-        `confidence`); raw_ratio with raw_ci_low/raw_ci_high is the raw fit (OLS on log block
-        medians, arm only, t on the blocks' df; unadjusted), drift_adjusted_ratio with its CI the
-        fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
+        `confidence`; with fewer than two blocks per arm, where no interval supports a verdict, null,
+        and raw_ci_* hold the request-level bootstrap); raw_ratio with raw_ci_low/raw_ci_high is the
+        raw fit (OLS on log block medians, arm only, t on the blocks' df; unadjusted),
+        drift_adjusted_ratio with its CI the fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
         fit the verdict rests on), p_value (no effect) and test, p_beyond_band (the effect lies
         outside the noise band) and p_adjusted (Holm), multiplicity {method, comparisons, family,
         level}, verdict
@@ -156,11 +158,26 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         adaptive design the group-sequential method (each comparison starting at alpha / comparisons, Holm-type recycling).
     sequential
         Null unless design.rounds is adaptive: bracket.stats.sequential.assess on these runs:
-        rule (the stopping rule in words), alpha, family, min_rounds, max_rounds, margin, looks
+        rule (the stopping rule in words), alpha, family, min_rounds, first_look (the first round
+        judged: min_rounds or later, until every comparison's block-level fit has two residual
+        degrees of freedom; round 3 of A/B/A/B), max_rounds, margin, looks
         [{round, blocks, open}], comparisons [{workload, candidate, status, verdict,
         settled_round, how, rci_low, rci_high, nominal_level, looks}], rounds_run,
         another_round. Each comparison then also has `sequential` {status, settled_round, how},
-        and its verdict and verdict CI are the settling look's.
+        and its verdict and ci_low/ci_high/ci_level are the settling look's repeated CI.
+
+    Files written before issue 29 named the verdict's interval verdict_ci_* and gave the raw fit as
+    ratio/ci_*; readers pass them through bracket.stats.contract.current.
+    conservatism
+        Where the comparisons' intervals get their width against an oracle's that knew the noise
+        (bracket.stats.conservatism.summary, over the comparisons with a block-level fit):
+        comparisons, df and df_factor (t on the fit's df over z), level and level_factor (the
+        level multiplicity or the adaptive boundary draws the interval at), drift_factor and
+        drift_fits (sqrt of the arm's variance inflation by the drift term), pooled and floored
+        (counts whose variance took request noise in), runs_per_block and median_factor ((pi / 2)
+        over n times a median's variance at n runs), band_raised and band_max (noise bands raised
+        above `threshold` by fitted drift), total (df x level x drift factors, [min, max]); null
+        without a block-level fit.
     undetermined
         [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
         comparison.
@@ -240,7 +257,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
                  "aa": same_settings(cfg), "counts": _counts(runs, frame)}
     warnings: list[Finding] = []
     if valid.empty:
-        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None,
+        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None, conservatism=None,
                    k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
         none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
         out["findings"], out["warnings"] = [none.record()], [none.text()]
@@ -306,6 +323,7 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
                                "confidence": conf,
                                "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
+    out["conservatism"] = conservatism.summary(out["comparisons"], conf, thr)
     for c in out["comparisons"]:
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
         warnings += [Finding("comparison", n, **where) for n in c["notes"]

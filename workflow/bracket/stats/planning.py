@@ -165,7 +165,8 @@ def design_grid(*, block_sd: float, run_sd: float, drift: float, effect: float, 
 def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float, runs: int = 5,
                  min_rounds: int = 2, max_rounds: int = 8, margin: float | None = None, alpha: float = 0.05,
                  reps: int = 100, seed: int = 1, kind: str = "abab") -> dict:
-    """An adaptive design (bracket.stats.sequential) on the same kind of simulated experiments."""
+    """An adaptive design (bracket.stats.sequential) on the same kind of simulated experiments; named by
+    the rounds it may stop after (its first look, `Plan.first_look`, to max_rounds)."""
     plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind=kind, seed=1, min_rounds=min_rounds,
                 max_rounds=max_rounds, margin=margin, alpha=alpha)
     rng = np.random.default_rng([seed, runs, 7])
@@ -184,7 +185,7 @@ def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float,
                 t["power"] += c["verdict"] == (FASTER if effect > 1 else SLOWER)
                 t["undetermined"] += c["verdict"] == UNDETERMINED
                 t["r1"] += used
-    return {"design": f"adaptive {min_rounds}-{max_rounds} rounds", "rounds": max_rounds, "runs per block": runs,
+    return {"design": f"adaptive {plan.first_look}-{max_rounds} rounds", "rounds": max_rounds, "runs per block": runs,
             "blocks": 2 * max_rounds, "false faster/slower": t["null_false"] / reps, "power": t["power"] / reps,
             "no effect settled": t["null_same"] / reps, "undetermined (effect)": t["undetermined"] / reps,
             "mean rounds (effect)": t["r1"] / reps, "mean rounds (no effect)": t["r0"] / reps}
