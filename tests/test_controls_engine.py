@@ -3,7 +3,7 @@
 
 import pytest
 
-from bracket import config, determinism, embedded
+from bracket import config, determinism
 
 from conftest import ROOT
 
@@ -12,8 +12,8 @@ pytestmark = pytest.mark.engine
 
 def test_determinism_control_on_the_embedded_engine(tmp_path, embedded_engine):
     cfg = config.load(ROOT / "experiments" / "smoke.yaml")
-    model = ROOT / embedded.model_dir(cfg)
-    python = ROOT / embedded.engine_python(cfg)
+    engine, model = embedded_engine  # the clone's own, or BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL
+    python = engine / "bin" / "python"
     assert (model / "build.json").is_file() and python.exists()
     cfg["engine"]["port"] = 8043
     cfg["controls"]["determinism_repeats"] = 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bracket import config, embedded, engines
+from bracket import config, engines
 from bracket.client import get_text
 from bracket.engines import launch, provenance
 
@@ -23,21 +23,21 @@ PORT = 8051
 
 @pytest.fixture(scope="module")
 def cfg(embedded_engine):
-    venv = ROOT / embedded.ENGINE_VENV / ".installed"
     c = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": PORT, "per_request_metrics": True,
                                     "startup_timeout_s": 600},
                          "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
                          "request": {"max_tokens": 48, "timeout_s": 120}})
-    assert venv.exists() and (ROOT / embedded.model_dir(c) / "build.json").exists()
-    return c
+    engine, model = embedded_engine  # the clone's own, or BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL
+    assert (engine / ".installed").exists() and (model / "build.json").exists()
+    return {**c, "_engine": engine, "_model": model}
 
 
 def test_per_request_acceptance_from_the_response_matches_the_counter_difference(cfg, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     adapter = engines.get("vllm")
     arm = cfg["arms"]["ngram_4"]
-    model = embedded.model_dir(cfg)
-    argv = launch.server_argv(cfg, adapter, arm, model, embedded.engine_python(cfg), name="unused")
+    model = str(cfg["_model"])
+    argv = launch.server_argv(cfg, adapter, arm, model, str(cfg["_engine"] / "bin" / "python"), name="unused")
     assert argv[-3:] == ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"]
     server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
                                 log_path=tmp_path / "server.log", base_url=launch.base_url(cfg), secret_names=[])
