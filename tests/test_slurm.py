@@ -303,7 +303,13 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
                               if c.startswith(f"rule_block_wildcards_{CANCEL_EXP}_0")), None)
                 time.sleep(1)
             assert jobid, log.read_text()[-4000:]
-            time.sleep(20)  # the block's server is starting or measuring
+            # Cancel once the block has begun (its provenance is written before its server starts), so
+            # there is an attempt to keep: a fixed wait could fall before the job's Python had started.
+            begun = root / "results" / CANCEL_EXP / "raw" / "block-0.meta.json.partial"
+            until = time.monotonic() + 300
+            while not begun.exists() and time.monotonic() < until and run.poll() is None:
+                time.sleep(1)
+            time.sleep(3)  # the block's server is starting or measuring
             cancelled = time.monotonic()
             cluster.run("scancel", jobid)
             rc = run.wait(timeout=300)
