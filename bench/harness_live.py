@@ -70,15 +70,7 @@ from live_tools import (LAST_OUTPUT, POLL_S, TOOLS, LlamaLog, VllmMetrics, _why,
 from bracket import config, embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 
-def _llamacpp_build() -> Path:
-    """BRACKET_LLAMACPP_BUILD, else the build the workflow recorded (rule llamacpp_build's build.json)."""
-    record = ROOT / embedded.LLAMACPP_BUILD
-    if os.environ.get("BRACKET_LLAMACPP_BUILD") or not record.exists():
-        return Path(os.environ.get("BRACKET_LLAMACPP_BUILD", ROOT / "resources/engines/llama.cpp-missing"))
-    return Path(json.loads(record.read_text())["path"])
-
-
-LLAMACPP = _llamacpp_build()
+LLAMACPP = embedded.llamacpp_build_dir(ROOT)
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR

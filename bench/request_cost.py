@@ -58,12 +58,9 @@ from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
 
 # The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).
 def llamacpp_build() -> Path:
-    """The build folder: BRACKET_LLAMACPP_BUILD, else the one build.json names (read when a server is wanted,
-    so the script imports on a machine with no build)."""
-    if os.environ.get("BRACKET_LLAMACPP_BUILD"):
-        return Path(os.environ["BRACKET_LLAMACPP_BUILD"])
-    record = ROOT / embedded.LLAMACPP_BUILD
-    return Path(json.loads(record.read_text())["path"]) if record.exists() else ROOT / "resources/engines/llama.cpp-missing"
+    return embedded.llamacpp_build_dir(ROOT)  # read when a server is wanted: the script imports with no build
+
+
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 SEED = 1234

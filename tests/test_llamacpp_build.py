@@ -1,6 +1,7 @@
 """Where the workflow's llama.cpp build and the embedded model's GGUF are found (no server needed)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +40,15 @@ def test_a_missing_build_record_says_how_to_build_it(tmp_path):
 def test_embedded_serves_with_vllm_or_llamacpp_only():
     with pytest.raises(ExperimentError, match="engine.embedded is true, which serves with vllm"):
         _cfg(kind="sglang")
+
+
+def test_the_build_folder_comes_from_the_environment_else_the_record_else_a_path_that_does_not_exist(tmp_path,
+                                                                                                       monkeypatch):
+    monkeypatch.delenv("BRACKET_LLAMACPP_BUILD", raising=False)
+    assert not embedded.llamacpp_build_dir(tmp_path).exists()  # no build yet: the caller names the rule to run
+    record = tmp_path / embedded.LLAMACPP_BUILD
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"path": "/cache/llama.cpp/0.3.36-cpu-x"}))
+    assert embedded.llamacpp_build_dir(tmp_path) == Path("/cache/llama.cpp/0.3.36-cpu-x")
+    monkeypatch.setenv("BRACKET_LLAMACPP_BUILD", "/elsewhere")
+    assert embedded.llamacpp_build_dir(tmp_path) == Path("/elsewhere")

