@@ -21,6 +21,7 @@ import re
 import select
 import socket
 import struct
+import sys
 import time
 import weakref
 import zlib
@@ -270,18 +271,29 @@ class Stream:
         return self._framing == "chunked" and self._inflate is None and self._body is None
 
     def record(self, stop: Callable[[], bool], hints: tuple[bytes, ...] = (),
-               unterminated_limit: int = 1 << 20) -> None:
+               unterminated_limit: int = 1 << 20, coalesce_s: float = 0.0,
+               started: Callable[[], bool] | None = None) -> None:
         """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
 
-        The timed client's hot loop: per network read one recv_into a preallocated buffer, one
-        perf_counter, two list appends and a few searches of the new bytes in C. `stop()` (the
+        The timed client's hot loop: per network read one recvmsg_into a preallocated buffer, one
+        time stamp, two list appends and a few searches of the new bytes in C. `stop()` (the
         caller's parser, fed by `recorded()`) is asked only when a read holds one of `hints` (the
         caller's end or error markers), ends the chunked body, or when more than
         `unterminated_limit` bytes came without a chunk that ends a line (an endless line); it
         returns True to stop reading. The read that made it True is the last one recorded.
         Errors (the stall limit, a dropped connection) are raised as httpx's, with what came kept.
+
+        A read's time is when its last bytes reached the socket, as the kernel stamped them
+        (SO_TIMESTAMPNS; `arrival`), not when this process woke up to read them: the client's own
+        scheduling delay stays out of every time. With coalesce_s > 0, once `started()` is True
+        (the caller has seen its first token) the loop waits coalesce_s between reads, so one read
+        takes what arrived meanwhile: a wake-up per coalesce_s instead of one per event, which is
+        most of what reading costs the engine's cores. The read's time is still its last bytes'
+        arrival, so the stream's end, and its last token where that came with the end, keep their
+        exact times; only the events in between share the time of the read that took them.
         """
         perf = time.perf_counter
+        stamped = _stamp_arrivals(self.sock)
         times, ends = self._times, self._ends
         size = 1 << 20
         buf = bytearray(size)
@@ -304,7 +316,10 @@ class Stream:
         if rest and (any(find(h) >= 0 for h in hints) or endswith(b"0\r\n\r\n", 0, pos)) and (stop() or self.complete):
             return
         self._blocking()
-        recv_into = self.sock.recv_into
+        recv_into, recvmsg_into, wall = self.sock.recv_into, self.sock.recvmsg_into, time.time
+        sleep = time.sleep
+        waiting = coalesce_s > 0 and started is not None  # for the first token, before coalescing
+        coalescing = coalesce_s > 0 and started is None
         while True:
             if size - pos < READ_BYTES:
                 size *= 2
@@ -315,10 +330,15 @@ class Stream:
                 view = memoryview(buf)
                 find, endswith = buf.find, buf.endswith
             try:
-                n = recv_into(view[pos:pos + READ_BYTES])
+                if stamped:
+                    n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE)
+                    now = perf()
+                    now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
+                else:
+                    n = recv_into(view[pos:pos + READ_BYTES])
+                    now = perf()
             except OSError as exc:
                 raise _read_error(exc) from exc
-            now = perf()
             if not n:
                 raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
                                                 "(incomplete chunked read)")
@@ -340,6 +360,10 @@ class Stream:
             for h in hints:
                 if find(h, lo, pos) >= 0 and (stop() or self.complete):
                     return
+            if waiting and started():
+                waiting, coalescing = False, True
+            if coalescing and n < READ_BYTES:
+                sleep(coalesce_s)
 
     @property
     def last_read(self) -> float:
@@ -467,6 +491,40 @@ class Stream:
             _idle.setdefault(self.http, {})[self.key] = sock
         else:
             sock.close()
+
+
+# Kernel receive time stamps (Linux): each recvmsg carries the time its last bytes reached the socket.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_ANC_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+_TS = struct.Struct("qq")
+
+
+def _stamp_arrivals(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what this socket receives; False where it cannot (no recvmsg, not Linux)."""
+    if _SO_TIMESTAMPNS is None or not _ANC_SPACE or not hasattr(sock, "recvmsg_into"):
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def arrival(ancillary: list, now: float, wall_now: float, floor: float) -> float:
+    """A read's time on the perf_counter clock: when its last bytes reached the socket.
+
+    The kernel stamps arrivals on the wall clock (CLOCK_REALTIME); `now` and `wall_now` are the two
+    clocks read together as the read returned, so the stamp moves to perf_counter by their offset at
+    that moment (a clock step between arrival and read, microseconds apart, is all that can enter).
+    The result is kept between `floor` (the previous read's time) and `now`: an arrival cannot be
+    later than the read that took it, nor earlier than the read before. Without a stamp: `now`.
+    """
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            sec, ns = _TS.unpack_from(data)
+            t = sec + ns * 1e-9 - (wall_now - now)
+            return now if t > now else floor if t < floor else t
+    return now
 
 
 def _read_error(exc: OSError) -> httpx.HTTPError:
