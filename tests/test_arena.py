@@ -80,7 +80,7 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
 def test_spec_defaults_are_the_leaderboard_cell():
     assert arena.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048, "api": "chat", "cache": "fresh",
-        "text": None, "tg_exact": True, "latency": "none"}
+        "text": None, "tg_exact": True, "latency": "none", "coherence": True}
     assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
     assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
 
