@@ -69,8 +69,8 @@ def experiment(a, text: str | None = None) -> dict:
     if text:
         cell["text"] = text
     ctx = max(2048, max(a.users) * (a.depth + a.pp + a.tg + 256))
-    engine = {"vllm": {"kind": "vllm", "embedded": False, "model": a.model, "python": a.engine_python,
-                       "port": a.port, "args": ["--chat-template", str(TEMPLATE)]},
+    # vLLM as the embedded engine (its CPU memory and eager settings), serving --model (given to serve()).
+    engine = {"vllm": {"kind": "vllm", "embedded": True, "port": a.port, "args": ["--chat-template", str(TEMPLATE)]},
               "llamacpp": {"kind": "llamacpp", "embedded": False, "model": a.model, "port": a.port,
                            "executable": a.llama_server, "startup_timeout_s": 120,
                            "args": ["--ctx-size", str(ctx), "--parallel", str(max(a.users)), "--threads", "2"]}}
