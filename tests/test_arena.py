@@ -80,7 +80,7 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
 def test_spec_defaults_are_the_leaderboard_cell():
     assert arena.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048, "api": "chat", "cache": "fresh",
-        "text": None, "tg_exact": True, "latency": "none"}
+        "text": None, "tg_exact": True, "latency": "none", "coherence": True}
     assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
     assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
 
@@ -194,7 +194,11 @@ def test_vllm_chat_cell_keeps_each_text_event_with_its_token_ids():
 def test_arena_mode_body_leaves_the_length_free_and_llamacpp_keeps_its_cache():
     _, b, _ = arena_text.chat_body(engines.get("vllm"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, exact_tg=False)
     assert "min_tokens" not in b and "ignore_eos" not in b  # llama-benchy without --exact-tg
-    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, prefix=True)
+    on = {"server": {"prefix_caching": True}}  # the server bracket launches for a prefix cell
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, on, False, prefix=True)
     assert b["cache_prompt"] is True and b["min_tokens"] == 8
+    # an arm whose cache is off (an attached server): no field, as llama-benchy sends; the server's default
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, prefix=True)
+    assert "cache_prompt" not in b
     _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False)
     assert b["cache_prompt"] is False

@@ -31,7 +31,11 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
                      raw_path=tmp_path / "raw" / "block-0.jsonl", meta_path=tmp_path / "raw" / "block-0.meta.json",
                      log_path=tmp_path / "block-0.log", model=str(model), python=str(engine / "bin" / "python"),
                      root=ROOT, lock_dir=tmp_path / "locks")
-    raw = records.read([path])
+    every = records.read([path])
+    # llama-benchy's coherence question, once, before the first run; the tiny model answers with code
+    (check,) = [r for r in every if r.get("control") == "coherence"]
+    assert check["coherent"] is not None and check["error"] is None and check["output_text"]
+    raw = [r for r in every if not r.get("control")]
     assert len(raw) == 4 * users and all(r["error"] is None for r in raw), [r["error"] for r in raw]
     assert all(r["completion_tokens"] == tg and r["finish_reason"] == "length" for r in raw)
     # depth + prompt as the server counts them: slices cut by vLLM's /tokenize to the calibrated counts
@@ -39,8 +43,9 @@ def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded
     # each user its own slice: no prefix served from another request's cache
     assert all(r["cached_tokens"] == 0 for r in raw if not r["warmup"])
     assert all(r["ttfr_s"] is not None and 0 < r["ttfr_s"] <= r["ttft_s"] for r in raw)
-    summary = arena_stats.summarize(raw, cfg)
+    summary = arena_stats.summarize(every, cfg)
     (cell,) = summary["cells"]
+    assert cell["coherence"]["status"] == ("passed" if check["coherent"] else "failed")
     assert cell["summary"]["n"] == 3 and cell["summary"]["ci_low"] <= cell["summary"]["median"]
     lb = cell["llama_benchy"]
     assert len(lb["tg_throughput"]["values"]) == 3 and lb["tg_throughput"]["mean"] > 0

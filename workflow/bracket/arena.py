@@ -40,12 +40,14 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from bracket import arena_text, records, session
 
 DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, tuple] = {}
+_coherence_checked: set[str] = set()
 
 
 def spec(wl: dict) -> dict:
@@ -56,6 +58,7 @@ def spec(wl: dict) -> dict:
     out["text"] = wl.get("text") or None
     out["tg_exact"] = True if wl.get("tg_exact") is None else bool(wl["tg_exact"])
     out["latency"] = wl.get("latency") or "none"
+    out["coherence"] = True if wl.get("coherence") is None else bool(wl["coherence"])
     return out
 
 
@@ -229,10 +232,14 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     texts = [arena_text.request_texts(words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache,
                                       tokens, ctx_tokens, pp_tokens)
              for u in range(wl["users"])]
+    recs = []
+    if wl["coherence"] and server_id not in _coherence_checked:  # once per server, before its first arena run
+        _coherence_checked.add(server_id)
+        recs.append(coherence_record(cfg, experiment, block, wl_name, http, base, model, server_id, run,
+                                     req["timeout_s"]))
     two = wl["cache"] == "prefix" and wl["depth"] > 0
     phases = [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)] if two \
         else [(None, texts)]
-    recs = []
     for phase, batch in phases:
         out = _concurrently(send, batch, req)
         recs += [records.new_record(
@@ -246,6 +253,21 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
             for u, (m, extra) in enumerate(out)]
         _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out):])
     return recs
+
+
+def coherence_record(cfg: dict, experiment: str, block, wl_name: str, http, base: str, model: str,
+                     server_id: str, run: int, timeout_s: float) -> dict:
+    """llama-benchy's coherence check of this server (bracket.arena_coherence), as a control record."""
+    from bracket import arena_coherence
+
+    c = arena_coherence.check(http, base, model, timeout_s)
+    word = {True: "[green]passed[/]", False: "[red]FAILED[/]", None: "[yellow]not checked[/]"}[c["coherent"]]
+    said = escape(repr((c["output_text"] or c["error"] or "")[:80]))  # the server's words, never markup
+    console.print(f"  arena {block.arm:<12} coherence check {word}: {said}")
+    return records.new_record(
+        experiment=experiment, arm=block.arm, block=block.position, round=block.round, position=block.position,
+        run=run, warmup=True, workload=wl_name, prompt_id="coherence", server_id=server_id, control="coherence",
+        **c)
 
 
 def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:

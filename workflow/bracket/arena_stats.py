@@ -115,6 +115,14 @@ def _findings(cell: dict) -> list[dict]:
             f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
             f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
             f"compare servers by the window rate"), values=dict(b), **where).record())
+    co = cell.get("coherence") or {}
+    if co.get("status") == "failed":
+        answer = (co["answers"] or [""])[0]
+        out.append(Finding("coherence", (
+            f"the model failed llama-benchy's coherence check on {co['failed']} of {co['checked']} servers: asked "
+            f"{co['question']!r}, it answered {answer[:120]!r}, without 'Paris' (llama-benchy would have stopped "
+            f"here; its numbers measure a model that does not answer sensibly)"),
+            values={k: co[k] for k in ("failed", "checked")}, **where).record())
     if d["tg"]:
         out.append(Finding("instrument", (
             f"llama-benchy's tg leaves out {d['tg']} of {d['of']} {d['unit']} ({d['reason']}); its mean is over "
@@ -130,7 +138,10 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
     """
     from bracket.stats.summary import summarize as summarize_cell
 
+    from bracket import arena_coherence
+
     a = cfg["analysis"]
+    checks = [r for r in raw if r.get("control") == "coherence"]
     out = {"definition": DEFINITION, "llama_benchy_definition": BENCHY_DEFINITION, "cells": []}
     for wl_name in [w for w, wl in cfg["workloads"].items() if is_arena(wl)]:
         wl = spec(cfg["workloads"][wl_name])
@@ -175,6 +186,7 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
                     "depth_measured": int(depths[len(depths) // 2]) if depths else None,
                     "latency_ms": latency * 1000 if latency is not None else None,
                     "runs": rows, "summary": summary, "bursts": _bursts(timed), "llama_benchy_dropped": dropped,
+                    "coherence": arena_coherence.of_cell(checks, {x.get("server_id") for recs in timed for x in recs}),
                     "llama_benchy": {"concurrency": wl["users"], "context_size": wl["depth"],
                                      "prompt_size": wl["prompt_tokens"], "response_size": wl["tokens"],
                                      "is_context_prefill_phase": phase == "ctx", **metrics,

@@ -215,8 +215,10 @@ def chat_body(adapter, model: str, context: str, prompt: str, request: dict, see
 
     exact_tg (llama-benchy --exact-tg): min_tokens and ignore_eos pin the response length; without it
     (the Arena's setting) neither is sent and the model may stop early, as llama-benchy's request does.
-    prefix (cache: prefix): the request asks llama.cpp to keep and reuse its prompt (cache_prompt true),
-    which bracket's body otherwise turns off.
+    prefix (cache: prefix): llama.cpp's cache_prompt follows the server the cell runs on: true where the
+    arm turns the prefix cache on (the server bracket launches for prefix cells, bracket.arena.servers),
+    else left out, as llama-benchy's request leaves it: the server's own default (--[no-]cache-prompt)
+    decides, so a server started with the cache off serves no context and the guard reads "cache miss".
     """
     messages = ([{"role": "system", "content": context}] if context else []) + \
         [{"role": "user", "content": prompt or "."}]
@@ -233,8 +235,8 @@ def chat_body(adapter, model: str, context: str, prompt: str, request: dict, see
         body["min_tokens"] = request["max_tokens"]  # with ignore_eos: llama-benchy's --exact-tg
     if no_cache:
         body["cache_prompt"] = False
-    elif prefix and "cache_prompt" in body:
-        body["cache_prompt"] = True
+    elif prefix and "cache_prompt" in body and body["cache_prompt"] is not True:
+        del body["cache_prompt"]
     return "/v1/chat/completions", body, "sse"
 
 

@@ -43,7 +43,9 @@ ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "are
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
 # `server_timing` saying where it was read; null where the engine reports none). A record with
 # `control` set never enters the runs table or any arm's statistics (`tidy`); `control_table` reads them.
-CONTROL_FIELDS = ["control", "body", "pair", "server_decode_s", "server_tokens", "server_timing"]
+# `coherent`: llama-benchy's coherence check of an arena cell's server (control "coherence",
+# bracket.arena_coherence): true / false, null where the question could not be asked.
+CONTROL_FIELDS = ["control", "body", "pair", "server_decode_s", "server_tokens", "server_timing", "coherent"]
 
 
 def new_record(**values) -> dict:

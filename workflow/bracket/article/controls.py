@@ -157,7 +157,8 @@ def arena_table(ar: dict) -> pd.DataFrame:
                      "spread": pct(sm.get("spread")) if sm else "",
                      "llama-benchy tg": _pm(lb.get("tg_throughput")),
                      "llama-benchy pp": _pm(lb.get("pp_throughput")),
-                     "llama-benchy ttfr (ms)": _pm(lb.get("ttfr"), 0)})
+                     "llama-benchy ttfr (ms)": _pm(lb.get("ttfr"), 0),
+                     "coherence": (cell.get("coherence") or {}).get("status", "not checked")})
     return pd.DataFrame(rows)
 
 
@@ -178,6 +179,15 @@ def section_arena(d: Data, c: Controls) -> Section | None:
                "first token and the prefill in its time. Set beside the leaderboard only at the same depth, "
                "prompt, users and tokens."))
     s.add(Table(arena_table(ar), "The arena cell in both definitions, per arm", "arena.csv"))
+    failed = [c for c in ar["cells"] if (c.get("coherence") or {}).get("status") == "failed"]
+    if failed:
+        co = failed[0]["coherence"]
+        where = ", ".join(dict.fromkeys(f"{c['arm']} / {c['workload']}" + (f" ({c['phase']})" if c.get("phase") else "")
+                                        for c in failed))
+        s.add(Para(f"The model failed llama-benchy's coherence check in {where}: asked {co['question']!r}, it "
+                   f"answered {(co['answers'] or [''])[0][:120]!r}, without \"Paris\". llama-benchy stops its run "
+                   f"there; bracket kept measuring, so these numbers are the speed of a model that does not answer "
+                   f"sensibly (a wrong chat template, a broken quantisation, or a model too small to know).", kind="warn"))
     from bracket import interop
 
     for arm in dict.fromkeys(cell["arm"] for cell in ar["cells"] if cell.get("llama_benchy")):
