@@ -131,6 +131,22 @@ def test_slurm_profile_dry_run_shows_what_each_block_asks_for(sweep_copy):
     assert others and all(resources_of(j).get("runtime") == "30" for j in others)  # profile defaults
 
 
+def test_per_host_allocation_puts_each_hosts_blocks_into_one_group_job(sweep_copy):
+    """cluster.allocation: per_host: one group job per host holds that host's four blocks (the profile's
+    group-components joins them), so SLURM gets one submission per host, not one per block."""
+    path = sweep_copy / "experiments" / "hostgroup.yaml"
+    path.write_text(SWEEP.replace("runtime_min: 20}", "runtime_min: 20, allocation: per_host}"))
+    proc = snakemake(sweep_copy, "-n", "--profile", "workflow/profiles/slurm", "results/hostgroup/stats.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    schedule = design.draw_hosts(["baseline", "ngram_4"], "baseline", "abab", 2, 1, ["node-a", "node-b"])
+    for host in ("node-a", "node-b"):
+        assert out.count(f"Group job blocks-hostgroup-{host} ") == 1, out[-4000:]
+        chunk = out.split(f"Group job blocks-hostgroup-{host} ")[1].split("Group job")[0]
+        ks = sorted(int(k) for k in re.findall(r"wildcards: exp=hostgroup, k=(\d+)", chunk))
+        assert ks == [b.position for b in schedule if b.host == host], chunk[-3000:]
+
+
 def test_blocks_are_ordered_by_priority_not_chained(sweep_copy):
     """Schedule order comes from job priorities; no block takes another's output as input, so the
     rerun checks of every block run (a chain would let Snakemake skip them)."""

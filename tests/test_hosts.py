@@ -71,7 +71,8 @@ def test_hosts_are_validated():
     with pytest.raises(config.ExperimentError, match="hosts"):
         config.validate({"arms": {"A": {}}, "hosts": ["bad host"]})
     cfg = config.validate({"arms": {"A": {}}})
-    assert cfg["cluster"] == {"gpus": 0, "mem_mb": 16000, "runtime_min": 120, "cpus": 0, "exclusive": True}
+    assert cfg["cluster"] == {"gpus": 0, "mem_mb": 16000, "runtime_min": 120, "cpus": 0, "exclusive": True,
+                              "allocation": "per_block"}
 
 
 def _runs(host_factor: dict, drift_per_slot: dict, *, seed=0, noise=0.01, rounds=3):

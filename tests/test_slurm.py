@@ -137,13 +137,16 @@ def prebuilt_resources(root: Path, engine: Path, model: Path):
         (root / link).symlink_to(Path(target).resolve())
 
 
+DEFAULTS = "?site(runtime=30, mem_mb=4000)"  # the profile's default-resources (a YTE expression)
+
+
 def site_profile(root: Path):
     """What a user adds to workflow/profiles/slurm for their site: account and partition."""
     path = root / "workflow" / "profiles" / "slurm" / "config.yaml"
-    profile = yaml.safe_load(path.read_text())
-    profile["default-resources"].update(slurm_account=slurm_cluster.ACCOUNT,
-                                        slurm_partition=slurm_cluster.PARTITION)
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    text = path.read_text()
+    assert text.count(DEFAULTS) == 1 and yaml.safe_load(text)["default-resources"] == DEFAULTS
+    path.write_text(text.replace(DEFAULTS, f"{DEFAULTS[:-1]}, slurm_account={slurm_cluster.ACCOUNT!r}, "
+                                           f"slurm_partition={slurm_cluster.PARTITION!r})"))
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +168,7 @@ def slurm_run(cluster, tmp_path_factory, embedded_engine):
         if saved is not None:
             os.environ["SLURM_CONF"] = saved
     out = cluster.run("sacct", "-a", "-X", "-P", "--noheader", "-S", "now-1days", "-o",
-                      ",".join(f"{f}%200" if f == "Comment" else f for f in SACCT_FIELDS)).stdout
+                      ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS)).stdout
     jobs = list(csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|"))
     print(f"sweep through SLURM: {took:.0f} s, {len(jobs)} jobs")
     return root, proc, jobs
@@ -224,6 +227,12 @@ def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, c
     assert "OverSubscribe=NO" in show and f"ReqNodeList={NODE}" in show and "TresPerJob=gres:gpu:1" in show
     others = [j for j in jobs if not j["Comment"].startswith("rule_block_")]
     assert others and all(j["ReqMem"] == "4000M" and j["Timelimit"] == "00:30:00" for j in others)
+    # job names say the experiment and the block (bracket.slurm_names), one run id for the whole run
+    runid = {j["JobName"].rsplit(".", 1)[-1] for j in jobs}
+    assert len(runid) == 1, runid
+    assert all(job["JobName"] == f"{EXP}.block{k}.{next(iter(runid))}"
+               for k, (job,) in blocks.items())
+    assert {j["JobName"].split(".")[1] for j in others} >= {"plan", "collect", "analyze", "report"}
 
 
 def test_blocks_ran_one_at_a_time_in_schedule_order(slurm_run):
@@ -238,6 +247,12 @@ def test_blocks_ran_one_at_a_time_in_schedule_order(slurm_run):
     assert all(m["status"] == "complete" for m in metas)
     assert all(b["started_at"] > a["ended_at"] for a, b in zip(metas, metas[1:]))
     assert len({m["pid"] for m in metas}) == BLOCKS  # a fresh server per block
+    # stats.json records the gaps, one per pair of consecutive blocks, as the metas give them
+    gaps = json.loads((root / "results" / EXP / "stats.json").read_text())["gaps"]
+    assert gaps["n"] == BLOCKS - 1 and gaps["cooldown_s"] == 0
+    assert [g["gap_s"] for g in gaps["gaps"]] == [round(b["started_at"] - a["ended_at"], 3)
+                                                   for a, b in zip(metas, metas[1:])]
+    print(f"gaps between blocks, one job per block: {[g['gap_s'] for g in gaps['gaps']]} s")
 
 
 def test_logs_are_where_the_profile_readme_says(slurm_run):
@@ -337,3 +352,52 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
     raw = root / "results" / CANCEL_EXP / "raw"
     assert json.loads((raw / "block-0.meta.json").read_text())["status"] == "complete"
     assert list((raw / "failed").glob("block-0.attempt-*"))  # the cancelled attempt, kept
+
+
+HOST_EXP = "slurmhost"
+PER_HOST = SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2").replace(
+    "runtime_min: 15}", "runtime_min: 15, allocation: per_host}").replace(
+    "Two arms through SLURM", "A host's blocks in one allocation").replace(str(PORT), str(PORT + 1))
+
+
+def test_a_hosts_blocks_share_one_allocation_with_site_settings_from_the_command_line(slurm_run, cluster):
+    """cluster.allocation: per_host runs the host's blocks in one sbatch job, one after the other, so the gaps
+    between them are the cooldown's (0 s here) plus the next block's start, well under a minute; the
+    site's account and partition come from $BRACKET_SLURM in an unedited profile and join its defaults."""
+    root, _, _ = slurm_run
+    (root / "experiments" / f"{HOST_EXP}.yaml").write_text(PER_HOST)
+    path = root / "workflow" / "profiles" / "slurm" / "config.yaml"
+    edited = path.read_text()
+    path.write_text((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())  # as shipped
+    saved = {k: os.environ.pop(k, None) for k in ("SLURM_CONF", "BRACKET_SLURM")}
+    os.environ["BRACKET_SLURM"] = f"slurm_account={slurm_cluster.ACCOUNT} slurm_partition={slurm_cluster.PARTITION}"
+    try:
+        proc = snakemake(root, "--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
+                         "3", f"results/{HOST_EXP}/stats.json", timeout=1800)
+    finally:
+        path.write_text(edited)
+        os.environ.pop("BRACKET_SLURM")
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
+    out = cluster.run("sacct", "-a", "-X", "-P", "--noheader", "-S", "now-1days", "-o",
+                      ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS)).stdout
+    jobs = [j for j in csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|")
+            if j["JobName"].startswith(f"{HOST_EXP}.")]
+    (group,) = [j for j in jobs if j["JobName"].startswith(f"{HOST_EXP}.blocks0-1.")]
+    assert not [j for j in jobs if j["Comment"].startswith("rule_block_")]  # no block of its own
+    assert group["State"] == "COMPLETED" and group["NodeList"] == NODE and group["ReqMem"] == "3000M"
+    assert group["Timelimit"] == "00:30:00"  # the two blocks' runtime_min, one after the other
+    # the command line's account and partition, and the profile's memory and time, on every job
+    assert all(j["Account"] == slurm_cluster.ACCOUNT and j["Partition"] == slurm_cluster.PARTITION for j in jobs)
+    others = [j for j in jobs if j is not group]
+    assert others and all(j["ReqMem"] == "4000M" and j["Timelimit"] == "00:30:00" for j in others), others
+    res = root / "results" / HOST_EXP
+    metas = [json.loads((res / "raw" / f"block-{k}.meta.json").read_text()) for k in (0, 1)]
+    cpus = slurm_cluster.machine()["CPUs"]
+    assert all(m["status"] == "complete" and m["cpus_allowed"] == list(range(cpus)) for m in metas)
+    gaps = json.loads((res / "stats.json").read_text())["gaps"]
+    assert gaps["n"] == 1 and gaps["gaps"][0]["gap_s"] == round(metas[1]["started_at"] - metas[0]["ended_at"], 3)
+    print(f"gap between blocks in one allocation: {gaps['gaps'][0]['gap_s']} s")
+    assert gaps["over"] == 0 and gaps["max_s"] < 60, gaps

@@ -43,6 +43,7 @@ rule analyze:
         "results/{exp}/runs.csv",
         ceiling="results/{exp}/ceiling.json",
         neutrality="results/{exp}/neutrality.csv",
+        metas=get_block_meta_files,
     output:
         "results/{exp}/stats.json",
     params:

@@ -16,11 +16,13 @@ from bracket import reproduce as breproduce  # noqa: E402
 from bracket import preflight as bpreflight  # noqa: E402
 from bracket import share as bshare  # noqa: E402
 from bracket import placement as bplacement  # noqa: E402
-from bracket import slurm_status  # noqa: E402
+from bracket import slurm_names, slurm_status  # noqa: E402
 
 # A SLURM job that ends CANCELLED, PREEMPTED, TIMEOUT or NODE_FAIL ends the wait for it, with the state
 # and the command to resume (bracket.slurm_status: executor plugin 2.8.0 misses "CANCELLED by UID").
 slurm_status.install(workflow)
+# SLURM job names say the experiment and the block (smoke.block3.RUNID), not the plugin's bare run UUID.
+slurm_names.install()
 
 ROOT = Path(workflow.basedir)
 DEFAULT_EXPERIMENT = "draft_sweep"
@@ -272,3 +274,17 @@ def get_block_cpus(wildcards):
 
 def get_block_slurm_extra(wildcards):
     return bplacement.slurm_extra(load_experiment(wildcards.exp)["cluster"], get_block_host(wildcards))
+
+
+def get_block_group(wildcards):
+    """With cluster.allocation per_host, the group of the block's host: a cluster executor then runs the
+    host's blocks in one job, one after the other in schedule order (their priorities), so the gaps
+    between them are the design's cooldowns, not the scheduler's. The profile's `group-components:
+    {blocks: N}` joins up to N blocks of one group into one job; every group of blocks is registered
+    under the name `blocks` for that key (as Snakemake registers a group named with wildcards)."""
+    cfg = load_experiment(wildcards.exp)
+    if cfg["cluster"].get("allocation", "per_block") != "per_host":
+        return None
+    group = f"blocks-{wildcards.exp}-{get_block_host(wildcards) or 'any'}"
+    workflow.parent_groupids[group] = "blocks"
+    return group

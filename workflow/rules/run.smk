@@ -34,6 +34,8 @@ rule block:
         model=get_model_param,
         root=rel(ROOT),
     priority: get_block_priority
+    group:
+        get_block_group
     log:
         server="logs/{exp}/server/block-{k}.log",
         block="logs/{exp}/block/block-{k}.log",

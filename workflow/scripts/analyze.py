@@ -1,6 +1,7 @@
 """Statistics of runs.csv into stats.json (snakemake rule `analyze`)."""
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -23,7 +24,8 @@ with rule_log(snakemake.log[0]) as log:
         ceiling = json.load(f)
     path = getattr(snakemake.input, "neutrality", None)
     control = pd.read_csv(path) if path else None
-    stats = analyze(runs, cfg, ceiling, control if control is not None and len(control) else None)
+    metas = [json.loads(Path(p).read_text()) for p in getattr(snakemake.input, "metas", [])]
+    stats = analyze(runs, cfg, ceiling, control if control is not None and len(control) else None, metas=metas)
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

@@ -341,6 +341,17 @@ def conservatism_sentence(d: Data) -> str | None:
     return head
 
 
+def gap_sentence(d: Data) -> str | None:
+    """How far apart the blocks followed each other (stats.json `gaps`), against the design's cooldown."""
+    g = d.stats.get("gaps")
+    if not g:
+        return None
+    return (f"Blocks followed each other after a median gap of {g['median_s']:.1f} s (max {g['max_s']:.1f} s), "
+            f"from one block's end to the next one's server start on its host; the design's cooldown is "
+            f"{g['cooldown_s']:g} s" + (f", and {g['over']} of {g['n']} gaps exceeded it by more than "
+                                         f"{g['excess_s']:g} s." if g.get("over") else "."))
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
@@ -353,6 +364,9 @@ def section_method(d: Data) -> Section:
                f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
                f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
                f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)))
+    gaps = gap_sentence(d)
+    if gaps:
+        s.add(Para(gaps))
     req = cfg.get("request", {})
     s.add(Para(f"Requests: max_tokens {req.get('max_tokens')}, temperature {req.get('temperature')}, seed "
                f"{req.get('seed')}; " + ("each prompt carried a unique prefix, so the prefix cache could not engage. "

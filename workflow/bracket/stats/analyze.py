@@ -20,6 +20,7 @@ from bracket.stats import phases as ph
 from bracket.stats import speculative as spec
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
+from bracket.stats.gaps import block_gaps, findings as gap_findings
 from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
@@ -112,7 +113,8 @@ def same_settings(cfg: dict) -> dict | None:
     return {"reference": reference, "arms": same, "all": len(same) == len(arms) - 1}
 
 
-def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control: pd.DataFrame | None = None) -> dict:
+def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control: pd.DataFrame | None = None,
+            metas: list[dict] | None = None) -> dict:
 
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
@@ -239,6 +241,11 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         (the first host), drift per host and workload (as `drift`, time counted in that host's
         blocks), and comparisons: each host against the first, per arm and workload, with the
         fields of `comparisons` (see bracket.stats.hosts).
+    gaps
+        From the blocks' provenance (`metas`, raw/block-K.meta.json), null without it: the time from one
+        block's end to the next one's server start on its host, against the design's cooldown
+        (bracket.stats.gaps: n, median_s, max_s, cooldown_s, over, gaps); a finding when a gap exceeds
+        the cooldown by more than a minute.
     findings, warnings
         What went wrong and what to change: records (bracket.stats.findings) and their sentences.
     """
@@ -366,6 +373,8 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
     if machine:
         warnings.append(Finding("machine", machine))
     out["guards"] = guards(runs)
+    out["gaps"] = block_gaps(metas or [], float(cfg.get("design", {}).get("cooldown_s", 0) or 0))
+    warnings += gap_findings(out["gaps"])
     c = cfg.get("controls", {})
     if not c.get("neutrality", True):
         out["neutrality"] = {"status": f"off: {c.get('neutrality_off')}"}
