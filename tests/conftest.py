@@ -37,6 +37,9 @@ def pytest_collection_modifyitems(config, items):
 MAY_WRITE_DIRS = {".git", ".venv", "resources", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
                   ".ipynb_checkpoints"}
 MAY_WRITE_PATHS = {"bench/.venv-peers"}
+# Set by a fixture that ran the workflow's own build rules in the checkout (the engine, its model, the trainer:
+# into resources/, as `make draft_sweep` does): Snakemake keeps its records of that build in .snakemake/.
+BUILT_IN_CHECKOUT: set[str] = set()
 
 
 def checkout_files(root: Path) -> dict[str, tuple[int, int]]:
@@ -75,7 +78,8 @@ def pytest_sessionfinish(session, exitstatus):
     before = session.config.stash.get(_CHECKOUT, None)
     if before is None:
         return
-    changes = checkout_changes(before, checkout_files(ROOT))
+    changes = [c for c in checkout_changes(before, checkout_files(ROOT))
+               if not any(c.split(" ", 1)[1].startswith(d + os.sep) for d in BUILT_IN_CHECKOUT)]
     if changes:
         shown = changes[:20] + ([f"... and {len(changes) - 20} more"] if len(changes) > 20 else [])
         session.config.get_terminal_writer().line(
@@ -94,6 +98,7 @@ def engine_venv():
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        BUILT_IN_CHECKOUT.add(".snakemake")
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine = ROOT / _embedded.ENGINE_VENV
     return engine
@@ -112,6 +117,7 @@ def embedded_engine():
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed",
                                f"{SMOKE_MODEL}/build.json"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=3600)
+        BUILT_IN_CHECKOUT.add(".snakemake")
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL
     return engine, model
