@@ -18,11 +18,15 @@ $(VENV)/.installed: pyproject.toml
 draft_sweep: env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores 1 draft_sweep
 
-test: env
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
-
 # Unit and property tests only (no engine, server, Snakemake, browser or install): under a minute.
 FAST := not engine and not integration and not slow and not slurm
+
+# Every test once: the fast tier first, so a broken unit stops the run before any engine is built, then
+# the rest (the two marker expressions split the suite in two).
+test: env
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not ($(FAST))"
+
 test-fast: env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
 

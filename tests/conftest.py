@@ -13,9 +13,9 @@ from bracket import embedded as _embedded  # noqa: E402
 SMOKE_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
 
 # Fixtures that install the embedded engine and train its model when a clone lacks them (minutes and
-# 3.4 GB): only a test marked `engine` may ask for one, so `make test-fast` (-m "not engine ...") can
-# never start an engine.
-ENGINE_FIXTURES = ("embedded_engine", "engine_venv")
+# 3.4 GB), or build llama.cpp (tests/test_engines_llamacpp_live.py, 11 minutes): only a test marked `engine`
+# may ask for one, so `make test-fast` (-m "not engine ...") can never start an engine.
+ENGINE_FIXTURES = ("embedded_engine", "engine_venv", "llama_server")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -29,6 +29,65 @@ def pytest_collection_modifyitems(config, items):
             + ". Mark them engine (or mark their module: pytestmark = pytest.mark.engine).")
 
 
+# Nothing a test does writes into the checkout: a workflow run happens in a copy under tmp_path
+# (tests/data/faults/faultkit.py: repo_copy). The run records every file of the checkout (path, mtime, size) when
+# it starts and fails at the end, naming the files, where any was added, changed or removed. Exempt: Python's
+# and the test tools' caches, git's own folder, the environments, and resources/, the workflow's build folder,
+# which the engine fixtures below fill where a clone lacks the engine or its model (as `make draft_sweep` does).
+MAY_WRITE_DIRS = {".git", ".venv", "resources", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
+                  ".ipynb_checkpoints"}
+MAY_WRITE_PATHS = {"bench/.venv-peers"}
+# Set by a fixture that ran the workflow's own build rules in the checkout (the engine, its model, the trainer:
+# into resources/, as `make draft_sweep` does): Snakemake keeps its records of that build in .snakemake/.
+BUILT_IN_CHECKOUT: set[str] = set()
+
+
+def checkout_files(root: Path) -> dict[str, tuple[int, int]]:
+    """{path relative to root: (mtime_ns, size)} of every file in the checkout but the exempt folders."""
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        dirnames[:] = [d for d in dirnames if d not in MAY_WRITE_DIRS and not d.endswith(".egg-info")
+                       and os.path.normpath(os.path.join(rel, d)) not in MAY_WRITE_PATHS]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:  # removed while we walked
+                continue
+            files[os.path.normpath(os.path.join(rel, name))] = (st.st_mtime_ns, st.st_size)
+    return files
+
+
+def checkout_changes(before: dict, after: dict) -> list[str]:
+    """'added PATH', 'changed PATH', 'removed PATH' for each file that differs, sorted by path."""
+    out = [f"added {p}" for p in after.keys() - before.keys()]
+    out += [f"removed {p}" for p in before.keys() - after.keys()]
+    out += [f"changed {p}" for p in before.keys() & after.keys() if before[p] != after[p]]
+    return sorted(out, key=lambda line: line.split(" ", 1)[1])
+
+
+_CHECKOUT = pytest.StashKey[dict]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_CHECKOUT] = checkout_files(ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_CHECKOUT, None)
+    if before is None:
+        return
+    changes = [c for c in checkout_changes(before, checkout_files(ROOT))
+               if not any(c.split(" ", 1)[1].startswith(d + os.sep) for d in BUILT_IN_CHECKOUT)]
+    if changes:
+        shown = changes[:20] + ([f"... and {len(changes) - 20} more"] if len(changes) > 20 else [])
+        session.config.get_terminal_writer().line(
+            f"\nThe tests wrote into the checkout ({ROOT}); a test must write under tmp_path (a workflow run: in "
+            "faultkit.repo_copy(tmp_path)):\n  " + "\n  ".join(shown), red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def engine_venv():
     """The embedded engine's virtual environment alone (vLLM's CPU build), for a test whose workflow builds its
@@ -39,6 +98,7 @@ def engine_venv():
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        BUILT_IN_CHECKOUT.add(".snakemake")
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine = ROOT / _embedded.ENGINE_VENV
     return engine
@@ -57,6 +117,7 @@ def embedded_engine():
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed",
                                f"{SMOKE_MODEL}/build.json"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=3600)
+        BUILT_IN_CHECKOUT.add(".snakemake")
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL
     return engine, model

@@ -6,14 +6,14 @@ reports no cached tokens (no --enable-prompt-tokens-details): the cache guard re
 prefix-cache hit counters. llama-server is the workflow's CPU build, started with -m and --port
 only. The generic case is the reference server answering as a generic OpenAI server. Each ends
 in an article from the shipped experiments/examples/attach_openai.yaml (base_url changed, one small
-round), whose method section says how the cache was checked.
+round), whose method section says how the cache was checked. The workflow runs in a copy under tmp_path
+(faultkit.repo_copy), so the checkout is left as it was.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +31,8 @@ from conftest import ROOT
 from test_engines_llamacpp_live import llama_server, tiny_gguf  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
+from faultkit import repo_copy  # noqa: E402
 from reference_server import ReferenceServer, free_port  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -84,55 +86,47 @@ def plain_vllm(embedded_engine, tmp_path_factory):
         _stop(proc)
 
 
-def attach_experiment(name: str, url: str, **request) -> Path:
-    """The shipped example with its URL changed and one small round (nothing else)."""
-    cfg = yaml.safe_load((ROOT / "experiments/examples/attach_openai.yaml").read_text())
+def attach_experiment(wf: Path, name: str, url: str, **request) -> Path:
+    """The shipped example with its URL changed and one small round (nothing else), as wf/experiments/NAME.yaml."""
+    cfg = yaml.safe_load((wf / "experiments/examples/attach_openai.yaml").read_text())
     cfg["engine"]["base_url"] = url
     cfg["design"].update(rounds=1, runs_per_block=2, warmup_runs=1, cooldown_s=0)
     cfg["request"].update(max_tokens=32, **request)
-    path = ROOT / "experiments" / f"{name}.yaml"
+    path = wf / "experiments" / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
-@pytest.fixture
-def experiment_files():
-    made = []
-    yield made
-    for name in made:
-        (ROOT / "experiments" / f"{name}.yaml").unlink(missing_ok=True)
-        for d in ("results", "report", "logs"):
-            shutil.rmtree(ROOT / d / name, ignore_errors=True)
+@pytest.fixture(scope="module")
+def wf(tmp_path_factory) -> Path:
+    """A copy of the workflow (no engine: every server here is attached); each test names its own experiment."""
+    return repo_copy(tmp_path_factory.mktemp("attach"))
 
 
-def snakemake(name: str, timeout: int = 1500) -> subprocess.CompletedProcess:
+def snakemake(wf: Path, name: str, timeout: int = 1500) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run([SNAKEMAKE, "--cores", "1", name], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([SNAKEMAKE, "--cores", "1", name], cwd=wf, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
-def end_to_end(name: str, url: str, experiment_files) -> tuple[str, list[dict]]:
-    experiment_files.append(name)
-    attach_experiment(name, url)
-    proc = snakemake(name)
+def end_to_end(wf: Path, name: str, url: str) -> tuple[str, list[dict]]:
+    attach_experiment(wf, name, url)
+    proc = snakemake(wf, name)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    article = (ROOT / "report" / name / "article.md").read_text()
-    metas = [json.loads(p.read_text()) for p in sorted((ROOT / "results" / name / "raw").glob("block-*.meta.json"))]
+    article = (wf / "report" / name / "article.md").read_text()
+    metas = [json.loads(p.read_text()) for p in sorted((wf / "results" / name / "raw").glob("block-*.meta.json"))]
     return article, metas
 
 
 @pytest.mark.engine
-def test_a_plainly_started_vllm_is_identified_and_its_cache_read_from_its_counters(plain_vllm, tmp_path):
+def test_a_plainly_started_vllm_is_identified_and_its_cache_read_from_its_counters(plain_vllm, wf):
+    from bracket import config
+
     with httpx.Client() as http:
         found = identify.identify(http, plain_vllm)
     assert (found.kind, found.version) == ("vllm", "0.32.0")
-    cfg_path = attach_experiment("attach_probe_vllm", plain_vllm)
-    try:
-        from bracket import config
-
-        rep = probe.run(config.load(cfg_path), ROOT)
-    finally:
-        cfg_path.unlink()
+    cfg_path = attach_experiment(wf, "attach_probe_vllm", plain_vllm)
+    rep = probe.run(config.load(cfg_path), wf)
     assert rep.problems == [] and rep.model == NAME
     # No --enable-prompt-tokens-details: the counters, and the identical repeat shows the hit they count.
     assert rep.cache_check == "metrics" and rep.cache_repeat and rep.cache_repeat > 0
@@ -140,58 +134,55 @@ def test_a_plainly_started_vllm_is_identified_and_its_cache_read_from_its_counte
 
 
 @pytest.mark.engine
-def test_the_shipped_attach_example_ends_in_an_article_on_a_plain_vllm(plain_vllm, experiment_files):
-    article, metas = end_to_end("attach_e2e_vllm", plain_vllm, experiment_files)
+def test_the_shipped_attach_example_ends_in_an_article_on_a_plain_vllm(plain_vllm, wf):
+    article, metas = end_to_end(wf, "attach_e2e_vllm", plain_vllm)
     assert {m["engine"] for m in metas} == {"vllm"}
     assert {m["engine_identified"]["version"] for m in metas} == {"0.32.0"}
     assert "Cache check:" in article and "prefix-cache hit counters on /metrics" in article
 
 
 @pytest.mark.engine
-def test_a_wrong_served_name_stops_the_workflow_before_any_block(plain_vllm, experiment_files):
+def test_a_wrong_served_name_stops_the_workflow_before_any_block(plain_vllm, wf):
     name = "attach_wrong_name"
-    experiment_files.append(name)
-    path = attach_experiment(name, plain_vllm)
+    path = attach_experiment(wf, name, plain_vllm)
     cfg = yaml.safe_load(path.read_text())
     cfg["engine"]["served_model"] = "Qwen/Qwen3-0.6B"
     path.write_text(yaml.safe_dump(cfg))
     t0 = time.monotonic()
-    proc = snakemake(name, timeout=300)
+    proc = snakemake(wf, name, timeout=300)
     assert proc.returncode != 0 and time.monotonic() - t0 < 60  # parse, probe, stop: no block, no wait
     assert "vLLM" in proc.stderr and f"serves '{NAME}'" in proc.stderr and "engine.served_model" in proc.stderr
-    assert not (ROOT / "results" / name / "raw").exists()
+    assert not (wf / "results" / name / "raw").exists()
 
 
 @pytest.mark.integration
-def test_the_shipped_attach_example_ends_in_an_article_on_a_generic_server(experiment_files):
+def test_the_shipped_attach_example_ends_in_an_article_on_a_generic_server(wf):
     with ReferenceServer(rate=3000, ttft=0.002, generic=True) as srv:
-        article, metas = end_to_end("attach_e2e_generic", srv.url, experiment_files)
+        article, metas = end_to_end(wf, "attach_e2e_generic", srv.url)
     assert {m["engine"] for m in metas} == {"openai"}
     assert "Cache check:" in article and "cache not reported" in article and "unique in the experiment" in article
-    stats = json.loads((ROOT / "results/attach_e2e_generic/stats.json").read_text())
+    stats = json.loads((wf / "results/attach_e2e_generic/stats.json").read_text())
     assert any(f["kind"] == "cache" for f in stats["findings"])
 
 
 @pytest.mark.integration
-def test_a_server_that_cannot_pin_the_length_stops_the_workflow_before_any_block(experiment_files):
+def test_a_server_that_cannot_pin_the_length_stops_the_workflow_before_any_block(wf):
     name = "attach_no_ignore_eos"
-    experiment_files.append(name)
     with ReferenceServer(rate=3000, ttft=0.002, generic=True, eos_after=3, ignores_ignore_eos=True) as srv:
-        attach_experiment(name, srv.url)
+        attach_experiment(wf, name, srv.url)
         t0 = time.monotonic()
-        proc = snakemake(name, timeout=300)
+        proc = snakemake(wf, name, timeout=300)
         assert proc.returncode != 0 and time.monotonic() - t0 < 60
     assert "ignore_eos" in proc.stderr and "returned 3 of the 16 tokens" in proc.stderr
-    assert not (ROOT / "results" / name / "raw").exists()
+    assert not (wf / "results" / name / "raw").exists()
 
 
 @pytest.mark.integration
-def test_an_unreachable_url_stops_the_workflow_in_seconds(experiment_files):
+def test_an_unreachable_url_stops_the_workflow_in_seconds(wf):
     name = "attach_nothing"
-    experiment_files.append(name)
-    attach_experiment(name, f"http://127.0.0.1:{free_port()}")
+    attach_experiment(wf, name, f"http://127.0.0.1:{free_port()}")
     t0 = time.monotonic()
-    proc = snakemake(name, timeout=300)
+    proc = snakemake(wf, name, timeout=300)
     assert proc.returncode != 0 and time.monotonic() - t0 < 60  # was 5 min 23 s
     assert "nothing answers at" in proc.stderr and "engine.base_url" in proc.stderr
 
@@ -211,10 +202,10 @@ def plain_llama_server(llama_server, tiny_gguf, tmp_path_factory):  # noqa: F811
 
 
 @pytest.mark.engine
-def test_a_plain_llama_server_is_identified_and_ends_in_an_article(plain_llama_server, experiment_files):
+def test_a_plain_llama_server_is_identified_and_ends_in_an_article(plain_llama_server, wf):
     with httpx.Client() as http:
         found = identify.identify(http, plain_llama_server)
     assert found.kind == "llamacpp" and found.version  # build_info
-    article, metas = end_to_end("attach_e2e_llamacpp", plain_llama_server, experiment_files)
+    article, metas = end_to_end(wf, "attach_e2e_llamacpp", plain_llama_server)
     assert {m["engine"] for m in metas} == {"llamacpp"}
     assert "Cache check:" in article and "cached tokens llama.cpp (llama-server)" in article and "reported in its response" in article

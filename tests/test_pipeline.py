@@ -2,13 +2,13 @@
 
 Builds the engine's virtual environment and the tiny model on first use (a few minutes), then runs
 experiments/smoke.yaml: two arms (baseline, ngram_4), two rounds, two workloads, real vLLM CPU
-servers launched and torn down per block.
+servers launched and torn down per block. The run happens in a copy of the workflow under tmp_path
+(faultkit.repo_copy, the engine linked and the model copied in), so the checkout is left as it was.
 """
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,16 +19,17 @@ import pytest
 
 from bracket import config, design
 
-from conftest import ROOT
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
+from faultkit import repo_copy  # noqa: E402
 
 pytestmark = pytest.mark.engine
 EXP = "smoke"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def snakemake(*args, timeout=1800):
+def snakemake(root: Path, *args, timeout=1800):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run([SNAKEMAKE, "--cores", "1", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([SNAKEMAKE, "--cores", "1", *args], cwd=root, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -42,19 +43,20 @@ def engine_processes():
 
 
 @pytest.fixture(scope="module")
-def smoke_run():
-    for d in (ROOT / "results" / EXP, ROOT / "report" / EXP, ROOT / "logs" / EXP):
-        shutil.rmtree(d, ignore_errors=True)
-    proc = snakemake(EXP)
+def smoke_run(embedded_engine, tmp_path_factory) -> Path:
+    """The workflow's folder after `snakemake --cores 1 smoke` ran there."""
+    engine, model = embedded_engine
+    root = repo_copy(tmp_path_factory.mktemp("smoke"), engine_dir=engine, model_dir=model)
+    proc = snakemake(root, EXP)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    return proc
+    return root
 
 
 def test_every_block_ran_in_a_fresh_server_in_schedule_order(smoke_run):
-    cfg = config.load(ROOT / "experiments" / f"{EXP}.yaml")
-    blocks = design.read(ROOT / "results" / EXP / "schedule.csv")
+    cfg = config.load(smoke_run / "experiments" / f"{EXP}.yaml")
+    blocks = design.read(smoke_run / "results" / EXP / "schedule.csv")
     assert [(b.arm, b.round) for b in blocks] == [("baseline", 1), ("ngram_4", 1), ("baseline", 2), ("ngram_4", 2)]
-    metas = [json.loads((ROOT / "results" / EXP / "raw" / f"block-{b.position}.meta.json").read_text())
+    metas = [json.loads((smoke_run / "results" / EXP / "raw" / f"block-{b.position}.meta.json").read_text())
              for b in blocks]
     assert all(m["status"] == "complete" for m in metas)
     assert len({m["pid"] for m in metas}) == 4  # one server per block
@@ -69,7 +71,7 @@ def test_every_block_ran_in_a_fresh_server_in_schedule_order(smoke_run):
 
 
 def test_raw_records_pass_the_guards(smoke_run):
-    runs = pd.read_csv(ROOT / "results" / EXP / "runs.csv")
+    runs = pd.read_csv(smoke_run / "results" / EXP / "runs.csv")
     # 4 blocks x 2 workloads x (1 warmup + 3 runs)
     assert len(runs) == 32
     assert runs["warmup"].sum() == 8
@@ -85,7 +87,7 @@ def test_raw_records_pass_the_guards(smoke_run):
     assert (spec["accepted_tokens"] <= spec["draft_tokens"]).all()
     assert timed.loc[timed["arm"] == "baseline", "acceptance_length"].isna().all()
     # the unique prefix makes every prompt distinct
-    raw = [json.loads(line) for f in sorted((ROOT / "results" / EXP / "raw").glob("block-*.jsonl"))
+    raw = [json.loads(line) for f in sorted((smoke_run / "results" / EXP / "raw").glob("block-*.jsonl"))
            for line in f.read_text().splitlines()]
     arms = [r for r in raw if not r.get("control")]
     assert len(arms) == 32 and all(r["output_text"] is not None for r in arms)
@@ -96,17 +98,17 @@ def test_raw_records_pass_the_guards(smoke_run):
 
 
 def test_stats_and_article(smoke_run):
-    stats = json.loads((ROOT / "results" / EXP / "stats.json").read_text())
+    stats = json.loads((smoke_run / "results" / EXP / "stats.json").read_text())
     cells = {(c["arm"], c["workload"]): c for c in stats["cells"]}
-    runs = pd.read_csv(ROOT / "results" / EXP / "runs.csv")
+    runs = pd.read_csv(smoke_run / "results" / EXP / "runs.csv")
     for (arm, wl), c in cells.items():
         vals = runs[(runs["arm"] == arm) & (runs["workload"] == wl) & runs["valid"]]["decode_tok_s"]
         assert c["n"] == 6
         assert c["median"] == pytest.approx(vals.median())
         assert c["spread"] == pytest.approx((vals.max() - vals.min()) / vals.median())
     assert set(cells) == {("baseline", "code"), ("baseline", "chat"), ("ngram_4", "code"), ("ngram_4", "chat")}
-    html = (ROOT / "report" / EXP / "article.html").read_text()
-    md = (ROOT / "report" / EXP / "article.md").read_text()
+    html = (smoke_run / "report" / EXP / "article.html").read_text()
+    md = (smoke_run / "report" / EXP / "article.md").read_text()
     # every raw value is in the article
     for v in runs.loc[runs["valid"], "decode_tok_s"]:
         assert f"{v:.2f}" in md
@@ -119,7 +121,7 @@ def test_stats_and_article(smoke_run):
 
 
 def test_nothing_to_do_the_second_time(smoke_run):
-    proc = snakemake(EXP, "--dry-run", "--quiet")
+    proc = snakemake(smoke_run, EXP, "--dry-run", "--quiet")
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
@@ -133,21 +135,21 @@ def block_jobs(dry_run_output: str) -> list[int]:
 
 
 def test_changing_arms_reruns_only_their_blocks(smoke_run):
-    path = ROOT / "experiments" / f"{EXP}.yaml"
+    path = smoke_run / "experiments" / f"{EXP}.yaml"
     original = path.read_text()
     ngram = "ngram_4: {speculative: {method: ngram, draft_tokens: 4}}"
     try:
         path.write_text(original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}")))
-        proc = snakemake(EXP, "--dry-run")
+        proc = snakemake(smoke_run, EXP, "--dry-run")
         assert block_jobs(proc.stdout + proc.stderr) == [1, 3], proc.stdout + proc.stderr
         # two arms at once: both are seen in one invocation
         path.write_text(original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}"))
                         .replace("baseline: {}", 'baseline: {args: ["--max-num-seqs", "4"]}'))
-        proc = snakemake(EXP, "--dry-run")
+        proc = snakemake(smoke_run, EXP, "--dry-run")
         assert block_jobs(proc.stdout + proc.stderr) == [0, 1, 2, 3], proc.stdout + proc.stderr
         # a new label names the arm differently but measures nothing
         path.write_text(original.replace("baseline: {}", 'baseline: {label: "plain decoding"}'))
-        proc = snakemake(EXP, "--dry-run")
+        proc = snakemake(smoke_run, EXP, "--dry-run")
         assert block_jobs(proc.stdout + proc.stderr) == [], proc.stdout + proc.stderr
     finally:
         path.write_text(original)
@@ -156,33 +158,25 @@ def test_changing_arms_reruns_only_their_blocks(smoke_run):
 def test_a_reproduction_judges_the_published_cell_and_lands_in_the_article(smoke_run):
     """`snakemake reproduce`: fresh servers (REF, cell, REF), a verdict on the smoke run's figure,
     the ledger appended only when the figure does not hold, and the article re-rendered with it."""
-    ledger = ROOT / "experiments" / f"{EXP}.corrections.yaml"
+    ledger = smoke_run / "experiments" / f"{EXP}.corrections.yaml"
     before = ledger.read_text() if ledger.exists() else None
     name = f"{EXP}--repro-pytest"
-    shutil.rmtree(ROOT / "results" / name, ignore_errors=True)
-    shutil.rmtree(ROOT / "logs" / name, ignore_errors=True)
-    try:
-        proc = snakemake("reproduce", "--config", f"experiment={EXP}", "cell=ngram_4,code", "runs=3", "id=pytest")
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-        schedule = design.read(ROOT / "results" / name / "schedule.csv")
-        assert [b.arm for b in schedule] == ["baseline", "ngram_4", "baseline"]
-        v = json.loads((ROOT / "results" / name / "verdict.json").read_text())
-        (cell,) = v["cells"]
-        assert cell["workload"] == "code" and cell["verdict"] in ("holds", "does not hold", "undecided")
-        original = pd.read_csv(ROOT / "results" / EXP / "runs.csv")
-        orig = original[(original["arm"] == "ngram_4") & (original["workload"] == "code") & original["valid"]]
-        assert cell["original"]["median"] == pytest.approx(orig["decode_tok_s"].median())
-        after = ledger.read_text() if ledger.exists() else None
-        if cell["verdict"] == "does not hold":
-            assert after is not None and after.startswith(before or "") and len(after) > len(before or "")
-        else:
-            assert after == before  # only corrections enter the ledger
-        md = (ROOT / "report" / EXP / "article.md").read_text()
-        assert "Reproductions" in md and name in md
-        assert engine_processes() == []
-    finally:
-        if before is None:
-            ledger.unlink(missing_ok=True)
-        else:
-            ledger.write_text(before)
-        shutil.rmtree(ROOT / "results" / name, ignore_errors=True)
+    proc = snakemake(smoke_run, "reproduce", "--config", f"experiment={EXP}", "cell=ngram_4,code", "runs=3",
+                     "id=pytest")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    schedule = design.read(smoke_run / "results" / name / "schedule.csv")
+    assert [b.arm for b in schedule] == ["baseline", "ngram_4", "baseline"]
+    v = json.loads((smoke_run / "results" / name / "verdict.json").read_text())
+    (cell,) = v["cells"]
+    assert cell["workload"] == "code" and cell["verdict"] in ("holds", "does not hold", "undecided")
+    original = pd.read_csv(smoke_run / "results" / EXP / "runs.csv")
+    orig = original[(original["arm"] == "ngram_4") & (original["workload"] == "code") & original["valid"]]
+    assert cell["original"]["median"] == pytest.approx(orig["decode_tok_s"].median())
+    after = ledger.read_text() if ledger.exists() else None
+    if cell["verdict"] == "does not hold":
+        assert after is not None and after.startswith(before or "") and len(after) > len(before or "")
+    else:
+        assert after == before  # only corrections enter the ledger
+    md = (smoke_run / "report" / EXP / "article.md").read_text()
+    assert "Reproductions" in md and name in md
+    assert engine_processes() == []

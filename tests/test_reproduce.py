@@ -15,6 +15,9 @@ from bracket.stats.summary import summarize
 
 from conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
+from faultkit import repo_copy  # noqa: E402
+
 # Seed 000, round three: ten fresh runs of DFlash2 at draft budget 12, and the no-speculation baseline.
 TEN = [56.63, 63.76, 68.46, 68.17, 66.68, 62.98, 64.56, 65.48, 63.47, 69.30]
 BASE_TEN = [12.32, 12.38, 12.33, 12.34, 12.31, 12.30, 12.34, 12.31, 12.31, 12.31]
@@ -234,14 +237,15 @@ def test_reproductions_section_shows_both_sessions(tmp_path):
 # ---------------------------------------------------------------- the rules
 
 @pytest.mark.integration
-def test_reproduce_dry_run_plans_a_bracket_beside_the_reference():
+def test_reproduce_dry_run_plans_a_bracket_beside_the_reference(tmp_path):
+    wf = repo_copy(tmp_path / "wf")  # a dry run still writes Snakemake's cache (.snakemake/), so not in the checkout
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce",
                           "--config", "experiment=smoke", "cell=ngram_4,code", "runs=5", "id=pytestdry"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=wf, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "results/smoke--repro-pytestdry/verdict.json" in out.stdout
-    assert not (ROOT / "results" / "smoke--repro-pytestdry").exists()  # a dry run records nothing
+    assert not (wf / "results" / "smoke--repro-pytestdry").exists()  # a dry run records nothing
     bad = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=wf, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "cell=ARM" in bad.stdout + bad.stderr

@@ -69,3 +69,24 @@ def test_simulation_is_reproducible():
     a = simulate("random", effect=1.03, drift=0.01, rng=np.random.default_rng(3), seed=9)
     b = simulate("random", effect=1.03, drift=0.01, rng=np.random.default_rng(3), seed=9)
     assert a.equals(b)
+
+
+def test_round_changes_and_first_vs_last_by_hand():
+    """Medians per round, a row without a round left out, and the change ln(last / first) of the medians."""
+    import pandas as pd
+
+    from bracket.stats.drift import first_vs_last
+
+    df = pd.DataFrame({"arm": ["B", "A", "A", "A", "A", "A", "B"],
+                       "round": [1, 1, 1, 2, 2, np.nan, 2],
+                       "position": [1, 0, 0, 2, 2, 9, 3],
+                       "value": [50.0, 10.0, 12.0, 11.0, 13.0, 99.0, 55.0]})
+    rc = round_changes(df)
+    assert list(rc) == ["A", "B"]
+    assert rc["A"]["medians"] == {1: 11.0, 2: 12.0} and rc["A"]["change"] == pytest.approx(np.log(12 / 11))
+    assert rc["B"] == {"medians": {1: 50.0, 2: 55.0}, "change": pytest.approx(np.log(55 / 50))}
+    # positions 0 (10, 12) and 9 (99): the row without a round still has a time
+    f = first_vs_last(df, "A")
+    assert (f["first_position"], f["last_position"], f["first_median"], f["last_median"]) == (0, 9, 11.0, 99.0)
+    assert f["change"] == pytest.approx(np.log(99 / 11))
+    assert first_vs_last(df[df["arm"] == "B"].iloc[:1], "B") is None

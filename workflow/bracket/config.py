@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import re
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import jsonschema
 import yaml
+
+# jsonschema imports rfc3987_syntax, where installed (jupyterlab's jupyter-events brings it), only for its
+# "iri" format checker, and that module builds a Lark grammar as it loads: about 1.8 s of CPU in every
+# process that validates an experiment (each Snakemake script, each `bracket` command, the test session).
+# The schema checks no formats and no format checker is passed, so the module is marked absent before
+# jsonschema loads, unless something in this process has loaded it already.
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
+import jsonschema  # noqa: E402
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "experiment.schema.yaml"
 
@@ -24,8 +34,20 @@ class ExperimentError(ValueError):
 
 
 def load_schema() -> dict:
-    with open(_schema_file()) as f:
-        return yaml.safe_load(f)
+    """The experiment schema, parsed once per process (a copy: callers may change it)."""
+    path = _schema_file()
+    stat = path.stat()
+    return copy.deepcopy(_parsed_schema(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_schema(path: str, mtime_ns: int, size: int) -> dict:
+    # Parsing the 40 kB schema with PyYAML's pure-Python loader takes about 0.2 s, and every validation and
+    # every default (bracket.stats.defaults) reads it: libyaml's loader where PyYAML has it, and once per
+    # version of the file (its mtime and size are the key, so an edited schema is read again).
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(path) as f:
+        return yaml.load(f, Loader=loader)  # noqa: S506 - a safe loader, C or Python
 
 
 def _schema_file() -> Path:

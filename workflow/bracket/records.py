@@ -184,8 +184,13 @@ def first_kind(runs: pd.DataFrame) -> pd.Series:
     """Each row's first invalid kind ("" when valid); from `invalid_kind`, or runs.csv files written before it."""
     if "invalid_kind" in runs:
         return runs["invalid_kind"].fillna("").astype(str)
-    first = runs.get("invalid_reason", pd.Series("", index=runs.index)).fillna("").astype(str).str.split("; ").str[0]
-    return first.map(lambda t: next((k for k in INVALID_KINDS if t.startswith(k)), t))
+    reason = runs.get("invalid_reason", pd.Series("", index=runs.index)).fillna("").astype(str)
+    # Each distinct text once (a table holds a few: "" for every valid run), then mapped onto the rows.
+    kinds = {}
+    for text in reason.unique():
+        first = text.split("; ")[0]
+        kinds[text] = next((k for k in INVALID_KINDS if first.startswith(k)), first)
+    return reason.map(kinds)
 
 
 def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
