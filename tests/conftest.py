@@ -38,7 +38,8 @@ MAY_WRITE_DIRS = {".git", ".venv", "resources", "__pycache__", ".pytest_cache", 
                   ".ipynb_checkpoints"}
 MAY_WRITE_PATHS = {"bench/.venv-peers"}
 # Set by a fixture that ran the workflow's own build rules in the checkout (the engine, its model, the trainer:
-# into resources/, as `make draft_sweep` does): Snakemake keeps its records of that build in .snakemake/.
+# into resources/, as `make draft_sweep` does): Snakemake keeps its records of that build in .snakemake/, and
+# the build rules their logs in logs/engine/.
 BUILT_IN_CHECKOUT: set[str] = set()
 
 
@@ -98,7 +99,7 @@ def engine_venv():
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
-        BUILT_IN_CHECKOUT.add(".snakemake")
+        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine = ROOT / _embedded.ENGINE_VENV
     return engine
@@ -117,7 +118,7 @@ def embedded_engine():
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed",
                                f"{SMOKE_MODEL}/build.json"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=3600)
-        BUILT_IN_CHECKOUT.add(".snakemake")
+        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL
     return engine, model

@@ -88,7 +88,7 @@ def _trainer() -> Path:
         proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "1", f"{embedded.TRAINER_VENV}/.installed"],
                               cwd=ROOT, env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
                               capture_output=True, text=True, timeout=3600)
-        BUILT_IN_CHECKOUT.add(".snakemake")  # the build's records, beside resources/ (tests/conftest.py)
+        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))  # the build's records, beside resources/ (tests/conftest.py)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         py = ROOT / embedded.TRAINER_VENV / "bin" / "python"
     return py
