@@ -62,13 +62,23 @@ hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
 """ % PORT
 
 
-def workflow_copy(root: Path, experiments: dict[str, str]) -> Path:
-    """Snakefile, workflow/, experiments/ and notebooks/ copied (mtimes kept), resources/ linked."""
+def workflow_copy(root: Path, experiments: dict[str, str], engine: tuple[Path, Path] | None = None) -> Path:
+    """Snakefile, workflow/, experiments/ and notebooks/ copied (mtimes kept), resources/ linked; with
+    `engine` (the embedded_engine fixture's engine and model, which may live outside this checkout) the
+    engine is linked and the model copied there instead, as faultkit.repo_copy does."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
     for d in ("workflow", "experiments", "notebooks"):
         shutil.copytree(ROOT / d, root / d, ignore=ignore)
-    (root / "resources").symlink_to(ROOT / "resources")
+    if engine is None:
+        (root / "resources").symlink_to(ROOT / "resources")
+    else:
+        (root / "resources" / "engines").mkdir(parents=True)
+        (root / "resources" / "engines" / Path(engine[0]).name).symlink_to(Path(engine[0]).resolve())
+        model = root / "resources" / "models" / Path(engine[1]).name
+        shutil.copytree(Path(engine[1]).resolve(), model)
+        for f in sorted(model.iterdir(), key=lambda f: f.name != "build.json"):
+            f.touch()  # build.json first: every file at least as new as the engine it was built with
     for name, text in experiments.items():
         (root / "experiments" / f"{name}.yaml").write_text(text)
     return root
@@ -179,7 +189,7 @@ def engine_processes(port: int) -> list[int]:
 def executor_run(tmp_path_factory, embedded_engine):
     if engine_processes(PORT):
         pytest.fail(f"an engine already listens on port {PORT}; stop it first")
-    root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR})
+    root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR}, embedded_engine)
     proc = snakemake(root, "--profile", "workflow/profiles/cluster-generic", f"results/{EXP}/stats.json",
                      timeout=1200)
     return root, proc
