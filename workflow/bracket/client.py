@@ -153,12 +153,12 @@ class _Deadline:
 # The markers that make the timed path parse what it has kept (bracket.http_stream.Stream.record):
 # the stream's end and an error event. A marker inside a token's text only costs an early parse.
 # After the first token, the timed client wakes to read once COALESCE_BYTES have arrived (or COALESCE_WAIT_S
-# has passed), not per event (bracket.http_stream.Stream.record): at 1,000 tok/s about one wake-up per twenty
+# has passed), not per event (bracket.http_stream.Stream.record): at 1,000 tok/s about one wake-up per fifty
 # events, the larger part of what a client that reads each event as it comes costs the engine's cores
 # (bench/results/harness_accuracy.md). Times stay exact where the definitions need them (first token, last
 # token, end: when their bytes reached the socket, by the kernel's stamp); events in between share their
 # read's time. A caller that times every event (on_timed_event) reads each as it comes.
-COALESCE_BYTES = 4096
+COALESCE_BYTES = 16384
 COALESCE_WAIT_S = 0.05
 _HINTS = {"sse": (b"[DONE]", b'"error"'), "ndjson": (b'"done":true', b'"done": true', b'"error"')}
 
