@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
 
-from bracket.client import COALESCE_S, stream_completion  # noqa: E402
+from bracket.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
@@ -494,9 +494,9 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
                 else:
                     line += (f"; a bare socket loop that reads each event as it comes {floor:.1f}: bracket's client "
                              f"costs less than that floor ({floor / now_c:.1f}x), since after the first token it "
-                             f"reads at most once per {1e3 * COALESCE_S:g} ms (bracket.client.COALESCE_S) and takes "
-                             f"each read's time from the kernel's arrival stamp, so waking less often costs no "
-                             f"accuracy (the error columns)")
+                             f"wakes to read once {COALESCE_BYTES:,} bytes have arrived or {1e3 * COALESCE_WAIT_S:g} ms "
+                             f"have passed (bracket.client.COALESCE_BYTES) and takes each read's time from the "
+                             f"kernel's arrival stamp, so waking less often costs no accuracy (the error columns)")
             L += ["", line + "."]
     if ladder:
         L += ["", "### Highest rate measured within 0.2 %", "",

@@ -11,12 +11,21 @@ import hashlib
 import json
 import socket
 import threading
+import time
 
 import httpx
 import pytest
 
-from bracket import http_stream, secrets
+from bracket import client, http_stream, secrets
 from bracket.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
+
+
+@pytest.fixture(autouse=True)
+def one_read_per_piece(request, monkeypatch):
+    """These tests pin each piece the server sends to one read of the client's: the client reads each
+    event as it comes (no coalescing), except in the tests of coalescing at the end of this module."""
+    if "coalescing" not in request.node.name:
+        monkeypatch.setattr(client, "COALESCE_BYTES", 0)
 
 
 def sse(obj) -> bytes:
@@ -373,3 +382,101 @@ def test_a_mock_transport_takes_httpx_path_with_the_same_result():
     assert m.error is None and m.output_text == " a b" and m.completion_tokens == 2
     assert m.output_sha256 == hashlib.sha256(b" a b").hexdigest()
     assert Counts is not None
+
+
+# ---- coalesced reads: one wake-up per few kilobytes, each read timed by its bytes' arrival ---------------------
+
+class Paced:
+    """A server that sends the head and the first token at once, then `n` text events `gap_s` apart,
+    then usage and [DONE] `end_gap_s` after the last, each piece one sendall; it notes on the shared
+    perf_counter clock when it sent the last text event and the end."""
+
+    def __init__(self, n: int, gap_s: float, end_gap_s: float):
+        self.n, self.gap_s, self.end_gap_s = n, gap_s, end_gap_s
+        self.sent_last = self.sent_end = None
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/completions"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            conn.sendall(HEAD + chunk(text_event(" t0")))
+            for i in range(1, self.n + 1):
+                time.sleep(self.gap_s)
+                self.sent_last = time.perf_counter()
+                conn.sendall(chunk(text_event(f" t{i}")))
+            time.sleep(self.end_gap_s)
+            self.sent_end = time.perf_counter()
+            conn.sendall(chunk(usage_event(self.n + 1) + b"data: [DONE]\n\n") + END)
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
+    """40 events 2 ms apart (about 5 kB in all), then usage and [DONE] 20 ms after the last. A client reading
+    each event as it comes makes about 40 reads; the coalescing one (COALESCE_BYTES 4096, its wait set to
+    300 ms here) wakes once the first 4 kB came and then only when its wait runs out: the end, under the
+    byte threshold, is taken about 250 ms after it came. Yet its time is when its bytes reached the socket,
+    within 2 ms of the server's send on the same clock."""
+    monkeypatch.setattr(client, "COALESCE_WAIT_S", 0.3)
+    srv = Paced(n=40, gap_s=0.002, end_gap_s=0.02)
+    reads = []
+    real_record = http_stream.Stream.record
+
+    def counting(self, *a, **kw):
+        try:
+            return real_record(self, *a, **kw)
+        finally:
+            reads.append(len(self._times))
+
+    monkeypatch.setattr(http_stream.Stream, "record", counting)
+    with httpx.Client() as http:
+        t_call = time.perf_counter()  # the client's t0 is taken a little after: t_call + wall_s <= its end
+        m = stream_completion(http, srv.url, {"prompt": "x", "stream": True}, 5.0)
+        returned = time.perf_counter()
+    srv.close()
+    assert m.error is None and m.completion_tokens == 41 and m.stream_events == 41
+    assert reads and reads[0] <= 5, reads
+    assert returned - srv.sent_end >= 0.15  # the read that took the end came long after it
+    end = t_call + m.wall_s
+    assert srv.sent_end - 0.005 <= end <= srv.sent_end + 0.002
+    # The last token came under the byte threshold too, so it shares the end's read, and its time is that
+    # read's last bytes' arrival: the end's. The tg window is longer by the server's gap between its last
+    # token and its end (20 ms here; engines write the two together, microseconds apart).
+    t_last = end - m.wall_s + m.ttft_s + 40 / m.tg_tok_s
+    assert t_last == pytest.approx(end, abs=1e-6) and t_last >= srv.sent_last
+
+
+def test_coalescing_reads_keep_the_stall_limit():
+    """After the first token the server goes quiet: the coalescing reader (polling, not blocking) still ends
+    the request at the stall limit, with the stall's message and the first token kept."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1/completions"
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            conn.sendall(HEAD + chunk(text_event(" a")))
+            time.sleep(2.0)
+
+    threading.Thread(target=serve, daemon=True).start()
+    with httpx.Client() as http:
+        t = time.perf_counter()
+        m, _ = timed_stream(http, url, {"prompt": "x", "stream": True}, 5.0, framing="sse", new_text=_openai_text,
+                            is_last=lambda e: False, counts=_openai_counts, stall_s=0.3)
+        took = time.perf_counter() - t
+    srv.close()
+    assert m.error == "timed out after 0.3 s without data from the server (request.timeout_s)", m.error
+    assert m.output_text == " a" and m.ttft_s is not None
+    assert 0.3 <= took < 1.0

@@ -152,12 +152,14 @@ class _Deadline:
 
 # The markers that make the timed path parse what it has kept (bracket.http_stream.Stream.record):
 # the stream's end and an error event. A marker inside a token's text only costs an early parse.
-# After the first token, the timed client reads at most once per COALESCE_S (bracket.http_stream.Stream.record):
-# at 1,000 tok/s one wake-up per 10 events instead of one per event, the larger part of what a client
-# that reads each event as it comes costs the engine's cores. Times stay exact where the definitions
-# need them (first token, last token, end: when their bytes reached the socket); events in between
-# share their read's time. A caller that times every event (on_timed_event) reads each as it comes.
-COALESCE_S = 0.01
+# After the first token, the timed client wakes to read once COALESCE_BYTES have arrived (or COALESCE_WAIT_S
+# has passed), not per event (bracket.http_stream.Stream.record): at 1,000 tok/s about one wake-up per fifty
+# events, the larger part of what a client that reads each event as it comes costs the engine's cores
+# (bench/results/harness_accuracy.md). Times stay exact where the definitions need them (first token, last
+# token, end: when their bytes reached the socket, by the kernel's stamp); events in between share their
+# read's time. A caller that times every event (on_timed_event) reads each as it comes.
+COALESCE_BYTES = 16384
+COALESCE_WAIT_S = 0.05
 _HINTS = {"sse": (b"[DONE]", b'"error"'), "ndjson": (b'"done":true', b'"done": true', b'"error"')}
 
 
@@ -288,10 +290,10 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
                     return stop() or ev.t_first is not None
 
                 # Reads coalesce once the first token came, unless the caller times every event.
-                coalesce = COALESCE_S if on_timed_event is None else 0.0
+                coalesce = COALESCE_BYTES if on_timed_event is None else 0
                 try:
-                    resp.record(stop, _HINTS[framing], unterminated_limit=1 << 20, coalesce_s=coalesce,
-                                started=started)
+                    resp.record(stop, _HINTS[framing], unterminated_limit=1 << 20, coalesce_bytes=coalesce,
+                                started=started, coalesce_wait_s=COALESCE_WAIT_S)
                 finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
                     with contextlib.suppress(httpx.HTTPError):
                         stop()

@@ -271,8 +271,8 @@ class Stream:
         return self._framing == "chunked" and self._inflate is None and self._body is None
 
     def record(self, stop: Callable[[], bool], hints: tuple[bytes, ...] = (),
-               unterminated_limit: int = 1 << 20, coalesce_s: float = 0.0,
-               started: Callable[[], bool] | None = None) -> None:
+               unterminated_limit: int = 1 << 20, coalesce_bytes: int = 0,
+               started: Callable[[], bool] | None = None, coalesce_wait_s: float = 0.05) -> None:
         """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
 
         The timed client's hot loop: per network read one recvmsg_into a preallocated buffer, one
@@ -285,12 +285,14 @@ class Stream:
 
         A read's time is when its last bytes reached the socket, as the kernel stamped them
         (SO_TIMESTAMPNS; `arrival`), not when this process woke up to read them: the client's own
-        scheduling delay stays out of every time. With coalesce_s > 0, once `started()` is True
-        (the caller has seen its first token) the loop waits coalesce_s between reads, so one read
-        takes what arrived meanwhile: a wake-up per coalesce_s instead of one per event, which is
-        most of what reading costs the engine's cores. The read's time is still its last bytes'
-        arrival, so the stream's end, and its last token where that came with the end, keep their
-        exact times; only the events in between share the time of the read that took them.
+        scheduling delay stays out of every time. With coalesce_bytes > 0 (and kernel stamps), once
+        `started()` is True (the caller has seen its first token; at once without `started`) the
+        process sleeps until coalesce_bytes have arrived (SO_RCVLOWAT, one poll) or coalesce_wait_s
+        has passed, then takes whatever is there: a wake-up per few kilobytes instead of one per
+        event, which is most of what reading costs the engine's cores. The kernel acknowledges the
+        bytes as they come either way, so the server sees no difference. A read's time is still its
+        last bytes' arrival, so the stream's end, and its last token where that came with the end,
+        keep their exact times; only the events in between share the time of the read that took them.
         """
         perf = time.perf_counter
         stamped = _stamp_arrivals(self.sock)
@@ -316,54 +318,86 @@ class Stream:
         if rest and (any(find(h) >= 0 for h in hints) or endswith(b"0\r\n\r\n", 0, pos)) and (stop() or self.complete):
             return
         self._blocking()
-        recv_into, recvmsg_into, wall = self.sock.recv_into, self.sock.recvmsg_into, time.time
-        sleep = time.sleep
-        waiting = coalesce_s > 0 and started is not None  # for the first token, before coalescing
-        coalescing = coalesce_s > 0 and started is None
-        while True:
-            if size - pos < READ_BYTES:
-                size *= 2
-                view.release()
-                buf = bytearray(size)
-                buf[:pos] = self._buf[:pos]
-                self._buf = buf
-                view = memoryview(buf)
-                find, endswith = buf.find, buf.endswith
-            try:
-                if stamped:
-                    n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE)
-                    now = perf()
-                    now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
-                else:
-                    n = recv_into(view[pos:pos + READ_BYTES])
-                    now = perf()
-            except OSError as exc:
-                raise _read_error(exc) from exc
-            if not n:
-                raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
-                                                "(incomplete chunked read)")
-            start = pos
-            pos += n
-            times.append(now)
-            ends.append(pos)
-            if endswith(b"\n\r\n", 0, pos):
-                run = 0
-                if endswith(b"0\r\n\r\n", 0, pos) and (stop() or self.complete):
-                    return
-            else:
-                run += n
-                if run > unterminated_limit:
+        sock = self.sock
+        recv_into, recvmsg_into, wall = sock.recv_into, sock.recvmsg_into, time.time
+        coalesce = coalesce_bytes > 0 and stamped
+        waiting = coalesce and started is not None  # reading each event as it comes until the first token
+        poll = None
+        wait_ms, stall = max(1, round(coalesce_wait_s * 1000)), self.timeout_s
+        last_data = 0.0  # when data last came, for the stall limit while coalescing (the kernel's, else)
+        try:
+            while True:
+                if coalesce and not waiting and poll is None:
+                    poll = self._coalesce(coalesce_bytes)
+                    last_data = times[-1] if times else perf()
+                if size - pos < READ_BYTES:
+                    size *= 2
+                    view.release()
+                    buf = bytearray(size)
+                    buf[:pos] = self._buf[:pos]
+                    self._buf = buf
+                    view = memoryview(buf)
+                    find, endswith = buf.find, buf.endswith
+                try:
+                    if poll is not None:
+                        poll(wait_ms)  # until coalesce_bytes came, the connection ended, or wait_ms
+                        try:
+                            n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE, _DONTWAIT)
+                        except BlockingIOError:  # nothing came in wait_ms
+                            if perf() - last_data > stall:
+                                raise httpx.ReadTimeout("timed out") from None
+                            continue
+                        now = perf()
+                        now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
+                        last_data = now
+                    elif stamped:
+                        n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE)
+                        now = perf()
+                        now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
+                    else:
+                        n = recv_into(view[pos:pos + READ_BYTES])
+                        now = perf()
+                except OSError as exc:
+                    raise _read_error(exc) from exc
+                if not n:
+                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
+                                                    "(incomplete chunked read)")
+                start = pos
+                pos += n
+                times.append(now)
+                ends.append(pos)
+                if endswith(b"\n\r\n", 0, pos):
                     run = 0
-                    if stop() or self.complete:
+                    if endswith(b"0\r\n\r\n", 0, pos) and (stop() or self.complete):
                         return
-            lo = start - 16 if start > 16 else 0  # a marker split over two reads is found too
-            for h in hints:
-                if find(h, lo, pos) >= 0 and (stop() or self.complete):
-                    return
-            if waiting and started():
-                waiting, coalescing = False, True
-            if coalescing and n < READ_BYTES:
-                sleep(coalesce_s)
+                else:
+                    run += n
+                    if run > unterminated_limit:
+                        run = 0
+                        if stop() or self.complete:
+                            return
+                lo = start - 16 if start > 16 else 0  # a marker split over two reads is found too
+                for h in hints:
+                    if find(h, lo, pos) >= 0 and (stop() or self.complete):
+                        return
+                if waiting and started():
+                    waiting = False
+        finally:
+            if poll is not None:
+                self._coalesce(0)
+
+    def _coalesce(self, nbytes: int):
+        """Wake reads of this socket only once `nbytes` came (SO_RCVLOWAT; 0: every byte again, as a
+        reused connection must be); returns the poll to wait with, or None."""
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, max(nbytes, 1))
+        except OSError:
+            return None
+        if not nbytes:
+            return None
+        p = select.poll()
+        p.register(self.sock, select.POLLIN)
+        return p.poll
 
     @property
     def last_read(self) -> float:
@@ -497,6 +531,7 @@ class Stream:
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
 _ANC_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 _TS = struct.Struct("qq")
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
 def _stamp_arrivals(sock: socket.socket) -> bool:
