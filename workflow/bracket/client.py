@@ -5,16 +5,21 @@ server's `usage`. Never count stream events: under speculative decoding one even
 several tokens (seed 000: a DFlash2 event carries about 3.75 tokens).
 tg rate = (completion_tokens - 1) / (t_last_token - t_first_token), llama-benchy's definition.
 Each token's time is that of the network read that brought its event (as llama-benchy stamps its
-reads): events that arrive together share one time, and a stream that arrives in one read has no
-first -> last window, so no tg rate (its decode rate stands).
+reads), taken as when that read's last bytes reached the socket (the kernel's receive stamp, where
+the platform gives one): events that arrive together share one time, and a stream that arrives in
+one read has no first -> last window, so no tg rate (its decode rate stands).
 
 On a CPU engine the client shares the cores with the server, so while the stream runs it does per
-network read only what the timing needs: one recv_into a kept buffer and one time stamp
-(bracket.http_stream.Stream.record). The events are parsed from the kept bytes once the stream
-ends, or earlier where a marker in the bytes asks (its end, an error event, a line growing past its
-limit), each timed by the read that brought it (bracket.stream_events), so every definition above
-reads as if each event had been parsed as it came; bench/results/harness_accuracy.md measures
-what that costs per token beside llama-benchy's client.
+network read only what the timing needs: one recvmsg_into a kept buffer and one time stamp
+(bracket.http_stream.Stream.record), and after the first token it wakes only once COALESCE_BYTES
+have arrived or COALESCE_WAIT_S has passed. Arrival stamps keep the first token, the last token and
+the end exact all the same (the last token shares the end's time where both come in one read: the
+window is then longer by the server's gap between writing them, which engines write together). The
+events are parsed from the kept bytes once the stream ends, or earlier where a marker in the bytes
+asks (its end, an error event, a line growing past its limit), each timed by the read that brought
+it (bracket.stream_events), so every definition above reads as if each event had been parsed as it
+came; bench/results/harness_accuracy.md measures what that costs per token beside llama-benchy's
+client and a bare per-event socket loop.
 
 Anything the server sends is untrusted: a value that cannot be what it claims (a token count that is
 not a non-negative whole number, an event the engine's reader cannot read) makes the request an
@@ -234,8 +239,9 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
 
     Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
     has built it, which costs a few hundred microseconds that are not the server's). Every event
-    carries the time of the network read that brought it, taken as the read returns (as
-    llama-benchy stamps its reads): the first token time is that of the read with the first event
+    carries the time of the network read that brought it (as llama-benchy stamps its reads), taken
+    as the read's last bytes reached the socket where the kernel stamps them, else as the read
+    returns: the first token time is that of the read with the first event
     carrying text, the last token time that of the read with the last one, and the end the time
     of the read that brought [DONE] (ndjson: the final object). Events that arrive together (a
     burst) share one time, the time they could first be seen. The body is read by
