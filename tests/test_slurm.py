@@ -342,7 +342,7 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
     assert f"SLURM job {jobid} (rule block {CANCEL_EXP}_0) ended {state}" in text, text[-4000:]
     assert f"resume with `snakemake {' '.join(full)}`" in text
     # The cancelled block's server goes with its job: SLURM signals the step's processes and kills what is
-    # left after KillWait (30 s); snakemake may see the state before that ends.
+    # left after KillWait (2 s on the test cluster); snakemake may see the state before that ends.
     gone_by = time.monotonic() + 60
     while engine_processes(PORT) and time.monotonic() < gone_by:
         time.sleep(1)

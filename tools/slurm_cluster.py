@@ -118,6 +118,10 @@ def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting:
         "SchedulerType=sched/backfill",
         "ReturnToService=2",
         "MinJobAge=3600",  # `scontrol show job` and squeue keep finished jobs for an hour
+        # A cancelled step's processes get SIGTERM, then SIGKILL after KillWait (30 s by default). Snakemake's
+        # job-step process answers SIGTERM by waiting for its running job, so a short block could finish inside
+        # those 30 s and a test of cancelling one would depend on the machine's speed; 2 s ends it at once.
+        "KillWait=2",
         "SlurmdTimeout=300",
         "MailProg=/bin/true",
         "JobCompType=jobcomp/filetxt",  # one line per finished job, with or without a database
