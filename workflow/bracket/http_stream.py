@@ -329,6 +329,7 @@ class Stream:
             while True:
                 if coalesce and not waiting and poll is None:
                     poll = self._coalesce(coalesce_bytes)
+                    coalesce = poll is not None  # a socket that refuses SO_RCVLOWAT is read per event
                     last_data = times[-1] if times else perf()
                 if size - pos < READ_BYTES:
                     size *= 2
