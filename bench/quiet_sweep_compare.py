@@ -19,17 +19,21 @@ from bracket.stats.contract import current
 
 def load(path: Path) -> dict:
     s = current(json.loads(path.read_text()))  # files written before issue 29 name the verdict's CI verdict_ci_*
-    return {"comp": {(c["candidate"], c["workload"]): c for c in s["comparisons"]},
-            "cells": {(c["arm"], c["workload"]): c for c in s["cells"]},
-            "al": {(x["arm"], x["workload"]): x.get("acceptance_length") for x in s.get("speculative") or []},
-            "level": next((c.get("ci_level") for c in s["comparisons"] if c.get("ci_level")), None)}
+    return {
+        "comp": {(c["candidate"], c["workload"]): c for c in s["comparisons"]},
+        "cells": {(c["arm"], c["workload"]): c for c in s["cells"]},
+        "al": {(x["arm"], x["workload"]): x.get("acceptance_length") for x in s.get("speculative") or []},
+        "level": next((c.get("ci_level") for c in s["comparisons"] if c.get("ci_level")), None),
+    }
 
 
 def table(runs: dict[str, dict]) -> list[str]:
     names = list(runs)
     first = runs[names[0]]
-    out = ["| comparison | " + " | ".join(f"{n}: ratio [Holm CI], width" for n in names) + " | width vs "
-           f"{names[0]} |", "|---|" + "---:|" * (len(names) + 1)]
+    out = [
+        "| comparison | " + " | ".join(f"{n}: ratio [Holm CI], width" for n in names) + f" | width vs {names[0]} |",
+        "|---|" + "---:|" * (len(names) + 1),
+    ]
     for key in sorted(first["comp"]):
         cols, widths = [], []
         for n in names:
@@ -39,18 +43,28 @@ def table(runs: dict[str, dict]) -> list[str]:
                 continue
             w = c["ci_high"] / c["ci_low"]
             widths.append(w)
-            cols.append(f"{c['ratio']:.2f}x [{c['ci_low']:.2f}-{c['ci_high']:.2f}], {w:.2f} "
-                        f"({c['verdict']})")
+            cols.append(f"{c['ratio']:.2f}x [{c['ci_low']:.2f}-{c['ci_high']:.2f}], {w:.2f} ({c['verdict']})")
         rel = ", ".join(f"{w / widths[0]:.2f}x" for w in widths[1:]) if len(widths) > 1 else ""
         out.append(f"| {key[0]} / {key[1]} | " + " | ".join(cols) + f" | {rel} |")
-    out += ["", "| arm / workload | " + " | ".join(f"{n}: acceptance length" for n in names) + " | "
-            + " | ".join(f"{n}: median tok/s, spread" for n in names) + " |",
-            "|---|" + "---:|" * (2 * len(names))]
+    out += [
+        "",
+        "| arm / workload | "
+        + " | ".join(f"{n}: acceptance length" for n in names)
+        + " | "
+        + " | ".join(f"{n}: median tok/s, spread" for n in names)
+        + " |",
+        "|---|" + "---:|" * (2 * len(names)),
+    ]
     for key in sorted(first["cells"]):
         al = [runs[n]["al"].get(key) for n in names]
         cells = [runs[n]["cells"].get(key) for n in names]
-        out.append(f"| {key[0]} / {key[1]} | " + " | ".join(f"{a:.2f}" if a else "" for a in al) + " | "
-                   + " | ".join(f"{c['median']:.0f}, {c['spread']:.1%}" if c else "" for c in cells) + " |")
+        out.append(
+            f"| {key[0]} / {key[1]} | "
+            + " | ".join(f"{a:.2f}" if a else "" for a in al)
+            + " | "
+            + " | ".join(f"{c['median']:.0f}, {c['spread']:.1%}" if c else "" for c in cells)
+            + " |"
+        )
     return out
 
 

@@ -87,8 +87,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "reference-model"
 VERSION = "bracket-reference-server 1"
 FAULTS = {"http500", "http400", "malformed", "truncate", "disconnect", "no_usage", "error_event", "stall"}
-PLAIN_FIELDS = frozenset({"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
-                          "stream", "stream_options", "ignore_eos"})
+PLAIN_FIELDS = frozenset(
+    {
+        "model",
+        "prompt",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "stream",
+        "stream_options",
+        "ignore_eos",
+    }
+)
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "runs")
 
 
@@ -121,13 +132,16 @@ def event_tokens(j: int, n: int, k: int, prefill_token: bool = False) -> tuple[i
     return j * k, min(j * k + k, n)
 
 
-def truth(n: int, rate: float, tokens_per_event: int, ttft: float, burst: int = 1,
-          prefill_token: bool = False) -> Truth:
+def truth(
+    n: int, rate: float, tokens_per_event: int, ttft: float, burst: int = 1, prefill_token: bool = False
+) -> Truth:
     """The exact values of the schedule for a request of `n` tokens (delivered `burst` events at a time;
     with `prefill_token`, the first event carries one token, as a real engine's prefill makes)."""
     if n < 1 or rate <= 0 or tokens_per_event < 1 or ttft < 0 or burst < 1:
-        raise ValueError(f"need n >= 1, rate > 0, tokens_per_event >= 1, ttft >= 0, burst >= 1; got {n}, {rate}, "
-                         f"{tokens_per_event}, {ttft}, {burst}")
+        raise ValueError(
+            f"need n >= 1, rate > 0, tokens_per_event >= 1, ttft >= 0, burst >= 1; got {n}, {rate}, "
+            f"{tokens_per_event}, {ttft}, {burst}"
+        )
     k = tokens_per_event
     e = events_of(n, k, prefill_token)
     span = (e - 1) * k / rate
@@ -136,10 +150,19 @@ def truth(n: int, rate: float, tokens_per_event: int, ttft: float, burst: int = 
     ev_tg = (e - 1) / span if span > 0 else None
     first = min(burst, e) - 1  # index of the event whose deadline releases the first group
     seen_span = (e - 1 - first) * k / rate
-    return Truth(tokens=n, events=e, ttft_s=ttft, wall_s=wall, decode_tok_s=n / wall, tg_tok_s=tg,
-                 acceptance_length=n / e, events_tg_tok_s=ev_tg, burst=burst,
-                 delivered_ttft_s=ttft + first * k / rate,
-                 delivered_tg_tok_s=(n - 1) / seen_span if seen_span > 0 else None)
+    return Truth(
+        tokens=n,
+        events=e,
+        ttft_s=ttft,
+        wall_s=wall,
+        decode_tok_s=n / wall,
+        tg_tok_s=tg,
+        acceptance_length=n / e,
+        events_tg_tok_s=ev_tg,
+        burst=burst,
+        delivered_ttft_s=ttft + first * k / rate,
+        delivered_tg_tok_s=(n - 1) / seen_span if seen_span > 0 else None,
+    )
 
 
 def release_index(j: int, events: int, burst: int) -> int:
@@ -163,10 +186,16 @@ class RequestLog:
         return max((t - d for t, d in zip(self.event_times, self.deadlines)), default=0.0)
 
     def summary(self) -> dict:
-        return {"path": self.path, "t_recv": self.t_recv, "n_tokens": self.n_tokens, "events": len(self.event_times),
-                "t_first_event": self.event_times[0] if self.event_times else None,
-                "t_last_event": self.event_times[-1] if self.event_times else None,
-                "t_done": self.t_done, "max_lateness_s": self.max_lateness_s}
+        return {
+            "path": self.path,
+            "t_recv": self.t_recv,
+            "n_tokens": self.n_tokens,
+            "events": len(self.event_times),
+            "t_first_event": self.event_times[0] if self.event_times else None,
+            "t_last_event": self.event_times[-1] if self.event_times else None,
+            "t_done": self.t_done,
+            "max_lateness_s": self.max_lateness_s,
+        }
 
 
 def _token_text(i: int) -> str:
@@ -249,8 +278,10 @@ class _Handler(BaseHTTPRequestHandler):
         ids = [WORDS.index(w) + 1 if w in WORDS else 0 for w in words]
         if req.get("add_special_tokens", True) and not ids:
             ids = [0]  # as usage counts an empty prompt: one token
-        self._send_json(200, {"count": len(ids), "max_model_len": self.server.ref.max_model_len or 0,
-                              "tokens": ids, "token_strs": None})
+        self._send_json(
+            200,
+            {"count": len(ids), "max_model_len": self.server.ref.max_model_len or 0, "tokens": ids, "token_strs": None},
+        )
 
     def do_POST(self):
         ref = self.server.ref
@@ -273,26 +304,50 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(500, {"error": {"message": "injected internal error", "type": "server_error"}})
         try:
             req = json.loads(raw)
-            n_max = int(next((req[key] for key in ("max_tokens", "max_completion_tokens") if req.get(key) is not None), 16))
+            n_max = int(
+                next((req[key] for key in ("max_tokens", "max_completion_tokens") if req.get(key) is not None), 16)
+            )
         except (ValueError, TypeError) as exc:
             return self._send_json(400, {"error": {"message": f"bad request body: {exc}", "type": "invalid_request"}})
         if fault == "http400" or n_max < 1:
-            return self._send_json(400, {"error": {"message": f"max_tokens must be >= 1 (got {n_max})"
-                                                   if n_max < 1 else "injected bad request",
-                                                   "type": "BadRequestError", "code": 400}})
+            return self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": f"max_tokens must be >= 1 (got {n_max})" if n_max < 1 else "injected bad request",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                },
+            )
         if chat:
             prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in req.get("messages") or [])
         else:
             prompt_tokens = _count_words(str(req.get("prompt", "")))
         if ref.max_model_len is not None and prompt_tokens + n_max > ref.max_model_len:
-            return self._send_json(400, {"error": {
-                "message": f"This model's maximum context length is {ref.max_model_len} tokens. However, you "
-                           f"requested {prompt_tokens + n_max} tokens ({prompt_tokens} in the messages, {n_max} in "
-                           f"the completion). Please reduce the length of the messages or completion.",
-                "type": "BadRequestError", "code": 400}})
+            return self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": f"This model's maximum context length is {ref.max_model_len} tokens. However, you "
+                        f"requested {prompt_tokens + n_max} tokens ({prompt_tokens} in the messages, {n_max} in "
+                        f"the completion). Please reduce the length of the messages or completion.",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                },
+            )
         if ref.generic and req.get("model") != MODEL:
-            return self._send_json(404, {"error": {"message": f"The model `{req.get('model')}` does not exist.",
-                                                   "type": "NotFoundError", "code": 404}})
+            return self._send_json(
+                404,
+                {
+                    "error": {
+                        "message": f"The model `{req.get('model')}` does not exist.",
+                        "type": "NotFoundError",
+                        "code": 404,
+                    }
+                },
+            )
         n = n_max
         finish = "length"
         honoured = req.get("ignore_eos") and not ref.ignores_ignore_eos
@@ -314,11 +369,23 @@ class _Handler(BaseHTTPRequestHandler):
             # Non-streaming: the whole body at the time the last event would have gone.
             _sleep_until(t_recv + ttft + (e - 1) * k / rate)
             text = "".join(_token_text(i) for i in range(n))
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-                      if chat else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None})
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+            )
             log.t_done = time.monotonic()
-            return self._send_json(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
-                                         "created": created, "model": MODEL, "choices": [choice], "usage": usage})
+            return self._send_json(
+                200,
+                {
+                    "id": rid,
+                    "object": "chat.completion" if chat else "text_completion",
+                    "created": created,
+                    "model": MODEL,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
         include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
         want_ids = bool(req.get("return_token_ids")) and ref.token_ids
         self.send_response(200)
@@ -335,16 +402,27 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if chat:
                 # vLLM opens a chat stream with a role-only chunk before any token: a TTFT trap.
-                self._chunk(event({"index": 0, "delta": {"role": "assistant", "content": ""},
-                                   "logprobs": None, "finish_reason": None}))
+                self._chunk(
+                    event(
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    )
+                )
             held: list[tuple[bytes, float, int]] = []
             for j in range(e):
                 lo, hi = event_tokens(j, n, k, ref.prefill_token)
                 text = "".join(_token_text(i) for i in range(lo, hi))
                 last = hi == n
                 fr = finish if last else None
-                choice = ({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": fr}
-                          if chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": fr})
+                choice = (
+                    {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": fr}
+                    if chat
+                    else {"index": 0, "text": text, "logprobs": None, "finish_reason": fr}
+                )
                 if want_ids:
                     choice["token_ids"] = [_token_id(i) for i in range(lo, hi)]
                 payload = event(choice)
@@ -359,7 +437,9 @@ class _Handler(BaseHTTPRequestHandler):
                 held.append((payload, deadline, hi - lo))
                 if j == release_index(j, e, burst) or (fault in ("truncate", "disconnect", "error_event") and j == 1):
                     _sleep_until(deadline)
-                    self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk, _, _ in held))  # one write
+                    self.wfile.write(
+                        b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk, _, _ in held)
+                    )  # one write
                     self.wfile.flush()
                     now = time.monotonic()
                     for _, due, tokens in held:
@@ -439,11 +519,25 @@ class ReferenceServer:
     max_model_len: the context in tokens (words), enforced and reported as vLLM does (None: no limit).
     """
 
-    def __init__(self, *, rate: float = 500.0, ttft: float = 0.05, tokens_per_event: int = 1,
-                 draft_budget: int | None = None, eos_after: int | None = None, fault: str | None = None,
-                 token_ids: bool = True, burst: int = 1, prefill_token: bool = False, body_cost: float = 0.0,
-                 host: str = "127.0.0.1", port: int = 0, generic: bool = False,
-                 ignores_ignore_eos: bool = False, max_model_len: int | None = None):
+    def __init__(
+        self,
+        *,
+        rate: float = 500.0,
+        ttft: float = 0.05,
+        tokens_per_event: int = 1,
+        draft_budget: int | None = None,
+        eos_after: int | None = None,
+        fault: str | None = None,
+        token_ids: bool = True,
+        burst: int = 1,
+        prefill_token: bool = False,
+        body_cost: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        generic: bool = False,
+        ignores_ignore_eos: bool = False,
+        max_model_len: int | None = None,
+    ):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
         self.body_cost = float(body_cost)
         self._decode_s, self._gen_tokens, self._finished_n = 0.0, 0, 0
@@ -471,31 +565,70 @@ class ReferenceServer:
         return truth(n, self.rate, self.tokens_per_event, self.ttft, self.burst, self.prefill_token)
 
     def config(self) -> dict:
-        return {"rate": self.rate, "ttft": self.ttft, "tokens_per_event": self.tokens_per_event,
-                "draft_budget": self.draft_budget, "eos_after": self.eos_after, "fault": self.fault,
-                "token_ids": self.token_ids, "burst": self.burst, "prefill_token": self.prefill_token,
-                "body_cost": self.body_cost}
+        return {
+            "rate": self.rate,
+            "ttft": self.ttft,
+            "tokens_per_event": self.tokens_per_event,
+            "draft_budget": self.draft_budget,
+            "eos_after": self.eos_after,
+            "fault": self.fault,
+            "token_ids": self.token_ids,
+            "burst": self.burst,
+            "prefill_token": self.prefill_token,
+            "body_cost": self.body_cost,
+        }
 
-    def configure(self, *, rate=_KEEP, ttft=_KEEP, tokens_per_event=_KEEP, draft_budget=_KEEP,
-                  eos_after=_KEEP, fault=_KEEP, token_ids=_KEEP, burst=_KEEP, prefill_token=_KEEP,
-                  body_cost=_KEEP) -> None:
+    def configure(
+        self,
+        *,
+        rate=_KEEP,
+        ttft=_KEEP,
+        tokens_per_event=_KEEP,
+        draft_budget=_KEEP,
+        eos_after=_KEEP,
+        fault=_KEEP,
+        token_ids=_KEEP,
+        burst=_KEEP,
+        prefill_token=_KEEP,
+        body_cost=_KEEP,
+    ) -> None:
         """Change the schedule for later requests (one server serves a whole grid).
 
         Over HTTP: POST /reference/config with the same keys as JSON. Changing tokens_per_event
         also resets draft_budget to tokens_per_event - 1 unless draft_budget is given.
         """
         new = self.config()
-        given = {"rate": rate, "ttft": ttft, "tokens_per_event": tokens_per_event, "draft_budget": draft_budget,
-                 "eos_after": eos_after, "fault": fault, "token_ids": token_ids, "burst": burst,
-                 "prefill_token": prefill_token, "body_cost": body_cost}
+        given = {
+            "rate": rate,
+            "ttft": ttft,
+            "tokens_per_event": tokens_per_event,
+            "draft_budget": draft_budget,
+            "eos_after": eos_after,
+            "fault": fault,
+            "token_ids": token_ids,
+            "burst": burst,
+            "prefill_token": prefill_token,
+            "body_cost": body_cost,
+        }
         new.update({key: v for key, v in given.items() if v is not _KEEP})
         if tokens_per_event is not _KEEP and draft_budget is _KEEP:
             new["draft_budget"] = None
-        _check(new["rate"], new["ttft"], new["tokens_per_event"], new["fault"], new["burst"], new["prefill_token"],
-               new["body_cost"])
+        _check(
+            new["rate"],
+            new["ttft"],
+            new["tokens_per_event"],
+            new["fault"],
+            new["burst"],
+            new["prefill_token"],
+            new["body_cost"],
+        )
         self.body_cost = float(new["body_cost"])
         self.burst, self.prefill_token = int(new["burst"]), new["prefill_token"]
-        self.rate, self.ttft, self.tokens_per_event = float(new["rate"]), float(new["ttft"]), int(new["tokens_per_event"])
+        self.rate, self.ttft, self.tokens_per_event = (
+            float(new["rate"]),
+            float(new["ttft"]),
+            int(new["tokens_per_event"]),
+        )
         self.draft_budget = self.tokens_per_event - 1 if new["draft_budget"] is None else int(new["draft_budget"])
         self.eos_after, self.fault, self.token_ids = new["eos_after"], new["fault"], bool(new["token_ids"])
 
@@ -519,29 +652,41 @@ class ReferenceServer:
             self._finished_n += 1
 
     def metrics_text(self) -> str:
-        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
-                 "# TYPE vllm:num_requests_running gauge",
-                 f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} 0.0']
+        lines = [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge",
+            f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} 0.0',
+        ]
         with self._lock:
             hist = {"request_decode_time_seconds": self._decode_s, "request_generation_tokens": self._gen_tokens}
             count = self._finished_n
         for name, total in hist.items():
             labels = f'{{engine="0",model_name="{MODEL}"}}'
-            lines += [f"# TYPE vllm:{name} histogram", f"vllm:{name}_sum{labels} {float(total)!r}",
-                      f"vllm:{name}_count{labels} {float(count)!r}"]
+            lines += [
+                f"# TYPE vllm:{name} histogram",
+                f"vllm:{name}_sum{labels} {float(total)!r}",
+                f"vllm:{name}_count{labels} {float(count)!r}",
+            ]
         if self.draft_budget > 0:
             with self._lock:
                 vals = {"drafts": self._drafts, "draft_tokens": self._draft_tokens, "accepted_tokens": self._accepted}
             for name, v in vals.items():
                 metric = f"vllm:spec_decode_num_{name}"
-                lines += [f"# HELP {metric}_total Speculative decoding counter.", f"# TYPE {metric}_total counter",
-                          f'{metric}_total{{engine="0",model_name="{MODEL}"}} {float(v)}',
-                          f'{metric}_created{{engine="0",model_name="{MODEL}"}} 1.7e9']
+                lines += [
+                    f"# HELP {metric}_total Speculative decoding counter.",
+                    f"# TYPE {metric}_total counter",
+                    f'{metric}_total{{engine="0",model_name="{MODEL}"}} {float(v)}',
+                    f'{metric}_created{{engine="0",model_name="{MODEL}"}} 1.7e9',
+                ]
         return "\n".join(lines) + "\n"
 
     def start(self) -> "ReferenceServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"reference-server:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"reference-server:{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -565,8 +710,16 @@ class ReferenceProcess:
     directly with the client's time.perf_counter() on Linux.
     """
 
-    def __init__(self, *, port: int | None = None, host: str = "127.0.0.1", python: str = sys.executable,
-                 startup_timeout_s: float = 15.0, max_model_len: int | None = None, **config):
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        python: str = sys.executable,
+        startup_timeout_s: float = 15.0,
+        max_model_len: int | None = None,
+        **config,
+    ):
         self.host, self.port = host, port or free_port(host)
         argv = [python, __file__, "--host", host, "--port", str(self.port)]
         if max_model_len is not None:
@@ -575,15 +728,19 @@ class ReferenceProcess:
         deadline = time.monotonic() + startup_timeout_s
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"reference server exited with code {self.proc.returncode}: "
-                                   f"{self.proc.stderr.read().decode(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"reference server exited with code {self.proc.returncode}: "
+                    f"{self.proc.stderr.read().decode(errors='replace')[-2000:]}"
+                )
             try:
                 urllib.request.urlopen(self.url + "/health", timeout=1).read()
                 break
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"reference server on {self.url} not ready after {startup_timeout_s} s") from None
+                    raise RuntimeError(
+                        f"reference server on {self.url} not ready after {startup_timeout_s} s"
+                    ) from None
                 time.sleep(0.05)
         if config:
             self.configure(**config)
@@ -640,30 +797,66 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ttft", type=float, default=0.05, help="seconds from request to first event (default 0.05)")
     ap.add_argument("--rate", type=float, default=500.0, help="tokens per second (default 500)")
     ap.add_argument("--tokens-per-event", type=int, default=1, help="tokens per stream event, 1..8 (default 1)")
-    ap.add_argument("--draft-budget", type=int, default=None,
-                    help="draft tokens per verify step in /metrics (default tokens-per-event - 1)")
-    ap.add_argument("--eos-after", type=int, default=None,
-                    help="stop after N tokens with finish_reason 'stop' unless the request sets ignore_eos")
+    ap.add_argument(
+        "--draft-budget",
+        type=int,
+        default=None,
+        help="draft tokens per verify step in /metrics (default tokens-per-event - 1)",
+    )
+    ap.add_argument(
+        "--eos-after",
+        type=int,
+        default=None,
+        help="stop after N tokens with finish_reason 'stop' unless the request sets ignore_eos",
+    )
     ap.add_argument("--no-token-ids", action="store_true", help="ignore return_token_ids (default: honour it, as vLLM)")
     ap.add_argument("--fault", choices=sorted(FAULTS), default=None, help="inject a fault into every request")
     ap.add_argument("--burst", type=int, default=1, help="release events B at a time, in one write (default 1)")
     ap.add_argument("--prefill-token", action="store_true", help="the first event carries one token, then k per event")
-    ap.add_argument("--body-cost", type=float, default=0.0,
-                    help="per-token cost, as a fraction, of a body with any field beyond a plain client's (default 0)")
-    ap.add_argument("--generic", action="store_true",
-                    help="answer as a generic OpenAI server: no /version, /metrics or cached tokens (default: as vLLM)")
-    ap.add_argument("--ignores-ignore-eos", action="store_true",
-                    help="stop after --eos-after tokens even when a request sets ignore_eos")
-    ap.add_argument("--max-model-len", type=int, default=None,
-                    help="context in tokens (words): reported, and a longer request answered HTTP 400 (default none)")
+    ap.add_argument(
+        "--body-cost",
+        type=float,
+        default=0.0,
+        help="per-token cost, as a fraction, of a body with any field beyond a plain client's (default 0)",
+    )
+    ap.add_argument(
+        "--generic",
+        action="store_true",
+        help="answer as a generic OpenAI server: no /version, /metrics or cached tokens (default: as vLLM)",
+    )
+    ap.add_argument(
+        "--ignores-ignore-eos",
+        action="store_true",
+        help="stop after --eos-after tokens even when a request sets ignore_eos",
+    )
+    ap.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="context in tokens (words): reported, and a longer request answered HTTP 400 (default none)",
+    )
     a = ap.parse_args(argv)
-    srv = ReferenceServer(rate=a.rate, ttft=a.ttft, tokens_per_event=a.tokens_per_event,
-                          draft_budget=a.draft_budget, eos_after=a.eos_after, fault=a.fault,
-                          token_ids=not a.no_token_ids, burst=a.burst, prefill_token=a.prefill_token,
-                          body_cost=a.body_cost, host=a.host, port=a.port, generic=a.generic,
-                          ignores_ignore_eos=a.ignores_ignore_eos, max_model_len=a.max_model_len)
-    print(f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, "
-          f"{srv.tokens_per_event} tokens/event", flush=True)
+    srv = ReferenceServer(
+        rate=a.rate,
+        ttft=a.ttft,
+        tokens_per_event=a.tokens_per_event,
+        draft_budget=a.draft_budget,
+        eos_after=a.eos_after,
+        fault=a.fault,
+        token_ids=not a.no_token_ids,
+        burst=a.burst,
+        prefill_token=a.prefill_token,
+        body_cost=a.body_cost,
+        host=a.host,
+        port=a.port,
+        generic=a.generic,
+        ignores_ignore_eos=a.ignores_ignore_eos,
+        max_model_len=a.max_model_len,
+    )
+    print(
+        f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, {srv.tokens_per_event} tokens/event",
+        flush=True,
+    )
     try:
         srv._httpd.serve_forever(poll_interval=0.05)
     except KeyboardInterrupt:

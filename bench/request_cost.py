@@ -56,6 +56,7 @@ from bracket import config, embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
 
+
 # The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).
 def llamacpp_build() -> Path:
     return embedded.llamacpp_build_dir(ROOT)  # read when a server is wanted: the script imports with no build
@@ -65,11 +66,13 @@ ENGINE = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / embedded.ENGINE_VENV)
 MODEL = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"))
 SEED = 1234
 
-PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n    return",
-           "The quick brown fox jumps over the lazy dog. The quick brown fox",
-           "import os\nimport sys\nimport json\nimport",
-           "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):",
-           "Once upon a time, in a small village by the sea, there lived"]
+PROMPTS = [
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+    "import os\nimport sys\nimport json\nimport",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):",
+    "Once upon a time, in a small village by the sea, there lived",
+]
 
 # One field at a time on top of the plain body, then whole bodies. bracket's body "before" is the one
 # engines/*.py request_body sent until this benchmark (top_k 0 and the rest); "now" is built by the
@@ -85,8 +88,15 @@ LLAMACPP_FIELDS = {
     "+ cache_prompt false": {"cache_prompt": False},
     "+ stream_options.include_usage": {"stream_options": {"include_usage": True}},
 }
-LLAMACPP_BEFORE = {"seed": SEED, "ignore_eos": True, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "cache_prompt": False,
-                   "stream_options": {"include_usage": True}}
+LLAMACPP_BEFORE = {
+    "seed": SEED,
+    "ignore_eos": True,
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "cache_prompt": False,
+    "stream_options": {"include_usage": True},
+}
 VLLM_FIELDS = {
     "+ top_k -1": {"top_k": -1},
     "+ top_k 1": {"top_k": 1},
@@ -100,12 +110,18 @@ VLLM_BEFORE = {"seed": SEED, "ignore_eos": True, "stream_options": {"include_usa
 
 SERVERS = {
     "llamacpp_embedded": ("llamacpp", "embedded", "llama-server CPU, the embedded model as GGUF (vocabulary 4,096)"),
-    "llamacpp_vocab152k": ("llamacpp", "vocab152k", "llama-server CPU, synthetic.py --shape tiny (2 layers, hidden "
-                                                    "64, vocabulary 151,936)"),
+    "llamacpp_vocab152k": (
+        "llamacpp",
+        "vocab152k",
+        "llama-server CPU, synthetic.py --shape tiny (2 layers, hidden 64, vocabulary 151,936)",
+    ),
     "vllm_embedded": ("vllm", "embedded", "vLLM 0.32 CPU, the embedded model (vocabulary 4,096)"),
 }
-DECODE_NAMES = {"vllm:request_decode_time_seconds_sum", "vllm:request_decode_time_seconds_count",
-                "vllm:request_generation_tokens_sum"}
+DECODE_NAMES = {
+    "vllm:request_decode_time_seconds_sum",
+    "vllm:request_decode_time_seconds_count",
+    "vllm:request_generation_tokens_sum",
+}
 
 
 def free_port() -> int:
@@ -124,10 +140,22 @@ def gguf(which: str, work: Path) -> Path:
     if out.exists():
         return out
     if which == "embedded":
-        argv = [str(ROOT / embedded.TRAINER_VENV / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"), source_dir(),
-                str(MODEL), str(out)]
+        argv = [
+            str(ROOT / embedded.TRAINER_VENV / "bin/python"),
+            str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+            source_dir(),
+            str(MODEL),
+            str(out),
+        ]
     else:
-        argv = [sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), source_dir(), str(out), "--shape", "tiny"]
+        argv = [
+            sys.executable,
+            str(ROOT / "workflow/bracket/embedded/synthetic.py"),
+            source_dir(),
+            str(out),
+            "--shape",
+            "tiny",
+        ]
     subprocess.run(argv, check=True, capture_output=True, timeout=900)
     return out
 
@@ -137,9 +165,15 @@ def serve(name: str, work: Path):
     port = free_port()
     if kind == "llamacpp":
         model, python = str(gguf(model_kind, work)), "unused"
-        eng = {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
-               "executable": str(llamacpp_build() / "bin/llama-server"), "startup_timeout_s": 180,
-               "args": ["--ctx-size", "2048", "--threads", "2"]}
+        eng = {
+            "kind": "llamacpp",
+            "embedded": False,
+            "model": "unused",
+            "port": port,
+            "executable": str(llamacpp_build() / "bin/llama-server"),
+            "startup_timeout_s": 180,
+            "args": ["--ctx-size", "2048", "--threads", "2"],
+        }
     else:
         model, python = str(MODEL), str(ENGINE / "bin/python")
         eng = {"kind": "vllm", "embedded": True, "port": port, "startup_timeout_s": 900}
@@ -147,8 +181,15 @@ def serve(name: str, work: Path):
     adapter = engines.get(kind)
     arm = cfg["arms"]["base"]
     argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
-    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
-                                log_path=work / f"{name}.log", base_url=launch.base_url(cfg), secret_names=[])
+    server = launch.make_server(
+        cfg,
+        adapter,
+        argv=argv,
+        env=launch.launch_env(cfg, adapter, arm),
+        log_path=work / f"{name}.log",
+        base_url=launch.base_url(cfg),
+        secret_names=[],
+    )
     return cfg, adapter, argv, server
 
 
@@ -212,8 +253,12 @@ def measure(kind: str, http: httpx.Client, base: str, body: dict) -> dict:
         d = {k: after[k] - before[k] for k in DECODE_NAMES}
         n = int(round(d["vllm:request_generation_tokens_sum"]))
         server_ms = 1e3 * d["vllm:request_decode_time_seconds_sum"] / max(n - 1, 1)
-    return {"n": n, "server_ms_per_token": server_ms, "wall_ms_per_token": 1e3 * out["wall_s"] / max(n, 1),
-            "text": out["text"]}
+    return {
+        "n": n,
+        "server_ms_per_token": server_ms,
+        "wall_ms_per_token": 1e3 * out["wall_s"] / max(n, 1),
+        "text": out["text"],
+    }
 
 
 def run_server(name: str, rounds: int, max_tokens: int, work: Path, rng: random.Random) -> tuple[list[dict], str]:
@@ -232,11 +277,19 @@ def run_server(name: str, rounds: int, max_tokens: int, work: Path, rng: random.
             rng.shuffle(order)
             for pos, v in enumerate(order):
                 m = measure(kind, http, base, bodies[v])
-                rows.append({"server": name, "round": r, "position": pos, "variant": v,
-                             "variant_index": list(bodies).index(v),
-                             "fields": json.dumps({k: x for k, x in bodies[v].items() if k != "prompt"}, sort_keys=True),
-                             **{k: m[k] for k in ("n", "server_ms_per_token", "wall_ms_per_token")},
-                             "text_sha256": hashlib.sha256(m["text"].encode()).hexdigest()[:16], "_text": m["text"]})
+                rows.append(
+                    {
+                        "server": name,
+                        "round": r,
+                        "position": pos,
+                        "variant": v,
+                        "variant_index": list(bodies).index(v),
+                        "fields": json.dumps({k: x for k, x in bodies[v].items() if k != "prompt"}, sort_keys=True),
+                        **{k: m[k] for k in ("n", "server_ms_per_token", "wall_ms_per_token")},
+                        "text_sha256": hashlib.sha256(m["text"].encode()).hexdigest()[:16],
+                        "_text": m["text"],
+                    }
+                )
             print(f"{name}: round {r + 1}/{rounds}", flush=True)
     return rows, " ".join(shlex.quote(a) for a in argv)
 
@@ -260,21 +313,27 @@ def table(rows: list[dict], name: str) -> list[str]:
     for row in sorted(rows, key=lambda x: x["variant_index"]):
         by.setdefault(row["variant"], {})[row["round"]] = row
     ref = by["plain"]
-    lines = ["| body | fields beyond the plain body | tokens | server ms/token (median) | ratio to plain, "
-             "server-timed (95 % CI) | wall ms/token (median) | same tokens as plain |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| body | fields beyond the plain body | tokens | server ms/token (median) | ratio to plain, "
+        "server-timed (95 % CI) | wall ms/token (median) | same tokens as plain |",
+        "|---|---|---|---|---|---|---|",
+    ]
     plain_fields = json.loads(next(iter(ref.values()))["fields"])
     for v, per in by.items():
         fields = json.loads(next(iter(per.values()))["fields"])
-        extra = ", ".join(f"{k} {json.dumps(fields[k])}" for k in sorted(fields)
-                          if fields[k] != plain_fields.get(k)) or "–"
+        extra = (
+            ", ".join(f"{k} {json.dumps(fields[k])}" for k in sorted(fields) if fields[k] != plain_fields.get(k)) or "–"
+        )
         rounds = sorted(set(per) & set(ref))
         rat, lo, hi = ratio_ci([(per[r]["server_ms_per_token"], ref[r]["server_ms_per_token"]) for r in rounds])
         ns = sorted({per[r]["n"] for r in rounds})
         same = sum(same_tokens(per[r]["_text"], ref[r]["_text"]) for r in rounds)
-        lines.append(f"| {v} | {extra} | {'-'.join(map(str, (ns[0], ns[-1]))) if len(ns) > 1 else ns[0]} | "
-                     f"{statistics.median(per[r]['server_ms_per_token'] for r in rounds):.3f} | "
-                     f"{rat:.3f} ({lo:.3f}-{hi:.3f}) | "
-                     f"{statistics.median(per[r]['wall_ms_per_token'] for r in rounds):.3f} | {same}/{len(rounds)} |")
+        lines.append(
+            f"| {v} | {extra} | {'-'.join(map(str, (ns[0], ns[-1]))) if len(ns) > 1 else ns[0]} | "
+            f"{statistics.median(per[r]['server_ms_per_token'] for r in rounds):.3f} | "
+            f"{rat:.3f} ({lo:.3f}-{hi:.3f}) | "
+            f"{statistics.median(per[r]['wall_ms_per_token'] for r in rounds):.3f} | {same}/{len(rounds)} |"
+        )
     return lines
 
 
@@ -294,9 +353,11 @@ def main() -> None:
         ap.error(f"unknown server(s) {unknown}; choose from {', '.join(SERVERS)}")
     server = llamacpp_build() / "bin/llama-server"
     if any(SERVERS[n][0] == "llamacpp" for n in names) and not server.exists():
-        ap.error(f"{server} does not exist: build it (`snakemake --cores 2 {embedded.LLAMACPP_BUILD}`, or "
-                 f"workflow/scripts/build_llamacpp.sh), point BRACKET_LLAMACPP_BUILD at a build folder with "
-                 f"bin/llama-server, or leave the llama.cpp servers out with --servers vllm_embedded")
+        ap.error(
+            f"{server} does not exist: build it (`snakemake --cores 2 {embedded.LLAMACPP_BUILD}`, or "
+            f"workflow/scripts/build_llamacpp.sh), point BRACKET_LLAMACPP_BUILD at a build folder with "
+            f"bin/llama-server, or leave the llama.cpp servers out with --servers vllm_embedded"
+        )
     rng = random.Random(a.seed)
     started, t0, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.time(), os.getloadavg()[0]
     all_rows, argvs = [], {}
@@ -306,22 +367,32 @@ def main() -> None:
         for name in names:
             rows, argvs[name] = run_server(name, a.rounds, a.max_tokens, work, rng)
             all_rows += rows
-    env = [f"{k}={shlex.quote(os.environ[k])}" for k in ("BRACKET_LLAMACPP_BUILD", "BRACKET_TEST_ENGINE",
-                                                        "BRACKET_TEST_MODEL") if os.environ.get(k)]
+    env = [
+        f"{k}={shlex.quote(os.environ[k])}"
+        for k in ("BRACKET_LLAMACPP_BUILD", "BRACKET_TEST_ENGINE", "BRACKET_TEST_MODEL")
+        if os.environ.get(k)
+    ]
     cmd = " ".join(env + [".venv/bin/python", "bench/request_cost.py"] + [shlex.quote(x) for x in sys.argv[1:]])
-    out = [f"Made by `{cmd}` on {started} ({(time.time() - t0) / 60:.1f} min; load average {load0:.2f} before, "
-           f"{os.getloadavg()[0]:.2f} after; {a.rounds} rounds of {a.max_tokens}-token greedy requests, every body "
-           f"once per round in a random order (seed {a.seed}), on {a.machine}: one run's numbers).", "",
-           "The plain body is what a bare OpenAI client sends: model, prompt, max_tokens, temperature 0, stream. "
-           "Server ms/token: llama-server's timings.predicted_ms / predicted_n; vLLM's request_decode_time "
-           "histogram delta / (tokens - 1). Ratio: exp(mean over rounds of log(body / plain)), paired by round, "
-           "95 % t interval on the rounds; under 1 is cheaper than the plain body. Same tokens: rounds whose "
-           "output agrees with the plain body's (one a prefix of the other; the plain body stops at "
-           "end-of-text).", ""]
+    out = [
+        f"Made by `{cmd}` on {started} ({(time.time() - t0) / 60:.1f} min; load average {load0:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after; {a.rounds} rounds of {a.max_tokens}-token greedy requests, every body "
+        f"once per round in a random order (seed {a.seed}), on {a.machine}: one run's numbers).",
+        "",
+        "The plain body is what a bare OpenAI client sends: model, prompt, max_tokens, temperature 0, stream. "
+        "Server ms/token: llama-server's timings.predicted_ms / predicted_n; vLLM's request_decode_time "
+        "histogram delta / (tokens - 1). Ratio: exp(mean over rounds of log(body / plain)), paired by round, "
+        "95 % t interval on the rounds; under 1 is cheaper than the plain body. Same tokens: rounds whose "
+        "output agrees with the plain body's (one a prefix of the other; the plain body stops at "
+        "end-of-text).",
+        "",
+    ]
     built = MODEL / "build.json"
     steps = json.loads(built.read_text()).get("steps") if built.exists() else None
-    out += [f"The embedded model: `{MODEL}` (trained {steps} steps; the workflow's is 300, and only its shape "
-            "matters to the cost of a field).", ""]
+    out += [
+        f"The embedded model: `{MODEL}` (trained {steps} steps; the workflow's is 300, and only its shape "
+        "matters to the cost of a field).",
+        "",
+    ]
     for name in names:
         out += [f"## {name}: {SERVERS[name][2]}", "", f"`{argvs[name]}`", ""]
         out += table([r for r in all_rows if r["server"] == name], name) + [""]

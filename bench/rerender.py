@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-
 from bracket import config, records, report
 from bracket.stats import analyze
 
@@ -45,16 +44,30 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
         (res / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False))
         dest.mkdir(parents=True, exist_ok=True)
         out = dest.resolve()
-        report.render(ROOT / "notebooks" / "article.ipynb", out, {
-            "experiment_path": str(experiment.resolve()), "runs_csv": str(res / "runs.csv"),
-            "stats_json": str(res / "stats.json"), "weights_json": str(res / "weights.json"),
-            "ceiling_json": str(res / "ceiling.json"), "schedule_csv": str(res / "schedule.csv"),
-            "meta_dir": str(res / "raw"), "block_files": json.dumps([str(p) for p in blocks]),
-            "attempts_json": str(res / "failed_attempts.json"), "model_dir": "",
-            "corrections_path": str((ledger or experiment.with_suffix("").with_suffix(".corrections.yaml")).resolve()),
-            "agreement_json": str(res / "agreement.json"), "arena_json": str(res / "arena.json"),
-            "determinism_json": str(res / "determinism.json"), "verdict_paths": "[]",
-            "out_dir": str(out)})
+        report.render(
+            ROOT / "notebooks" / "article.ipynb",
+            out,
+            {
+                "experiment_path": str(experiment.resolve()),
+                "runs_csv": str(res / "runs.csv"),
+                "stats_json": str(res / "stats.json"),
+                "weights_json": str(res / "weights.json"),
+                "ceiling_json": str(res / "ceiling.json"),
+                "schedule_csv": str(res / "schedule.csv"),
+                "meta_dir": str(res / "raw"),
+                "block_files": json.dumps([str(p) for p in blocks]),
+                "attempts_json": str(res / "failed_attempts.json"),
+                "model_dir": "",
+                "corrections_path": str(
+                    (ledger or experiment.with_suffix("").with_suffix(".corrections.yaml")).resolve()
+                ),
+                "agreement_json": str(res / "agreement.json"),
+                "arena_json": str(res / "arena.json"),
+                "determinism_json": str(res / "determinism.json"),
+                "verdict_paths": "[]",
+                "out_dir": str(out),
+            },
+        )
         for f in ("runs.csv", "stats.json"):
             (out / f).write_text((res / f).read_text())
         (out / "article.ipynb").unlink(missing_ok=True)  # the executed notebook repeats the article with code

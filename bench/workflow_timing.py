@@ -40,8 +40,13 @@ SERVER_RULES = {"engine_venv", "embedded_model", "block", "reproduce", "determin
 
 def copy_tree(dst: Path) -> None:
     """The checkout's files as they are now (git ls-files: tracked plus untracked, not ignored)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = ROOT / rel
         if src.is_file():
@@ -61,10 +66,15 @@ def bench_experiment(blocks: int) -> str:
 
 
 def count_blocks(tree: Path, exp: str) -> int:
-    code = ("import sys; sys.path.insert(0, 'workflow'); from bracket import config, design; "
-            f"print(len(design.from_config(config.load('experiments/{exp}.yaml'))))")
-    return int(subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True,
-                              check=True).stdout.strip())
+    code = (
+        "import sys; sys.path.insert(0, 'workflow'); from bracket import config, design; "
+        f"print(len(design.from_config(config.load('experiments/{exp}.yaml'))))"
+    )
+    return int(
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
 
 
 def job_stats(output: str) -> dict[str, int]:
@@ -114,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         tree = Path(tmp)
         copy_tree(tree)
         (tree / "experiments" / f"{name}.yaml").write_text(bench_experiment(args.blocks))
-        plan = {exp: {"blocks": count_blocks(tree, exp), "times": [], "jobs": {}, "err": None}
-                for exp in ("smoke", name)}
+        plan = {
+            exp: {"blocks": count_blocks(tree, exp), "times": [], "jobs": {}, "err": None} for exp in ("smoke", name)
+        }
         for exp in plan:  # untimed: the copy's first run compiles its .pyc files
             timed([str(SNAKEMAKE), "-n", "--cores", "1", exp], tree)
         for _ in range(args.repeats):
@@ -128,8 +139,10 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 r["times"].append(dt)
                 r["jobs"] = job_stats(p.stdout + p.stderr)
-        rows_plan = [(exp, r["blocks"], sum(r["jobs"].values()) if r["jobs"] else None, r["times"], r["err"])
-                     for exp, r in plan.items()]
+        rows_plan = [
+            (exp, r["blocks"], sum(r["jobs"].values()) if r["jobs"] else None, r["times"], r["err"])
+            for exp, r in plan.items()
+        ]
         src = ROOT / "results" / args.experiment
         if (src / "raw").is_dir():
             shutil.copytree(src, tree / "results" / args.experiment, copy_function=shutil.copy2)
@@ -143,9 +156,12 @@ def main(argv: list[str] | None = None) -> None:
                 planned = job_stats(dry.stdout + dry.stderr)
                 server = sorted(set(planned) & SERVER_RULES)
                 if dry.returncode != 0 or server:
-                    why = (f"dry run failed: {fail_tail(dry)}" if dry.returncode != 0 else
-                           f"the DAG also wants {', '.join(server)} (raw values out of date against the engine or "
-                           f"experiment?), which would start a server; not timed")
+                    why = (
+                        f"dry run failed: {fail_tail(dry)}"
+                        if dry.returncode != 0
+                        else f"the DAG also wants {', '.join(server)} (raw values out of date against the engine or "
+                        f"experiment?), which would start a server; not timed"
+                    )
                     rows_render.append((label, planned, [], why))
                     continue
                 times, err = [], None
@@ -157,20 +173,30 @@ def main(argv: list[str] | None = None) -> None:
                     times.append(dt)
                 rows_render.append((label, planned, times, err))
         else:
-            notes.append(f"results/{args.experiment}/raw does not exist in this checkout: re-rendering was not timed "
-                         f"(run `snakemake --cores 1 {args.experiment}` first).")
+            notes.append(
+                f"results/{args.experiment}/raw does not exist in this checkout: re-rendering was not timed "
+                f"(run `snakemake --cores 1 {args.experiment}` first)."
+            )
     load_after = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     cmd = " ".join([".venv/bin/python", "bench/workflow_timing.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    L = ["# Workflow timing", "",
-         f"Made by `{cmd}` on {started} (checkout {commit}), in a temporary copy of the working tree.", "",
-         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-         f"snakemake from .venv; load average {load_before} before and {load_after} after (shared machine). "
-         f"Each step repeated {args.repeats} times after one untimed run (the two dry runs interleaved): median "
-         f"(min–max) wall time of the whole command, snakemake's start-up included.", "",
-         "## Planning: `snakemake -n`", "",
-         "| experiment | blocks | jobs planned | wall time |", "|---|---|---|---|"]
+    L = [
+        "# Workflow timing",
+        "",
+        f"Made by `{cmd}` on {started} (checkout {commit}), in a temporary copy of the working tree.",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"snakemake from .venv; load average {load_before} before and {load_after} after (shared machine). "
+        f"Each step repeated {args.repeats} times after one untimed run (the two dry runs interleaved): median "
+        f"(min–max) wall time of the whole command, snakemake's start-up included.",
+        "",
+        "## Planning: `snakemake -n`",
+        "",
+        "| experiment | blocks | jobs planned | wall time |",
+        "|---|---|---|---|",
+    ]
     for exp, n_blocks, n_jobs, times, err in rows_plan:
         L.append(f"| {exp} | {n_blocks} | {n_jobs if n_jobs is not None else '–'} | {err or spread(times)} |")
     if len(rows_plan) == 2 and rows_plan[0][3] and rows_plan[1][3]:

@@ -44,13 +44,23 @@ out_dir = "../report/fixture"
 # files the report rule names (empty: the notebook on its own reads meta_dir).
 import json
 
+from bracket import article
 from IPython.display import display
 
-from bracket import article
-
-d = article.load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
-                 corrections_path, out_dir, block_files=json.loads(block_files) if block_files else None,
-                 attempts_json=attempts_json or None, model_dir=model_dir or None)
+d = article.load(
+    experiment_path,
+    runs_csv,
+    stats_json,
+    weights_json,
+    ceiling_json,
+    schedule_csv,
+    meta_dir,
+    corrections_path,
+    out_dir,
+    block_files=json.loads(block_files) if block_files else None,
+    attempts_json=attempts_json or None,
+    model_dir=model_dir or None,
+)
 controls = article.load_controls(agreement_json, arena_json, determinism_json, json.loads(verdict_paths))
 sections = []
 

@@ -32,28 +32,28 @@
 #         -p out_path experiments/draft_sweep_adaptive.yaml -p effect 1.05
 
 # %% tags=["parameters"]
-runs_csv = ""                  # a pilot's runs.csv; "" to design from the stated noise below
-meta_dir = ""                  # the pilot's results/NAME/raw (server start times); "" for start_s
+runs_csv = ""  # a pilot's runs.csv; "" to design from the stated noise below
+meta_dir = ""  # the pilot's results/NAME/raw (server start times); "" for start_s
 experiment_path = "../experiments/smoke.yaml"  # the experiment the design is for
-out_path = ""                  # where to write it with the chosen design; "" writes nothing
-block_sd = 0.01                # stated noise, used where the pilot cannot measure it
+out_path = ""  # where to write it with the chosen design; "" writes nothing
+block_sd = 0.01  # stated noise, used where the pilot cannot measure it
 run_sd = 0.01
-drift = 0.01                   # log change per block
-start_s = 20.0                 # seconds to start a server, when the pilot's metadata do not say
-effect = 1.05                  # the smallest ratio worth detecting (1.05: 5 % faster)
+drift = 0.01  # log change per block
+start_s = 20.0  # seconds to start a server, when the pilot's metadata do not say
+effect = 1.05  # the smallest ratio worth detecting (1.05: 5 % faster)
 alpha = 0.05
 rounds_options = [2, 3, 4, 6, 8]
 runs_options = [3, 5, 10]
-reps = 100                     # simulated experiments per cell (Monte Carlo error about 0.5 / sqrt(reps))
-adaptive = True                # also simulate an adaptive design
+reps = 100  # simulated experiments per cell (Monte Carlo error about 0.5 / sqrt(reps))
+adaptive = True  # also simulate an adaptive design
 min_rounds = 2
 max_rounds = 8
-margin = 0.0                   # adaptive equivalence margin; 0: twice the noise band
-choose = "adaptive"            # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
+margin = 0.0  # adaptive equivalence margin; 0: twice the noise band
+choose = "adaptive"  # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
 seed = 1
-pessimistic = True             # design for the upper end of the pilot's block-noise interval (else its point estimate)
-min_power = 0.8                # below it, the design is written only with a warning in the file and here
-table_csv = ""                 # also write the designs' table (rates, rounds, wall time) here; "" writes nothing
+pessimistic = True  # design for the upper end of the pilot's block-noise interval (else its point estimate)
+min_power = 0.8  # below it, the design is written only with a warning in the file and here
+table_csv = ""  # also write the designs' table (rates, rounds, wall time) here; "" writes nothing
 
 # %%
 import math
@@ -61,10 +61,9 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from IPython.display import Markdown, display
-
 from bracket import config
 from bracket.stats import planning
+from IPython.display import Markdown, display
 
 raw_exp = yaml.safe_load(Path(experiment_path).read_text())
 cfg = config.validate(raw_exp, source=experiment_path)
@@ -87,25 +86,35 @@ if runs_csv:
             noise[key] = measured[key]
     if not pessimistic and measured.get("block_sd_point") is not None:
         noise["block_sd"] = measured["block_sd_point"]
-    noise["source"] = "pilot" + ("" if measured["block_sd"] is not None else
-                                 " (one block per arm: between-block noise stated, not measured)")
+    noise["source"] = "pilot" + (
+        "" if measured["block_sd"] is not None else " (one block per arm: between-block noise stated, not measured)"
+    )
     timings = planning.pilot_timings(runs, meta_dir or None)
     if timings["start_s"] is None:
         timings["start_s"] = start_s
     per_block = runs.groupby(["block", "workload"]).size()
-    pilot_warmups = runs[runs["warmup"].astype(bool)].groupby(["block", "workload"]).size().median() \
-        if "warmup" in runs and runs["warmup"].astype(bool).any() else 0
+    pilot_warmups = (
+        runs[runs["warmup"].astype(bool)].groupby(["block", "workload"]).size().median()
+        if "warmup" in runs and runs["warmup"].astype(bool).any()
+        else 0
+    )
     pilot_runs = per_block.median() - pilot_warmups
 if noise.get("block_sd_high") is not None:
-    display(Markdown(
-        f"Between-block sd from the pilot: **{noise['block_sd_point']:.2%}** (pooled variances), "
-        f"{planning.NOISE_LEVEL:.0%} interval **{noise['block_sd_low']:.2%} to {noise['block_sd_high']:.2%}** "
-        f"on {noise['block_df']:g} degrees of freedom: a pilot of few blocks knows it only roughly. The "
-        f"design uses the {'upper end' if pessimistic else 'point estimate'}; power is shown at both."))
-display(Markdown(
-    f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
-    f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
-    "Between-block noise is what rounds beat; within-block noise is what runs per block beat."))
+    display(
+        Markdown(
+            f"Between-block sd from the pilot: **{noise['block_sd_point']:.2%}** (pooled variances), "
+            f"{planning.NOISE_LEVEL:.0%} interval **{noise['block_sd_low']:.2%} to {noise['block_sd_high']:.2%}** "
+            f"on {noise['block_df']:g} degrees of freedom: a pilot of few blocks knows it only roughly. The "
+            f"design uses the {'upper end' if pessimistic else 'point estimate'}; power is shown at both."
+        )
+    )
+display(
+    Markdown(
+        f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
+        f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
+        "Between-block noise is what rounds beat; within-block noise is what runs per block beat."
+    )
+)
 
 # %% [markdown]
 # ## 2. False positives and power for each design
@@ -119,25 +128,59 @@ display(Markdown(
 # rounds are what it spends.
 
 # %%
-grid = planning.design_grid(block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"],
-                            effect=effect, rounds=tuple(rounds_options), runs=tuple(runs_options), reps=reps,
-                            seed=seed, kind=d0["kind"] if d0["kind"] != "sequential" else "abab")
+grid = planning.design_grid(
+    block_sd=noise["block_sd"],
+    run_sd=noise["run_sd"],
+    drift=noise["drift"],
+    effect=effect,
+    rounds=tuple(rounds_options),
+    runs=tuple(runs_options),
+    reps=reps,
+    seed=seed,
+    kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+)
 rows = [grid]
 if adaptive:
     for n in runs_options:
-        rows.append(pd.DataFrame([planning.adaptive_row(
-            block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"], effect=effect, runs=n,
-            min_rounds=min_rounds, max_rounds=max_rounds, margin=margin or None, alpha=alpha, reps=reps, seed=seed,
-            kind=d0["kind"] if d0["kind"] != "sequential" else "abab")]))
+        rows.append(
+            pd.DataFrame(
+                [
+                    planning.adaptive_row(
+                        block_sd=noise["block_sd"],
+                        run_sd=noise["run_sd"],
+                        drift=noise["drift"],
+                        effect=effect,
+                        runs=n,
+                        min_rounds=min_rounds,
+                        max_rounds=max_rounds,
+                        margin=margin or None,
+                        alpha=alpha,
+                        reps=reps,
+                        seed=seed,
+                        kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+                    )
+                ]
+            )
+        )
 table = pd.concat(rows, ignore_index=True)
 if noise.get("block_sd_point") is not None and noise["block_sd_point"] != noise["block_sd"]:
     # The same designs at the point estimate: power as a band from pessimistic to point.
-    at_point = planning.design_grid(block_sd=noise["block_sd_point"], run_sd=noise["run_sd"], drift=noise["drift"],
-                                    effect=effect, rounds=tuple(rounds_options), runs=tuple(runs_options), reps=reps,
-                                    seed=seed, kind=d0["kind"] if d0["kind"] != "sequential" else "abab")
+    at_point = planning.design_grid(
+        block_sd=noise["block_sd_point"],
+        run_sd=noise["run_sd"],
+        drift=noise["drift"],
+        effect=effect,
+        rounds=tuple(rounds_options),
+        runs=tuple(runs_options),
+        reps=reps,
+        seed=seed,
+        kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+    )
     point_power = dict(zip(zip(at_point["rounds"], at_point["runs per block"]), at_point["power"]))
-    table["power at the point estimate"] = [point_power.get((r, n)) if d.startswith("fixed") else None
-                                           for d, r, n in zip(table["design"], table["rounds"], table["runs per block"])]
+    table["power at the point estimate"] = [
+        point_power.get((r, n)) if d.startswith("fixed") else None
+        for d, r, n in zip(table["design"], table["rounds"], table["runs per block"])
+    ]
 
 # %% [markdown]
 # ## 3. What each design costs: blocks, schedule, wall time
@@ -149,67 +192,140 @@ blocks_per_round = len(arms) + (1 if d0["kind"] == "bracket" else 0)
 
 def hours(rounds, runs):
     n_blocks = math.ceil(rounds * blocks_per_round)
-    return planning.wall_time(timings, arms=len(arms), blocks=n_blocks, runs_per_block=runs,
-                              warmup_runs=d0["warmup_runs"], cooldown_s=d0["cooldown_s"]) / 3600
+    return (
+        planning.wall_time(
+            timings,
+            arms=len(arms),
+            blocks=n_blocks,
+            runs_per_block=runs,
+            warmup_runs=d0["warmup_runs"],
+            cooldown_s=d0["cooldown_s"],
+        )
+        / 3600
+    )
 
 
 table["experiment blocks"] = [math.ceil(r * blocks_per_round) for r in table["mean rounds (effect)"]]
 table["wall time (h)"] = [hours(r, n) for r, n in zip(table["mean rounds (effect)"], table["runs per block"])]
 table["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(table["rounds"], table["runs per block"])]
-pct_cols = [c for c in ("false faster/slower", "power", "power at the point estimate", "no effect settled",
-                         "undetermined (effect)") if c in table]
-display(table.style.format({**{c: "{:.0%}" for c in pct_cols}, "mean rounds (effect)": "{:.1f}",
-                            "mean rounds (no effect)": "{:.1f}", "wall time (h)": "{:.2f}",
-                            "wall time at the budget (h)": "{:.2f}"}))
-pilot_estimate = planning.wall_time(
-    timings, arms=len(arms), blocks=timings["blocks"], runs_per_block=int(pilot_runs), warmup_runs=int(pilot_warmups),
-    cooldown_s=d0["cooldown_s"]) if timings.get("wall_s") and pilot_runs else None
-display(Markdown(
-    f"This experiment has {len(arms)} arms and {len(workloads)} workloads: {n_cmp} comparisons share alpha "
-    f"(Holm for a fixed design, Holm-type recycling across the looks for an adaptive one), so each is tested a "
-    f"little more strictly than the single comparison simulated here. Per request (mean): "
-    + ", ".join(f"{w} {s:.2f} s" for w, s in timings["request_s"].items())
-    + f"; per block a server start of {timings['start_s']:.0f} s and a teardown of "
-    + (f"{timings['teardown_s']:.0f} s" if timings.get("teardown_s") is not None else "0 s (not recorded)")
-    + (f"; between blocks {timings['gap_s']:.0f} s from one block's end to the next launch (cooldown and "
-       f"orchestration)" if timings.get("gap_s") is not None else f"; between blocks the cooldown of {d0['cooldown_s']} s")
-    + (f". The pilot itself, {timings['blocks']} blocks, took {timings['wall_s']:.0f} s; this estimate says "
-       f"{pilot_estimate:.0f} s for it." if pilot_estimate else ".")))
+pct_cols = [
+    c
+    for c in (
+        "false faster/slower",
+        "power",
+        "power at the point estimate",
+        "no effect settled",
+        "undetermined (effect)",
+    )
+    if c in table
+]
+display(
+    table.style.format(
+        {
+            **{c: "{:.0%}" for c in pct_cols},
+            "mean rounds (effect)": "{:.1f}",
+            "mean rounds (no effect)": "{:.1f}",
+            "wall time (h)": "{:.2f}",
+            "wall time at the budget (h)": "{:.2f}",
+        }
+    )
+)
+pilot_estimate = (
+    planning.wall_time(
+        timings,
+        arms=len(arms),
+        blocks=timings["blocks"],
+        runs_per_block=int(pilot_runs),
+        warmup_runs=int(pilot_warmups),
+        cooldown_s=d0["cooldown_s"],
+    )
+    if timings.get("wall_s") and pilot_runs
+    else None
+)
+display(
+    Markdown(
+        f"This experiment has {len(arms)} arms and {len(workloads)} workloads: {n_cmp} comparisons share alpha "
+        f"(Holm for a fixed design, Holm-type recycling across the looks for an adaptive one), so each is tested a "
+        f"little more strictly than the single comparison simulated here. Per request (mean): "
+        + ", ".join(f"{w} {s:.2f} s" for w, s in timings["request_s"].items())
+        + f"; per block a server start of {timings['start_s']:.0f} s and a teardown of "
+        + (f"{timings['teardown_s']:.0f} s" if timings.get("teardown_s") is not None else "0 s (not recorded)")
+        + (
+            f"; between blocks {timings['gap_s']:.0f} s from one block's end to the next launch (cooldown and "
+            f"orchestration)"
+            if timings.get("gap_s") is not None
+            else f"; between blocks the cooldown of {d0['cooldown_s']} s"
+        )
+        + (
+            f". The pilot itself, {timings['blocks']} blocks, took {timings['wall_s']:.0f} s; this estimate says "
+            f"{pilot_estimate:.0f} s for it."
+            if pilot_estimate
+            else "."
+        )
+    )
+)
 if table_csv:
     table.to_csv(table_csv, index=False)
 for r in rounds_options[:3]:
-    display(Markdown(f"`{d0['kind']}`, {r} rounds: " + planning.schedule(arms, d0["kind"] if d0["kind"] != "sequential"
-                                                                        else "abab", r, d0["seed"])))
+    display(
+        Markdown(
+            f"`{d0['kind']}`, {r} rounds: "
+            + planning.schedule(arms, d0["kind"] if d0["kind"] != "sequential" else "abab", r, d0["seed"])
+        )
+    )
 
 # %% [markdown]
 # ## 4. The chosen design, written into an experiment file
 
 # %%
 if choose == "adaptive":
-    design = {"kind": d0["kind"] if d0["kind"] != "sequential" else "abab", "rounds": "adaptive",
-              "min_rounds": min_rounds, "max_rounds": max_rounds,
-              "runs_per_block": int(table[table["design"].str.startswith("adaptive")]
-                                    .sort_values(["power", "wall time (h)"], ascending=[False, True])
-                                    .iloc[0]["runs per block"])}
+    design = {
+        "kind": d0["kind"] if d0["kind"] != "sequential" else "abab",
+        "rounds": "adaptive",
+        "min_rounds": min_rounds,
+        "max_rounds": max_rounds,
+        "runs_per_block": int(
+            table[table["design"].str.startswith("adaptive")]
+            .sort_values(["power", "wall time (h)"], ascending=[False, True])
+            .iloc[0]["runs per block"]
+        ),
+    }
     if margin:
         design["margin"] = margin
 elif choose == "cheapest":
     ok = table[(table["design"].str.startswith("fixed")) & (table["power"] >= 0.8)]
-    pick = (ok if not ok.empty else table[table["design"].str.startswith("fixed")]).sort_values(
-        ["blocks", "wall time (h)"]).iloc[0] if not ok.empty else table.sort_values("power").iloc[-1]
+    pick = (
+        (ok if not ok.empty else table[table["design"].str.startswith("fixed")])
+        .sort_values(["blocks", "wall time (h)"])
+        .iloc[0]
+        if not ok.empty
+        else table.sort_values("power").iloc[-1]
+    )
     design = {"rounds": int(pick["rounds"]), "runs_per_block": int(pick["runs per block"])}
 else:
     _, r, n = choose.split()
     design = {"rounds": int(r), "runs_per_block": int(n)}
-chosen = table[(table["runs per block"] == design["runs_per_block"])
-               & (table["design"].str.startswith("adaptive") if design.get("rounds") == "adaptive"
-                  else table["rounds"] == design.get("rounds"))]
+chosen = table[
+    (table["runs per block"] == design["runs_per_block"])
+    & (
+        table["design"].str.startswith("adaptive")
+        if design.get("rounds") == "adaptive"
+        else table["rounds"] == design.get("rounds")
+    )
+]
 chosen_power = float(chosen["power"].iloc[0]) if not chosen.empty else None
 warning = planning.power_warning(chosen_power, noise["block_sd"], min_power)
-display(Markdown(f"Chosen: `design: {design}`"
-                 + (f", power {chosen_power:.0%} at a between-block sd of {noise['block_sd']:.2%}"
-                    if chosen_power is not None else "")
-                 + (f"\n\n**Warning: {warning}.**" if warning else "")))
+display(
+    Markdown(
+        f"Chosen: `design: {design}`"
+        + (
+            f", power {chosen_power:.0%} at a between-block sd of {noise['block_sd']:.2%}"
+            if chosen_power is not None
+            else ""
+        )
+        + (f"\n\n**Warning: {warning}.**" if warning else "")
+    )
+)
 if out_path:
     planning.write_design(experiment_path, out_path, design, warning=warning)
     display(Markdown(f"Written to `{out_path}`; run it with `snakemake --cores 1 {Path(out_path).stem}`."))

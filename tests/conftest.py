@@ -20,13 +20,18 @@ ENGINE_FIXTURES = ("embedded_engine", "engine_venv", "llama_server")
 
 def pytest_collection_modifyitems(config, items):
     """Refuse the whole run, before any test, when a test reaches an engine fixture without the mark."""
-    unmarked = [item.nodeid for item in items
-                if set(ENGINE_FIXTURES) & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("engine")]
+    unmarked = [
+        item.nodeid
+        for item in items
+        if set(ENGINE_FIXTURES) & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("engine")
+    ]
     if unmarked:
         raise pytest.UsageError(
             f"{len(unmarked)} test(s) use an engine fixture ({', '.join(ENGINE_FIXTURES)}) without "
-            "@pytest.mark.engine, so the fast tier would install the engine: " + "; ".join(unmarked)
-            + ". Mark them engine (or mark their module: pytestmark = pytest.mark.engine).")
+            "@pytest.mark.engine, so the fast tier would install the engine: "
+            + "; ".join(unmarked)
+            + ". Mark them engine (or mark their module: pytestmark = pytest.mark.engine)."
+        )
 
 
 # Nothing a test does writes into the checkout: a workflow run happens in a copy under tmp_path
@@ -34,8 +39,16 @@ def pytest_collection_modifyitems(config, items):
 # it starts and fails at the end, naming the files, where any was added, changed or removed. Exempt: Python's
 # and the test tools' caches, git's own folder, the environments, and resources/, the workflow's build folder,
 # which the engine fixtures below fill where a clone lacks the engine or its model (as `make draft_sweep` does).
-MAY_WRITE_DIRS = {".git", ".venv", "resources", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
-                  ".ipynb_checkpoints"}
+MAY_WRITE_DIRS = {
+    ".git",
+    ".venv",
+    "resources",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+}
 MAY_WRITE_PATHS = {"bench/.venv-peers"}
 # Set by a fixture that ran the workflow's own build rules in the checkout (the engine, its model, the trainer:
 # into resources/, as `make draft_sweep` does): Snakemake keeps its records of that build in .snakemake/, and
@@ -48,8 +61,13 @@ def checkout_files(root: Path) -> dict[str, tuple[int, int]]:
     files = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
-        dirnames[:] = [d for d in dirnames if d not in MAY_WRITE_DIRS and not d.endswith(".egg-info")
-                       and os.path.normpath(os.path.join(rel, d)) not in MAY_WRITE_PATHS]
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if d not in MAY_WRITE_DIRS
+            and not d.endswith(".egg-info")
+            and os.path.normpath(os.path.join(rel, d)) not in MAY_WRITE_PATHS
+        ]
         for name in filenames:
             path = os.path.join(dirpath, name)
             try:
@@ -79,13 +97,19 @@ def pytest_sessionfinish(session, exitstatus):
     before = session.config.stash.get(_CHECKOUT, None)
     if before is None:
         return
-    changes = [c for c in checkout_changes(before, checkout_files(ROOT))
-               if not any(c.split(" ", 1)[1].startswith(d + os.sep) for d in BUILT_IN_CHECKOUT)]
+    changes = [
+        c
+        for c in checkout_changes(before, checkout_files(ROOT))
+        if not any(c.split(" ", 1)[1].startswith(d + os.sep) for d in BUILT_IN_CHECKOUT)
+    ]
     if changes:
         shown = changes[:20] + ([f"... and {len(changes) - 20} more"] if len(changes) > 20 else [])
         session.config.get_terminal_writer().line(
             f"\nThe tests wrote into the checkout ({ROOT}); a test must write under tmp_path (a workflow run: in "
-            "faultkit.repo_copy(tmp_path)):\n  " + "\n  ".join(shown), red=True, bold=True)
+            "faultkit.repo_copy(tmp_path)):\n  " + "\n  ".join(shown),
+            red=True,
+            bold=True,
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -97,8 +121,14 @@ def engine_venv():
     if not (engine / ".installed").exists():
         bin_dir = Path(sys.executable).parent
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-        proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        proc = subprocess.run(
+            [str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine = ROOT / _embedded.ENGINE_VENV
@@ -115,9 +145,20 @@ def embedded_engine():
     if not ((engine / ".installed").exists() and (model / "build.json").exists()):
         bin_dir = Path(sys.executable).parent
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-        proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed",
-                               f"{SMOKE_MODEL}/build.json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=3600)
+        proc = subprocess.run(
+            [
+                str(bin_dir / "snakemake"),
+                "--cores",
+                "2",
+                f"{_embedded.ENGINE_VENV}/.installed",
+                f"{SMOKE_MODEL}/build.json",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL

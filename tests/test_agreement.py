@@ -6,9 +6,17 @@ from bracket import agreement, article, runner
 
 
 def rec(arm, block, run, text, workload="code", error=None):
-    return {"arm": arm, "block": block, "run": run, "workload": workload, "prompt_id": f"{workload}-{run}",
-            "output_text": text, "output_sha256": hashlib.sha256(text.encode()).hexdigest(), "error": error,
-            "started_at": block * 100 + run}
+    return {
+        "arm": arm,
+        "block": block,
+        "run": run,
+        "workload": workload,
+        "prompt_id": f"{workload}-{run}",
+        "output_text": text,
+        "output_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "error": error,
+        "started_at": block * 100 + run,
+    }
 
 
 def test_first_difference_counts_characters():
@@ -47,9 +55,14 @@ def test_a_reference_that_disagrees_with_itself_is_flagged():
 
 
 def test_lossless_arms_differ_from_the_reference_by_speculation_only():
-    cfg = {"reference": "b", "arms": {"b": {"args": [], "env": {}},
-                                      "n4": {"speculative": {"method": "ngram"}, "args": [], "env": {}},
-                                      "n4x": {"speculative": {"method": "ngram"}, "args": ["--x"], "env": {}}}}
+    cfg = {
+        "reference": "b",
+        "arms": {
+            "b": {"args": [], "env": {}},
+            "n4": {"speculative": {"method": "ngram"}, "args": [], "env": {}},
+            "n4x": {"speculative": {"method": "ngram"}, "args": ["--x"], "env": {}},
+        },
+    }
     assert agreement.lossless_arms(cfg) == {"b": False, "n4": True, "n4x": False}
 
 
@@ -68,7 +81,11 @@ def test_attached_servers_get_a_prefix_per_block_and_agreement_says_why_it_is_sk
     assert runner.unique_prefix(1, "code", 2) == runner.unique_prefix(1, "code", 2)
     assert runner.unique_prefix(1, "code", 2, 0) != runner.unique_prefix(1, "code", 2, 3)
     assert runner.unique_prefix(1, "code", 2) != runner.unique_prefix(1, "code", 3)
-    cfg = config.validate({"arms": {"a": {}}, "engine": {"kind": "openai", "launch": "attach", "embedded": False,
-                                                         "base_url": "http://127.0.0.1:9"}})
+    cfg = config.validate(
+        {
+            "arms": {"a": {}},
+            "engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": "http://127.0.0.1:9"},
+        }
+    )
     result = agreement.from_experiment([], cfg)
     assert result["cells"] == [] and "attach" in result["skipped"]

@@ -4,10 +4,8 @@ validation per engine, and each adapter's own stream on replayed bodies (tests/d
 import math
 
 import pytest
-
 from bracket import arena, arena_benchy, arena_stats, arena_text, article, config, engines
 from bracket.config import ExperimentError
-
 from test_engines import REQ, Recorded, body
 
 
@@ -39,7 +37,7 @@ def test_metric_is_mean_and_population_sd():
 def test_the_text_is_deterministic_and_not_repeated():
     a, b = arena_text.built_text(20_000, 7), arena_text.built_text(20_000, 7)
     assert a == b and arena_text.built_text(20_000, 8) != a
-    grams = [a[i:i + 8] for i in range(len(a) - 8)]
+    grams = [a[i : i + 8] for i in range(len(a) - 8)]
     assert len(set(grams)) == len(grams)  # no 8-word run occurs twice: nothing for n-gram drafting to copy
     words = arena_text.built_text()
     c1, p1 = arena_text.request_texts(words, 300, 50, 1, "arena", 0, 3, 0, False)
@@ -79,15 +77,27 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
 
 def test_spec_defaults_are_the_leaderboard_cell():
     assert arena.spec({"prompts": "p", "kind": "arena"}) == {
-        "depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048, "api": "chat", "cache": "fresh",
-        "text": None, "tg_exact": True, "latency": "none", "coherence": True}
+        "depth": 16384,
+        "users": 2,
+        "tokens": 128,
+        "prompt_tokens": 2048,
+        "api": "chat",
+        "cache": "fresh",
+        "text": None,
+        "tg_exact": True,
+        "latency": "none",
+        "coherence": True,
+    }
     assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
     assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
 
 
 def arena_cfg(kind, **wl):
-    return {"engine": {"kind": kind, "embedded": False, "model": "/models/m", "port": 8051}, "arms": {"a": {}},
-            "workloads": {"cell": {"prompts": "p.jsonl", "kind": "arena", **wl}}}
+    return {
+        "engine": {"kind": kind, "embedded": False, "model": "/models/m", "port": 8051},
+        "arms": {"a": {}},
+        "workloads": {"cell": {"prompts": "p.jsonl", "kind": "arena", **wl}},
+    }
 
 
 def test_validation_refuses_a_chat_cell_on_sglang_and_says_what_to_do():
@@ -105,8 +115,19 @@ REQ_ARENA = {**REQ, "max_tokens": 8}
 
 def test_ollama_chat_cell_goes_through_api_chat_ndjson():
     rec = Recorded({"POST /api/chat": (200, body("ollama-chat-stream.ndjson"))})
-    m, extra = arena_text.send(engines.get("ollama"), rec.http, "http://o", "qwen3:0.6b", "CONTEXT", "PROMPT",
-                               REQ_ARENA, 1234, {}, "chat", False)
+    m, extra = arena_text.send(
+        engines.get("ollama"),
+        rec.http,
+        "http://o",
+        "qwen3:0.6b",
+        "CONTEXT",
+        "PROMPT",
+        REQ_ARENA,
+        1234,
+        {},
+        "chat",
+        False,
+    )
     assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 300
     assert m.output_text == " The fog lay over the street all night" and m.finish_reason == "length"
     sent = rec.sent("/api/chat")
@@ -117,8 +138,9 @@ def test_ollama_chat_cell_goes_through_api_chat_ndjson():
 
 def test_vllm_chat_cell_reads_role_chunk_and_token_ids():
     rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
-    m, extra = arena_text.send(engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P",
-                               REQ_ARENA, 1234, {}, "chat", True)
+    m, extra = arena_text.send(
+        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", True
+    )
     assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 300 and m.cached_tokens == 0
     assert m.output_text == " The fog lay over the street all night" and m.stream_events == 3
     assert extra["first_event_tokens"] == 2  # llama-benchy's decode tokens: 8 - 2
@@ -130,8 +152,19 @@ def test_vllm_chat_cell_reads_role_chunk_and_token_ids():
 
 def test_sglang_completions_cell_goes_through_generate():
     rec = Recorded({"POST /generate": (200, body("sglang-0.5.23-generate-nospec.sse"))})
-    m, extra = arena_text.send(engines.get("sglang"), rec.http, "http://s", "bracket-model", "CTX", "PROMPT",
-                               REQ_ARENA, 1234, {}, "completions", False)
+    m, extra = arena_text.send(
+        engines.get("sglang"),
+        rec.http,
+        "http://s",
+        "bracket-model",
+        "CTX",
+        "PROMPT",
+        REQ_ARENA,
+        1234,
+        {},
+        "completions",
+        False,
+    )
     assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 12
     assert rec.sent("/generate")["text"] == "CTX\n\nPROMPT"
     assert extra == {"ttfr_s": m.ttft_s, "first_event_tokens": None, "text_chunks": None}
@@ -139,21 +172,49 @@ def test_sglang_completions_cell_goes_through_generate():
 
 def test_ollama_completions_cell_goes_through_generate_ndjson():
     rec = Recorded({"POST /api/generate": (200, body("ollama-generate-stream.ndjson"))})
-    m, _ = arena_text.send(engines.get("ollama"), rec.http, "http://o", "qwen3:0.6b", "CTX", "PROMPT",
-                           REQ_ARENA, 1234, {}, "completions", False)
+    m, _ = arena_text.send(
+        engines.get("ollama"),
+        rec.http,
+        "http://o",
+        "qwen3:0.6b",
+        "CTX",
+        "PROMPT",
+        REQ_ARENA,
+        1234,
+        {},
+        "completions",
+        False,
+    )
     assert m.error is None and m.completion_tokens == 8 and rec.sent("/api/generate")["raw"] is True
 
 
 def test_summary_and_section_show_both_definitions():
-    cfg = {"workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
-           "arms": {"b": {}},
-           "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
+    cfg = {
+        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
+        "arms": {"b": {}},
+        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+    }
     raw = []
     for run, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):
-            raw.append(user(10.0 * run, ttft, 128, tg, arm="b", workload="arena", block=0, run=run, warmup=False,
-                            cached_tokens=0, finish_reason="length", max_tokens=128, wall_s=2.0,
-                            prompt_tokens=1152))
+            raw.append(
+                user(
+                    10.0 * run,
+                    ttft,
+                    128,
+                    tg,
+                    arm="b",
+                    workload="arena",
+                    block=0,
+                    run=run,
+                    warmup=False,
+                    cached_tokens=0,
+                    finish_reason="length",
+                    max_tokens=128,
+                    wall_s=2.0,
+                    prompt_tokens=1152,
+                )
+            )
     s = arena_stats.summarize(raw, cfg)
     (c,) = s["cells"]
     assert c["depth_measured"] == 1152 and len(c["runs"]) == 3 and all(r["valid"] for r in c["runs"])
@@ -167,15 +228,20 @@ def test_summary_and_section_show_both_definitions():
     assert "± " in md and "first token" in md and "1024 + 128" in md
 
 
-@pytest.mark.parametrize("kind,name,prompt_tokens,first", [
-    ("vllm", "vllm-0.32-cpu-chat-completions.sse", 117, 1),
-    ("llamacpp", "llamacpp-0.3.36-chat-completions.sse", 159, None)])
+@pytest.mark.parametrize(
+    "kind,name,prompt_tokens,first",
+    [
+        ("vllm", "vllm-0.32-cpu-chat-completions.sse", 117, 1),
+        ("llamacpp", "llamacpp-0.3.36-chat-completions.sse", 159, None),
+    ],
+)
 def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first):
     # Captured from the embedded vLLM CPU engine and the cached llama-server build with the body
     # arena_text.chat_body sends (tests/data/engines/README.md): the role chunk comes first.
     rec = Recorded({"POST /v1/chat/completions": (200, body(name))})
-    m, extra = arena_text.send(engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA,
-                               1234, {}, "chat", False)
+    m, extra = arena_text.send(
+        engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", False
+    )
     assert m.error is None and m.completion_tokens == 8 and m.finish_reason == "length" and m.cached_tokens == 0
     assert m.stream_events == 8 and extra["first_event_tokens"] == first and extra["ttfr_s"] <= m.ttft_s
     if prompt_tokens:
@@ -184,8 +250,9 @@ def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first)
 
 def test_vllm_chat_cell_keeps_each_text_event_with_its_token_ids():
     rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
-    m, extra = arena_text.send(engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P",
-                               REQ_ARENA, 1234, {}, "chat", False)
+    m, extra = arena_text.send(
+        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", False
+    )
     chunks = extra["text_chunks"]
     assert len(chunks) == m.stream_events == 3 and sum(k for _, k in chunks) == m.completion_tokens == 8
     assert chunks[0][0] == pytest.approx(m.ttft_s) and [t for t, _ in chunks] == sorted(t for t, _ in chunks)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from bracket import arena_benchy, arena_stats, arena_text, engines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,9 +21,17 @@ BENCHY_PY = PEERS / "llama-benchy" / "bin" / "python"
 def rec(start, ttft, chunks, n=None, ttfr=None, prompt=1000, latency=0.0):
     """A record whose text events came at `chunks` = [(seconds after start, token ids carried)]."""
     n = sum(k for _, k in chunks) if n is None else n
-    return {"started_at": start, "ttft_s": ttft, "ttfr_s": ttfr if ttfr is not None else ttft,
-            "completion_tokens": n, "prompt_tokens": prompt, "text_chunks": [list(c) for c in chunks],
-            "wall_s": chunks[-1][0] + 0.001, "latency_s": latency, "error": None}
+    return {
+        "started_at": start,
+        "ttft_s": ttft,
+        "ttfr_s": ttfr if ttfr is not None else ttft,
+        "completion_tokens": n,
+        "prompt_tokens": prompt,
+        "text_chunks": [list(c) for c in chunks],
+        "wall_s": chunks[-1][0] + 0.001,
+        "latency_s": latency,
+        "error": None,
+    }
 
 
 def test_a_burst_counts_only_the_tokens_after_the_first_read():
@@ -51,9 +58,12 @@ def test_a_stream_in_one_read_is_dropped_and_counted():
     batches = [arena_benchy.batch([arena_benchy.request_of(r)], 1000, 0.0) for r in (one, ok)]
     cell = arena_benchy.cell(batches, 1)
     assert cell["tg_throughput"]["values"] == pytest.approx([1.0])  # llama-benchy's mean is over the rest
-    assert arena_benchy.dropped(batches, 1) == {"tg": 1, "of": 2, "unit": "requests",
-                                                "reason": "the stream's tokens arrived in one network read "
-                                                          "(window 0)"}
+    assert arena_benchy.dropped(batches, 1) == {
+        "tg": 1,
+        "of": 2,
+        "unit": "requests",
+        "reason": "the stream's tokens arrived in one network read (window 0)",
+    }
 
 
 def test_peak_by_hand():
@@ -89,8 +99,15 @@ def test_two_users_batch_values_by_hand():
 
 def test_records_without_chunks_read_as_llama_benchy_without_token_ids():
     # older records: first token at 0.5, 9 tokens, tg 10 t/s -> last at 1.3; spread evenly, 8 after the first
-    r = {"started_at": 0.0, "ttft_s": 0.5, "completion_tokens": 9, "tg_tok_s": 10.0, "prompt_tokens": 10,
-         "wall_s": 1.3, "error": None}
+    r = {
+        "started_at": 0.0,
+        "ttft_s": 0.5,
+        "completion_tokens": 9,
+        "tg_tok_s": 10.0,
+        "prompt_tokens": 10,
+        "wall_s": 1.3,
+        "error": None,
+    }
     b = arena_benchy.batch([arena_benchy.request_of(r)], 10, 0.0)
     assert b.tg_req == pytest.approx([10.0])
 
@@ -127,10 +144,23 @@ print(json.dumps(results.runs[0].model_dump()))
 
 
 def _llama_benchy_reads(runs, concurrency, expected, latency=0.0):
-    doc = {"runs": runs, "pp": 8, "tg": 24, "depth": 0, "concurrency": concurrency, "latency": latency,
-           "expected": expected}
-    out = subprocess.run([str(BENCHY_PY), "-c", BENCHY_SCRIPT], input=json.dumps(doc), capture_output=True,
-                         text=True, check=True, timeout=60)
+    doc = {
+        "runs": runs,
+        "pp": 8,
+        "tg": 24,
+        "depth": 0,
+        "concurrency": concurrency,
+        "latency": latency,
+        "expected": expected,
+    }
+    out = subprocess.run(
+        [str(BENCHY_PY), "-c", BENCHY_SCRIPT],
+        input=json.dumps(doc),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)
 
 
@@ -148,8 +178,10 @@ def test_bursty_streams_read_as_llama_benchy_reads_them(users):
         for _ in range(3):
             sent = []
             with concurrent.futures.ThreadPoolExecutor(users) as pool:
-                futs = [pool.submit(arena_text.send, adapter, http, srv.url, "m", "", "p", req, 1, {}, "chat", False)
-                        for _ in range(users)]
+                futs = [
+                    pool.submit(arena_text.send, adapter, http, srv.url, "m", "", "p", req, 1, {}, "chat", False)
+                    for _ in range(users)
+                ]
                 for f in futs:
                     m, extra = f.result()
                     assert m.error is None
@@ -158,8 +190,16 @@ def test_bursty_streams_read_as_llama_benchy_reads_them(users):
     theirs = _llama_benchy_reads(runs, users, 8, latency=0.001)
     wl = {"users": users, "depth": 0, "prompt_tokens": 8, "tokens": 24}
     ours, dropped = arena_stats.benchy(runs, wl)
-    for key in ("tg_throughput", "tg_req_throughput", "pp_throughput", "peak_throughput", "peak_req_throughput",
-                "ttfr", "est_ppt", "e2e_ttft"):
+    for key in (
+        "tg_throughput",
+        "tg_req_throughput",
+        "pp_throughput",
+        "peak_throughput",
+        "peak_req_throughput",
+        "ttfr",
+        "est_ppt",
+        "e2e_ttft",
+    ):
         if theirs[key] is None:
             assert ours[key] is None, key
             continue
@@ -168,6 +208,9 @@ def test_bursty_streams_read_as_llama_benchy_reads_them(users):
     # the client stamps each event with its read's time: the bursts are in the records (on a loaded machine
     # the kernel may deliver a whole stream in one read, and then llama-benchy drops the run, as above)
     assert min(arena_stats.burst_share(r) for run in runs for r in run) >= 6 / 24
-    if ours["tg_throughput"] is not None:  # llama-benchy's tg (tokens after the first read) is not bracket's window rate
+    if (
+        ours["tg_throughput"] is not None
+    ):  # llama-benchy's tg (tokens after the first read) is not bracket's window rate
         assert ours["tg_throughput"]["values"] != pytest.approx(
-            [arena_stats.window_rate(run)["window_tok_s"] for run in runs], rel=0.05)
+            [arena_stats.window_rate(run)["window_tok_s"] for run in runs], rel=0.05
+        )

@@ -4,10 +4,8 @@ answers it reads, a server that cannot be asked, and the cell and article that n
 import json
 
 import pytest
-
 from bracket import arena_coherence, arena_stats, article
 from bracket.article.elements import Para
-
 from test_arena import user
 from test_engines import Recorded
 
@@ -19,20 +17,23 @@ def answer(content=None, reasoning=None, key="reasoning"):
     return {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}
 
 
-@pytest.mark.parametrize("response,ok", [
-    (answer("Paris"), True),
-    (answer("paris."), True),                         # lower-cased before the search
-    (answer("The capital is PARIS, of course"), True),
-    (answer("", "The user asks about France... Paris"), True),  # a thinking model's reasoning counts
-    (answer(None, "Paris", key="reasoning_content"), True),
-    (answer("London"), False),
-    (answer("def paragraph(self):"), False),          # 'par' alone is not the answer
-    (answer(None), False),
-    ({"choices": []}, False),
-    ({"error": {"message": "model not found"}}, False),
-    ([], False),
-    ({"choices": ["Paris"]}, False),                  # a malformed choice is no message
-])
+@pytest.mark.parametrize(
+    "response,ok",
+    [
+        (answer("Paris"), True),
+        (answer("paris."), True),  # lower-cased before the search
+        (answer("The capital is PARIS, of course"), True),
+        (answer("", "The user asks about France... Paris"), True),  # a thinking model's reasoning counts
+        (answer(None, "Paris", key="reasoning_content"), True),
+        (answer("London"), False),
+        (answer("def paragraph(self):"), False),  # 'par' alone is not the answer
+        (answer(None), False),
+        ({"choices": []}, False),
+        ({"error": {"message": "model not found"}}, False),
+        ([], False),
+        ({"choices": ["Paris"]}, False),  # a malformed choice is no message
+    ],
+)
 def test_verdict_reads_answers_as_llama_benchy_does(response, ok):
     assert arena_coherence.verdict(response)[0] is ok
 
@@ -46,8 +47,10 @@ def test_check_sends_llama_benchys_body_and_records_the_answer():
     rec = Recorded({"POST /v1/chat/completions": (200, json.dumps(answer("Paris")).encode())})
     c = arena_coherence.check(rec.http, "http://v", "bracket-model")
     assert rec.sent("/v1/chat/completions") == {
-        "model": "bracket-model", "max_tokens": 100,
-        "messages": [{"role": "user", "content": "What is the capital of France? Please reply with one word only"}]}
+        "model": "bracket-model",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "What is the capital of France? Please reply with one word only"}],
+    }
     assert (c["coherent"], c["output_text"], c["error"]) == (True, "Paris", None)
 
 
@@ -59,11 +62,14 @@ def test_a_wrong_answer_fails_and_a_hostile_one_is_kept_bounded():
     assert len(c["output_text"]) == arena_coherence.ANSWER_CHARS and c["output_text"].startswith("[red]<script>")
 
 
-@pytest.mark.parametrize("route,status,content", [
-    ("POST /v1/other", 200, b"{}"),                   # no chat route: 404
-    ("POST /v1/chat/completions", 500, b"boom"),
-    ("POST /v1/chat/completions", 200, b"not json"),
-])
+@pytest.mark.parametrize(
+    "route,status,content",
+    [
+        ("POST /v1/other", 200, b"{}"),  # no chat route: 404
+        ("POST /v1/chat/completions", 500, b"boom"),
+        ("POST /v1/chat/completions", 200, b"not json"),
+    ],
+)
 def test_a_server_that_cannot_be_asked_is_not_checked_and_says_why(route, status, content):
     c = arena_coherence.check(Recorded({route: (status, content)}).http, "http://v", "m")
     assert c["coherent"] is None and c["error"].startswith("coherence check:")
@@ -83,15 +89,33 @@ def test_a_cell_takes_the_verdicts_of_its_own_servers():
 
 
 def test_the_cell_and_the_article_name_a_failed_check():
-    cfg = {"workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
-           "arms": {"b": {}},
-           "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
+    cfg = {
+        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
+        "arms": {"b": {}},
+        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+    }
     raw = [control("srv", False, "<b>import</b> os")]
     for run, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):
-            raw.append(user(10.0 * run, ttft, 128, tg, arm="b", workload="arena", block=0, run=run, warmup=False,
-                            cached_tokens=0, finish_reason="length", max_tokens=128, wall_s=2.0,
-                            prompt_tokens=1152, server_id="srv"))
+            raw.append(
+                user(
+                    10.0 * run,
+                    ttft,
+                    128,
+                    tg,
+                    arm="b",
+                    workload="arena",
+                    block=0,
+                    run=run,
+                    warmup=False,
+                    cached_tokens=0,
+                    finish_reason="length",
+                    max_tokens=128,
+                    wall_s=2.0,
+                    prompt_tokens=1152,
+                    server_id="srv",
+                )
+            )
     (cell,) = arena_stats.summarize(raw, cfg)["cells"]
     assert len(cell["runs"]) == 3  # the control record is no run
     assert cell["coherence"]["status"] == "failed" and cell["coherence"]["answers"] == ["<b>import</b> os"]
@@ -104,5 +128,6 @@ def test_the_cell_and_the_article_name_a_failed_check():
     raw[0] = control("srv", True, "Paris")
     (cell,) = arena_stats.summarize(raw, cfg)["cells"]
     section = article.section_arena(None, article.Controls([], None, None, {"cells": [cell]}))
-    assert cell["coherence"]["status"] == "passed" and not [e for e in section.items
-                                                             if isinstance(e, Para) and e.kind == "warn"]
+    assert cell["coherence"]["status"] == "passed" and not [
+        e for e in section.items if isinstance(e, Para) and e.kind == "warn"
+    ]

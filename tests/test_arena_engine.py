@@ -6,11 +6,9 @@ is passed with --chat-template, as a user would for such a model.
 """
 
 import pytest
-
 from bracket import arena_stats, article, config, interop, records
 from bracket.design import Block
 from bracket.runner import run_block
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine
@@ -19,18 +17,43 @@ pytestmark = pytest.mark.engine
 def test_arena_cell_runs_on_vllm_and_reports_both_definitions(tmp_path, embedded_engine):
     engine, model = embedded_engine
     depth, pp, tg, users = 256, 64, 16, 2
-    cfg = config.validate({
-        "engine": {"kind": "vllm", "embedded": True, "port": 8184,
-                   "args": ["--chat-template", str(ROOT / "tests" / "data" / "arena" / "chat_template.jinja")]},
-        "arms": {"base": {}},
-        "workloads": {"cell": {"prompts": "experiments/prompts/chat.jsonl", "kind": "arena", "depth": depth,
-                               "prompt_tokens": pp, "tokens": tg, "users": users}},
-        "design": {"runs_per_block": 3, "warmup_runs": 1, "seed": 1},
-        "analysis": {"bootstrap_resamples": 200}}, source="test")
-    path = run_block(cfg, "arena", Block(position=0, arm="base", round=1, seed=1), 1,
-                     raw_path=tmp_path / "raw" / "block-0.jsonl", meta_path=tmp_path / "raw" / "block-0.meta.json",
-                     log_path=tmp_path / "block-0.log", model=str(model), python=str(engine / "bin" / "python"),
-                     root=ROOT, lock_dir=tmp_path / "locks")
+    cfg = config.validate(
+        {
+            "engine": {
+                "kind": "vllm",
+                "embedded": True,
+                "port": 8184,
+                "args": ["--chat-template", str(ROOT / "tests" / "data" / "arena" / "chat_template.jinja")],
+            },
+            "arms": {"base": {}},
+            "workloads": {
+                "cell": {
+                    "prompts": "experiments/prompts/chat.jsonl",
+                    "kind": "arena",
+                    "depth": depth,
+                    "prompt_tokens": pp,
+                    "tokens": tg,
+                    "users": users,
+                }
+            },
+            "design": {"runs_per_block": 3, "warmup_runs": 1, "seed": 1},
+            "analysis": {"bootstrap_resamples": 200},
+        },
+        source="test",
+    )
+    path = run_block(
+        cfg,
+        "arena",
+        Block(position=0, arm="base", round=1, seed=1),
+        1,
+        raw_path=tmp_path / "raw" / "block-0.jsonl",
+        meta_path=tmp_path / "raw" / "block-0.meta.json",
+        log_path=tmp_path / "block-0.log",
+        model=str(model),
+        python=str(engine / "bin" / "python"),
+        root=ROOT,
+        lock_dir=tmp_path / "locks",
+    )
     every = records.read([path])
     # llama-benchy's coherence question, once, before the first run; the tiny model answers with code
     (check,) = [r for r in every if r.get("control") == "coherence"]

@@ -4,7 +4,6 @@ cell that cannot fit an arm's context is refused with the fix."""
 from pathlib import Path
 
 import pytest
-
 from bracket import arena_grid, config
 from bracket.config import ExperimentError
 
@@ -12,9 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def grid_cfg(grid, arms=None, **wl):
-    return {"engine": {"kind": "vllm", "embedded": False, "model": "/models/m", "port": 8051},
-            "arms": arms or {"a": {}},
-            "workloads": {"g": {"prompts": "p.jsonl", "kind": "arena", "grid": grid, **wl}}}
+    return {
+        "engine": {"kind": "vllm", "embedded": False, "model": "/models/m", "port": 8051},
+        "arms": arms or {"a": {}},
+        "workloads": {"g": {"prompts": "p.jsonl", "kind": "arena", "grid": grid, **wl}},
+    }
 
 
 def test_the_shipped_profile_is_the_spark_arena_v2_profile_in_its_own_schedule():
@@ -42,25 +43,35 @@ def test_the_fresh_cell_stays_its_own_example():
 
 def test_default_order_alternates_light_and_heavy():
     # loads users x (depth + 10 + 2): (0,1)=12, (0,2)=24, (100,1)=112, (100,2)=224
-    cfg = config.validate(grid_cfg({"depth": [0, 100], "prompt_tokens": [10], "tokens": [2], "users": [1, 2]}),
-                          source="t")
-    assert list(cfg["workloads"]) == ["g-d0-pp10-tg2-c1", "g-d100-pp10-tg2-c2", "g-d0-pp10-tg2-c2",
-                                      "g-d100-pp10-tg2-c1"]
+    cfg = config.validate(
+        grid_cfg({"depth": [0, 100], "prompt_tokens": [10], "tokens": [2], "users": [1, 2]}), source="t"
+    )
+    assert list(cfg["workloads"]) == [
+        "g-d0-pp10-tg2-c1",
+        "g-d100-pp10-tg2-c2",
+        "g-d0-pp10-tg2-c2",
+        "g-d100-pp10-tg2-c1",
+    ]
 
 
 def test_an_axis_left_out_takes_the_workloads_own_value():
     cfg = config.validate(grid_cfg({"depth": [0, 512]}, users=1, tokens=32), source="t")
-    assert [(w["depth"], w["prompt_tokens"], w["tokens"], w["users"]) for w in cfg["workloads"].values()] == \
-        [(0, 2048, 32, 1), (512, 2048, 32, 1)]
+    assert [(w["depth"], w["prompt_tokens"], w["tokens"], w["users"]) for w in cfg["workloads"].values()] == [
+        (0, 2048, 32, 1),
+        (512, 2048, 32, 1),
+    ]
 
 
-@pytest.mark.parametrize("grid, wl, match", [
-    ({"depth": [0, 4096], "order": [{"depth": 0}]}, {}, "leaves out 1 cell"),
-    ({"depth": [0, 4096], "order": [{"depth": 0}, {"depth": 0}, {"depth": 4096}]}, {}, "repeats a cell"),
-    ({"depth": [0, 4096], "users": [1, 2], "order": [{"depth": 0}]}, {}, "matches 2 cells"),
-    ({"depth": [0, 0]}, {}, "lists a value twice"),
-    ({"depth": [0]}, {"depth": 4096}, "both alone and in grid.depth"),
-])
+@pytest.mark.parametrize(
+    "grid, wl, match",
+    [
+        ({"depth": [0, 4096], "order": [{"depth": 0}]}, {}, "leaves out 1 cell"),
+        ({"depth": [0, 4096], "order": [{"depth": 0}, {"depth": 0}, {"depth": 4096}]}, {}, "repeats a cell"),
+        ({"depth": [0, 4096], "users": [1, 2], "order": [{"depth": 0}]}, {}, "matches 2 cells"),
+        ({"depth": [0, 0]}, {}, "lists a value twice"),
+        ({"depth": [0]}, {"depth": 4096}, "both alone and in grid.depth"),
+    ],
+)
 def test_bad_grids_are_refused_with_the_fix(grid, wl, match):
     with pytest.raises(ExperimentError, match=match):
         config.validate(grid_cfg(grid, **wl), source="t")
@@ -74,8 +85,10 @@ def test_a_grid_on_a_single_workload_is_refused():
 
 
 def test_a_cell_over_the_arms_context_is_refused_naming_the_depth_that_fits():
-    raw = grid_cfg({"depth": [0, 4096, 8192], "prompt_tokens": [2048], "tokens": [128], "users": [1]},
-                   arms={"short": {"server": {"context_length": 8192}}, "long": {"server": {"context_length": 16384}}})
+    raw = grid_cfg(
+        {"depth": [0, 4096, 8192], "prompt_tokens": [2048], "tokens": [128], "users": [1]},
+        arms={"short": {"server": {"context_length": 8192}}, "long": {"server": {"context_length": 16384}}},
+    )
     with pytest.raises(ExperimentError) as err:
         config.validate(raw, source="t")
     msg = str(err.value)

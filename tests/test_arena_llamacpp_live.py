@@ -6,40 +6,55 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-
 from bracket import arena, arena_stats, config, engines, records
 from bracket.engines import launch
-
 from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.engine
 
 
 def _cfg(llama_server, port, **cell):  # noqa: F811
-    return config.validate({
-        "engine": {"kind": "llamacpp", "embedded": False, "model": "unused", "port": port,
-                   "executable": llama_server["llama_server"], "startup_timeout_s": 120,
-                   "args": ["--ctx-size", "2048", "--parallel", "2", "--threads", "2"]},
-        "arms": {"plain": {}}, "request": {"timeout_s": 120},
-        "workloads": {"cell": {"prompts": "p.jsonl", "kind": "arena", **cell}},
-        "design": {"runs_per_block": 2, "warmup_runs": 1, "seed": 1},
-        "analysis": {"bootstrap_resamples": 200}}, source="test")
+    return config.validate(
+        {
+            "engine": {
+                "kind": "llamacpp",
+                "embedded": False,
+                "model": "unused",
+                "port": port,
+                "executable": llama_server["llama_server"],
+                "startup_timeout_s": 120,
+                "args": ["--ctx-size", "2048", "--parallel", "2", "--threads", "2"],
+            },
+            "arms": {"plain": {}},
+            "request": {"timeout_s": 120},
+            "workloads": {"cell": {"prompts": "p.jsonl", "kind": "arena", **cell}},
+            "design": {"runs_per_block": 2, "warmup_runs": 1, "seed": 1},
+            "analysis": {"bootstrap_resamples": 200},
+        },
+        source="test",
+    )
 
 
 def _run(cfg, arm, gguf, tmp_path, server_id, runs=3):
     """Warmup and timed runs of the cell on one fresh llama-server launched for `arm`; every record."""
     adapter = engines.get("llamacpp")
     argv = launch.server_argv(cfg, adapter, arm, gguf, "unused", name="unused")
-    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
-                                log_path=tmp_path / f"{server_id}.log", base_url=launch.base_url(cfg), secret_names=[])
+    server = launch.make_server(
+        cfg,
+        adapter,
+        argv=argv,
+        env=launch.launch_env(cfg, adapter, arm),
+        log_path=tmp_path / f"{server_id}.log",
+        base_url=launch.base_url(cfg),
+        secret_names=[],
+    )
     base = launch.base_url(cfg)
     raw = []
     with server, httpx.Client(timeout=60) as http:
         server.wait_ready(90)
         block = SimpleNamespace(arm="plain", position=0, round=0)
         for run in range(runs):
-            raw += arena.run_cell(cfg, "t", block, arm, adapter, "cell", [], http, base, server_id, run, run == 0,
-                                  None)
+            raw += arena.run_cell(cfg, "t", block, arm, adapter, "cell", [], http, base, server_id, run, run == 0, None)
     return argv, raw
 
 
@@ -61,12 +76,25 @@ def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):  # no
 
 
 def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_reads_cache_miss(
-        llama_server, trained_gguf, tmp_path):  # noqa: F811
+    llama_server,  # noqa: F811
+    trained_gguf,  # noqa: F811
+    tmp_path,
+):
     # Above the guard's one-block slack (256), so a context not served from the cache cannot pass for one that was.
     depth, pp, tg, users = 384, 32, 8, 2
-    cfg = _cfg(llama_server, 8186, depth=depth, prompt_tokens=pp, tokens=tg, users=users, cache="prefix",
-               tg_exact=False, latency="api", coherence=False)
-    (cached_arm, names), = arena.servers(cfg, "plain")  # the server bracket launches for a prefix cell
+    cfg = _cfg(
+        llama_server,
+        8186,
+        depth=depth,
+        prompt_tokens=pp,
+        tokens=tg,
+        users=users,
+        cache="prefix",
+        tg_exact=False,
+        latency="api",
+        coherence=False,
+    )
+    ((cached_arm, names),) = arena.servers(cfg, "plain")  # the server bracket launches for a prefix cell
     assert names == ["cell"] and cached_arm["server"]["prefix_caching"] is True
     argv, raw = _run(cfg, cached_arm, trained_gguf, tmp_path, "on")
     assert "--no-cache-prompt" not in argv and not [r for r in raw if r.get("control")]  # coherence: false
@@ -75,8 +103,9 @@ def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_rea
     inf = [r for r in raw if r["arena_phase"] == "inference"]
     assert len(ctx) == len(inf) == 3 * users and all(r["cache_expected"] == depth for r in inf)
     # each user's inference finds the context its own load left in its slot; the load found none of it
-    assert all(abs(r["cached_tokens"] - depth) <= records.CACHE_BLOCK_SLACK for r in inf), \
-        [r["cached_tokens"] for r in inf]
+    assert all(abs(r["cached_tokens"] - depth) <= records.CACHE_BLOCK_SLACK for r in inf), [
+        r["cached_tokens"] for r in inf
+    ]
     assert all(r["cached_tokens"] > depth - 32 for r in inf), [r["cached_tokens"] for r in inf]
     assert all(records.validity(r) == [] for r in ctx + inf), [records.validity(r) for r in ctx + inf]
     assert all(r["latency_s"] > 0 for r in raw)  # latency api: three GET /v1/models, measured

@@ -2,7 +2,6 @@
 inference phase (cached tokens must cover the context), with an early stop allowed when tg is not exact."""
 
 import pytest
-
 from bracket import arena, config, records
 
 
@@ -10,8 +9,9 @@ def cfg_with(kind="vllm", launch="native", arm=None, **workloads):
     eng = {"kind": kind, "embedded": False, "model": "/models/m", "port": 8051, "launch": launch}
     if launch == "attach":
         eng = {"kind": kind, "launch": "attach", "embedded": False, "base_url": "http://127.0.0.1:8051"}
-    return config.validate({"engine": eng, "arms": {"a": arm or {}},
-                            "workloads": workloads or {"x": {"prompts": "p.jsonl"}}}, source="t")
+    return config.validate(
+        {"engine": eng, "arms": {"a": arm or {}}, "workloads": workloads or {"x": {"prompts": "p.jsonl"}}}, source="t"
+    )
 
 
 PREFIX = {"prompts": "p.jsonl", "kind": "arena", "cache": "prefix", "depth": 512, "prompt_tokens": 64}
@@ -21,8 +21,12 @@ FRESH = {"prompts": "p.jsonl", "kind": "arena", "depth": 512, "prompt_tokens": 6
 @pytest.mark.parametrize("kind", ["vllm", "sglang", "llamacpp"])
 def test_prefix_cells_get_a_server_of_their_own_with_the_cache_on(kind):
     wl = {**PREFIX, "api": "completions"} if kind == "sglang" else PREFIX
-    cfg = cfg_with(kind, single={"prompts": "p.jsonl"}, fresh=FRESH if kind != "sglang" else {**FRESH, "api":
-                   "completions"}, cached=wl)
+    cfg = cfg_with(
+        kind,
+        single={"prompts": "p.jsonl"},
+        fresh=FRESH if kind != "sglang" else {**FRESH, "api": "completions"},
+        cached=wl,
+    )
     (arm0, names0), (arm1, names1) = arena.servers(cfg, "a")
     assert names0 == ["single", "fresh"] and names1 == ["cached"]
     assert not (arm0.get("server") or {}).get("prefix_caching") and arm1["server"]["prefix_caching"] is True
@@ -31,20 +35,29 @@ def test_prefix_cells_get_a_server_of_their_own_with_the_cache_on(kind):
 
 def test_one_server_where_nothing_differs():
     assert [n for _, n in arena.servers(cfg_with(only=PREFIX), "a")] == [["only"]]  # the one server, cache on
-    (arm, names), = arena.servers(cfg_with(only=PREFIX), "a")
+    ((arm, names),) = arena.servers(cfg_with(only=PREFIX), "a")
     assert arm["server"]["prefix_caching"] is True
     on = cfg_with(arm={"server": {"prefix_caching": True}}, single={"prompts": "p.jsonl"}, cached=PREFIX)
     assert [n for _, n in arena.servers(on, "a")] == [["single", "cached"]]
     attach = cfg_with("openai", "attach", single={"prompts": "p.jsonl"}, cached=PREFIX)
     assert [n for _, n in arena.servers(attach, "a")] == [["single", "cached"]]
-    assert [n for _, n in arena.servers(cfg_with(single={"prompts": "p.jsonl"}, fresh=FRESH), "a")] == \
-        [["single", "fresh"]]
+    assert [n for _, n in arena.servers(cfg_with(single={"prompts": "p.jsonl"}, fresh=FRESH), "a")] == [
+        ["single", "fresh"]
+    ]
 
 
 def rec(phase, cached, expected, finish="stop", exact=False, n=100):
-    return {"error": None, "cached_tokens": cached, "cache_expected": expected, "arena_phase": phase,
-            "finish_reason": finish, "tg_exact": exact, "max_tokens": None if not exact else 128,
-            "completion_tokens": n, "wall_s": 1.0}
+    return {
+        "error": None,
+        "cached_tokens": cached,
+        "cache_expected": expected,
+        "arena_phase": phase,
+        "finish_reason": finish,
+        "tg_exact": exact,
+        "max_tokens": None if not exact else 128,
+        "completion_tokens": n,
+        "wall_s": 1.0,
+    }
 
 
 def test_inference_must_find_its_context_in_the_cache():
@@ -64,8 +77,10 @@ def test_the_context_load_must_find_nothing_but_the_template():
 
 def test_an_early_stop_is_valid_only_when_tg_is_not_exact():
     assert records.validity(rec("inference", 512, 512, finish="stop", exact=False, n=40)) == []
-    assert [k for k, _ in records.reasons(rec("inference", 512, 512, finish="stop", exact=True, n=40))] == \
-        ["early stop", "token count"]
+    assert [k for k, _ in records.reasons(rec("inference", 512, 512, finish="stop", exact=True, n=40))] == [
+        "early stop",
+        "token count",
+    ]
     # a fresh cell keeps the ordinary guard: any cached token is a hit
     fresh = {"error": None, "cached_tokens": 3, "finish_reason": "length", "wall_s": 1.0}
     assert [k for k, _ in records.reasons(fresh)] == ["cache hit"]

@@ -5,7 +5,6 @@ import math
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -21,16 +20,28 @@ def test_agree_is_means_within_the_two_sds():
 
 def benchy_cell(ctx: bool, tg: list[float], users=2):
     m = {"mean": sum(tg) / len(tg), "std": 0.0, "values": tg}
-    return {"concurrency": users, "context_size": 384, "prompt_size": 64, "response_size": 16,
-            "is_context_prefill_phase": ctx, "tg_throughput": m}
+    return {
+        "concurrency": users,
+        "context_size": 384,
+        "prompt_size": 64,
+        "response_size": 16,
+        "is_context_prefill_phase": ctx,
+        "tg_throughput": m,
+    }
 
 
 def test_rows_pool_llama_benchys_reports_and_keep_the_phases_apart():
-    reports = [{"benchmarks": [benchy_cell(False, [100.0, 110.0]), benchy_cell(True, [900.0])]},
-               {"benchmarks": [benchy_cell(False, [120.0, 130.0]), benchy_cell(True, [1100.0])]}]
+    reports = [
+        {"benchmarks": [benchy_cell(False, [100.0, 110.0]), benchy_cell(True, [900.0])]},
+        {"benchmarks": [benchy_cell(False, [120.0, 130.0]), benchy_cell(True, [1100.0])]},
+    ]
     ours = {"mean": 112.0, "std": 4.0, "values": [108.0, 116.0]}
-    summary = {"cells": [{"users": 2, "phase": "inference", "llama_benchy": {"tg_throughput": ours}},
-                         {"users": 2, "phase": "ctx", "llama_benchy": {"tg_throughput": None}}]}
+    summary = {
+        "cells": [
+            {"users": 2, "phase": "inference", "llama_benchy": {"tg_throughput": ours}},
+            {"users": 2, "phase": "ctx", "llama_benchy": {"tg_throughput": None}},
+        ]
+    }
     rows = {(r["phase"], r["metric"]): r for r in sbs.comparison_rows(summary, reports)}
     tg = rows[("inference", "tg")]
     # pooled 100, 110, 120, 130: mean 115, population SD sqrt((225 + 25 + 25 + 225) / 4) = 11.18
@@ -48,11 +59,13 @@ def test_arena_mode_sends_the_arenas_flags_to_both_tools():
     assert (a.depth, a.pp, a.tg, a.runs, a.rounds, a.users) == (384, 64, 16, 2, 2, [1, 2])
     cfg = sbs.experiment(a)
     assert list(cfg["workloads"]) == ["c1", "c2"]
-    assert {(w["cache"], w["tg_exact"], w["latency"], w["users"]) for w in cfg["workloads"].values()} == \
-        {("prefix", False, "api", 1), ("prefix", False, "api", 2)}
+    assert {(w["cache"], w["tg_exact"], w["latency"], w["users"]) for w in cfg["workloads"].values()} == {
+        ("prefix", False, "api", 1),
+        ("prefix", False, "api", 2),
+    }
     argv = sbs.benchy_argv(a, "http://h", "tok.json", "out.json")
     assert "--enable-prefix-caching" in argv and "--exact-tg" not in argv
-    assert argv[argv.index("--latency-mode") + 1] == "api" and argv[argv.index("--concurrency") + 1:][:2] == ["1", "2"]
+    assert argv[argv.index("--latency-mode") + 1] == "api" and argv[argv.index("--concurrency") + 1 :][:2] == ["1", "2"]
     fresh = sbs.arguments(["--attach", "http://127.0.0.1:9"])
     assert fresh.users == [2] and "--exact-tg" in sbs.benchy_argv(fresh, "http://h", "t", "o")
     with pytest.raises(SystemExit):
@@ -62,13 +75,32 @@ def test_arena_mode_sends_the_arenas_flags_to_both_tools():
 def test_llama_server_is_launched_with_its_cache_on_and_a_slot_per_user(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     (tmp_path / "llama-server").write_text("")
-    a = sbs.arguments(["--arena", "--engine", "llamacpp", "--model", str(tmp_path / "m.gguf"), "--depth", "1024",
-                       "--llama-server", str(tmp_path / "llama-server")])
+    a = sbs.arguments(
+        [
+            "--arena",
+            "--engine",
+            "llamacpp",
+            "--model",
+            str(tmp_path / "m.gguf"),
+            "--depth",
+            "1024",
+            "--llama-server",
+            str(tmp_path / "llama-server"),
+        ]
+    )
     cfg = sbs.experiment(a)
     assert cfg["engine"]["kind"] == "llamacpp" and cfg["arms"]["server"]["server"]["prefix_caching"] is True
     args = cfg["engine"]["args"]
     # two slots, each holding depth + pp + tg and a template's margin: 2 x (1024 + 128 + 32 + 256)
     assert args[args.index("--parallel") + 1] == "2" and args[args.index("--ctx-size") + 1] == "2880"
     with pytest.raises(SystemExit, match="--model"):
-        sbs.arguments(["--engine", "llamacpp", "--model", str(tmp_path / "none.gguf"),
-                       "--llama-server", str(tmp_path / "llama-server")])
+        sbs.arguments(
+            [
+                "--engine",
+                "llamacpp",
+                "--model",
+                str(tmp_path / "none.gguf"),
+                "--llama-server",
+                str(tmp_path / "llama-server"),
+            ]
+        )

@@ -9,9 +9,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_report import CHROMIUM, Chromium, data, rendered  # noqa: F401 - fixtures shared with the report tests
-
 from bracket import article
+from test_report import CHROMIUM, Chromium, data, rendered  # noqa: F401 - fixtures shared with the report tests
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -83,14 +82,21 @@ def test_no_word_in_a_table_is_broken_at_a_normal_page_width(rendered, tmp_path,
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         browser.send("Page.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
-                                                             "mobile": False}, session=session)
+        browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         browser.send("Page.navigate", {"url": rendered["html"].resolve().as_uri()}, session=session)
         browser.wait_event("Page.loadEventFired")
-        result = browser.send("Runtime.evaluate", {"expression": WORDS_BROKEN, "returnByValue": True},
-                              session=session)["result"]["value"]
-        cells = browser.send("Runtime.evaluate", {"expression": "document.querySelectorAll('table.data td').length",
-                                                  "returnByValue": True}, session=session)["result"]["value"]
+        result = browser.send("Runtime.evaluate", {"expression": WORDS_BROKEN, "returnByValue": True}, session=session)[
+            "result"
+        ]["value"]
+        cells = browser.send(
+            "Runtime.evaluate",
+            {"expression": "document.querySelectorAll('table.data td').length", "returnByValue": True},
+            session=session,
+        )["result"]["value"]
         assert cells > 50  # the check looked at the tables
         assert result == [], f"words broken across lines at {width}px: {sorted(set(result))[:20]}"
     finally:
@@ -108,8 +114,12 @@ def test_figures_resolve_when_the_article_notebook_is_run_interactively(rendered
     out = rendered["out"]
     nb = nbformat.read(out / "article.ipynb", as_version=4)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(out)}}).execute()
-    srcs = [m for cell in nb.cells for o in cell.get("outputs", [])
-            for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))]
+    srcs = [
+        m
+        for cell in nb.cells
+        for o in cell.get("outputs", [])
+        for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))
+    ]
     assert len(srcs) == 3
     for src in srcs:
         assert not src.startswith(("/", "..")) and (out / src).is_file(), src
@@ -129,10 +139,15 @@ def test_figures_resolve_when_the_source_notebook_is_opened_on_its_defaults(tmp_
     shutil.copytree(root / "notebooks", repo / "notebooks")
     shutil.copytree(root / "tests" / "data" / "report", repo / "tests" / "data" / "report")
     nb = nbformat.read(repo / "notebooks" / "article.ipynb", as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
-    srcs = [m for cell in nb.cells for o in cell.get("outputs", [])
-            for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))]
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(repo / "notebooks")}}
+    ).execute()
+    srcs = [
+        m
+        for cell in nb.cells
+        for o in cell.get("outputs", [])
+        for m in re.findall(r'<img src="([^"]+)"', o.get("data", {}).get("text/html", ""))
+    ]
     assert srcs and all(s.startswith("../report/fixture/figures/") for s in srcs), srcs
     assert all((repo / "notebooks" / s).is_file() for s in srcs)
 
@@ -161,12 +176,16 @@ def test_every_table_is_readable_at_760_and_1280_px(rendered, tmp_path, width): 
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         browser.send("Page.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
-                                                             "mobile": False}, session=session)
+        browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         browser.send("Page.navigate", {"url": rendered["html"].resolve().as_uri()}, session=session)
         browser.wait_event("Page.loadEventFired")
-        boxes = browser.send("Runtime.evaluate", {"expression": TABLE_BOXES, "returnByValue": True},
-                             session=session)["result"]["value"]
+        boxes = browser.send("Runtime.evaluate", {"expression": TABLE_BOXES, "returnByValue": True}, session=session)[
+            "result"
+        ]["value"]
     finally:
         browser.close()
     assert len(boxes) > 10

@@ -3,10 +3,8 @@
 import json
 
 import pandas as pd
-
 from bracket import article, config
 from bracket.stats import analyze
-
 from conftest import ROOT
 from test_stats_phases import ARMS, _runs
 
@@ -14,15 +12,29 @@ FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
 
 
 def _fixture(tmp_path, **changes):
-    d = article.load(str(FIXTURE / "probe.yaml"), str(FIXTURE / "runs.csv"), str(FIXTURE / "stats.json"),
-                     str(FIXTURE / "weights.json"), str(FIXTURE / "ceiling.json"), str(FIXTURE / "schedule.csv"),
-                     str(FIXTURE / "raw"), str(FIXTURE / "probe.corrections.yaml"), str(tmp_path))
+    d = article.load(
+        str(FIXTURE / "probe.yaml"),
+        str(FIXTURE / "runs.csv"),
+        str(FIXTURE / "stats.json"),
+        str(FIXTURE / "weights.json"),
+        str(FIXTURE / "ceiling.json"),
+        str(FIXTURE / "schedule.csv"),
+        str(FIXTURE / "raw"),
+        str(FIXTURE / "probe.corrections.yaml"),
+        str(tmp_path),
+    )
     return article.Data(**{**d.__dict__, **changes})
 
 
 def test_the_synthetic_arms_read_as_the_finding_says(tmp_path):
-    cfg = config.validate({"arms": {k: {} for k in ARMS}, "workloads": {"w": {"prompts": "p.jsonl"}},
-                           "design": {"kind": "abab", "rounds": 2}, "analysis": {"bootstrap_resamples": 200}})
+    cfg = config.validate(
+        {
+            "arms": {k: {} for k in ARMS},
+            "workloads": {"w": {"prompts": "p.jsonl"}},
+            "design": {"kind": "abab", "rounds": 2},
+            "analysis": {"bootstrap_resamples": 200},
+        }
+    )
     stats = json.loads(json.dumps(analyze(_runs(), cfg)))
     d = _fixture(tmp_path, stats=stats, cfg=cfg)
     t = article.phase_table(d)
@@ -40,8 +52,13 @@ def test_the_synthetic_arms_read_as_the_finding_says(tmp_path):
 
 
 def test_no_arm_flagged_and_no_phases(tmp_path):
-    cfg = config.validate({"arms": {k: {} for k in "ac"}, "workloads": {"w": {"prompts": "p.jsonl"}},
-                           "analysis": {"bootstrap_resamples": 200}})
+    cfg = config.validate(
+        {
+            "arms": {k: {} for k in "ac"},
+            "workloads": {"w": {"prompts": "p.jsonl"}},
+            "analysis": {"bootstrap_resamples": 200},
+        }
+    )
     stats = json.loads(json.dumps(analyze(_runs({k: ARMS[k] for k in "ac"}), cfg)))
     md = article.section_phases(_fixture(tmp_path, stats=stats, cfg=cfg))._repr_markdown_()
     assert "No arm's TTFT moved further" in md
@@ -52,8 +69,9 @@ def test_no_arm_flagged_and_no_phases(tmp_path):
 def test_the_arms_table_shows_the_state_each_arm_ran_with(tmp_path):
     d = _fixture(tmp_path)
     # The fixture's blocks ran before bracket turned vLLM's prefix cache off: read from their launch command.
-    assert article.arm_state(d, "baseline") == ("prefix cache on (no prefix-caching flag (vLLM's default: on)); "
-                                                "CUDA graphs off (--enforce-eager)")
+    assert article.arm_state(d, "baseline") == (
+        "prefix cache on (no prefix-caching flag (vLLM's default: on)); CUDA graphs off (--enforce-eager)"
+    )
     md = article.section_method(d)._repr_markdown_()
     assert "server state" in md and "vLLM's default: on" in md and "ran with different server state" not in md
     # A block that recorded its state is read as recorded; arms that differ are named.

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from bracket import article, config
 from bracket.stats.analyze import analyze, same_settings
 
@@ -19,35 +18,62 @@ FIXTURE = Path(__file__).resolve().parent / "data" / "report" / "probe"
 @pytest.fixture(scope="module")
 def fixture_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("served")
-    return article.load(FIXTURE / "probe.yaml", FIXTURE / "runs.csv", FIXTURE / "stats.json",
-                        FIXTURE / "weights.json", FIXTURE / "ceiling.json", FIXTURE / "schedule.csv", FIXTURE / "raw",
-                        FIXTURE / "probe.corrections.yaml", out)
+    return article.load(
+        FIXTURE / "probe.yaml",
+        FIXTURE / "runs.csv",
+        FIXTURE / "stats.json",
+        FIXTURE / "weights.json",
+        FIXTURE / "ceiling.json",
+        FIXTURE / "schedule.csv",
+        FIXTURE / "raw",
+        FIXTURE / "probe.corrections.yaml",
+        out,
+    )
 
 
 def variant(d, *, cfg=None, stats=None, metas=None, model_dir=None):
-    return article.Data(**{**d.__dict__, "cfg": cfg if cfg is not None else d.cfg,
-                           "stats": stats if stats is not None else d.stats,
-                           "metas": metas if metas is not None else d.metas, "model_dir": model_dir})
+    return article.Data(
+        **{
+            **d.__dict__,
+            "cfg": cfg if cfg is not None else d.cfg,
+            "stats": stats if stats is not None else d.stats,
+            "metas": metas if metas is not None else d.metas,
+            "model_dir": model_dir,
+        }
+    )
 
 
 def attached(d, **fields):
     """The fixture's blocks as an attach run records them: no model directory ("embedded", the default)."""
     cfg = copy.deepcopy(d.cfg)
-    cfg["engine"].update(kind="openai", launch="attach", embedded=False, model="embedded",
-                         base_url="http://127.0.0.1:8000")
-    metas = {k: {**m, "launch": "attach", "engine": "openai", "base_url": "http://127.0.0.1:8000",
-                 "served_model": "Qwen/Qwen3-0.6B", "model": "Qwen/Qwen3-0.6B", **fields}
-             for k, m in d.metas.items()}
+    cfg["engine"].update(
+        kind="openai", launch="attach", embedded=False, model="embedded", base_url="http://127.0.0.1:8000"
+    )
+    metas = {
+        k: {
+            **m,
+            "launch": "attach",
+            "engine": "openai",
+            "base_url": "http://127.0.0.1:8000",
+            "served_model": "Qwen/Qwen3-0.6B",
+            "model": "Qwen/Qwen3-0.6B",
+            **fields,
+        }
+        for k, m in d.metas.items()
+    }
     return article.Data(**{**variant(d, cfg=cfg, metas=metas, model_dir="embedded").__dict__, "model_build": None})
 
 
 # ---------------------------------------------------------------- what served it
 
+
 def test_an_attached_server_the_engine_did_not_identify_is_named_as_declared(fixture_data):
     text = article.section_method(attached(fixture_data))._repr_markdown_()
     assert "embedded" not in text.split("Served by", 1)[1].split("\n")[0]
-    assert ("Served by an OpenAI-compatible server reporting version 0.32.0 (engine.kind: openai; its engine was "
-            "not identified), attached at http://127.0.0.1:8000") in text
+    assert (
+        "Served by an OpenAI-compatible server reporting version 0.32.0 (engine.kind: openai; its engine was "
+        "not identified), attached at http://127.0.0.1:8000"
+    ) in text
     assert "Model: Qwen/Qwen3-0.6B." in text
     assert "Served from" not in text and "The model" not in text  # no directory, no build: no model section
 
@@ -56,25 +82,32 @@ def test_an_identified_engine_is_named_with_its_version_and_evidence(fixture_dat
     found = {"kind": "vllm", "version": "0.32.0", "evidence": "GET /version and vllm: metrics on /metrics"}
     d = attached(fixture_data, engine_identified=found)
     line = article.served_sentence(d)
-    assert line.startswith("Served by vLLM 0.32.0 (identified from what it serves: GET /version and vllm: metrics "
-                           "on /metrics), attached at http://127.0.0.1:8000")
+    assert line.startswith(
+        "Served by vLLM 0.32.0 (identified from what it serves: GET /version and vllm: metrics "
+        "on /metrics), attached at http://127.0.0.1:8000"
+    )
 
 
 def test_a_launched_embedded_engine_names_the_engine_and_the_models_files(fixture_data):
     line = article.served_sentence(variant(fixture_data, model_dir="resources/models/tiny"))
-    assert line == ("Served by vLLM 0.32.0 (embedded: vLLM's CPU build serving a tiny model trained locally), a fresh "
-                    "process per block. Model: resources/models/tiny.")
+    assert line == (
+        "Served by vLLM 0.32.0 (embedded: vLLM's CPU build serving a tiny model trained locally), a fresh "
+        "process per block. Model: resources/models/tiny."
+    )
 
 
 # ---------------------------------------------------------------- the hardware
+
 
 def test_the_hardware_recorded_is_shown(fixture_data):
     hw = {"cpu": "AMD EPYC 9654 96-Core Processor", "cpus": 16, "memory_gib": 125.7, "kernel": "6.8.0"}
     gpus = [{"index": "0", "name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": "143771", "bus_id": "x"}]
     metas = {k: {**m, "host_info": hw, "gpus": gpus} for k, m in fixture_data.metas.items()}
     text = article.section_method(variant(fixture_data, metas=metas))._repr_markdown_()
-    assert ("Hardware: AMD EPYC 9654 96-Core Processor, 16 logical CPUs, 125.7 GiB memory, 1 x NVIDIA H200 "
-            "(143771 MiB, driver 570.86.15), Linux 6.8.0.") in text
+    assert (
+        "Hardware: AMD EPYC 9654 96-Core Processor, 16 logical CPUs, 125.7 GiB memory, 1 x NVIDIA H200 "
+        "(143771 MiB, driver 570.86.15), Linux 6.8.0."
+    ) in text
     # two hosts with different machines: each named
     metas[0] = {**metas[0], "host": "b", "host_info": {**hw, "cpus": 8}, "gpus": None}
     line = article.hardware_sentence(variant(fixture_data, metas=metas))
@@ -88,10 +121,16 @@ def test_the_hardware_recorded_is_shown(fixture_data):
 
 # ---------------------------------------------------------------- an A/A experiment
 
+
 def test_same_settings_tells_an_aa_experiment_from_a_control_and_a_sweep():
-    cfg = config.validate({"engine": {"kind": "openai", "launch": "attach", "embedded": False},
-                           "arms": {"first": {"label": "the server"}, "again": {"label": "later"}},
-                           "reference": "first"}, source="test")
+    cfg = config.validate(
+        {
+            "engine": {"kind": "openai", "launch": "attach", "embedded": False},
+            "arms": {"first": {"label": "the server"}, "again": {"label": "later"}},
+            "reference": "first",
+        },
+        source="test",
+    )
     assert same_settings(cfg) == {"reference": "first", "arms": ["again"], "all": True}
     cfg["arms"]["ngram"] = {"speculative": {"method": "ngram", "draft_tokens": 4}}
     assert same_settings(cfg) == {"reference": "first", "arms": ["again"], "all": False}
@@ -130,8 +169,12 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     d1 = variant(fixture_data, cfg=one, stats=solo)
     assert article.title_line(d1).startswith("A drift test: one arm, baseline (no speculation), measured block after")
     assert "- code: " in article.section_headline(d1)._repr_markdown_()
-    assert article.section_recommendations(d1)._repr_markdown_().split("\n\n")[1].startswith(
-        "None: baseline was the only arm.")
+    assert (
+        article.section_recommendations(d1)
+        ._repr_markdown_()
+        .split("\n\n")[1]
+        .startswith("None: baseline was the only arm.")
+    )
 
     # the same runs, analysed as the sweep they were: no A/A, the usual headline
     assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_data.cfg)["aa"] is None
@@ -139,6 +182,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
 
 
 # ---------------------------------------------------------------- an undetermined interval
+
 
 def test_an_interval_too_wide_to_read_is_printed_as_undetermined_with_the_rounds_needed():
     assert article.interval(0.98, 1.04, 2) == "0.98\u20131.04"
@@ -157,8 +201,15 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
     stats = copy.deepcopy(fixture_data.stats)
     stats["best"]["code"].update(arm="ngram_8", ci_low=0.004, ci_high=32765.14, verdict="undetermined")
     comp = next(c for c in stats["comparisons"] if c["workload"] == "code" and c["candidate"] == "ngram_8")
-    comp.update(verdict="undetermined", rounds_needed=7, ci_low=0.004, ci_high=32765.14, raw_ratio=3.48, raw_ci_low=0.004,
-                raw_ci_high=32765.14)
+    comp.update(
+        verdict="undetermined",
+        rounds_needed=7,
+        ci_low=0.004,
+        ci_high=32765.14,
+        raw_ratio=3.48,
+        raw_ci_low=0.004,
+        raw_ci_high=32765.14,
+    )
     d = variant(fixture_data, stats=stats, model_dir=fixture_data.model_dir)
     head = article.section_headline(d)._repr_markdown_()
     line = next(x for x in head.splitlines() if x.startswith("- code:"))
@@ -171,7 +222,8 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
 
 def test_an_untrained_embedded_model_is_described_not_a_crash(fixture_data):
     """train_steps 0 (a model built in seconds, for a quick check) records no final loss."""
-    d = article.Data(**{**fixture_data.__dict__, "model_build": {**fixture_data.model_build, "steps": 0,
-                                                                   "final_loss": None}})
+    d = article.Data(
+        **{**fixture_data.__dict__, "model_build": {**fixture_data.model_build, "steps": 0, "final_loss": None}}
+    )
     assert "0 training steps" in article.section_method(d)._repr_markdown_()
     assert "untrained (no final loss)" in article.section_method(d)._repr_markdown_()

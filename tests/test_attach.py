@@ -79,14 +79,17 @@ def test_the_reference_server_answers_as_vllm_and_as_a_generic_server():
         assert isinstance(engines.for_server("auto", found), engines.OpenAI)
 
 
-@pytest.mark.parametrize("routes, kind, version", [
-    ({"/server_info": "sglang-0.5.23-server_info.json"}, "sglang", "0.5.23"),
-    ({"/get_server_info": "sglang-0.5.23-server_info.json"}, "sglang", "0.5.23"),  # releases before /server_info
-    ({"/api/version": "ollama-version.json", "/v1/models": None}, "ollama", "0.32.7"),
-    ({"/props": "llamacpp-0.3.36-props.json"}, "llamacpp", "b0-unknown"),
-    ({"/props": "llamacpp-b9251-props.json"}, "llamacpp", None),
-    ({"/version": "vllm-0.32-version.json"}, "openai", "0.32.0"),  # /version alone: no vllm: metrics, generic
-])
+@pytest.mark.parametrize(
+    "routes, kind, version",
+    [
+        ({"/server_info": "sglang-0.5.23-server_info.json"}, "sglang", "0.5.23"),
+        ({"/get_server_info": "sglang-0.5.23-server_info.json"}, "sglang", "0.5.23"),  # releases before /server_info
+        ({"/api/version": "ollama-version.json", "/v1/models": None}, "ollama", "0.32.7"),
+        ({"/props": "llamacpp-0.3.36-props.json"}, "llamacpp", "b0-unknown"),
+        ({"/props": "llamacpp-b9251-props.json"}, "llamacpp", None),
+        ({"/version": "vllm-0.32-version.json"}, "openai", "0.32.0"),  # /version alone: no vllm: metrics, generic
+    ],
+)
 def test_recorded_engine_responses_are_identified(routes, kind, version):
     served = {path: (read(f) if f else b'{"object":"list","data":[]}') for path, f in routes.items()}
     with Replay(served) as srv:
@@ -115,10 +118,12 @@ def test_a_kind_the_server_contradicts_names_both_and_the_fix():
 
 def test_vllms_prefix_cache_hits_are_read_from_its_counters():
     # The names vLLM 0.32 exposes (v1/metrics/loggers.py: vllm:prefix_cache_hits, counted in tokens).
-    text = ('# TYPE vllm:prefix_cache_hits_total counter\n'
-            'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 128.0\n'
-            'vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e9\n'
-            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 32.0\n')
+    text = (
+        "# TYPE vllm:prefix_cache_hits_total counter\n"
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 128.0\n'
+        'vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e9\n'
+        'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 32.0\n'
+    )
     assert vllm.VLLM().cache_hits(text) == 160.0
     assert vllm.VLLM().cache_hits("vllm:num_requests_running 0\n") is None
 
@@ -127,10 +132,16 @@ def attach_cfg(tmp_path, url, **over) -> dict:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"one two three {i}"}) + "\n" for i in range(2)))
     request = {"max_tokens": 32, "timeout_s": 10, **over.pop("request", {})}
-    return config.validate({"engine": {"launch": "attach", "embedded": False, "base_url": url, **over},
-                            "arms": {"a": {}, "b": {}}, "workloads": {"w": {"prompts": str(prompts)}},
-                            "design": {"rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
-                            "request": request}, source="attach test")
+    return config.validate(
+        {
+            "engine": {"launch": "attach", "embedded": False, "base_url": url, **over},
+            "arms": {"a": {}, "b": {}},
+            "workloads": {"w": {"prompts": str(prompts)}},
+            "design": {"rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
+            "request": request,
+        },
+        source="attach test",
+    )
 
 
 def test_attach_defaults_to_auto_and_a_launch_to_vllm(tmp_path):
@@ -188,8 +199,10 @@ def test_an_unreachable_url_fails_in_seconds_and_bracket_check_says_so(tmp_path)
 def test_docker_without_a_daemon_is_a_problem(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at "
-                                    "unix:///var/run/docker.sock. Is the docker daemon running?' >&2\nexit 1\n")
+    (bin_dir / "docker").write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at "
+        "unix:///var/run/docker.sock. Is the docker daemon running?' >&2\nexit 1\n"
+    )
     (bin_dir / "docker").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     [why] = preflight.docker_daemon_problems()
@@ -223,11 +236,17 @@ def test_the_method_section_says_how_the_cache_was_checked():
 
     from bracket.article import method
 
-    d = SimpleNamespace(stats={"guards": {"cache_checks": {"metrics": 4}, "cache_hits": 0}},
-                        metas={0: {"engine_identified": {"kind": "vllm", "version": "0.32.0"}}})
-    assert method.cache_sentence(d) == ("Cache check: 4 timed runs by vLLM 0.32.0's prefix-cache hit counters on "
-                                        "/metrics (vllm:prefix_cache_hits), read just before and after each "
-                                        "single-stream request.")
+    d = SimpleNamespace(
+        stats={"guards": {"cache_checks": {"metrics": 4}, "cache_hits": 0}},
+        metas={0: {"engine_identified": {"kind": "vllm", "version": "0.32.0"}}},
+    )
+    assert method.cache_sentence(d) == (
+        "Cache check: 4 timed runs by vLLM 0.32.0's prefix-cache hit counters on "
+        "/metrics (vllm:prefix_cache_hits), read just before and after each "
+        "single-stream request."
+    )
     d = SimpleNamespace(stats={"guards": {"cache_checks": {"unique prefix": 1}, "cache_hits": 0}}, metas={})
-    assert "1 timed run not directly: the server reported no cached tokens (cache not reported)" in \
-        method.cache_sentence(d)
+    assert (
+        "1 timed run not directly: the server reported no cached tokens (cache not reported)"
+        in method.cache_sentence(d)
+    )

@@ -23,10 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-
 from bracket import probe
 from bracket.engines import identify
-
 from conftest import ROOT
 from test_engines_llamacpp_live import llama_server, tiny_gguf  # noqa: F401  (fixtures)
 
@@ -54,8 +52,9 @@ def _wait(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 900) -
 
 def _serve(argv: list[str], env: dict, tmp: Path):
     log = tmp / "server.log"
-    proc = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env={**os.environ, **env},
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
+    )
     return proc, log
 
 
@@ -73,11 +72,28 @@ def plain_vllm(embedded_engine, tmp_path_factory):
     port = free_port()
     # The CPU build on a shared 2-core machine needs its KV space in GiB (the default 0.92 of RAM fails),
     # bfloat16 and, for a start in seconds rather than a minute, eager mode (DESIGN.md, "Engines").
-    proc, log = _serve([str(engine / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-                        "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(port),
-                        "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048"],
-                       {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
-                       tmp_path_factory.mktemp("vllm"))
+    proc, log = _serve(
+        [
+            str(engine / "bin/python"),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--served-model-name",
+            NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "bfloat16",
+            "--enforce-eager",
+            "--max-model-len",
+            "2048",
+        ],
+        {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+        tmp_path_factory.mktemp("vllm"),
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait(url, proc, log)
@@ -105,8 +121,9 @@ def wf(tmp_path_factory) -> Path:
 
 def snakemake(wf: Path, name: str, timeout: int = 1500) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run([SNAKEMAKE, "--cores", "1", name], cwd=wf, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [SNAKEMAKE, "--cores", "1", name], cwd=wf, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def end_to_end(wf: Path, name: str, url: str) -> tuple[str, list[dict]]:
@@ -191,8 +208,11 @@ def test_an_unreachable_url_stops_the_workflow_in_seconds(wf):
 def plain_llama_server(llama_server, tiny_gguf, tmp_path_factory):  # noqa: F811
     """The workflow's llama-server build with -m and --port only (and the host, to stay local)."""
     port = free_port()
-    proc, log = _serve([llama_server["llama_server"], "-m", tiny_gguf, "--host", "127.0.0.1", "--port", str(port)],
-                       {}, tmp_path_factory.mktemp("llama"))
+    proc, log = _serve(
+        [llama_server["llama_server"], "-m", tiny_gguf, "--host", "127.0.0.1", "--port", str(port)],
+        {},
+        tmp_path_factory.mktemp("llama"),
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait(url, proc, log, timeout_s=300)
@@ -208,4 +228,8 @@ def test_a_plain_llama_server_is_identified_and_ends_in_an_article(plain_llama_s
     assert found.kind == "llamacpp" and found.version  # build_info
     article, metas = end_to_end(wf, "attach_e2e_llamacpp", plain_llama_server)
     assert {m["engine"] for m in metas} == {"llamacpp"}
-    assert "Cache check:" in article and "cached tokens llama.cpp (llama-server)" in article and "reported in its response" in article
+    assert (
+        "Cache check:" in article
+        and "cached tokens llama.cpp (llama-server)" in article
+        and "reported in its response" in article
+    )

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import pytest
-
 from bracket import bandwidth
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("NVIDIA GB10", "GB10"), ("gb10", "GB10"), ("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200"),
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
-    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("NVIDIA GB10", "GB10"),
+        ("gb10", "GB10"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H200 NVL", "H200"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),
+    ],
+)
 def test_lookup_understands_nvml_names(name, expected):
     assert bandwidth.lookup(name).name == expected
 
@@ -20,7 +31,9 @@ def test_lookup_understands_nvml_names(name, expected):
 def test_table_holds_the_seed_figures_with_citations():
     assert bandwidth.lookup("GB10").gbps == 273  # seeds 000 and 003, NVIDIA spec
     assert bandwidth.lookup("H200").gbps == 4800
-    assert all(d.citation.startswith(("NVIDIA", "AMD", "Apple")) and "https://" in d.citation for d in bandwidth.KNOWN_DEVICES)
+    assert all(
+        d.citation.startswith(("NVIDIA", "AMD", "Apple")) and "https://" in d.citation for d in bandwidth.KNOWN_DEVICES
+    )
     assert bandwidth.lookup("a toaster") is None
 
 
@@ -51,12 +64,15 @@ def test_cpu_probe_reports_a_plausible_bandwidth():
 def _cuda_available() -> bool:
     try:
         import torch
+
         return torch.cuda.is_available()
     except ImportError:
         return bandwidth.detect_device_name() is not None
 
 
-@pytest.mark.skipif(not _cuda_available(), reason="no CUDA GPU on this machine; the device probe ran on an H200 (see issue 4)")
+@pytest.mark.skipif(
+    not _cuda_available(), reason="no CUDA GPU on this machine; the device probe ran on an H200 (see issue 4)"
+)
 def test_cuda_probe_measures_a_large_fraction_of_the_datasheet():
     r = bandwidth.probe_cuda(size_bytes=512 * 2**20, repeats=5)
     dev = bandwidth.lookup(r["device"])

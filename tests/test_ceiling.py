@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from bracket import ceiling, weights
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bracket import ceiling, weights
-
-_spec = importlib.util.spec_from_file_location("physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py")
+_spec = importlib.util.spec_from_file_location(
+    "physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py"
+)
 ck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ck)
 
@@ -93,9 +94,13 @@ def test_write_json_resolves_bandwidth_from_table_and_user(unsloth, tmp_path):
     assert "DGX Spark" in c["bandwidth_source"]["citation"]
     # Seed 003: an MTP step of 25.5 GB at 217 GB/s takes 117 ms; at 273 GB/s 93 ms (10.7 steps/s).
     assert c["arms"]["mtp3"]["steps_per_s_ceiling"] == pytest.approx(273 / 25.46, abs=0.01)
-    u = ceiling.write_json(wj, {"hardware": {"device": "GB10", "bandwidth_gbps": 217, "steadiness_s": 0}}, tmp_path / "c2.json")
+    u = ceiling.write_json(
+        wj, {"hardware": {"device": "GB10", "bandwidth_gbps": 217, "steadiness_s": 0}}, tmp_path / "c2.json"
+    )
     assert u["bandwidth_gbps"] == 217 and u["bandwidth_source"]["kind"] == "user"
-    assert json.loads((tmp_path / "c2.json").read_text())["ceiling_tok_s"] == pytest.approx(217e9 / unsloth["bytes_per_token"])
+    assert json.loads((tmp_path / "c2.json").read_text())["ceiling_tok_s"] == pytest.approx(
+        217e9 / unsloth["bytes_per_token"]
+    )
     with pytest.raises(ValueError, match="not in the bandwidth table"):
         ceiling.write_json(wj, {"hardware": {"device": "Z80"}}, tmp_path / "c3.json")
 
@@ -106,7 +111,9 @@ def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu
     wj = tmp_path / "weights.json"
     wj.write_text(json.dumps(unsloth))
     calls = []
-    monkeypatch.setattr(steadiness, "probe", lambda seconds, window_s: calls.append((seconds, window_s)) or {"spread": 0.2})
+    monkeypatch.setattr(
+        steadiness, "probe", lambda seconds, window_s: calls.append((seconds, window_s)) or {"spread": 0.2}
+    )
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: None)
     hw = {"device": "GB10"}
     assert ceiling.write_json(wj, {"hardware": hw}, tmp_path / "c.json")["machine_steadiness"] == {"spread": 0.2}
@@ -114,11 +121,13 @@ def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu
     assert calls == [(10, 0.5)]  # the default: ten seconds in half-second windows
     ceiling.write_json(wj, {"hardware": {**hw, "steadiness_s": 1}}, tmp_path / "c.json")
     assert calls[-1] == (1, 0.25)  # a short probe still has four windows
-    for cfg in ({"hardware": {**hw, "steadiness_s": 0}},                                 # turned off
-                {"hardware": hw, "engine": {"launch": "attach"}},                       # the server is elsewhere
-                {"hardware": hw, "hosts": ["box1", "box2"]}):                           # several machines
+    for cfg in (
+        {"hardware": {**hw, "steadiness_s": 0}},  # turned off
+        {"hardware": hw, "engine": {"launch": "attach"}},  # the server is elsewhere
+        {"hardware": hw, "hosts": ["box1", "box2"]},
+    ):  # several machines
         assert "machine_steadiness" not in ceiling.write_json(wj, cfg, tmp_path / "c.json")
-    monkeypatch.setattr(bandwidth, "detect_device_name", lambda: "NVIDIA H200")        # decoding reads HBM
+    monkeypatch.setattr(bandwidth, "detect_device_name", lambda: "NVIDIA H200")  # decoding reads HBM
     assert "machine_steadiness" not in ceiling.write_json(wj, {"hardware": hw}, tmp_path / "c.json")
     assert len(calls) == 2
     with pytest.raises(ValueError, match="hardware.steadiness_s is 0.5: give 0"):

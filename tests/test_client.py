@@ -13,10 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
-
 from bracket.client import get_text, stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
 
 N = 12
 
@@ -124,8 +123,13 @@ def test_nothing_listening():
 
 def test_chat_stream_and_finish_reason_stop():
     with ReferenceServer(rate=20000, ttft=0.0, tokens_per_event=2, eos_after=5) as srv, httpx.Client() as c:
-        chat = {"model": "reference-model", "messages": [{"role": "user", "content": "a b"}], "max_tokens": 9,
-                "stream": True, "stream_options": {"include_usage": True}}
+        chat = {
+            "model": "reference-model",
+            "messages": [{"role": "user", "content": "a b"}],
+            "max_tokens": 9,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         m = stream_completion(c, srv.url + "/v1/chat/completions", chat, 10.0)
         assert m.error is None and m.completion_tokens == 5 and m.finish_reason == "stop"
         assert m.stream_events == 3  # the role-only opening chunk is not an event with text

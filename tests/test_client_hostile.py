@@ -13,7 +13,6 @@ import tracemalloc
 
 import httpx
 import pytest
-
 from bracket import client, secrets, stream_events
 from bracket.client import stream_completion
 
@@ -65,13 +64,22 @@ def text(t: str, finish=None) -> bytes:
 
 
 def usage(completion, cached=0) -> bytes:
-    return sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": completion,
-                                         "prompt_tokens_details": {"cached_tokens": cached}}})
+    return sse(
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 3,
+                "completion_tokens": completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+    )
 
 
 def stream(*events: bytes):
     def answer(srv, conn):
         conn.sendall(HEAD + chunked(*events, b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
     return answer
 
 
@@ -95,11 +103,13 @@ def a_secret_is_known():
 def test_a_server_that_stalls_in_its_head_is_cut_at_the_total_limit():
     """The status line, then one header every 0.2 s: no read waits long, the head never ends (issue 33: held
     until killed at 150 s under a 10 s limit). The whole-request limit (1 s) covers the head."""
+
     def answer(srv, conn):
         conn.sendall(b"HTTP/1.1 200 OK\r\n")
         for i in range(100):
             time.sleep(0.2)
             conn.sendall(b"X-Slow-%d: %d\r\n" % (i, i))
+
     t0 = time.monotonic()
     m = measure(answer, timeout_s=1.0)
     took = time.monotonic() - t0
@@ -107,11 +117,16 @@ def test_a_server_that_stalls_in_its_head_is_cut_at_the_total_limit():
     assert 1.0 <= m.wall_s < 1.5 and took < 2.0, (m.wall_s, took)
 
 
-@pytest.mark.parametrize("value, said", [(b"NaN", "completion_tokens is nan"),
-                                         (b'"8"', "completion_tokens is '8'"),
-                                         (b"-3", "completion_tokens is -3"),
-                                         (b"true", "completion_tokens is True"),
-                                         (b"2.5", "completion_tokens is 2.5")])
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        (b"NaN", "completion_tokens is nan"),
+        (b'"8"', "completion_tokens is '8'"),
+        (b"-3", "completion_tokens is -3"),
+        (b"true", "completion_tokens is True"),
+        (b"2.5", "completion_tokens is 2.5"),
+    ],
+)
 def test_a_token_count_that_is_not_a_whole_number_is_an_error_with_the_response_kept(value, said):
     last = b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": ' + value + b"}}\n\n"
     m = measure(stream(text(" a"), text(" b", "length"), last))
@@ -129,7 +144,10 @@ def test_the_api_key_where_a_number_belongs_is_an_error_and_the_key_is_nowhere()
     """A server that puts the request's Authorization header into cached_tokens: an error record that says
     what was wrong, keeps the response, and holds no part of the key (issue 33: a traceback printed it)."""
     m = measure(stream(text(" a"), text(" b", "length"), usage(2, cached=f"Bearer {SECRET}")))
-    assert m.error == "malformed token counts in the response: cached_tokens is 'Bearer ***', not a non-negative whole number"
+    assert (
+        m.error
+        == "malformed token counts in the response: cached_tokens is 'Bearer ***', not a non-negative whole number"
+    )
     assert "Bearer ***" in m.raw_response
     assert SECRET not in json.dumps(secrets.redact_obj(m.fields())) and SECRET not in m.raw_response
 
@@ -146,12 +164,14 @@ def test_an_endless_line_is_cut_at_the_line_limit_with_bounded_memory():
     """64 KiB chunks with no line end, as fast as the socket takes them (issue 33: memory grew 250 MB/s).
     The client stops at LINE_LIMIT (16 MiB) within a few seconds; what it holds then (the raw bytes kept, in a
     buffer that doubles, and the line itself) is a few times the limit, whatever the server goes on sending."""
+
     def answer(srv, conn):
-        conn.sendall(HEAD + chunked(b"data: {\"choices\": [{\"text\": \""))
+        conn.sendall(HEAD + chunked(b'data: {"choices": [{"text": "'))
         piece = chunked(b"x" * 65536)
         for _ in range(20_000):  # 1.3 GB if nothing stopped it
             conn.sendall(piece)
             srv.sent += 65536
+
     tracemalloc.start()
     t0 = time.monotonic()
     m = measure(answer, timeout_s=30.0)
@@ -169,8 +189,10 @@ def test_more_tokens_than_the_events_could_carry_are_flagged():
     events = (text(" a"), text(" b", "length"), usage(8))
     m = measure(stream(*events), max_tokens_per_event=client.tokens_per_event_bound(False, None))
     assert m.error is None and m.completion_tokens == 8 and m.stream_events == 2
-    assert m.count_check == ("8 tokens claimed in 2 stream events with text (4.00 per event, at most 2 possible): "
-                             "the count is more than the events carried")
+    assert m.count_check == (
+        "8 tokens claimed in 2 stream events with text (4.00 per event, at most 2 possible): "
+        "the count is more than the events carried"
+    )
     assert measure(stream(*events), max_tokens_per_event=client.tokens_per_event_bound(True, 3)).count_check is None
     assert measure(stream(*events)).count_check is None  # no bound known: nothing claimed impossible
 
@@ -179,8 +201,10 @@ def test_duplicated_events_are_flagged_when_they_outnumber_the_tokens():
     """Each text event carries at least one token: 3 text events (one sent twice) for 2 tokens cannot be."""
     m = measure(stream(text(" a"), text(" a"), text(" b", "length"), usage(2)))
     assert m.error is None
-    assert m.count_check == ("3 stream events with text for 2 tokens claimed: each event carries at least one "
-                             "token, so events were duplicated or the count is short")
+    assert m.count_check == (
+        "3 stream events with text for 2 tokens claimed: each event carries at least one "
+        "token, so events were duplicated or the count is short"
+    )
 
 
 def test_the_bound_per_event_by_hand():

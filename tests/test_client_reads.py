@@ -15,7 +15,6 @@ import time
 
 import httpx
 import pytest
-
 from bracket import client, http_stream, secrets
 from bracket.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
 
@@ -33,13 +32,24 @@ def sse(obj) -> bytes:
 
 
 def text_event(text: str, finish=None) -> bytes:
-    return sse({"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": text,
-                                                                      "finish_reason": finish}]})
+    return sse(
+        {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+    )
 
 
 def usage_event(n: int) -> bytes:
-    return sse({"id": "c", "choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": n, "total_tokens": n + 2,
-                                                    "prompt_tokens_details": {"cached_tokens": 0}}})
+    return sse(
+        {
+            "id": "c",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 2,
+                "completion_tokens": n,
+                "total_tokens": n + 2,
+                "prompt_tokens_details": {"cached_tokens": 0},
+            },
+        }
+    )
 
 
 def chunk(data: bytes) -> bytes:
@@ -76,7 +86,9 @@ class Scripted:
         while b"\r\n\r\n" not in buf:
             buf += conn.recv(65536)
         head, rest = buf.split(b"\r\n\r\n", 1)
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
         while len(rest) < length:
             rest += conn.recv(65536)
         return rest[length:]
@@ -116,8 +128,16 @@ def measure(srv: Scripted, http: httpx.Client | None = None, timeout_s: float = 
 
     http_stream.time.perf_counter = perf
     try:
-        m, events = timed_stream(http, srv.url, {"prompt": "x", "stream": True}, timeout_s, framing="sse",
-                                 new_text=_openai_text, is_last=lambda e: False, counts=_openai_counts)
+        m, events = timed_stream(
+            http,
+            srv.url,
+            {"prompt": "x", "stream": True},
+            timeout_s,
+            framing="sse",
+            new_text=_openai_text,
+            is_last=lambda e: False,
+            counts=_openai_counts,
+        )
     finally:
         http_stream.time.perf_counter = real
         if own:
@@ -140,7 +160,9 @@ def stamps(monkeypatch) -> list[float]:
 
 
 def test_several_events_in_one_read_share_its_time_and_usage_in_the_last_event_counts():
-    body = text_event(" a") + text_event(" b") + text_event(" c", finish="length") + usage_event(3) + b"data: [DONE]\n\n"
+    body = (
+        text_event(" a") + text_event(" b") + text_event(" c", finish="length") + usage_event(3) + b"data: [DONE]\n\n"
+    )
     srv = Scripted([(HEAD + chunk(text_event(" zero")), 0), (chunk(body) + END, 1)])
     m, events = measure(srv)
     assert m.error is None
@@ -165,8 +187,14 @@ def test_a_stream_that_arrives_in_one_read_has_no_tg():
 
 def test_separate_reads_get_separate_times(monkeypatch):
     taken = stamps(monkeypatch)
-    srv = Scripted([(HEAD + chunk(text_event(" a")), 0), (chunk(text_event(" b")), 1),
-                    (chunk(text_event(" c") + usage_event(3)), 2), (chunk(b"data: [DONE]\n\n") + END, 3)])
+    srv = Scripted(
+        [
+            (HEAD + chunk(text_event(" a")), 0),
+            (chunk(text_event(" b")), 1),
+            (chunk(text_event(" c") + usage_event(3)), 2),
+            (chunk(b"data: [DONE]\n\n") + END, 3),
+        ]
+    )
     m, _ = measure(srv)
     assert m.error is None and m.output_text == " a b c"
     # 3 tokens between the first and last text read: tg = 2 / (t_c - t_a). " a" came with the response's
@@ -214,7 +242,9 @@ def test_a_secret_split_across_reads_is_redacted():
     try:
         half = len(secret) // 2
         good = text_event(" key=" + secret[:half]) + text_event(secret[half:] + " end", finish="length")
-        srv = Scripted([(HEAD + chunk(good[:40]), 0), (chunk(good[40:] + usage_event(2) + b"data: [DONE]\n\n") + END, 0)])
+        srv = Scripted(
+            [(HEAD + chunk(good[:40]), 0), (chunk(good[40:] + usage_event(2) + b"data: [DONE]\n\n") + END, 0)]
+        )
         m, _ = measure(srv)
         assert m.error is None and secret in m.output_text  # the measurement holds what the server sent
         assert secret not in json.dumps(secrets.redact_obj(m.fields()))  # the record does not
@@ -258,6 +288,7 @@ def test_keep_alive_when_done_and_the_body_end_arrive_in_pieces():
 
 def test_content_length_and_gzip_bodies():
     import gzip
+
     body = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"
     plain = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     z = gzip.compress(body)
@@ -299,7 +330,15 @@ class _Sock:
 
 def _decode(pieces, rest=b""):
     s = http_stream.Stream.__new__(http_stream.Stream)
-    s.sock, s._rest, s._framing, s._inflate, s._body, s.timeout_s, s.complete = _Sock(pieces), rest, "chunked", None, None, 1.0, False
+    s.sock, s._rest, s._framing, s._inflate, s._body, s.timeout_s, s.complete = (
+        _Sock(pieces),
+        rest,
+        "chunked",
+        None,
+        None,
+        1.0,
+        False,
+    )
     s._decoder = http_stream.ChunkDecoder()
     return [data for _, data in s.reads()], s.complete
 
@@ -313,7 +352,7 @@ def test_chunked_decoder_on_every_split_of_a_body():
         assert b"".join(out) == want and complete, cut
     out, complete = _decode([], rest=raw)  # all of it came with the head
     assert b"".join(out) == want and complete
-    out, complete = _decode([raw[i:i + 1] for i in range(len(raw))])  # one byte per read
+    out, complete = _decode([raw[i : i + 1] for i in range(len(raw))])  # one byte per read
     assert b"".join(out) == want and complete
 
 
@@ -324,7 +363,7 @@ def _recorded(reads, calls=1):
     body, ends, times = b"", [], []
     cut = max(1, len(reads) // calls)
     for k in range(0, len(reads), cut):
-        for r in reads[k:k + cut]:
+        for r in reads[k : k + cut]:
             s._times.append(float(len(s._times)))
             s._ends.append((s._ends[-1] if s._ends else 0) + len(r))
         b, e, t = s.recorded()
@@ -347,7 +386,7 @@ def test_kept_reads_decode_on_every_split_and_each_read_ends_where_its_bytes_end
                 # the first read's body: what of the payloads lies before the cut, framing taken out
                 first = http_stream.ChunkDecoder().feed(raw[:cut])
                 assert ends[0] == len(first) and times == [0.0, 1.0], (cut, calls)
-    body, ends, _, complete = _recorded([raw[i:i + 1] for i in range(len(raw))], calls=7)  # a byte per read
+    body, ends, _, complete = _recorded([raw[i : i + 1] for i in range(len(raw))], calls=7)  # a byte per read
     assert body == want and complete and ends == sorted(ends) and len(ends) == len(raw)
 
 
@@ -385,6 +424,7 @@ def test_a_mock_transport_takes_httpx_path_with_the_same_result():
 
 
 # ---- coalesced reads: one wake-up per few kilobytes, each read timed by its bytes' arrival ---------------------
+
 
 class Paced:
     """A server that sends the head and the first token at once, then `n` text events `gap_s` apart,
@@ -473,8 +513,17 @@ def test_coalescing_reads_keep_the_stall_limit():
     threading.Thread(target=serve, daemon=True).start()
     with httpx.Client() as http:
         t = time.perf_counter()
-        m, _ = timed_stream(http, url, {"prompt": "x", "stream": True}, 5.0, framing="sse", new_text=_openai_text,
-                            is_last=lambda e: False, counts=_openai_counts, stall_s=0.3)
+        m, _ = timed_stream(
+            http,
+            url,
+            {"prompt": "x", "stream": True},
+            5.0,
+            framing="sse",
+            new_text=_openai_text,
+            is_last=lambda e: False,
+            counts=_openai_counts,
+            stall_s=0.3,
+        )
         took = time.perf_counter() - t
     srv.close()
     assert m.error == "timed out after 0.3 s without data from the server (request.timeout_s)", m.error

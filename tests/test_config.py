@@ -1,10 +1,8 @@
 """Experiment files: defaults filled, and every mistake named with its fix before anything runs."""
 
 import pytest
-
 from bracket import config
 from bracket.config import ExperimentError
-
 from conftest import ROOT
 
 
@@ -21,8 +19,14 @@ def test_shipped_experiments_validate_and_fill_defaults():
 def test_defaults_come_from_the_schema():
     cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}}})
     assert cfg["reference"] == "a"  # first arm when not given
-    assert cfg["design"] == {"kind": "abab", "rounds": 5, "runs_per_block": 5, "warmup_runs": 1,
-                             "cooldown_s": 5, "seed": 1}
+    assert cfg["design"] == {
+        "kind": "abab",
+        "rounds": 5,
+        "runs_per_block": 5,
+        "warmup_runs": 1,
+        "cooldown_s": 5,
+        "seed": 1,
+    }
     assert cfg["request"]["max_tokens"] == 256 and cfg["request"]["unique_prefix"] is True
     assert cfg["arms"]["b"]["speculative"]["prompt_lookup_min"] == 2
     assert cfg["engine"]["host"] == "127.0.0.1"
@@ -43,17 +47,22 @@ def test_every_schema_key_has_type_default_or_requirement_and_description():
     walk(schema, "")
 
 
-@pytest.mark.parametrize("raw, needles", [
-    ({"arms": {"a": {}}, "desing": {}}, ["unknown key 'desing'", "did you mean 'design'", "Allowed keys"]),
-    ({"arms": {"a": {}}, "design": {"kind": "abcd"}}, ["design.kind", "'abcd'", "'abab'", "'bracket'"]),
-    ({"arms": {"a": {}}, "design": {"rounds": "two"}}, ["design.rounds", "integer", "'two'"]),
-    ({"arms": {"a": {}}, "reference": "base"}, ["reference is 'base'", "no arm has that name", "Defined arms: a"]),
-    ({"arms": {"a": {"speculative": {"method": "ngram", "draft_tokens": 0}}}},
-     ["arms.a.speculative.draft_tokens", "out of range", "minimum 1"]),
-    ({"arms": {"a": {"speculative": {"method": "ngram"}}}}, ["arms.a.speculative", "draft_tokens"]),
-    ({"arms": {"a": {"speculative": {"method": "dflash", "draft_tokens": 8}}}}, ["needs a draft model"]),
-    ({"arms": {}}, ["arms"]),
-])
+@pytest.mark.parametrize(
+    "raw, needles",
+    [
+        ({"arms": {"a": {}}, "desing": {}}, ["unknown key 'desing'", "did you mean 'design'", "Allowed keys"]),
+        ({"arms": {"a": {}}, "design": {"kind": "abcd"}}, ["design.kind", "'abcd'", "'abab'", "'bracket'"]),
+        ({"arms": {"a": {}}, "design": {"rounds": "two"}}, ["design.rounds", "integer", "'two'"]),
+        ({"arms": {"a": {}}, "reference": "base"}, ["reference is 'base'", "no arm has that name", "Defined arms: a"]),
+        (
+            {"arms": {"a": {"speculative": {"method": "ngram", "draft_tokens": 0}}}},
+            ["arms.a.speculative.draft_tokens", "out of range", "minimum 1"],
+        ),
+        ({"arms": {"a": {"speculative": {"method": "ngram"}}}}, ["arms.a.speculative", "draft_tokens"]),
+        ({"arms": {"a": {"speculative": {"method": "dflash", "draft_tokens": 8}}}}, ["needs a draft model"]),
+        ({"arms": {}}, ["arms"]),
+    ],
+)
 def test_bad_experiments_are_named_with_their_fix(raw, needles):
     with pytest.raises(ExperimentError) as err:
         config.validate(raw, source="experiments/x.yaml")
@@ -79,8 +88,13 @@ def test_missing_prompt_file_is_named(tmp_path):
 
 
 def test_without_defaults_keeps_only_what_the_experiment_states():
-    cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
-                           "engine": {"port": 9000}, "request": {"max_tokens": 256}})
+    cfg = config.validate(
+        {
+            "arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
+            "engine": {"port": 9000},
+            "request": {"max_tokens": 256},
+        }
+    )
     engine = config.without_defaults(cfg["engine"], config.schema_of("engine"))
     assert engine == {"port": 9000}  # kind, host, embedded... equal their defaults
     assert config.without_defaults(cfg["request"], config.schema_of("request")) == {}
@@ -93,8 +107,13 @@ def test_server_state_is_named_per_engine_and_fresh_by_default():
     """prefix_caching: left out means bracket's fresh-cache setting on every engine with a switch."""
     node = config.schema_of("arms", "*", "server", "prefix_caching")
     assert node["default"] is None
-    for flag in ("--no-enable-prefix-caching", "--disable-radix-cache", "--no-cache-prompt --cache-ram 0",
-                 "cache_prompt false", "Ollama has no switch"):
+    for flag in (
+        "--no-enable-prefix-caching",
+        "--disable-radix-cache",
+        "--no-cache-prompt --cache-ram 0",
+        "cache_prompt false",
+        "Ollama has no switch",
+    ):
         assert flag in node["description"], flag
     cfg = config.validate({"arms": {"a": {}, "cached": {"server": {"prefix_caching": True}}}})
     assert "server" not in cfg["arms"]["a"]  # nothing filled: an existing arm's block parameters do not change
@@ -104,5 +123,9 @@ def test_server_state_is_named_per_engine_and_fresh_by_default():
     with pytest.raises(ExperimentError, match="phase_margin = -0.1 is out of range"):
         config.validate({"arms": {"a": {}}, "analysis": {"phase_margin": -0.1}})
     with pytest.raises(ExperimentError, match="prefix_caching has no ollama switch"):
-        config.validate({"engine": {"kind": "ollama", "embedded": False, "model": "m"},
-                         "arms": {"a": {"server": {"prefix_caching": False}}}})
+        config.validate(
+            {
+                "engine": {"kind": "ollama", "embedded": False, "model": "m"},
+                "arms": {"a": {"server": {"prefix_caching": False}}},
+            }
+        )

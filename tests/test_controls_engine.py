@@ -1,10 +1,7 @@
 """The determinism control on the real embedded engine (one server start, about 30 s)."""
 
-
 import pytest
-
 from bracket import config, determinism
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine
@@ -17,8 +14,15 @@ def test_determinism_control_on_the_embedded_engine(tmp_path, embedded_engine):
     assert (model / "build.json").is_file() and python.exists()
     cfg["engine"]["port"] = 8043
     cfg["controls"]["determinism_repeats"] = 2
-    out = determinism.run_control(cfg, "smoke", model=str(model), python=str(python), root=ROOT,
-                                  log_path=tmp_path / "server.log", lock_dir=tmp_path / "locks")
+    out = determinism.run_control(
+        cfg,
+        "smoke",
+        model=str(model),
+        python=str(python),
+        root=ROOT,
+        log_path=tmp_path / "server.log",
+        lock_dir=tmp_path / "locks",
+    )
     (arm,) = out["arms"]
     assert arm["arm"] == "baseline" and "--no-enable-prefix-caching" in arm["argv"]
     assert [r["config"] for r in arm["rows"]] == ["batch 1"] * 2 + ["batch 2"] * 4

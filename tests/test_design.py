@@ -1,9 +1,9 @@
 """Schedules: each design's order, worked out by hand; recorded and read back unchanged."""
 
 import pytest
-from hypothesis import given, strategies as st
-
 from bracket import design
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def order(blocks):
@@ -38,9 +38,12 @@ def test_random_is_seeded_and_recorded(tmp_path):
     assert design.read(tmp_path / "s.csv") == a
 
 
-@given(arms=st.lists(st.sampled_from(list("ABCDEFG")), min_size=1, max_size=6, unique=True),
-       kind=st.sampled_from(["abab", "abba", "random", "sequential"]), rounds=st.integers(1, 4),
-       seed=st.integers(0, 10_000))
+@given(
+    arms=st.lists(st.sampled_from(list("ABCDEFG")), min_size=1, max_size=6, unique=True),
+    kind=st.sampled_from(["abab", "abba", "random", "sequential"]),
+    rounds=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+)
 def test_every_arm_visited_once_per_round(arms, kind, rounds, seed):
     blocks = design.draw(arms, arms[0], kind, rounds, seed)
     assert [b.position for b in blocks] == list(range(len(arms) * rounds))

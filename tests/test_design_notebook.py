@@ -5,29 +5,29 @@ import os
 import numpy as np
 import pytest
 import yaml
-
 from bracket import config
 from bracket.stats import planning
 from bracket.stats.simulate import simulate
-
 from conftest import ROOT
 
 
 def pilot_runs(block_sd=0.03, run_sd=0.01, rounds=6, runs=8, seed=3):
-    df = simulate("abab", rounds=rounds, runs=runs, block_sd=block_sd, run_sd=run_sd, rng=np.random.default_rng(seed),
-                  seed=1)
+    df = simulate(
+        "abab", rounds=rounds, runs=runs, block_sd=block_sd, run_sd=run_sd, rng=np.random.default_rng(seed), seed=1
+    )
     df["arm"] = df["arm"].map({"A": "baseline", "B": "ngram_4"})
     df["workload"] = "code"
-    return df.rename(columns={"value": "decode_tok_s"}).assign(valid=True, invalid_reason="", warmup=False,
-                                                              wall_s=0.5, experiment="pilot")
+    return df.rename(columns={"value": "decode_tok_s"}).assign(
+        valid=True, invalid_reason="", warmup=False, wall_s=0.5, experiment="pilot"
+    )
 
 
 def test_pilot_noise_recovers_the_simulated_components():
     table, noise = planning.pilot_noise(pilot_runs(), "baseline")
     assert set(table["blocks"]) == {6}
-    assert 0.012 < noise["block_sd_point"] < 0.06      # truth 3 %, from 6 blocks per arm
-    assert noise["block_sd"] == noise["block_sd_high"] > noise["block_sd_point"]   # designed for the upper end
-    assert 0.007 < noise["run_sd"] < 0.014        # truth 1 %, from 48 runs per arm
+    assert 0.012 < noise["block_sd_point"] < 0.06  # truth 3 %, from 6 blocks per arm
+    assert noise["block_sd"] == noise["block_sd_high"] > noise["block_sd_point"]  # designed for the upper end
+    assert 0.007 < noise["run_sd"] < 0.014  # truth 1 %, from 48 runs per arm
     assert noise["drift"] is not None and noise["drift"] < 0.03
 
 
@@ -39,14 +39,18 @@ def test_one_round_pilot_leaves_block_noise_unmeasured():
 def test_wall_time_by_hand():
     t = {"request_s": {"code": 0.5, "chat": 1.0}, "start_s": 20.0}
     # 4 blocks x (20 + (1 + 5) x 1.5) + 3 cooldowns of 5 s
-    assert planning.wall_time(t, arms=2, blocks=4, runs_per_block=5, warmup_runs=1, cooldown_s=5) == \
-        pytest.approx(4 * 29 + 15)
+    assert planning.wall_time(t, arms=2, blocks=4, runs_per_block=5, warmup_runs=1, cooldown_s=5) == pytest.approx(
+        4 * 29 + 15
+    )
 
 
 def test_write_design_validates_and_drops_adaptive_keys_for_fixed(tmp_path):
     out = tmp_path / "x.yaml"
-    cfg = planning.write_design(ROOT / "experiments" / "smoke.yaml", out,
-                                {"rounds": "adaptive", "min_rounds": 2, "max_rounds": 5, "margin": 0.1})
+    cfg = planning.write_design(
+        ROOT / "experiments" / "smoke.yaml",
+        out,
+        {"rounds": "adaptive", "min_rounds": 2, "max_rounds": 5, "margin": 0.1},
+    )
     assert cfg["design"]["rounds"] == "adaptive" and config.load(out)["design"]["max_rounds"] == 5
     planning.write_design(out, out, {"rounds": 4})
     assert "max_rounds" not in yaml.safe_load(out.read_text())["design"]
@@ -54,24 +58,27 @@ def test_write_design_validates_and_drops_adaptive_keys_for_fixed(tmp_path):
         planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": "adaptive", "min_rounds": 1})
 
 
-DRAFT = ROOT / "tests" / "data" / "draft_sweep"   # a real 12-block run of experiments/draft_sweep.yaml
+DRAFT = ROOT / "tests" / "data" / "draft_sweep"  # a real 12-block run of experiments/draft_sweep.yaml
 
 
 def test_wall_time_from_the_pilots_timings_predicts_the_pilot_itself():
     """The draft sweep's own design (12 blocks, 1 warmup + 4 timed runs per workload, cooldown 5 s), estimated
     from its timings, against the wall time its metadata record (first launch to last teardown)."""
     import pandas as pd
+
     runs = pd.read_csv(DRAFT / "runs.csv")
     t = planning.pilot_timings(runs, DRAFT / "raw")
     assert t["blocks"] == 12 and 15 < t["start_s"] < 40
-    assert t["teardown_s"] is not None and t["teardown_s"] > 0 and t["gap_s"] >= 5   # the cooldown is in the gap
+    assert t["teardown_s"] is not None and t["teardown_s"] > 0 and t["gap_s"] >= 5  # the cooldown is in the gap
     est = planning.wall_time(t, arms=4, blocks=12, runs_per_block=4, warmup_runs=1, cooldown_s=5)
     # per block: start + teardown + 15 requests at the pilot's mean; 11 gaps. Within 5 % of what it took.
-    assert est == pytest.approx(12 * (t["start_s"] + t["teardown_s"] + 5 * sum(t["request_s"].values()))
-                                + 11 * t["gap_s"])
+    assert est == pytest.approx(
+        12 * (t["start_s"] + t["teardown_s"] + 5 * sum(t["request_s"].values())) + 11 * t["gap_s"]
+    )
     assert est == pytest.approx(t["wall_s"], rel=0.05)
-    without = planning.wall_time({**t, "teardown_s": None, "gap_s": None}, arms=4, blocks=12, runs_per_block=4,
-                                 warmup_runs=1, cooldown_s=5)
+    without = planning.wall_time(
+        {**t, "teardown_s": None, "gap_s": None}, arms=4, blocks=12, runs_per_block=4, warmup_runs=1, cooldown_s=5
+    )
     assert without < est - 12 * t["teardown_s"] + 1e-9
 
 
@@ -91,19 +98,33 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
     import sys
 
     import pandas as pd
+
     papermill = pytest.importorskip("papermill")
     sys.path.insert(0, str(ROOT / "bench"))
     import sequential_design as bench
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT / "workflow"), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT / "workflow"), os.environ.get("PYTHONPATH")]))
+    )
     out, table_csv, reps = tmp_path / "draft_sweep_adaptive.yaml", tmp_path / "table.csv", 150
     settings = dict(effect=1.15, rounds_options=[2, 4], runs_options=[4], min_rounds=2, max_rounds=4, margin=0.1)
-    papermill.execute_notebook(str(ROOT / "notebooks" / "design.ipynb"), str(tmp_path / "design.ipynb"),
-                               parameters={"runs_csv": str(DRAFT / "runs.csv"), "meta_dir": str(DRAFT / "raw"),
-                                           "experiment_path": str(ROOT / "experiments/draft_sweep.yaml"),
-                                           "out_path": str(out), "table_csv": str(table_csv), "reps": reps,
-                                           "seed": 1, **settings},
-                               cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "design.ipynb"),
+        str(tmp_path / "design.ipynb"),
+        parameters={
+            "runs_csv": str(DRAFT / "runs.csv"),
+            "meta_dir": str(DRAFT / "raw"),
+            "experiment_path": str(ROOT / "experiments/draft_sweep.yaml"),
+            "out_path": str(out),
+            "table_csv": str(table_csv),
+            "reps": reps,
+            "seed": 1,
+            **settings,
+        },
+        cwd=str(ROOT / "notebooks"),
+        kernel_name="python3",
+        progress_bar=False,
+    )
     cfg = config.load(out)
     assert cfg["design"]["rounds"] == "adaptive" and cfg["design"]["max_rounds"] == 4
     assert cfg["arms"].keys() == {"baseline", "ngram_2", "ngram_4", "ngram_8"}
@@ -113,8 +134,15 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
     assert 0.005 < noise["block_sd_point"] < 0.1 and noise["run_sd"] > noise["block_sd_point"]  # a noisy engine
     # the notebook designs for the upper end of the pilot's interval by default: the benchmark checks its power there
     assert noise["block_sd"] == noise["block_sd_high"] > noise["block_sd_point"]
-    kw = dict(block_sd=noise["block_sd"], run_sd=noise["run_sd"], drift=noise["drift"], runs=4, margin=0.1,
-              max_rounds=4, fixed=(2, 4))
+    kw = dict(
+        block_sd=noise["block_sd"],
+        run_sd=noise["run_sd"],
+        drift=noise["drift"],
+        runs=4,
+        margin=0.1,
+        max_rounds=4,
+        fixed=(2, 4),
+    )
     eff = bench.run(reps, 77, effect=1.15, **kw)
     null = bench.run(reps, 78, effect=1.0, **kw)
     for name, key in (("adaptive 3-4 rounds", "adaptive"), ("fixed 2 rounds", 2), ("fixed 4 rounds", 4)):
@@ -136,7 +164,7 @@ def test_block_noise_interval_and_the_pessimistic_design_value():
     for seed in range(40):
         _, noise = planning.pilot_noise(pilot_runs(rounds=3, runs=4, seed=seed), "baseline")
         assert noise["block_sd_low"] <= noise["block_sd_point"] <= noise["block_sd_high"] == noise["block_sd"]
-        assert noise["block_df"] == 4   # two arms, 3 blocks each
+        assert noise["block_df"] == 4  # two arms, 3 blocks each
         above += noise["block_sd_high"] >= 0.03
     assert above >= 34, above
 
@@ -145,6 +173,7 @@ def test_block_noise_by_hand():
     """Two arms, one workload, 2 blocks of 2 runs each: MSB, MSW and n0 by hand."""
     import pandas as pd
     from scipy import stats as st
+
     y = {("a", 0): [0.0, 0.02], ("a", 1): [0.10, 0.12], ("b", 2): [0.0, 0.0], ("b", 3): [0.04, 0.04]}
     rows = [{"arm": a, "workload": "w", "block": b, "value": float(np.exp(v))} for (a, b), vs in y.items() for v in vs]
     out = planning.block_noise(pd.DataFrame(rows))

@@ -1,7 +1,6 @@
 """The determinism control's classification, on recorded hashes (seed 000's table)."""
 
 import pytest
-
 from bracket import article, determinism
 
 A1 = "39e462cb7494b66f"  # seed 000, batch=1
@@ -35,12 +34,38 @@ def test_classify_needs_hashes():
 
 
 def test_determinism_section_shows_the_hash_table():
-    rows = ([{"config": "batch 1", "repeat": i, "request": "alone", "output_sha256": A1 * 4, "completion_tokens": 64,
-              "cached_tokens": 0, "error": None} for i in range(3)]
-            + [{"config": "batch 2", "repeat": i, "request": w, "output_sha256": B2 * 4, "completion_tokens": 64,
-                "cached_tokens": 0, "error": None} for i in range(3) for w in "AB"])
+    rows = [
+        {
+            "config": "batch 1",
+            "repeat": i,
+            "request": "alone",
+            "output_sha256": A1 * 4,
+            "completion_tokens": 64,
+            "cached_tokens": 0,
+            "error": None,
+        }
+        for i in range(3)
+    ] + [
+        {
+            "config": "batch 2",
+            "repeat": i,
+            "request": w,
+            "output_sha256": B2 * 4,
+            "completion_tokens": 64,
+            "cached_tokens": 0,
+            "error": None,
+        }
+        for i in range(3)
+        for w in "AB"
+    ]
     res = determinism.classify({"batch 1": [A1] * 3, "batch 2": [B2] * 6})
-    det = {"workload": "code", "prompt_id": "code-1", "max_tokens": 64, "repeats": 3, "prefix_cache": "off",
-           "arms": [{"arm": "baseline", "rows": rows, **res, "reading": determinism.reading(res)}]}
+    det = {
+        "workload": "code",
+        "prompt_id": "code-1",
+        "max_tokens": 64,
+        "repeats": 3,
+        "prefix_cache": "off",
+        "arms": [{"arm": "baseline", "rows": rows, **res, "reading": determinism.reading(res)}],
+    }
     md = article.section_determinism(None, article.Controls([], det, None, None))._repr_markdown_()
     assert "baseline: two stable paths" in md and md.count("39e462cb7494b66f") == 3 and md.count("b660d8f8") == 6

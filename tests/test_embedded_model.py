@@ -10,19 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bracket import config, embedded
 from bracket.article.method import model_hash_sentence
-
 from conftest import BUILT_IN_CHECKOUT, ROOT
 
 HEX = set("0123456789abcdef")
 
 
 def default_model() -> str:
-    cfg = config.validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
-                           "arms": {"baseline": {}},
-                           "workloads": {"chat": {"prompts": "experiments/prompts/chat.jsonl"}}})
+    cfg = config.validate(
+        {
+            "engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
+            "arms": {"baseline": {}},
+            "workloads": {"chat": {"prompts": "experiments/prompts/chat.jsonl"}},
+        }
+    )
     return embedded.model_dir(cfg)
 
 
@@ -30,20 +32,24 @@ def test_pins_are_looked_up_by_the_served_file(tmp_path, monkeypatch):
     gguf = default_model()
     name = embedded.model_name(gguf)
     assert gguf.endswith(".gguf") and name == "tiny-qwen3-s1-l4-h256-v4096-t300"
-    monkeypatch.setitem(embedded.MODEL_SHA256, name, {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
-                                                      "gguf": "3" * 64})
+    monkeypatch.setitem(
+        embedded.MODEL_SHA256, name, {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": "3" * 64}
+    )
     assert embedded.pinned(gguf) == "3" * 64
-    assert embedded.pinned(gguf[:-len(".gguf")]) == "1" * 64
+    assert embedded.pinned(gguf[: -len(".gguf")]) == "1" * 64
     assert embedded.pinned("resources/models/another.gguf") is None
     # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder
     d = tmp_path / name
     d.mkdir()
-    (d / "build.json").write_text(json.dumps({"sha256": {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
-                                                         "config.json": "4" * 64}}))
+    (d / "build.json").write_text(
+        json.dumps({"sha256": {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "config.json": "4" * 64}})
+    )
     (tmp_path / f"{name}.gguf").write_bytes(b"x")
     import hashlib
-    assert embedded.pin_entry(d) == {name: {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64,
-                                            "gguf": hashlib.sha256(b"x").hexdigest()}}
+
+    assert embedded.pin_entry(d) == {
+        name: {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": hashlib.sha256(b"x").hexdigest()}
+    }
     for pins in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file
         assert all(len(h) == 64 and set(h) <= HEX for h in pins.values()), pins
 
@@ -64,8 +70,12 @@ def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, mon
     d = tmp_path / "tiny-x"
     d.mkdir()
     (d / "model.safetensors").write_bytes(b"")
-    assert embedded.model_hash(d) == {"file": "model.safetensors", "sha256": hashlib.sha256(b"").hexdigest(),
-                                      "pinned": "0" * 64, "matches": False}
+    assert embedded.model_hash(d) == {
+        "file": "model.safetensors",
+        "sha256": hashlib.sha256(b"").hexdigest(),
+        "pinned": "0" * 64,
+        "matches": False,
+    }
     assert embedded.model_hash(tmp_path / "absent") is None
 
 
@@ -85,10 +95,17 @@ def _trainer() -> Path:
     py = Path(os.environ.get("BRACKET_TEST_TRAINER", ROOT / embedded.TRAINER_VENV)) / "bin" / "python"
     if not py.exists():
         bin_dir = Path(sys.executable).parent
-        proc = subprocess.run([str(bin_dir / "snakemake"), "--cores", "1", f"{embedded.TRAINER_VENV}/.installed"],
-                              cwd=ROOT, env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
-                              capture_output=True, text=True, timeout=3600)
-        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))  # the build's records, beside resources/ (tests/conftest.py)
+        proc = subprocess.run(
+            [str(bin_dir / "snakemake"), "--cores", "1", f"{embedded.TRAINER_VENV}/.installed"],
+            cwd=ROOT,
+            env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        BUILT_IN_CHECKOUT.update(
+            (".snakemake", "logs/engine")
+        )  # the build's records, beside resources/ (tests/conftest.py)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         py = ROOT / embedded.TRAINER_VENV / "bin" / "python"
     return py
@@ -103,9 +120,27 @@ def test_training_twice_from_one_seed_gives_the_same_bits(tmp_path):
     infos = []
     for i in (1, 2):
         out = tmp_path / str(i) / "tiny"
-        proc = subprocess.run([str(py), str(builder), "--out", str(out), "--seed", "3", "--layers", "1",
-                               "--hidden", "64", "--vocab", "600", "--steps", "4"],
-                              capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(
+            [
+                str(py),
+                str(builder),
+                "--out",
+                str(out),
+                "--seed",
+                "3",
+                "--layers",
+                "1",
+                "--hidden",
+                "64",
+                "--vocab",
+                "600",
+                "--steps",
+                "4",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         infos.append(json.loads((out / "build.json").read_text()))
     a, b = (x["sha256"] for x in infos)
@@ -118,9 +153,18 @@ def test_training_twice_from_one_seed_gives_the_same_bits(tmp_path):
         ggufs = []
         for i in (1, 2):
             out = tmp_path / str(i) / "tiny.gguf"
-            proc = subprocess.run([str(py), str(Path(embedded.__file__).parent / "to_gguf.py"), src,
-                                   str(tmp_path / str(i) / "tiny"), str(out)], capture_output=True, text=True,
-                                  timeout=600)
+            proc = subprocess.run(
+                [
+                    str(py),
+                    str(Path(embedded.__file__).parent / "to_gguf.py"),
+                    src,
+                    str(tmp_path / str(i) / "tiny"),
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
             ggufs.append(embedded.file_sha256(out))
         assert ggufs[0] == ggufs[1]
@@ -135,12 +179,13 @@ def test_the_workflow_built_model_has_the_pinned_hash(embedded_engine):
     _, model = embedded_engine
     info = json.loads((model / "build.json").read_text())
     assert model.name in embedded.MODEL_SHA256, (
-        f"no hash pinned for {model.name}: add `python -m bracket.embedded {model}`'s entry to MODEL_SHA256")
+        f"no hash pinned for {model.name}: add `python -m bracket.embedded {model}`'s entry to MODEL_SHA256"
+    )
     pins = embedded.MODEL_SHA256[model.name]
     got = info.get("sha256") or {}
-    assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == \
-        {k: pins[k] for k in ("model.safetensors", "tokenizer.json")}, (
-        f"trained with Python {info.get('python')}, torch {info.get('torch')}, CPU path {info.get('cpu_capability')}")
+    assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == {
+        k: pins[k] for k in ("model.safetensors", "tokenizer.json")
+    }, f"trained with Python {info.get('python')}, torch {info.get('torch')}, CPU path {info.get('cpu_capability')}"
     gguf = model.with_name(model.name + ".gguf")
     if gguf.exists():
         assert embedded.model_hash(gguf)["matches"] is True

@@ -10,18 +10,16 @@ server started by the test, as a user's own server would be.
 from __future__ import annotations
 
 import json
-import textwrap
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-
 from bracket import config, design, runner
 from bracket.session import BlockFailed
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -58,21 +56,41 @@ def calls(state: Path) -> list[list[str]]:
 def experiment(tmp_path, port, arms, **engine) -> dict:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"one two {i}"}) + "\n" for i in range(3)))
-    return config.validate({
-        "engine": {"kind": "vllm", "embedded": False, "model": "/models/tiny", "port": port, "startup_timeout_s": 30,
-                   **engine},
-        "arms": arms, "workloads": {"code": {"prompts": str(prompts)}},
-        "design": {"rounds": 1, "runs_per_block": 3, "warmup_runs": 0, "cooldown_s": 0},
-        "request": {"max_tokens": 8, "timeout_s": 10},
-        "controls": {"neutrality": False, "neutrality_off": "these tests count a block's requests"}}, source="launch test")
+    return config.validate(
+        {
+            "engine": {
+                "kind": "vllm",
+                "embedded": False,
+                "model": "/models/tiny",
+                "port": port,
+                "startup_timeout_s": 30,
+                **engine,
+            },
+            "arms": arms,
+            "workloads": {"code": {"prompts": str(prompts)}},
+            "design": {"rounds": 1, "runs_per_block": 3, "warmup_runs": 0, "cooldown_s": 0},
+            "request": {"max_tokens": 8, "timeout_s": 10},
+            "controls": {"neutrality": False, "neutrality_off": "these tests count a block's requests"},
+        },
+        source="launch test",
+    )
 
 
 def run(cfg, tmp_path, k=0):
     blocks = design.from_config(cfg)
-    return runner.run_block(cfg, "launchtest", blocks[k], len(blocks), model="/models/tiny", python="python3",
-                            root="/", raw_path=tmp_path / "raw" / f"block-{k}.jsonl",
-                            meta_path=tmp_path / "raw" / f"block-{k}.meta.json",
-                            log_path=tmp_path / "logs" / f"block-{k}.log", lock_dir=tmp_path / "locks")
+    return runner.run_block(
+        cfg,
+        "launchtest",
+        blocks[k],
+        len(blocks),
+        model="/models/tiny",
+        python="python3",
+        root="/",
+        raw_path=tmp_path / "raw" / f"block-{k}.jsonl",
+        meta_path=tmp_path / "raw" / f"block-{k}.meta.json",
+        log_path=tmp_path / "logs" / f"block-{k}.log",
+        lock_dir=tmp_path / "locks",
+    )
 
 
 def lines(path):
@@ -80,16 +98,23 @@ def lines(path):
 
 
 def listening(port: int) -> bool:
-    return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-               for c in psutil.net_connections(kind="inet"))
+    return any(
+        c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in psutil.net_connections(kind="inet")
+    )
 
 
 def test_a_docker_block_runs_in_a_container_reads_acceptance_and_removes_it(tmp_path, fake_docker, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", SECRET)
     port = 8053
-    cfg = experiment(tmp_path, port, {"ngram_3": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
-                     launch="docker", secret_env=["HF_TOKEN"], env={"VLLM_LOGGING_LEVEL": "DEBUG"},
-                     docker={"image": "bracket/reference:test", "volumes": [f"{tmp_path}:/models:ro"]})
+    cfg = experiment(
+        tmp_path,
+        port,
+        {"ngram_3": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
+        launch="docker",
+        secret_env=["HF_TOKEN"],
+        env={"VLLM_LOGGING_LEVEL": "DEBUG"},
+        docker={"image": "bracket/reference:test", "volumes": [f"{tmp_path}:/models:ro"]},
+    )
     raw = run(cfg, tmp_path)
     recs = lines(raw)
     assert len(recs) == 3 and all(r["error"] is None for r in recs)
@@ -108,8 +133,11 @@ def test_a_docker_block_runs_in_a_container_reads_acceptance_and_removes_it(tmp_
     run_call = json.loads((fake_docker / "calls.jsonl").read_text().splitlines()[1])
     assert run_call["env_present"] == {"HF_TOKEN": True, "VLLM_LOGGING_LEVEL": True}
     assert SECRET not in (fake_docker / "calls.jsonl").read_text()
-    assert not any(SECRET in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file()
-                   and p.suffix in (".json", ".jsonl", ".log"))
+    assert not any(
+        SECRET in p.read_text(errors="ignore")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".jsonl", ".log")
+    )
     # teardown: stopped, log taken, removed; the engine's port is free again
     verbs = [c[0] for c in calls(fake_docker)]
     assert verbs[0] == "rm" and verbs[1] == "run" and verbs[-1] == "rm"
@@ -162,8 +190,9 @@ def test_a_client_killed_outright_leaves_no_container_behind(tmp_path, fake_dock
 
 
 def test_a_container_that_rejects_a_flag_fails_at_once_with_the_engines_message(tmp_path, fake_docker):
-    cfg = experiment(tmp_path, 8055, {"a": {}}, launch="docker", startup_timeout_s=300,
-                     docker={"image": "bracket/crash:test"})
+    cfg = experiment(
+        tmp_path, 8055, {"a": {}}, launch="docker", startup_timeout_s=300, docker={"image": "bracket/crash:test"}
+    )
     t0 = time.monotonic()
     with pytest.raises(BlockFailed) as err:
         run(cfg, tmp_path)
@@ -182,9 +211,17 @@ def test_an_image_docker_cannot_find_is_reported_with_dockers_words(tmp_path, fa
 
 def test_attach_runs_every_block_on_the_users_server_without_launching_or_stopping_it(tmp_path):
     with ReferenceServer(rate=4000, ttft=0.005, tokens_per_event=4, port=8054) as srv:
-        cfg = experiment(tmp_path, 8054, {"first": {"speculative": {"method": "ngram", "draft_tokens": 3}},
-                                          "again": {"speculative": {"method": "ngram", "draft_tokens": 3}}},
-                         kind="openai", launch="attach", base_url=srv.url + "/")
+        cfg = experiment(
+            tmp_path,
+            8054,
+            {
+                "first": {"speculative": {"method": "ngram", "draft_tokens": 3}},
+                "again": {"speculative": {"method": "ngram", "draft_tokens": 3}},
+            },
+            kind="openai",
+            launch="attach",
+            base_url=srv.url + "/",
+        )
         pids_before = {p.pid for p in psutil.Process().children(recursive=True)}
         for k in (0, 1):
             recs = lines(run(cfg, tmp_path, k))
@@ -206,6 +243,9 @@ def test_attach_runs_every_block_on_the_users_server_without_launching_or_stoppi
 
 def test_attach_to_nothing_fails_with_where_it_looked(tmp_path):
     cfg = experiment(tmp_path, 8056, {"a": {}}, kind="openai", launch="attach", startup_timeout_s=1)
-    with pytest.raises(BlockFailed, match="nothing listens at http://127.0.0.1:8056|no openai server is ready at "
-                                          "http://127.0.0.1:8056.*engine.base_url"):
+    with pytest.raises(
+        BlockFailed,
+        match="nothing listens at http://127.0.0.1:8056|no openai server is ready at "
+        "http://127.0.0.1:8056.*engine.base_url",
+    ):
         run(cfg, tmp_path)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from bracket import config, engines
 from bracket.client import get_text
 from bracket.engines import launch, provenance
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine
@@ -23,10 +21,19 @@ PORT = 8051
 
 @pytest.fixture(scope="module")
 def cfg(embedded_engine):
-    c = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": PORT, "per_request_metrics": True,
-                                    "startup_timeout_s": 600},
-                         "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
-                         "request": {"max_tokens": 48, "timeout_s": 120}})
+    c = config.validate(
+        {
+            "engine": {
+                "kind": "vllm",
+                "embedded": True,
+                "port": PORT,
+                "per_request_metrics": True,
+                "startup_timeout_s": 600,
+            },
+            "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
+            "request": {"max_tokens": 48, "timeout_s": 120},
+        }
+    )
     engine, model = embedded_engine  # the clone's own, or BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL
     assert (engine / ".installed").exists() and (model / "build.json").exists()
     return {**c, "_engine": engine, "_model": model}
@@ -39,8 +46,15 @@ def test_per_request_acceptance_from_the_response_matches_the_counter_difference
     model = str(cfg["_model"])
     argv = launch.server_argv(cfg, adapter, arm, model, str(cfg["_engine"] / "bin" / "python"), name="unused")
     assert argv[-3:] == ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"]
-    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
-                                log_path=tmp_path / "server.log", base_url=launch.base_url(cfg), secret_names=[])
+    server = launch.make_server(
+        cfg,
+        adapter,
+        argv=argv,
+        env=launch.launch_env(cfg, adapter, arm),
+        log_path=tmp_path / "server.log",
+        base_url=launch.base_url(cfg),
+        secret_names=[],
+    )
     with server:
         server.wait_ready(cfg["engine"]["startup_timeout_s"])
         base = launch.base_url(cfg)
@@ -48,9 +62,11 @@ def test_per_request_acceptance_from_the_response_matches_the_counter_difference
             meta = provenance.collect(cfg, adapter, http, base, "bracket-model", model)
             assert meta["engine_version"] == "0.32.0"
             assert meta["model_fingerprint"]["covers"][0] == "config.json"
-            prompts = ["def fibonacci(n):\n    if n < 2:\n        return n\n    return",
-                       "The quick brown fox jumps over the lazy dog. The quick brown fox",
-                       "import os\nimport sys\nimport json\nimport"]
+            prompts = [
+                "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+                "The quick brown fox jumps over the lazy dog. The quick brown fox",
+                "import os\nimport sys\nimport json\nimport",
+            ]
             for i, prompt in enumerate(prompts):
                 before = adapter.spec_counters(get_text(http, base + "/metrics"))
                 out = adapter.measure(http, base, "bracket-model", f"# {i}\n{prompt}", cfg["request"], 1234, arm)

@@ -20,11 +20,9 @@ import warnings
 
 import httpx
 import pytest
-
 from bracket import config, embedded, engines
 from bracket.client import get_text
 from bracket.engines import launch, provenance
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine
@@ -34,8 +32,12 @@ PORT = 8053
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     record = tmp_path_factory.mktemp("llamacpp") / "build.json"
-    proc = subprocess.run(["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION,
-                           "cpu", "2", str(record)], capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION, "cpu", "2", str(record)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(record.read_text())
 
@@ -44,8 +46,19 @@ def llama_server(tmp_path_factory):
 def tiny_gguf(llama_server, tmp_path_factory):
     """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
     out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
-    proc = subprocess.run([sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), llama_server["source_dir"],
-                           str(out), "--shape", "tiny"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workflow/bracket/embedded/synthetic.py"),
+            llama_server["source_dir"],
+            str(out),
+            "--shape",
+            "tiny",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return str(out)
 
@@ -56,32 +69,61 @@ def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
     repeats itself, so ngram lookups find matches (random weights never do)."""
     engine, model = embedded_engine
     out = tmp_path_factory.mktemp("gguf") / "embedded.gguf"
-    proc = subprocess.run([str(engine / "bin/python"), str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
-                           llama_server["source_dir"], str(model), str(out)], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            str(engine / "bin/python"),
+            str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+            llama_server["source_dir"],
+            str(model),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return str(out)
 
 
 def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> dict:
-    return config.validate({"engine": {"kind": "llamacpp", "embedded": False, "model": "unused", "port": PORT,
-                                       "executable": server["llama_server"], "startup_timeout_s": 120,
-                                       "args": ["--ctx-size", "1024", "--threads", "2", "--slots"]},
-                            "arms": arms, "request": {"max_tokens": max_tokens, "timeout_s": 120}})
+    return config.validate(
+        {
+            "engine": {
+                "kind": "llamacpp",
+                "embedded": False,
+                "model": "unused",
+                "port": PORT,
+                "executable": server["llama_server"],
+                "startup_timeout_s": 120,
+                "args": ["--ctx-size", "1024", "--threads", "2", "--slots"],
+            },
+            "arms": arms,
+            "request": {"max_tokens": max_tokens, "timeout_s": 120},
+        }
+    )
 
 
 def _serve(cfg, arm_name, model, tmp_path):
     adapter = engines.get("llamacpp")
     arm = cfg["arms"][arm_name]
     argv = launch.server_argv(cfg, adapter, arm, model, "unused", name="unused")
-    server = launch.make_server(cfg, adapter, argv=argv, env=launch.launch_env(cfg, adapter, arm),
-                                log_path=tmp_path / "server.log", base_url=launch.base_url(cfg), secret_names=[])
+    server = launch.make_server(
+        cfg,
+        adapter,
+        argv=argv,
+        env=launch.launch_env(cfg, adapter, arm),
+        log_path=tmp_path / "server.log",
+        base_url=launch.base_url(cfg),
+        secret_names=[],
+    )
     return adapter, arm, argv, server
 
 
-PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n    return",
-           "The quick brown fox jumps over the lazy dog. The quick brown fox",
-           "import os\nimport sys\nimport json\nimport"]
+PROMPTS = [
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+    "import os\nimport sys\nimport json\nimport",
+]
 
 
 def test_launch_readiness_provenance_and_the_guards(llama_server, tiny_gguf, tmp_path):
@@ -98,7 +140,9 @@ def test_launch_readiness_provenance_and_the_guards(llama_server, tiny_gguf, tmp
         assert meta["server_info"]["build_info"]  # what the server itself says (b0-unknown: no git in the sdist)
         # Cache guard: each prompt shares its first tokens with the one before; the slot would reuse them.
         for i, prompt in enumerate(PROMPTS):
-            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm).measurement
+            m = adapter.measure(
+                http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm
+            ).measurement
             # Length guard: ignore_eos pins the output length.
             assert (m.error, m.completion_tokens, m.finish_reason, m.cached_tokens) == (None, 32, "length", 0)
         # Asked for, the cache is used, and the record says so (the collect step then rejects the run).
@@ -116,11 +160,15 @@ def test_launch_readiness_provenance_and_the_guards(llama_server, tiny_gguf, tmp
         assert adapter.flush_cache(http, base, "bracket-model") == "flushed (slots 0 erased)"
 
 
-@pytest.mark.parametrize("spec", [
-    {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8},
-    {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 2},
-    {"method": "draft_model", "draft_tokens": 4, "model": "SELF"},
-], ids=["ngram-mod", "ngram-simple", "draft-model"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8},
+        {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 2},
+        {"method": "draft_model", "draft_tokens": 4, "model": "SELF"},
+    ],
+    ids=["ngram-mod", "ngram-simple", "draft-model"],
+)
 def test_acceptance_from_timings_matches_the_metrics_deltas(llama_server, trained_gguf, tmp_path, spec):
     spec = {**spec, "model": trained_gguf} if spec.get("model") == "SELF" else spec
     cfg = _cfg(llama_server, {"spec": {"speculative": spec}}, max_tokens=96)
@@ -237,8 +285,11 @@ def test_bracket_launches_llama_server_with_no_prompt_cache_saved_between_reques
     assert "updating prompt cache" not in log and "saving prompt with length" not in log
     # Control: the llama.cpp default (an arm's own --cache-ram comes last and wins), same requests.
     argv, state, log = _two_requests(cfg, "ram_cache", tiny_gguf, tmp_path / "ram_cache")
-    assert state == {"prefix_cache": "partly", "graphs": None,
-                     "how": ["cache_prompt false in each request", "--cache-ram 8192"]}
+    assert state == {
+        "prefix_cache": "partly",
+        "graphs": None,
+        "how": ["cache_prompt false in each request", "--cache-ram 8192"],
+    }
     assert "prompt cache is enabled, size limit: 8192 MiB" in log
     assert "updating prompt cache" in log and "saving prompt with length" in log
     took = re.findall(r"prompt cache update took ([0-9.]+) ms", log)

@@ -22,9 +22,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-
 from bracket import design
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
@@ -34,7 +32,8 @@ PORT = 8061
 EXP = "hostpair"
 
 # Two arms, two rounds, two hosts: eight blocks, four per host (dry runs only).
-SWEEP = """\
+SWEEP = (
+    """\
 title: "Two hosts, two arms"
 engine: {kind: vllm, embedded: true, port: %d}
 arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}
@@ -45,10 +44,13 @@ request: {max_tokens: 32}
 cluster: {gpus: 2, mem_mb: 8000, runtime_min: 20}
 analysis: {bootstrap_resamples: 200}
 hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
-""" % PORT
+"""
+    % PORT
+)
 
 # The same build on two hosts, one block each: two engine starts (the real run).
-PAIR = """\
+PAIR = (
+    """\
 title: "Same build, two hosts"
 question: "Is one host slower than the other?"
 engine: {kind: vllm, embedded: true, port: %d}
@@ -59,7 +61,9 @@ design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0
 request: {max_tokens: 32}
 analysis: {bootstrap_resamples: 200}
 hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
-""" % PORT
+"""
+    % PORT
+)
 
 
 def workflow_copy(root: Path, experiments: dict[str, str], engine: tuple[Path, Path] | None = None) -> Path:
@@ -89,8 +93,14 @@ def snakemake(cwd: Path, *args, timeout=900):
     env.pop("SNAKEMAKE_PROFILE", None)
     # The mtime trigger is off so that the copy's fresh workflow files never ask to rebuild the
     # shared engine or model; every job of the experiment itself is missing and runs anyway.
-    return subprocess.run([SNAKEMAKE, "--rerun-triggers", "params", "input", "software-env", "code", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [SNAKEMAKE, "--rerun-triggers", "params", "input", "software-env", "code", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def dry_jobs(out: str) -> list[dict]:
@@ -175,14 +185,18 @@ def test_blocks_are_ordered_by_priority_not_chained(sweep_copy):
 def test_local_profile_keeps_one_block_at_a_time(sweep_copy):
     proc = snakemake(sweep_copy, "-n", "--profile", "workflow/profiles/local", f"results/{EXP}/stats.json")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert all(resources_of(j)["exclusive_host"] == "1"
-               for j in dry_jobs(proc.stdout + proc.stderr) if j["rule"] == "block")
+    assert all(
+        resources_of(j)["exclusive_host"] == "1" for j in dry_jobs(proc.stdout + proc.stderr) if j["rule"] == "block"
+    )
 
 
 def engine_processes(port: int) -> list[int]:
-    return [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
-            if "vllm.entrypoints" in " ".join(p.info["cmdline"] or []) and f"--port {port}" in
-            " ".join(p.info["cmdline"] or [])]
+    return [
+        p.info["pid"]
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if "vllm.entrypoints" in " ".join(p.info["cmdline"] or [])
+        and f"--port {port}" in " ".join(p.info["cmdline"] or [])
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -190,8 +204,7 @@ def executor_run(tmp_path_factory, embedded_engine):
     if engine_processes(PORT):
         pytest.fail(f"an engine already listens on port {PORT}; stop it first")
     root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR}, embedded_engine)
-    proc = snakemake(root, "--profile", "workflow/profiles/cluster-generic", f"results/{EXP}/stats.json",
-                     timeout=1200)
+    proc = snakemake(root, "--profile", "workflow/profiles/cluster-generic", f"results/{EXP}/stats.json", timeout=1200)
     return root, proc
 
 
@@ -210,8 +223,9 @@ def test_every_job_ran_as_its_own_detached_submission(executor_run):
     assert all(f["exclusive"] == "0" and f["host"] == "" for f in fields if f["rule"] != "block")
     pids = {(root / "logs" / "cluster" / f.name.replace(".submit", ".pid")).read_text() for f in submits}
     assert len(pids) == len(submits)
-    assert all((root / "logs" / "cluster" / f.name.replace(".submit", ".rc")).read_text().strip() == "0"
-               for f in submits)
+    assert all(
+        (root / "logs" / "cluster" / f.name.replace(".submit", ".rc")).read_text().strip() == "0" for f in submits
+    )
     assert engine_processes(PORT) == []  # every job stopped its server
 
 
@@ -220,8 +234,9 @@ def test_blocks_record_their_host_and_hosts_are_compared(executor_run):
     root, proc = executor_run
     assert proc.returncode == 0
     res = root / "results" / EXP
-    assert design.read(res / "schedule.csv") == design.draw_hosts(["baseline"], "baseline", "abab", 1, 1,
-                                                                   ["node-a", "node-b"])
+    assert design.read(res / "schedule.csv") == design.draw_hosts(
+        ["baseline"], "baseline", "abab", 1, 1, ["node-a", "node-b"]
+    )
     metas = [json.loads((res / "raw" / f"block-{k}.meta.json").read_text()) for k in (0, 1)]
     assert [m["status"] for m in metas] == ["complete", "complete"]
     assert metas[0]["pid"] != metas[1]["pid"]

@@ -15,7 +15,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from bracket import engines, records
 from bracket.cli.launch import launch_command
 from bracket.session import BlockFailed
@@ -65,7 +64,10 @@ def test_on_error_stop_ends_the_block_at_the_first_failure_and_the_rerun_keeps_t
     assert fk.alive([meta["pid"], child]) == []  # server and its child stopped
     assert not paths["raw_path"].exists()
     assert sorted(p.name for p in failed.iterdir()) == [
-        "block-0.attempt-1.jsonl", "block-0.attempt-1.log", "block-0.attempt-1.meta.json"]
+        "block-0.attempt-1.jsonl",
+        "block-0.attempt-1.log",
+        "block-0.attempt-1.meta.json",
+    ]
 
     # The next invocation runs the block again from scratch, in a fresh server; the attempt stays.
     raw = fk.run(cfg, tmp_path, fk.fake_argv(port))
@@ -144,9 +146,22 @@ def test_a_rejected_flag_fails_at_once_with_the_servers_message(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_block_stops_the_servers_whole_group_and_ends_on_a_whole_record(tmp_path, sig):
     port = fk.free_port()
-    driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
-                               "--script", "slow", "--child"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, preexec_fn=fk.as_from_a_terminal)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            str(fk.HERE / "drive_block.py"),
+            str(tmp_path),
+            str(port),
+            "50",
+            "--script",
+            "slow",
+            "--child",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=fk.as_from_a_terminal,
+    )
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")
     try:

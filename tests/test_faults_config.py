@@ -14,18 +14,30 @@ import faultkit as fk  # noqa: E402
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
 CASES = {
-    "bad_yaml": ("arms: {baseline: {}\ndesign: {rounds: 2\n",
-                 ["not valid YAML", "line 2, column 7", "Fix the brackets, quotes or indentation"]),
-    "unknown_key": ("arms: {baseline: {}}\ndesing: {rounds: 2}\n",
-                    ["unknown key 'desing'", "did you mean 'design'?", "Allowed keys:"]),
-    "wrong_type": ("arms: {baseline: {}}\ndesign: {rounds: two}\n",
-                   ["design.rounds is 'two', which is not allowed", "an integer (at least 1), or adaptive"]),
-    "undefined_reference": ("arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}\n"
-                            "reference: ngram_8\n",
-                            ["reference is 'ngram_8', but no arm has that name", "Defined arms: baseline, ngram_4",
-                             "Set reference to one of them or add the arm"]),
-    "zero_draft_budget": ("arms: {baseline: {}, spec: {speculative: {method: ngram, draft_tokens: 0}}}\n",
-                          ["arms.spec.speculative.draft_tokens = 0 is out of range", "set it to at least 1"]),
+    "bad_yaml": (
+        "arms: {baseline: {}\ndesign: {rounds: 2\n",
+        ["not valid YAML", "line 2, column 7", "Fix the brackets, quotes or indentation"],
+    ),
+    "unknown_key": (
+        "arms: {baseline: {}}\ndesing: {rounds: 2}\n",
+        ["unknown key 'desing'", "did you mean 'design'?", "Allowed keys:"],
+    ),
+    "wrong_type": (
+        "arms: {baseline: {}}\ndesign: {rounds: two}\n",
+        ["design.rounds is 'two', which is not allowed", "an integer (at least 1), or adaptive"],
+    ),
+    "undefined_reference": (
+        "arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}\nreference: ngram_8\n",
+        [
+            "reference is 'ngram_8', but no arm has that name",
+            "Defined arms: baseline, ngram_4",
+            "Set reference to one of them or add the arm",
+        ],
+    ),
+    "zero_draft_budget": (
+        "arms: {baseline: {}, spec: {speculative: {method: ngram, draft_tokens: 0}}}\n",
+        ["arms.spec.speculative.draft_tokens = 0 is out of range", "set it to at least 1"],
+    ),
 }
 
 
@@ -35,16 +47,18 @@ def repo(tmp_path_factory):
     sentinel = root / "sentinel-engine"
     sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
     sentinel.chmod(0o755)
-    engine = (f"engine: {{embedded: false, python: {sentinel}, model: {root}/no-model, port: 8035, "
-              f"startup_timeout_s: 5}}\n")
+    engine = (
+        f"engine: {{embedded: false, python: {sentinel}, model: {root}/no-model, port: 8035, startup_timeout_s: 5}}\n"
+    )
     for name, (body, _) in CASES.items():
         (root / "experiments" / f"fault_{name}.yaml").write_text(engine + body)
     return root
 
 
 def snakemake(repo, *args):
-    return subprocess.run(fk.snakemake_argv(*args), cwd=repo, env=fk.snakemake_env(), capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        fk.snakemake_argv(*args), cwd=repo, env=fk.snakemake_env(), capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -23,7 +23,6 @@ import time
 import httpx
 import pandas as pd
 import pytest
-
 from bracket import design, runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
@@ -56,8 +55,9 @@ def test_a_flag_vllm_rejects_fails_the_block_at_once_with_vllms_message(tmp_path
     paths = fk.block_paths(tmp_path)
     t0 = time.monotonic()
     with pytest.raises(runner.BlockFailed) as err:
-        runner.run_block(cfg, "bad_flag", blocks[0], 1, model=str(model), python=str(engine / "bin" / "python"),
-                         root="/", **paths)
+        runner.run_block(
+            cfg, "bad_flag", blocks[0], 1, model=str(model), python=str(engine / "bin" / "python"), root="/", **paths
+        )
     t_error = time.time()
     total = time.monotonic() - t0
     msg = str(err.value)
@@ -88,8 +88,15 @@ def scenario(tmp_path_factory, embedded):
 
     def start(n):
         out = open(repo / f"snakemake-{n}.out", "w")
-        return subprocess.Popen(fk.snakemake_argv(exp), cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=fk.as_from_a_terminal)
+        return subprocess.Popen(
+            fk.snakemake_argv(exp),
+            cwd=repo,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=fk.as_from_a_terminal,
+        )
 
     def finish(proc, timeout):
         try:
@@ -104,8 +111,7 @@ def scenario(tmp_path_factory, embedded):
         server = fk.wait_for(lambda: fk.listener(PORT), 30, "the server's socket")
         return server, fk.group_members(os.getpgid(server))
 
-    plan = subprocess.run(fk.snakemake_argv("-n", exp), cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=120)
+    plan = subprocess.run(fk.snakemake_argv("-n", exp), cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert plan.returncode == 0 and "rule block" in plan.stdout, plan.stdout[-3000:] + plan.stderr[-3000:]
     # the copy serves the linked engine and the copied model; nothing may be rebuilt
     assert "rule engine_venv" not in plan.stdout and "rule embedded_model" not in plan.stdout, plan.stdout[-3000:]
@@ -120,8 +126,9 @@ def scenario(tmp_path_factory, embedded):
         server, group = engine_group()
         with httpx.Client(timeout=5) as http:
             obs["no_key_status"] = http.get(f"http://127.0.0.1:{PORT}/v1/models").status_code
-            obs["key_status"] = http.get(f"http://127.0.0.1:{PORT}/v1/models",
-                                         headers={"Authorization": f"Bearer {fk.SECRET}"}).status_code
+            obs["key_status"] = http.get(
+                f"http://127.0.0.1:{PORT}/v1/models", headers={"Authorization": f"Bearer {fk.SECRET}"}
+            ).status_code
         obs["killed_group"] = group
         obs["kill_at_records"] = fk.count_lines(partial)
         os.killpg(os.getpgid(server), signal.SIGKILL)
@@ -136,8 +143,9 @@ def scenario(tmp_path_factory, embedded):
 
         # run 2: Ctrl-C in the middle of block 1's second attempt
         procs.append(sm := start(2))
-        fk.wait_for(lambda: fk.count_lines(partial) >= 3 or sm.poll() is not None, 600,
-                    "block 1's second attempt to measure")
+        fk.wait_for(
+            lambda: fk.count_lines(partial) >= 3 or sm.poll() is not None, 600, "block 1's second attempt to measure"
+        )
         assert sm.poll() is None, (repo / "snakemake-2.out").read_text()[-4000:]
         server, group = engine_group()
         obs["interrupted_group"] = group
@@ -169,7 +177,7 @@ def test_a_killed_server_fails_its_block_and_keeps_what_was_measured(scenario):
     assert s["run1_meta"]["status"] == "failed" and "code -9" in s["run1_meta"]["error"]
     recs = s["run1_partial"]  # fk.lines checked it ends on a whole record
     assert len(recs) >= s["kill_at_records"] >= 3
-    assert all(r["error"] is None for r in recs[:s["kill_at_records"]])
+    assert all(r["error"] is None for r in recs[: s["kill_at_records"]])
     assert "Application startup complete" in s["run1_log"]  # the server log of the attempt is kept too
     assert "records it measured, its provenance and server log are kept in" in s["run1_out"]
     assert s["run1_left"] == []
@@ -219,7 +227,10 @@ def test_the_api_key_reaches_the_server_and_no_file(scenario):
         assert "--api-key" not in meta["argv"]
         assert meta["argv"][meta["argv"].index("--host") + 1] == "127.0.0.1"
     repo = s["repo"]
-    leaks = [hit for folder in ("results", "logs", "report", ".snakemake")
-             for hit in fk.files_containing(repo / folder, fk.SECRET)]
+    leaks = [
+        hit
+        for folder in ("results", "logs", "report", ".snakemake")
+        for hit in fk.files_containing(repo / folder, fk.SECRET)
+    ]
     leaks += [f"snakemake output {n}" for n in (1, 2, 3) if fk.SECRET in s[f"run{n}_out"]]
     assert leaks == []

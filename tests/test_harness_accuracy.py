@@ -16,10 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
-
 from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -108,8 +107,13 @@ def test_ttft_is_the_first_token_not_the_role_chunk(server, http):
     """A chat stream opens with a role-only chunk at once; TTFT waits for the first content."""
     server.configure(rate=1000, tokens_per_event=2, ttft=0.2)
     try:
-        chat = {"model": "reference-model", "messages": [{"role": "user", "content": "hi there"}],
-                "max_tokens": 21, "stream": True, "stream_options": {"include_usage": True}}
+        chat = {
+            "model": "reference-model",
+            "messages": [{"role": "user", "content": "hi there"}],
+            "max_tokens": 21,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         m = stream_completion(http, server.url + "/v1/chat/completions", chat, timeout_s=30)
     finally:
         server.configure(ttft=TTFT)

@@ -13,7 +13,6 @@ import sys
 import threading
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -36,14 +35,18 @@ def test_llama_log_pairs_prompt_and_eval_lines(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(LOG)
     got = live_tools.LlamaLog(log).entries()
-    assert got == [{"e2e_s": pytest.approx(0.96349), "first_last_s": pytest.approx(0.74778), "n": 16},
-                   {"e2e_s": pytest.approx(0.47414), "first_last_s": pytest.approx(0.44005), "n": 128}]
+    assert got == [
+        {"e2e_s": pytest.approx(0.96349), "first_last_s": pytest.approx(0.74778), "n": 16},
+        {"e2e_s": pytest.approx(0.47414), "first_last_s": pytest.approx(0.44005), "n": 128},
+    ]
     assert live_tools.LlamaLog(log).start() == 2
 
 
 def test_ratios_and_format():
-    rows = [{"tool_tg": 99.0, "server_tg": 100.0, "tool_decode": None, "server_decode": 90.0},
-            {"tool_tg": 120.0, "server_tg": 100.0, "tool_decode": 88.0, "server_decode": 88.0}]
+    rows = [
+        {"tool_tg": 99.0, "server_tg": 100.0, "tool_decode": None, "server_decode": 90.0},
+        {"tool_tg": 120.0, "server_tg": 100.0, "tool_decode": 88.0, "server_decode": 88.0},
+    ]
     assert harness_live.ratios(rows, "tg") == pytest.approx([0.99, 1.2])
     assert harness_live.ratios(rows, "decode") == [1.0]
     assert harness_live.fmt([0.99, 1.2, 1.0]) == "1.0000 (0.990-1.200, 3)"
@@ -55,11 +58,13 @@ def test_the_server_tg_of_a_tool_is_compared_with_the_plainest_tools_with_a_welc
     # se = sqrt(2 ln(2)^2 / 2) = ln 2 on Welch's df = 1, t(0.975, 1) = 12.7062: CI 2^-12.7062 .. 2^12.7062
     r = harness_live.vs_plain([2.0, 8.0], [4.0, 4.0])
     assert r[0] == pytest.approx(1.0)
-    assert r[1] == pytest.approx(2 ** -12.7062, rel=1e-4) and r[2] == pytest.approx(2 ** 12.7062, rel=1e-4)
+    assert r[1] == pytest.approx(2**-12.7062, rel=1e-4) and r[2] == pytest.approx(2**12.7062, rel=1e-4)
     assert harness_live.vs_plain([2.0], [4.0, 4.0]) is None
-    rows = [{"server": "s", "tool": t, "server_tg": v, "note": None}
-            for t, vals in (("bracket", (146.0, 146.0)), ("llama-benchy", (184.0, 184.0)), ("bare client", (180.0, 180.0)))
-            for v in vals]
+    rows = [
+        {"server": "s", "tool": t, "server_tg": v, "note": None}
+        for t, vals in (("bracket", (146.0, 146.0)), ("llama-benchy", (184.0, 184.0)), ("bare client", (180.0, 180.0)))
+        for v in vals
+    ]
     assert harness_live.plain_tool(rows, "s") == "llama-benchy"  # preferred to the bare client
     assert harness_live.plain_cell(rows, "s", "bracket") == f"{146 / 184:.3f} ({146 / 184:.3f}-{146 / 184:.3f})"
     assert harness_live.plain_cell(rows, "s", "llama-benchy") == "1 (the plain tool)"
@@ -72,10 +77,14 @@ def test_rounds_pair_the_tools_so_drift_between_rounds_cancels():
     # The server halves its speed in round 1 and the tool's requests cost 10 % more in both rounds:
     # round differences ln(0.9 * 100 / 100) and ln(0.9 * 50 / 50) are both ln 0.9, so the ratio is 0.9 with
     # a zero-width interval; Welch's on the pooled requests cannot see through the drift.
-    rows = [{"server": "s", "tool": t, "round": r, "server_tg": v * f, "note": None}
-            for r, v in ((0, 100.0), (1, 50.0)) for t, f in (("bracket", 0.9), ("llama-benchy", 1.0))]
-    p = harness_live.vs_plain_paired(harness_live.by_round(rows, "s", "bracket"),
-                                     harness_live.by_round(rows, "s", "llama-benchy"))
+    rows = [
+        {"server": "s", "tool": t, "round": r, "server_tg": v * f, "note": None}
+        for r, v in ((0, 100.0), (1, 50.0))
+        for t, f in (("bracket", 0.9), ("llama-benchy", 1.0))
+    ]
+    p = harness_live.vs_plain_paired(
+        harness_live.by_round(rows, "s", "bracket"), harness_live.by_round(rows, "s", "llama-benchy")
+    )
     assert p == (pytest.approx(0.9), pytest.approx(0.9), pytest.approx(0.9), 2)
     assert harness_live.plain_cell(rows, "s", "bracket") == "0.900 (0.900-0.900, 2 rounds)"
     w = harness_live.vs_plain([90.0, 45.0], [100.0, 50.0])
@@ -109,7 +118,9 @@ def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
 @pytest.mark.engine
 def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, monkeypatch):
     if not (harness_live.LLAMACPP / "bin/llama-server").exists():
-        pytest.skip(f"no llama.cpp CPU build at {harness_live.LLAMACPP} (tests/test_engines_llamacpp_live.py builds it)")
+        pytest.skip(
+            f"no llama.cpp CPU build at {harness_live.LLAMACPP} (tests/test_engines_llamacpp_live.py builds it)"
+        )
     if not (harness_live.ENGINE / "bin/python").exists() or not (harness_live.MODEL / "tokenizer.json").exists():
         pytest.skip("no embedded engine and model (BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL) to convert to GGUF")
     tools = ["bracket", "llama-benchy"]
@@ -141,12 +152,16 @@ def test_vllm_histogram_deltas_pair_one_finish_per_poll(monkeypatch):
     c, s = "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum"
     d, g = "vllm:request_decode_time_seconds_sum", "vllm:request_generation_tokens_sum"
     assert live_tools.VllmMetrics.NAMES == {c, s, d, g}
-    snaps = iter([{c: 5, s: 10.0, d: 8.0, g: 500},   # before
-                  {c: 5, s: 10.0, d: 8.0, g: 500},   # nothing finished
-                  {c: 6, s: 11.5, d: 8.0, g: 500},   # one, caught between its histograms' updates
-                  {c: 6, s: 11.5, d: 9.2, g: 628},   # settled: e2e 1.5 s, first->last 1.2 s, 128 tokens
-                  {c: 8, s: 13.0, d: 10.4, g: 884},  # two at once
-                  {c: 8, s: 13.0, d: 10.4, g: 884}])
+    snaps = iter(
+        [
+            {c: 5, s: 10.0, d: 8.0, g: 500},  # before
+            {c: 5, s: 10.0, d: 8.0, g: 500},  # nothing finished
+            {c: 6, s: 11.5, d: 8.0, g: 500},  # one, caught between its histograms' updates
+            {c: 6, s: 11.5, d: 9.2, g: 628},  # settled: e2e 1.5 s, first->last 1.2 s, 128 tokens
+            {c: 8, s: 13.0, d: 10.4, g: 884},  # two at once
+            {c: 8, s: 13.0, d: 10.4, g: 884},
+        ]
+    )
     last, drained = {}, threading.Event()
 
     def read(self):

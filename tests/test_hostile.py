@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from bracket import config, prompts, records, secrets
 from bracket.session import BlockFailed
 
@@ -32,8 +31,9 @@ def test_a_server_that_echoes_the_api_key_leaves_it_in_no_file_and_no_message(tm
     monkeypatch.setenv("BRACKET_TEST_API_KEY", fk.SECRET)
     port = fk.free_port()
     cfg = fk.experiment(tmp_path, port, runs=3, api_key_env="BRACKET_TEST_API_KEY")
-    raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY",
-                                              "--script", "echo_auth,echo_text,ok"))
+    raw = fk.run(
+        cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY", "--script", "echo_auth,echo_text,ok")
+    )
     recs = fk.lines(raw)
     # the echoed header is in the record, with the key masked: the error stays readable
     assert recs[0]["error"].startswith("HTTP 500") and "Bearer ***" in recs[0]["error"]
@@ -89,8 +89,9 @@ def test_a_secret_looking_name_in_engine_env_is_refused_with_the_fix(name):
 
 
 def test_names_that_are_not_secrets_stay_allowed():
-    cfg = config.validate({"arms": {"a": {}}, "engine": {"env": {"TOKENIZERS_PARALLELISM": "false",
-                                                                 "VLLM_CPU_KVCACHE_SPACE": 1}}})
+    cfg = config.validate(
+        {"arms": {"a": {}}, "engine": {"env": {"TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": 1}}}
+    )
     assert cfg["engine"]["env"]["TOKENIZERS_PARALLELISM"] == "false"
 
 
@@ -107,17 +108,31 @@ def test_a_server_that_drips_tokens_is_cut_at_the_total_limit_and_recorded_as_an
     for r in recs:
         assert r["error"] == "timed out after 1 s, still streaming (request.timeout_s limits the whole request)"
         assert 1.0 <= r["wall_s"] < 1.4, r["wall_s"]
-    print(f"\ndrip: wall_s {[round(r['wall_s'], 3) for r in recs]} with timeout_s 1.0 (stream would take 3.2 s); "
-          f"block {elapsed:.1f} s")
+    print(
+        f"\ndrip: wall_s {[round(r['wall_s'], 3) for r in recs]} with timeout_s 1.0 (stream would take 3.2 s); "
+        f"block {elapsed:.1f} s"
+    )
     assert records.tidy(recs)["valid"].tolist() == [False, False]
 
 
 @pytest.mark.integration
 def test_a_runner_killed_with_sigkill_takes_its_server_down_and_keeps_log_and_meta(tmp_path):
     port = fk.free_port()
-    driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
-                               "--script", "slow", "--child"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            str(fk.HERE / "drive_block.py"),
+            str(tmp_path),
+            str(port),
+            "50",
+            "--script",
+            "slow",
+            "--child",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")
     try:
@@ -166,25 +181,30 @@ def _model_dir(tmp_path, context=2048, longest=16):
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"max_position_embeddings": context}))
     vocab = {"a" * n: n for n in range(1, longest + 1)}
-    (model / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab},
-                                                      "added_tokens": [{"content": "<|endoftext|>"}]}))
+    (model / "tokenizer.json").write_text(
+        json.dumps({"model": {"type": "BPE", "vocab": vocab}, "added_tokens": [{"content": "<|endoftext|>"}]})
+    )
     return model
 
 
 def _with_prompts(tmp_path, lines: str, **extra):
     path = tmp_path / "bad.jsonl"
     path.write_text(lines)
-    return config.validate({"arms": {"a": {}}, "workloads": {"code": {"prompts": str(path)}},
-                            "request": {"max_tokens": 8}, **extra}), path
+    return config.validate(
+        {"arms": {"a": {}}, "workloads": {"code": {"prompts": str(path)}}, "request": {"max_tokens": 8}, **extra}
+    ), path
 
 
-@pytest.mark.parametrize("lines, said", [
-    ('{"id": 1, "prompt": "x"}\n{"id": 2, "prompt": "y"\n', ["bad.jsonl:2: not JSON"]),
-    ("", ["no prompts; add one"]),
-    ("\n\n", ["no prompts; add one"]),
-    ('{"id": 1, "text": "x"}\n', ['bad.jsonl:1: each line must be an object with a "prompt" key']),
-    ('{"id": 1, "prompt": ""}\n', ['bad.jsonl:1: "prompt" must be non-empty text']),
-])
+@pytest.mark.parametrize(
+    "lines, said",
+    [
+        ('{"id": 1, "prompt": "x"}\n{"id": 2, "prompt": "y"\n', ["bad.jsonl:2: not JSON"]),
+        ("", ["no prompts; add one"]),
+        ("\n\n", ["no prompts; add one"]),
+        ('{"id": 1, "text": "x"}\n', ['bad.jsonl:1: each line must be an object with a "prompt" key']),
+        ('{"id": 1, "prompt": ""}\n', ['bad.jsonl:1: "prompt" must be non-empty text']),
+    ],
+)
 def test_a_prompt_file_that_cannot_be_used_is_named_with_its_line(tmp_path, lines, said):
     cfg, _ = _with_prompts(tmp_path, lines)
     with pytest.raises(config.ExperimentError) as err:
@@ -205,8 +225,11 @@ def test_the_context_bound_uses_the_longest_token_and_the_output_length(tmp_path
     with pytest.raises(prompts.PromptError, match="prompt 'over'.*at least 93 tokens.*100-token context of arm 'a'"):
         prompts.check(cfg, tmp_path, model_dir=model)
     # an arm that asks for a longer context is judged by its own
-    cfg, _ = _with_prompts(tmp_path, json.dumps({"id": "over", "prompt": fits + "x"}) + "\n",
-                           arms={"a": {"server": {"context_length": 4096}}})
+    cfg, _ = _with_prompts(
+        tmp_path,
+        json.dumps({"id": "over", "prompt": fits + "x"}) + "\n",
+        arms={"a": {"server": {"context_length": 4096}}},
+    )
     prompts.check(cfg, tmp_path, model_dir=model)
 
 
@@ -222,8 +245,17 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
 
     t0 = time.monotonic()
     with pytest.raises(BlockFailed) as err:
-        runner.run_block(cfg, "faults", design.from_config(cfg)[0], 1, model=str(model), python=sys.executable,
-                         root="/", argv=fk.fake_argv(port), **fk.block_paths(tmp_path))
+        runner.run_block(
+            cfg,
+            "faults",
+            design.from_config(cfg)[0],
+            1,
+            model=str(model),
+            python=sys.executable,
+            root="/",
+            argv=fk.fake_argv(port),
+            **fk.block_paths(tmp_path),
+        )
     msg = str(err.value)
     assert msg.startswith("block 1/1 (block-0) was not started:")
     nbytes = len(text) + prompts.PREFIX_BYTES
@@ -235,23 +267,45 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
 
 def test_counts_leave_warmups_out_and_count_each_invalid_run_once():
     import pandas as pd
-
     from bracket.stats.analyze import _counts
 
-    runs = records.tidy([
-        records.new_record(arm="a", workload="w", position=0, run=0, warmup=True, error="HTTP 500: x", wall_s=1),
-        records.new_record(arm="a", workload="w", position=0, run=1, warmup=False, finish_reason="stop",
-                           completion_tokens=4, max_tokens=8, cached_tokens=0, wall_s=1.0),
-        records.new_record(arm="a", workload="w", position=0, run=2, warmup=False, finish_reason="length",
-                           completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=1.0),
-    ])
+    runs = records.tidy(
+        [
+            records.new_record(arm="a", workload="w", position=0, run=0, warmup=True, error="HTTP 500: x", wall_s=1),
+            records.new_record(
+                arm="a",
+                workload="w",
+                position=0,
+                run=1,
+                warmup=False,
+                finish_reason="stop",
+                completion_tokens=4,
+                max_tokens=8,
+                cached_tokens=0,
+                wall_s=1.0,
+            ),
+            records.new_record(
+                arm="a",
+                workload="w",
+                position=0,
+                run=2,
+                warmup=False,
+                finish_reason="length",
+                completion_tokens=8,
+                max_tokens=8,
+                cached_tokens=0,
+                wall_s=1.0,
+            ),
+        ]
+    )
     c = _counts(runs, runs)
     assert c == {"total": 3, "valid": 1, "warmups": 1, "invalid": 1, "invalid_by_reason": {"early stop": 1}}
     assert records.nothing_valid(runs) is None
     assert records.nothing_valid(runs.assign(valid=False)).startswith("no valid measurement: all 2 timed")
     assert "1 x early stop; the first: early stop (stop)" in records.nothing_valid(runs.iloc[:2])
-    assert records.nothing_valid(runs.iloc[:1]) == ("no valid measurement: runs.csv holds no timed request "
-                                                    "(1 warmups only).")
+    assert records.nothing_valid(runs.iloc[:1]) == (
+        "no valid measurement: runs.csv holds no timed request (1 warmups only)."
+    )
     assert isinstance(runs, pd.DataFrame)
 
 
@@ -260,15 +314,29 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
 
     from bracket import article
 
-    rows = [records.new_record(arm=arm, workload=wl, position=i, run=0, warmup=False, finish_reason="length",
-                               completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=1.0,
-                               error=None if arm == "a" else "HTTP 400: too long")
-            for i, (arm, wl) in enumerate([("a", "code"), ("b", "code"), ("b", "code")])]
-    d = SimpleNamespace(runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}},
-                                                      "workloads": {"code": {}, "chat": {}}})
+    rows = [
+        records.new_record(
+            arm=arm,
+            workload=wl,
+            position=i,
+            run=0,
+            warmup=False,
+            finish_reason="length",
+            completion_tokens=8,
+            max_tokens=8,
+            cached_tokens=0,
+            wall_s=1.0,
+            error=None if arm == "a" else "HTTP 400: too long",
+        )
+        for i, (arm, wl) in enumerate([("a", "code"), ("b", "code"), ("b", "code")])
+    ]
+    d = SimpleNamespace(
+        runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}}, "workloads": {"code": {}, "chat": {}}}
+    )
     assert article.unmeasured(d) == [
         "Error: arm b has no valid run (2 error); nothing below measures it.",
-        "Error: workload chat has no valid run (no timed request ran); nothing below measures it."]
+        "Error: workload chat has no valid run (no timed request ran); nothing below measures it.",
+    ]
 
 
 def test_model_output_with_dollars_does_not_render_as_math_in_markdown():
@@ -335,7 +403,9 @@ def test_a_secret_the_server_logs_is_redacted_even_when_its_client_is_killed_out
         pgid = int(client.stdout.readline())
         fk.wait_for(lambda: log.is_file() and "starting" in log.read_text(), 10, "the server's log line")
         assert secret in log.read_text()  # the server really wrote it
-        watchdogs = [p for p in fk.psutil.process_iter(["cmdline"]) if "watchdog.py" in " ".join(p.info["cmdline"] or [])]
+        watchdogs = [
+            p for p in fk.psutil.process_iter(["cmdline"]) if "watchdog.py" in " ".join(p.info["cmdline"] or [])
+        ]
         assert watchdogs and not any(secret in " ".join(p.info["cmdline"]) for p in watchdogs)
         client.send_signal(signal.SIGKILL)
         client.wait(timeout=10)
@@ -356,23 +426,29 @@ def test_a_secret_on_the_servers_command_line_is_refused(args):
 
 @pytest.mark.integration
 def test_malformed_counts_a_key_in_a_number_and_a_stalled_head_are_error_records_and_the_block_goes_on(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     """Issue 33 through the block runner: NaN as a token count, the API key where cached_tokens belongs, a
     server that sends one header every 0.3 s. Each is one error record with the response kept (key masked),
     the stalled head ends at request.timeout_s, and the block's next request is measured."""
     monkeypatch.setenv("BRACKET_TEST_API_KEY", fk.SECRET)
     port = fk.free_port()
     cfg = fk.experiment(tmp_path, port, runs=5, api_key_env="BRACKET_TEST_API_KEY", request={"timeout_s": 2.0})
-    raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY",
-                                              "--script", "ok,nan_count,key_in_count,stall_head,ok"))
+    raw = fk.run(
+        cfg,
+        tmp_path,
+        fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY", "--script", "ok,nan_count,key_in_count,stall_head,ok"),
+    )
     recs = fk.lines(raw)
     assert len(recs) == 5
     assert recs[0]["error"] is None and recs[4]["error"] is None and recs[4]["completion_tokens"] == 8
-    assert recs[1]["error"] == ("malformed token counts in the response: completion_tokens is nan, not a "
-                                "non-negative whole number")
+    assert recs[1]["error"] == (
+        "malformed token counts in the response: completion_tokens is nan, not a non-negative whole number"
+    )
     assert '"completion_tokens": NaN' in recs[1]["raw_response"]
-    assert recs[2]["error"] == ("malformed token counts in the response: cached_tokens is 'Bearer ***', not a "
-                                "non-negative whole number")
+    assert recs[2]["error"] == (
+        "malformed token counts in the response: cached_tokens is 'Bearer ***', not a non-negative whole number"
+    )
     assert '"cached_tokens": "Bearer ***"' in recs[2]["raw_response"]
     assert recs[3]["error"] == "timed out after 2 s without data from the server (request.timeout_s)"
     assert 2.0 <= recs[3]["wall_s"] < 3.0, recs[3]["wall_s"]

@@ -18,9 +18,20 @@ PORT = 8033
 
 def test_a_runner_killed_with_sigkill_takes_vllm_down_and_keeps_its_log(tmp_path, embedded_engine):
     engine, model = embedded_engine
-    driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_engine_block.py"), str(tmp_path), str(PORT),
-                               str(engine), str(model), "200"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            str(fk.HERE / "drive_engine_block.py"),
+            str(tmp_path),
+            str(PORT),
+            str(engine),
+            str(model),
+            "200",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")
     group = []

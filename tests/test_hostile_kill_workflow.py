@@ -47,12 +47,19 @@ def test_the_server_log_of_a_runner_killed_by_sigkill_reaches_failed_after_snake
         "design: {kind: sequential, rounds: 1, runs_per_block: 12, warmup_runs: 0, cooldown_s: 0}\n"
         "request: {max_tokens: 4}\nanalysis: {bootstrap_resamples: 200}\n"
         "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n"
-        "controls: {neutrality: false, neutrality_off: the stand-in answers by request count}\n")
+        "controls: {neutrality: false, neutrality_off: the stand-in answers by request count}\n"
+    )
     raw = repo / "results" / "killed" / "raw"
     target = "results/killed/raw/block-0.jsonl"
     declared = repo / "logs" / "killed" / "server" / "block-0.log"
-    first = subprocess.Popen(fk.snakemake_argv(target), cwd=repo, env=fk.snakemake_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        fk.snakemake_argv(target),
+        cwd=repo,
+        env=fk.snakemake_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         fk.wait_for(lambda: fk.count_lines(raw / "block-0.jsonl.partial") >= 3, 300, "three records of block 0")
         server = psutil.Process(fk.wait_for(lambda: fk.listener(port), 10, "the stand-in server"))
@@ -71,8 +78,9 @@ def test_the_server_log_of_a_runner_killed_by_sigkill_reaches_failed_after_snake
     assert first.returncode != 0, out[-3000:]
     assert not (raw / "failed").exists()  # a runner killed outright set nothing aside itself
 
-    again = subprocess.run(fk.snakemake_argv(target), cwd=repo, env=fk.snakemake_env(), capture_output=True,
-                           text=True, timeout=600)
+    again = subprocess.run(
+        fk.snakemake_argv(target), cwd=repo, env=fk.snakemake_env(), capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     kept = (raw / "failed" / "block-0.attempt-1.log").read_text()
     assert kept.count("start-up line") == 150 and "serving on" in kept and "request 2 slow" in kept

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, assume, event, given, settings
-from hypothesis import strategies as st
-
 from bracket import config, design, records, report, runner, secrets
 from bracket.article import raw as raw_section
 from bracket.article.inputs import Data
+from hypothesis import HealthCheck, Phase, assume, event, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
@@ -34,13 +33,36 @@ pytestmark = pytest.mark.integration  # a server process per example
 
 NAME_OK = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,11}", fullmatch=True)
 HOSTILE = "./\\\n\r\t\x00\x1b$`'\"<>&|*?%{}~ é名\u202e"
-NAMES = st.one_of(NAME_OK, NAME_OK, NAME_OK, NAME_OK, NAME_OK, NAME_OK, st.text(st.sampled_from(HOSTILE + "ab"), min_size=1, max_size=10))
+NAMES = st.one_of(
+    NAME_OK,
+    NAME_OK,
+    NAME_OK,
+    NAME_OK,
+    NAME_OK,
+    NAME_OK,
+    st.text(st.sampled_from(HOSTILE + "ab"), min_size=1, max_size=10),
+)
 # a key of printable ASCII, as an Authorization header carries it; 12 characters at least (secrets.MIN_LENGTH),
 # with a prefix as API keys have, so that no number a file holds (1.0000000000000002) can read as one
 KEYS = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=9, max_size=29).map(lambda t: "sk-" + t)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # what a model may generate
-WORDS = ["ok", "say", "no_usage", "malformed", "http500", "http429", "http400", "truncated", "cache_hit",
-         "early_stop", "short", "echo_auth", "echo_text", "echo_forms", "echo_forms_text"]
+WORDS = [
+    "ok",
+    "say",
+    "no_usage",
+    "malformed",
+    "http500",
+    "http429",
+    "http400",
+    "truncated",
+    "cache_hit",
+    "early_stop",
+    "short",
+    "echo_auth",
+    "echo_text",
+    "echo_forms",
+    "echo_forms_text",
+]
 RUNS, MAX_TOKENS = 4, 6
 
 
@@ -53,9 +75,22 @@ def article(root: Path, exp: str, cfg: dict, raw: Path, meta: dict) -> tuple[Pat
     the folder and the sections' HTML."""
     out = root / "report" / exp
     recs = records.read([raw])
-    d = Data(name=exp, cfg=cfg, runs=records.tidy(recs), stats={}, weights=None, ceiling=None,
-             schedule=pd.DataFrame(), metas={0: meta}, raw=recs, corrections=None, corrections_path="",
-             model_dir=None, model_build=None, out_dir=out)
+    d = Data(
+        name=exp,
+        cfg=cfg,
+        runs=records.tidy(recs),
+        stats={},
+        weights=None,
+        ceiling=None,
+        schedule=pd.DataFrame(),
+        metas={0: meta},
+        raw=recs,
+        corrections=None,
+        corrections_path="",
+        model_dir=None,
+        model_build=None,
+        out_dir=out,
+    )
     sections = [s for s in (raw_section.section_outputs(d), raw_section.section_raw(d)) if s is not None]
     for s in sections:
         s.save_tables(out)
@@ -66,20 +101,34 @@ def article(root: Path, exp: str, cfg: dict, raw: Path, meta: dict) -> tuple[Pat
 
 
 # No shrinking: each example starts a server, and a failing example is reported as found.
-@settings(max_examples=20, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(exp=NAME_OK, arm=NAMES, workload=NAMES, key=KEYS,
-       ids=st.lists(st.text(st.sampled_from(HOSTILE + "abc123"), min_size=1, max_size=12), min_size=1, max_size=3,
-                    unique=True),
-       script=st.lists(st.sampled_from(WORDS + ["say"] * 5), min_size=1, max_size=RUNS), said=TEXT, with_key=st.booleans())
-def test_property_hostile_input_through_the_runner_and_the_article(tmp_path_factory, monkeypatch, exp, arm, workload,
-                                                                   key, ids, script, said, with_key):
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    exp=NAME_OK,
+    arm=NAMES,
+    workload=NAMES,
+    key=KEYS,
+    ids=st.lists(
+        st.text(st.sampled_from(HOSTILE + "abc123"), min_size=1, max_size=12), min_size=1, max_size=3, unique=True
+    ),
+    script=st.lists(st.sampled_from(WORDS + ["say"] * 5), min_size=1, max_size=RUNS),
+    said=TEXT,
+    with_key=st.booleans(),
+)
+def test_property_hostile_input_through_the_runner_and_the_article(
+    tmp_path_factory, monkeypatch, exp, arm, workload, key, ids, script, said, with_key
+):
     root = tmp_path_factory.mktemp("hostile")
     monkeypatch.chdir(root)
     monkeypatch.setenv("BRACKET_LOCK_DIR", str(root / "locks"))
     monkeypatch.setenv("BRACKET_TEST_API_KEY", key)
     secrets.forget()
-    say = said[:len(said) // 2] + (key if with_key else "") + said[len(said) // 2:]
+    say = said[: len(said) // 2] + (key if with_key else "") + said[len(said) // 2 :]
     assume(key not in said and not any(key in i for i in ids))  # the key only where it is put
     (root / "say.txt").write_text(say, encoding="utf-8", newline="")
     prompts = root / "prompts.jsonl"
@@ -87,13 +136,17 @@ def test_property_hostile_input_through_the_runner_and_the_article(tmp_path_fact
     before = {p for p in root.rglob("*")}
     port = fk.free_port()
     try:
-        cfg = config.validate({
-            "engine": {"port": port, "startup_timeout_s": 30, "api_key_env": "BRACKET_TEST_API_KEY"},
-            "arms": {arm: {}}, "workloads": {workload: {"prompts": str(prompts)}},
-            "design": {"rounds": 1, "runs_per_block": RUNS, "warmup_runs": 0, "cooldown_s": 0},
-            "request": {"max_tokens": MAX_TOKENS, "timeout_s": 10, "on_error": "continue"},
-            "controls": {"neutrality": False, "neutrality_off": "the stand-in answers by request count"},
-        }, source="hostile.yaml")
+        cfg = config.validate(
+            {
+                "engine": {"port": port, "startup_timeout_s": 30, "api_key_env": "BRACKET_TEST_API_KEY"},
+                "arms": {arm: {}},
+                "workloads": {workload: {"prompts": str(prompts)}},
+                "design": {"rounds": 1, "runs_per_block": RUNS, "warmup_runs": 0, "cooldown_s": 0},
+                "request": {"max_tokens": MAX_TOKENS, "timeout_s": 10, "on_error": "continue"},
+                "controls": {"neutrality": False, "neutrality_off": "the stand-in answers by request count"},
+            },
+            source="hostile.yaml",
+        )
     except config.ExperimentError as exc:
         bad = [n for kind, n in (("arm", arm), ("workload", workload)) if config.name_problem(kind, n)]
         assert bad and any(f"name {n!r} is not allowed" in str(exc) for n in bad), str(exc)
@@ -103,11 +156,23 @@ def test_property_hostile_input_through_the_runner_and_the_article(tmp_path_fact
         return
     res, logs = root / "results" / exp, root / "logs" / exp
     blocks = design.from_config(cfg)
-    argv = fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY", "--script", ",".join(script), "--say-file",
-                        str(root / "say.txt"))
-    raw = runner.run_block(cfg, exp, blocks[0], len(blocks), raw_path=res / "raw" / "block-0.jsonl",
-                           meta_path=res / "raw" / "block-0.meta.json", log_path=logs / "server" / "block-0.log",
-                           model="unused", python=sys.executable, root="/", argv=argv, lock_dir=root / "locks")
+    argv = fk.fake_argv(
+        port, "--api-key-env", "VLLM_API_KEY", "--script", ",".join(script), "--say-file", str(root / "say.txt")
+    )
+    raw = runner.run_block(
+        cfg,
+        exp,
+        blocks[0],
+        len(blocks),
+        raw_path=res / "raw" / "block-0.jsonl",
+        meta_path=res / "raw" / "block-0.meta.json",
+        log_path=logs / "server" / "block-0.log",
+        model="unused",
+        python=sys.executable,
+        root="/",
+        argv=argv,
+        lock_dir=root / "locks",
+    )
     meta = json.loads((res / "raw" / "block-0.meta.json").read_text())
     out, body = article(root, exp, cfg, raw, meta)
 
@@ -136,10 +201,12 @@ def test_property_hostile_input_through_the_runner_and_the_article(tmp_path_fact
                 assert "***" in r["output_text"] and leaks(r["output_text"], key) == []
     # no form of the secret in any file; no file outside the experiment's folders
     written = [p for p in root.rglob("*") if p.is_file() and p not in before]
-    assert {str(p): leaks(p.read_text(errors="replace"), key) for p in written
-            if leaks(p.read_text(errors="replace"), key)} == {}
-    assert all(any(p.is_relative_to(f) for f in folders(root, exp)) for p in written), \
-        [str(p) for p in written if not any(p.is_relative_to(f) for f in folders(root, exp))]
+    assert {
+        str(p): leaks(p.read_text(errors="replace"), key) for p in written if leaks(p.read_text(errors="replace"), key)
+    } == {}
+    assert all(any(p.is_relative_to(f) for f in folders(root, exp)) for p in written), [
+        str(p) for p in written if not any(p.is_relative_to(f) for f in folders(root, exp))
+    ]
     assert (out / "article.html").is_file() and (out / "tables" / f"raw_{workload}.csv").is_file()
     # the server's text reaches the article as text: no tag it sent survives as a tag
     for tag in set(re.findall(r"<[A-Za-z/][^<>]*>", say)):

@@ -11,7 +11,6 @@ import time
 from urllib.parse import quote, quote_plus
 
 import pytest
-
 from bracket import config, engines, preflight, records, secrets, session
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
@@ -30,12 +29,12 @@ def no_secrets_carried_over():
 def decoded_leaks(text: str, key: str) -> list[str]:
     """Runs of base64-looking characters in `text` that decode (either alphabet, any start) to bytes that
     hold 8 consecutive bytes of `key`: what a reader could recover. Independent of bracket's own forms."""
-    parts = {key.encode()[i:i + 8] for i in range(len(key) - 7)}
+    parts = {key.encode()[i : i + 8] for i in range(len(key) - 7)}
     hits = []
     for run in re.findall(r"[A-Za-z0-9+/_-]{11,}", text):
         for start in range(4):
             chunk = run[start:]
-            chunk = chunk[:len(chunk) - len(chunk) % 4]
+            chunk = chunk[: len(chunk) - len(chunk) % 4]
             for alt in (b"+/", b"-_"):
                 try:
                     raw = base64.b64decode(chunk, altchars=alt, validate=False)
@@ -61,10 +60,10 @@ def test_every_form_of_the_key_in_transit_is_redacted():
     header = f"Bearer {KEY}"
     echoed = [
         f"upstream said {header}",
-        base64.b64encode(header.encode()).decode(),                     # the header, base64 (key at byte 7)
-        "x" + base64.b64encode(KEY.encode()).decode() + "==",           # the key alone, base64
-        base64.urlsafe_b64encode(f"user:{KEY}".encode()).decode(),      # Basic auth, URL-safe (key at byte 5)
-        base64.b64encode(f"ab{KEY}".encode()).decode(),                 # key at byte 2
+        base64.b64encode(header.encode()).decode(),  # the header, base64 (key at byte 7)
+        "x" + base64.b64encode(KEY.encode()).decode() + "==",  # the key alone, base64
+        base64.urlsafe_b64encode(f"user:{KEY}".encode()).decode(),  # Basic auth, URL-safe (key at byte 5)
+        base64.b64encode(f"ab{KEY}".encode()).decode(),  # key at byte 2
         f"GET /v1/models?api_key={quote_plus(KEY)}&x=1",
         f"http://user:{quote(KEY, safe='')}@gateway:8000/v1",
         json.dumps({"k": KEY + "\u2028"})[1:-1],
@@ -80,9 +79,22 @@ def test_every_form_of_the_key_in_transit_is_redacted():
 
 def test_redaction_changes_no_measured_value_nor_any_field_name():
     secrets.register(KEY)
-    rec = records.new_record(experiment="experiment", arm="baseline", workload="code", block=0, position=0, run=1,
-                             warmup=False, prompt_id="p1", completion_tokens=8, max_tokens=8, wall_s=0.123,
-                             finish_reason="length", output_text=" x t t", error=None)
+    rec = records.new_record(
+        experiment="experiment",
+        arm="baseline",
+        workload="code",
+        block=0,
+        position=0,
+        run=1,
+        warmup=False,
+        prompt_id="p1",
+        completion_tokens=8,
+        max_tokens=8,
+        wall_s=0.123,
+        finish_reason="length",
+        output_text=" x t t",
+        error=None,
+    )
     assert secrets.redact_obj(rec) == rec
     line = json.dumps(secrets.redact_obj(rec))
     assert json.loads(line) == rec
@@ -90,8 +102,9 @@ def test_redaction_changes_no_measured_value_nor_any_field_name():
 
 @pytest.mark.parametrize("key", ["x", "EMPTY", "token-abc12"])  # 1, 5, 11 characters
 def test_a_key_too_short_to_redact_is_refused_before_any_server_with_the_fix(monkeypatch, key):
-    cfg = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m", "api_key_env": "MY_KEY"},
-                           "arms": {"a": {}}})
+    cfg = config.validate(
+        {"engine": {"kind": "vllm", "embedded": False, "model": "/m", "api_key_env": "MY_KEY"}, "arms": {"a": {}}}
+    )
     found = preflight.secret_problems(cfg, {"MY_KEY": key})
     assert len(found) == 1
     msg = found[0]
@@ -109,24 +122,37 @@ def test_a_key_too_short_to_redact_is_refused_before_any_server_with_the_fix(mon
 
 
 def test_a_short_secret_env_value_is_refused_by_its_name():
-    cfg = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m", "secret_env": ["HF_TOKEN"]},
-                           "arms": {"a": {}}})
+    cfg = config.validate(
+        {"engine": {"kind": "vllm", "embedded": False, "model": "/m", "secret_env": ["HF_TOKEN"]}, "arms": {"a": {}}}
+    )
     assert preflight.secret_problems(cfg, {"HF_TOKEN": "hf_1"})[0].startswith(
-        "engine.secret_env: the secret in $HF_TOKEN is 4 character(s) long")
+        "engine.secret_env: the secret in $HF_TOKEN is 4 character(s) long"
+    )
 
 
-@pytest.mark.parametrize("url, said, fixed", [
-    (f"http://user:{KEY}@10.0.0.5:8000", "holds credentials before its host (http://***@10.0.0.5:8000)",
-     "engine.base_url: http://10.0.0.5:8000"),
-    (f"http://{KEY}@10.0.0.5:8000/", "holds credentials", "engine.base_url: http://10.0.0.5:8000/"),
-    (f"https://10.0.0.5:8000/v1?api_key={KEY}", "has a query string (https://10.0.0.5:8000/v1?***)",
-     "engine.base_url: https://10.0.0.5:8000/v1"),
-    (f"http://10.0.0.5:8000/#{KEY}", "has a fragment", "engine.base_url: http://10.0.0.5:8000/"),
-])
+@pytest.mark.parametrize(
+    "url, said, fixed",
+    [
+        (
+            f"http://user:{KEY}@10.0.0.5:8000",
+            "holds credentials before its host (http://***@10.0.0.5:8000)",
+            "engine.base_url: http://10.0.0.5:8000",
+        ),
+        (f"http://{KEY}@10.0.0.5:8000/", "holds credentials", "engine.base_url: http://10.0.0.5:8000/"),
+        (
+            f"https://10.0.0.5:8000/v1?api_key={KEY}",
+            "has a query string (https://10.0.0.5:8000/v1?***)",
+            "engine.base_url: https://10.0.0.5:8000/v1",
+        ),
+        (f"http://10.0.0.5:8000/#{KEY}", "has a fragment", "engine.base_url: http://10.0.0.5:8000/"),
+    ],
+)
 def test_credentials_in_the_base_url_are_refused_without_repeating_them(url, said, fixed):
     with pytest.raises(config.ExperimentError) as err:
-        config.validate({"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url},
-                         "arms": {"a": {}}}, source="x.yaml")
+        config.validate(
+            {"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url}, "arms": {"a": {}}},
+            source="x.yaml",
+        )
     msg = str(err.value)
     assert msg.startswith("x.yaml: engine.base_url ") and said in msg and fixed in msg
     assert "api_key_env" in msg and leaks(msg) == [] and "\n" not in msg
@@ -167,8 +193,10 @@ def test_an_alias_bomb_is_refused_in_under_a_second_with_one_line(tmp_path):
     took = time.monotonic() - t0
     msg = str(err.value)
     assert took < 1.0, took
-    assert msg == (f"{path}: it expands to more than 100,000 values (aliases `*name` repeat what an anchor `&name` "
-                   f"holds); an experiment needs a few hundred: write the values out, or use fewer aliases.")
+    assert msg == (
+        f"{path}: it expands to more than 100,000 values (aliases `*name` repeat what an anchor `&name` "
+        f"holds); an experiment needs a few hundred: write the values out, or use fewer aliases."
+    )
     # a recursive alias is refused the same way
     path.write_text("a: &a [*a]\narms: {x: {}}\n")
     with pytest.raises(config.ExperimentError, match="expands to more than"):
@@ -182,15 +210,21 @@ def test_an_experiment_file_past_the_size_limit_is_refused_before_it_is_parsed(t
     path = tmp_path / "big.yaml"
     path.write_text("arms: {x: {}}\n" + "# padding\n" * 150_000)  # 1.5 MB
     t0 = time.monotonic()
-    with pytest.raises(config.ExperimentError, match=r"big.yaml: 1,500,014 bytes, more than an experiment file "
-                                                     r"may hold \(1,000,000\)"):
+    with pytest.raises(
+        config.ExperimentError,
+        match=r"big.yaml: 1,500,014 bytes, more than an experiment file "
+        r"may hold \(1,000,000\)",
+    ):
         config.load(path)
     assert time.monotonic() - t0 < 0.5
 
 
 def test_a_design_of_thousands_of_blocks_is_refused_with_the_count():
-    with pytest.raises(config.ExperimentError, match=r"design.rounds is 2000, which makes at least 4,000 blocks "
-                                                     r"\(2 arm\(s\)\), more than 500"):
+    with pytest.raises(
+        config.ExperimentError,
+        match=r"design.rounds is 2000, which makes at least 4,000 blocks "
+        r"\(2 arm\(s\)\), more than 500",
+    ):
         config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": 2000}}, source="x.yaml")
     config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": 250}})  # 500 blocks: allowed
 
@@ -200,8 +234,9 @@ def test_a_server_echoing_the_key_in_other_forms_leaves_it_in_no_file(tmp_path, 
     monkeypatch.setenv("BRACKET_TEST_API_KEY", KEY)
     port = fk.free_port()
     cfg = fk.experiment(tmp_path, port, runs=3, api_key_env="BRACKET_TEST_API_KEY")
-    raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY",
-                                              "--script", "echo_forms,echo_forms_text,ok"))
+    raw = fk.run(
+        cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "VLLM_API_KEY", "--script", "echo_forms,echo_forms_text,ok")
+    )
     recs = fk.lines(raw)
     assert recs[0]["error"].startswith("HTTP 500") and "***" in recs[0]["error"]
     assert recs[1]["error"] is None and recs[1]["output_text"].count("***") >= 5
@@ -209,8 +244,13 @@ def test_a_server_echoing_the_key_in_other_forms_leaves_it_in_no_file(tmp_path, 
     assert "upstream saw" in log  # the server logged the forms, redacted once it stopped
     # nothing measured was changed: names, counts and the experiment column as sent
     for r in recs[1:]:
-        assert (r["experiment"], r["arm"], r["workload"], r["completion_tokens"], r["finish_reason"]) == \
-            ("faults", "baseline", "code", 8, "length")
+        assert (r["experiment"], r["arm"], r["workload"], r["completion_tokens"], r["finish_reason"]) == (
+            "faults",
+            "baseline",
+            "code",
+            8,
+            "length",
+        )
     runs = records.tidy(records.read([raw]))
     runs.to_csv(tmp_path / "runs.csv", index=False)
     assert list(runs["experiment"]) == ["faults"] * 3
@@ -264,12 +304,16 @@ def test_the_server_log_of_a_killed_runner_reaches_failed_even_when_its_declared
     import subprocess
 
     port = fk.free_port()
-    driver = subprocess.Popen([sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50",
-                               "--script", "slow"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50", "--script", "slow"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     paths = fk.block_paths(tmp_path)
     try:
-        fk.wait_for(lambda: fk.count_lines(paths["raw_path"].with_name("block-0.jsonl.partial")) >= 2, 60,
-                    "two records")
+        fk.wait_for(
+            lambda: fk.count_lines(paths["raw_path"].with_name("block-0.jsonl.partial")) >= 2, 60, "two records"
+        )
         driver.kill()
         driver.wait(timeout=10)
         fk.wait_for(lambda: fk.listener(port) is None, 15, "the server to go")
@@ -294,9 +338,26 @@ def test_two_experiments_started_at_once_on_different_ports_never_measure_at_the
     runs = []
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
-        runs.append((tmp_path / name, subprocess.Popen(
-            [sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path / name), str(fk.free_port()), "2",
-             "--script", "slow"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+        runs.append(
+            (
+                tmp_path / name,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(fk.HERE / "drive_block.py"),
+                        str(tmp_path / name),
+                        str(fk.free_port()),
+                        "2",
+                        "--script",
+                        "slow",
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
     errs = [proc.communicate(timeout=120)[1] for _, proc in runs]
     assert [proc.returncode for _, proc in runs] == [0, 0], errs
     metas = [json.loads(fk.block_paths(folder)["meta_path"].read_text()) for folder, _ in runs]
@@ -315,10 +376,14 @@ def test_the_host_lock_of_an_attached_server_is_named_for_the_server_host(monkey
     here = __import__("socket").gethostname()
     launched = config.validate({"engine": {"kind": "vllm", "embedded": False, "model": "/m"}, "arms": {"a": {}}})
     assert str(session.host_lock_path(launched)) == f"/locks/host-{here}.lock"
-    for url, name in (("http://127.0.0.1:8000", here), ("http://localhost:8000", here),
-                      ("http://gpu-7.lan:8000", "gpu-7.lan")):
-        cfg = config.validate({"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url},
-                               "arms": {"a": {}}})
+    for url, name in (
+        ("http://127.0.0.1:8000", here),
+        ("http://localhost:8000", here),
+        ("http://gpu-7.lan:8000", "gpu-7.lan"),
+    ):
+        cfg = config.validate(
+            {"engine": {"kind": "openai", "launch": "attach", "embedded": False, "base_url": url}, "arms": {"a": {}}}
+        )
         assert str(session.host_lock_path(cfg)) == f"/locks/host-{name}.lock"
 
 
@@ -327,41 +392,74 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
 
     from bracket.article import headline
 
-    rows = [records.new_record(arm=arm, workload="code", position=i, run=0, warmup=False, finish_reason="length",
-                               completion_tokens=8, max_tokens=8, cached_tokens=0, wall_s=wall,
-                               error=None if arm == "a" else "HTTP 400: too long")
-            for i, (arm, wall) in enumerate([("a", 0.1), ("b", 1.0)])]
+    rows = [
+        records.new_record(
+            arm=arm,
+            workload="code",
+            position=i,
+            run=0,
+            warmup=False,
+            finish_reason="length",
+            completion_tokens=8,
+            max_tokens=8,
+            cached_tokens=0,
+            wall_s=wall,
+            error=None if arm == "a" else "HTTP 400: too long",
+        )
+        for i, (arm, wall) in enumerate([("a", 0.1), ("b", 1.0)])
+    ]
     d = SimpleNamespace(runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}, "c": {}}})
     assert records.arms_without_valid_run(d.runs, ["a", "b", "c"]) == ["b", "c"]
     assert headline.unmeasured_arms(d) == ["b", "c"]
-    row = {"workload": "code", "arm": "a", "median": 80.0, "n": 1, "min": 80.0, "max": 80.0, "is_reference": True,
-           "unmeasured": ["b", "c"]}
+    row = {
+        "workload": "code",
+        "arm": "a",
+        "median": 80.0,
+        "n": 1,
+        "min": 80.0,
+        "max": 80.0,
+        "is_reference": True,
+        "unmeasured": ["b", "c"],
+    }
     text = headline.headline_sentence(row, "a")
-    assert text.startswith("code: no arm is named fastest, because b and c had no valid run; the highest median "
-                           "among the arms measured, a's 80")
+    assert text.startswith(
+        "code: no arm is named fastest, because b and c had no valid run; the highest median "
+        "among the arms measured, a's 80"
+    )
     assert "was fastest" not in text and text.endswith("is a measurement, not a winner.")
 
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-SECRET_TEXT = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)),
-                      min_size=12, max_size=40)
+SECRET_TEXT = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)), min_size=12, max_size=40
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=SECRET_TEXT, prefix=st.text(max_size=8), suffix=st.text(max_size=8),
-       form=st.sampled_from(["raw", "bearer_b64", "b64", "basic_urlsafe", "query", "userinfo", "json"]),
-       measured=st.dictionaries(st.sampled_from(["experiment", "arm", "workload", "prompt_id", "finish_reason"]),
-                                st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,10}", fullmatch=True)))
+@given(
+    key=SECRET_TEXT,
+    prefix=st.text(max_size=8),
+    suffix=st.text(max_size=8),
+    form=st.sampled_from(["raw", "bearer_b64", "b64", "basic_urlsafe", "query", "userinfo", "json"]),
+    measured=st.dictionaries(
+        st.sampled_from(["experiment", "arm", "workload", "prompt_id", "finish_reason"]),
+        st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,10}", fullmatch=True),
+    ),
+)
 def test_property_no_form_of_a_secret_survives_and_no_other_value_changes(key, prefix, suffix, form, measured):
     secrets.forget()
     secrets.register(key)
-    encoded = {"raw": key, "bearer_b64": base64.b64encode(f"Bearer {key}".encode()).decode(),
-               "b64": base64.b64encode(key.encode()).decode(),
-               "basic_urlsafe": base64.urlsafe_b64encode(f"u:{key}".encode()).decode(),
-               "query": f"?api_key={quote_plus(key)}", "userinfo": f"http://u:{quote(key, safe='')}@h/",
-               "json": json.dumps(key)[1:-1]}[form]
+    encoded = {
+        "raw": key,
+        "bearer_b64": base64.b64encode(f"Bearer {key}".encode()).decode(),
+        "b64": base64.b64encode(key.encode()).decode(),
+        "basic_urlsafe": base64.urlsafe_b64encode(f"u:{key}".encode()).decode(),
+        "query": f"?api_key={quote_plus(key)}",
+        "userinfo": f"http://u:{quote(key, safe='')}@h/",
+        "json": json.dumps(key)[1:-1],
+    }[form]
     out = secrets.redact(prefix + encoded + suffix)
     if key not in prefix + suffix:
         assert key not in out and decoded_leaks(out, key) == [] and "***" in out

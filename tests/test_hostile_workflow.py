@@ -28,8 +28,11 @@ pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the ful
 def tiny_model(folder):
     """config.json, tokenizer.json (longest token 16 bytes) and a safetensors file of three tensors."""
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {"model.embed_tokens.weight": [64, 8], "model.layers.0.mlp.up_proj.weight": [16, 8],
-               "lm_head.weight": [64, 8]}
+    tensors = {
+        "model.embed_tokens.weight": [64, 8],
+        "model.layers.0.mlp.up_proj.weight": [16, 8],
+        "lm_head.weight": [64, 8],
+    }
     header, off = {}, 0
     for name, shape in tensors.items():
         n = shape[0] * shape[1] * 2
@@ -38,11 +41,21 @@ def tiny_model(folder):
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + b"\0" * off)
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 2048, "num_hidden_layers": 1,
-        "hidden_size": 8, "vocab_size": 64, "torch_dtype": "bfloat16"}))
-    (folder / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE",
-                                                                 "vocab": {"a" * n: n for n in range(1, 17)}}}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Qwen3ForCausalLM"],
+                "max_position_embeddings": 2048,
+                "num_hidden_layers": 1,
+                "hidden_size": 8,
+                "vocab_size": 64,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    (folder / "tokenizer.json").write_text(
+        json.dumps({"model": {"type": "BPE", "vocab": {"a" * n: n for n in range(1, 17)}}})
+    )
     return folder
 
 
@@ -51,23 +64,45 @@ def prompts_line(text):
 
 
 CASES = {
-    "traversal": ("workloads: {'../../../../../../tmp/bracket-escape': {prompts: experiments/prompts/code.jsonl}}\n",
-                  None, ["workload name '../../../../../../tmp/bracket-escape' is not allowed",
-                         "^[A-Za-z0-9][A-Za-z0-9_-]*$", "rename it"]),
-    "subfolder": ("workloads: {co/de: {prompts: experiments/prompts/code.jsonl}}\n", None,
-                  ["workload name 'co/de' is not allowed"]),
+    "traversal": (
+        "workloads: {'../../../../../../tmp/bracket-escape': {prompts: experiments/prompts/code.jsonl}}\n",
+        None,
+        [
+            "workload name '../../../../../../tmp/bracket-escape' is not allowed",
+            "^[A-Za-z0-9][A-Za-z0-9_-]*$",
+            "rename it",
+        ],
+    ),
+    "subfolder": (
+        "workloads: {co/de: {prompts: experiments/prompts/code.jsonl}}\n",
+        None,
+        ["workload name 'co/de' is not allowed"],
+    ),
     "arm_dots": ("arms: {'..': {}}\n", None, ["arm name '..' is not allowed"]),
-    "token_in_env": ("engine: {env: {HF_TOKEN: hf_notasecretbutlooksone}}\n", None,
-                     ["engine.env sets HF_TOKEN", "Use secret_env instead", "engine.secret_env: [HF_TOKEN]"]),
-    "bad_json_prompts": ("workloads: {code: {prompts: prompts/bad.jsonl}}\n",
-                         ("prompts/bad.jsonl", prompts_line("ok") + '{"id": "p1", "prompt": "no end"\n'),
-                         ["workloads.code.prompts:", "prompts/bad.jsonl:2: not JSON"]),
-    "no_prompts": ("workloads: {code: {prompts: prompts/empty.jsonl}}\n", ("prompts/empty.jsonl", ""),
-                   ["prompts/empty.jsonl: no prompts"]),
-    "huge_prompt": ("workloads: {code: {prompts: prompts/huge.jsonl}}\n",
-                    ("prompts/huge.jsonl", prompts_line("lorem ipsum " * (5_000_000 // 12))),
-                    ["prompt 'p0' of prompts/huge.jsonl is 5,000,005 bytes, so at least 312,501 tokens",
-                     "2,048-token context of arm 'baseline'", "Shorten the prompt"]),
+    "token_in_env": (
+        "engine: {env: {HF_TOKEN: hf_notasecretbutlooksone}}\n",
+        None,
+        ["engine.env sets HF_TOKEN", "Use secret_env instead", "engine.secret_env: [HF_TOKEN]"],
+    ),
+    "bad_json_prompts": (
+        "workloads: {code: {prompts: prompts/bad.jsonl}}\n",
+        ("prompts/bad.jsonl", prompts_line("ok") + '{"id": "p1", "prompt": "no end"\n'),
+        ["workloads.code.prompts:", "prompts/bad.jsonl:2: not JSON"],
+    ),
+    "no_prompts": (
+        "workloads: {code: {prompts: prompts/empty.jsonl}}\n",
+        ("prompts/empty.jsonl", ""),
+        ["prompts/empty.jsonl: no prompts"],
+    ),
+    "huge_prompt": (
+        "workloads: {code: {prompts: prompts/huge.jsonl}}\n",
+        ("prompts/huge.jsonl", prompts_line("lorem ipsum " * (5_000_000 // 12))),
+        [
+            "prompt 'p0' of prompts/huge.jsonl is 5,000,005 bytes, so at least 312,501 tokens",
+            "2,048-token context of arm 'baseline'",
+            "Shorten the prompt",
+        ],
+    ),
 }
 
 
@@ -95,8 +130,14 @@ def repo(tmp_path_factory):
 
 
 def snakemake(repo, *args, env=None, timeout=120):
-    return subprocess.run(fk.snakemake_argv(*args), cwd=repo, env=env or fk.snakemake_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        fk.snakemake_argv(*args),
+        cwd=repo,
+        env=env or fk.snakemake_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -128,16 +169,20 @@ def test_an_echoing_server_leaks_the_key_nowhere_and_a_moved_checkout_reruns_not
     model = tiny_model(tmp_path_factory.mktemp("model"))
     port = fk.free_port()
     env = dict(fk.snakemake_env(), BRACKET_TEST_API_KEY=fk.SECRET)
-    server = subprocess.Popen(fk.fake_argv(port, "--api-key-env", "BRACKET_TEST_API_KEY", "--script",
-                                           "ok,echo_auth,echo_text,ok"),
-                              env=env, stdout=open(repo / "gateway.log", "w"), stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        fk.fake_argv(port, "--api-key-env", "BRACKET_TEST_API_KEY", "--script", "ok,echo_auth,echo_text,ok"),
+        env=env,
+        stdout=open(repo / "gateway.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
     (repo / "experiments" / "echo.yaml").write_text(
         f"engine: {{kind: openai, launch: attach, embedded: false, base_url: 'http://127.0.0.1:{port}', "
         f"api_key_env: BRACKET_TEST_API_KEY, model: {model}}}\n"
         "arms: {first: {}, again: {}}\n"
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {rounds: 1, runs_per_block: 2, warmup_runs: 0, cooldown_s: 0}\n"
-        "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n")
+        "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n"
+    )
     try:
         fk.wait_for(lambda: fk.listener(port), 20, "the stand-in gateway")
         proc = snakemake(repo, "echo", env=env, timeout=600)
@@ -150,8 +195,11 @@ def test_an_echoing_server_leaks_the_key_nowhere_and_a_moved_checkout_reruns_not
     assert (repo / "results" / "echo" / "runs.csv").read_text().count("Bearer ***") == 1  # the error body
     raw = "".join(p.read_text() for p in (repo / "results" / "echo" / "raw").glob("block-*.jsonl"))
     assert raw.count("Bearer ***") == 2  # the error body and the generated text, masked
-    leaks = [hit for folder in ("results", "logs", "report", ".snakemake")
-             for hit in fk.files_containing(repo / folder, fk.SECRET)]
+    leaks = [
+        hit
+        for folder in ("results", "logs", "report", ".snakemake")
+        for hit in fk.files_containing(repo / folder, fk.SECRET)
+    ]
     assert leaks == [] and fk.SECRET not in out
     assert (repo / "report" / "echo" / "article.html").exists()
 
@@ -165,15 +213,17 @@ def test_a_run_without_one_valid_measurement_fails_with_the_reason_first_and_kee
     repo = fk.repo_copy(tmp_path / "checkout")
     model = tiny_model(tmp_path / "model")
     port = fk.free_port()
-    server = subprocess.Popen(fk.fake_argv(port, "--script", "http400"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        fk.fake_argv(port, "--script", "http400"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
     (repo / "experiments" / "all400.yaml").write_text(
         f"engine: {{kind: openai, launch: attach, embedded: false, base_url: 'http://127.0.0.1:{port}', "
         f"model: {model}}}\n"
         "arms: {first: {}, again: {}}\n"
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0}\n"
-        "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n")
+        "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n"
+    )
     try:
         fk.wait_for(lambda: fk.listener(port), 20, "the stand-in server")
         proc = snakemake(repo, "all400", timeout=600)

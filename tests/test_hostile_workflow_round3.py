@@ -19,8 +19,14 @@ pytestmark = pytest.mark.integration
 
 
 def snakemake(repo, *args, env=None, timeout=120):
-    return subprocess.run(fk.snakemake_argv(*args), cwd=repo, env=env or fk.snakemake_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        fk.snakemake_argv(*args),
+        cwd=repo,
+        env=env or fk.snakemake_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +36,15 @@ def repo(tmp_path_factory):
     sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
     sentinel.chmod(0o755)
     model = tiny_model(root / "tiny-model")
-    engine = (f"engine: {{embedded: false, python: {sentinel}, model: {model}, port: 8037, startup_timeout_s: 5}}\n"
-              "request: {max_tokens: 8}\n")
+    engine = (
+        f"engine: {{embedded: false, python: {sentinel}, model: {model}, port: 8037, startup_timeout_s: 5}}\n"
+        "request: {max_tokens: 8}\n"
+    )
     for rule in ("report", "weights"):
         shutil.copy(root / "experiments" / "smoke.yaml", root / "experiments" / f"{rule}.yaml")
     (root / "experiments" / "newline.yaml").write_text(
-        engine + "arms: {baseline: {}}\nworkloads: {\"code\\n\": {prompts: experiments/prompts/code.jsonl}}\n")
+        engine + 'arms: {baseline: {}}\nworkloads: {"code\\n": {prompts: experiments/prompts/code.jsonl}}\n'
+    )
     (root / "experiments" / "bomb.yaml").write_text(alias_bomb())
     return root
 
@@ -46,9 +55,11 @@ def test_experiments_named_after_rules_are_refused_by_name_and_break_no_other_ta
     assert proc.returncode == 0, out[-3000:]
     assert "CreateRuleException" not in out
     for rule in ("report", "weights"):
-        assert (f"experiments/{rule}.yaml: experiment name '{rule}' is the name of one of the workflow's rules "
-                f"(workflow/rules/), so `snakemake {rule}` would run that rule, not the experiment; rename the file "
-                f"(for example experiments/{rule}_run.yaml).") in out
+        assert (
+            f"experiments/{rule}.yaml: experiment name '{rule}' is the name of one of the workflow's rules "
+            f"(workflow/rules/), so `snakemake {rule}` would run that rule, not the experiment; rename the file "
+            f"(for example experiments/{rule}_run.yaml)."
+        ) in out
     proc = snakemake(repo, "-n", "report/report/article.html")
     assert proc.returncode != 0 and "rename the file" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -78,8 +89,9 @@ def test_an_arm_whose_every_request_fails_is_no_winner_and_the_run_exits_non_zer
     model = tiny_model(tmp_path / "model")
     port = fk.free_port()
     # block 0 (arm fast) gets two good answers; every later request, all of arm broken's, an HTTP 400
-    server = subprocess.Popen(fk.fake_argv(port, "--script", "ok,ok,http400"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        fk.fake_argv(port, "--script", "ok,ok,http400"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
     (repo / "experiments" / "half.yaml").write_text(
         f"engine: {{kind: openai, launch: attach, embedded: false, base_url: 'http://127.0.0.1:{port}', "
         f"model: {model}}}\n"
@@ -87,7 +99,8 @@ def test_an_arm_whose_every_request_fails_is_no_winner_and_the_run_exits_non_zer
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 0, cooldown_s: 0}\n"
         "request: {max_tokens: 8}\nanalysis: {bootstrap_resamples: 200}\n"
-        "controls: {neutrality: false, neutrality_off: the stand-in answers by request count}\n")
+        "controls: {neutrality: false, neutrality_off: the stand-in answers by request count}\n"
+    )
     try:
         fk.wait_for(lambda: fk.listener(port), 20, "the stand-in server")
         proc = snakemake(repo, "half", timeout=900)

@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
-
 from bracket import config, design, records
 from bracket.stats import analyze
 from bracket.stats.hosts import host_names, with_slots
 from bracket.stats.io import from_runs
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_each_host_runs_the_whole_design_side_by_side():
@@ -42,8 +42,11 @@ def test_random_designs_are_drawn_per_host():
     assert x != y and sorted(x) == sorted(y)
 
 
-@given(hosts=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, unique=True),
-       kind=st.sampled_from(["abab", "abba", "bracket", "random", "sequential"]), rounds=st.integers(1, 3))
+@given(
+    hosts=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4, unique=True),
+    kind=st.sampled_from(["abab", "abba", "bracket", "random", "sequential"]),
+    rounds=st.integers(1, 3),
+)
 def test_every_host_visits_every_arm_once_per_round(hosts, kind, rounds):
     blocks = design.draw_hosts(["R", "M1", "M2"], "R", kind, rounds, 3, hosts)
     assert [b.position for b in blocks] == list(range(len(blocks)))
@@ -71,28 +74,60 @@ def test_hosts_are_validated():
     with pytest.raises(config.ExperimentError, match="hosts"):
         config.validate({"arms": {"A": {}}, "hosts": ["bad host"]})
     cfg = config.validate({"arms": {"A": {}}})
-    assert cfg["cluster"] == {"gpus": 0, "mem_mb": 16000, "runtime_min": 120, "cpus": 0, "exclusive": True,
-                              "allocation": "per_block"}
+    assert cfg["cluster"] == {
+        "gpus": 0,
+        "mem_mb": 16000,
+        "runtime_min": 120,
+        "cpus": 0,
+        "exclusive": True,
+        "allocation": "per_block",
+    }
 
 
 def _runs(host_factor: dict, drift_per_slot: dict, *, seed=0, noise=0.01, rounds=3):
     """Records of a 2-arm abab design on each host: rate = 100 x arm x host factor x drift, log-normal noise."""
-    cfg = config.validate({
-        "arms": {"base": {}, "fast": {}}, "hosts": list(host_factor),
-        "workloads": {"code": {"prompts": "c.jsonl"}},
-        "design": {"kind": "abab", "rounds": rounds}, "analysis": {"bootstrap_resamples": 400}})
+    cfg = config.validate(
+        {
+            "arms": {"base": {}, "fast": {}},
+            "hosts": list(host_factor),
+            "workloads": {"code": {"prompts": "c.jsonl"}},
+            "design": {"kind": "abab", "rounds": rounds},
+            "analysis": {"bootstrap_resamples": 400},
+        }
+    )
     rng = np.random.default_rng(seed)
     n_hosts = len(host_factor)
     recs = []
     for b in design.from_config(cfg):
         slot = b.position // n_hosts
         for run in range(5):
-            rate = (100 * (1.2 if b.arm == "fast" else 1.0) * host_factor[b.host]
-                    * (1 + drift_per_slot[b.host]) ** slot * np.exp(rng.normal(0, noise)))
-            recs.append(records.new_record(
-                experiment="t", arm=b.arm, block=b.position, round=b.round, position=b.position, run=run,
-                warmup=False, workload="code", prompt_id="p", wall_s=64 / rate, completion_tokens=64, max_tokens=64,
-                cached_tokens=0, finish_reason="length", decode_tok_s=rate, host=b.host))
+            rate = (
+                100
+                * (1.2 if b.arm == "fast" else 1.0)
+                * host_factor[b.host]
+                * (1 + drift_per_slot[b.host]) ** slot
+                * np.exp(rng.normal(0, noise))
+            )
+            recs.append(
+                records.new_record(
+                    experiment="t",
+                    arm=b.arm,
+                    block=b.position,
+                    round=b.round,
+                    position=b.position,
+                    run=run,
+                    warmup=False,
+                    workload="code",
+                    prompt_id="p",
+                    wall_s=64 / rate,
+                    completion_tokens=64,
+                    max_tokens=64,
+                    cached_tokens=0,
+                    finish_reason="length",
+                    decode_tok_s=rate,
+                    host=b.host,
+                )
+            )
     return records.tidy(recs), cfg
 
 

@@ -31,8 +31,9 @@ def installed(tmp_path_factory):
             shutil.copy2(ROOT / rel, src / rel)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    proc = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True,
-                          timeout=1500)
+    proc = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True, timeout=1500
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return venv, tmp
 
@@ -40,8 +41,9 @@ def installed(tmp_path_factory):
 def run(venv, *args, cwd):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
-    return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [str(venv / "bin" / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def shell(venv, command: str, *, cwd):
@@ -60,8 +62,9 @@ def test_version_and_the_schema_from_a_plain_install(installed):
     # The package is the installed one, not the clone's, and it finds its schema under share/bracket.
     code = "import bracket.config as c, bracket.share as s; print(c.__file__); print(s.schema_path())"
     out = run(venv, "python", "-c", code, cwd=tmp).stdout.splitlines()
-    assert str(venv) in out[0] and out[1] == str(venv / "share" / "bracket" / "workflow" / "schemas" /
-                                                 "experiment.schema.yaml")
+    assert str(venv) in out[0] and out[1] == str(
+        venv / "share" / "bracket" / "workflow" / "schemas" / "experiment.schema.yaml"
+    )
 
 
 def test_a_written_workflow_validates_dry_runs_and_lints(installed):
@@ -70,8 +73,14 @@ def test_a_written_workflow_validates_dry_runs_and_lints(installed):
     proc = run(venv, "bracket", "workflow", str(wf), "--json", cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["written"] > 30
-    for rel in ("Snakefile", "workflow/schemas/experiment.schema.yaml", "notebooks/article.ipynb",
-                "experiments/smoke.yaml", "experiments/prompts/code.jsonl", "workflow/scripts/run_block.py"):
+    for rel in (
+        "Snakefile",
+        "workflow/schemas/experiment.schema.yaml",
+        "notebooks/article.ipynb",
+        "experiments/smoke.yaml",
+        "experiments/prompts/code.jsonl",
+        "workflow/scripts/run_block.py",
+    ):
         assert (wf / rel).is_file(), rel
     proc = run(venv, "bracket", "launch", "experiments/examples/llamacpp_draft.yaml", "draft_4", cwd=wf)
     assert proc.returncode == 0 and "llama-server -m /data/gguf/Qwen3-8B-Q8_0.gguf" in proc.stdout, proc.stderr
@@ -83,8 +92,20 @@ def test_a_written_workflow_validates_dry_runs_and_lints(installed):
 def test_the_cli_on_numbers_from_anywhere(installed):
     venv, tmp = installed
     raw = ROOT / "tests" / "data" / "stats" / "seed000_round3.csv"
-    proc = run(venv, "bracket", "compare", str(raw), "--baseline", "no_speculation", "--candidate",
-               "dflash2_draft12", "--json", "--resamples", "300", cwd=tmp)
+    proc = run(
+        venv,
+        "bracket",
+        "compare",
+        str(raw),
+        "--baseline",
+        "no_speculation",
+        "--candidate",
+        "dflash2_draft12",
+        "--json",
+        "--resamples",
+        "300",
+        cwd=tmp,
+    )
     assert proc.returncode == 0, proc.stderr
     [c] = json.loads(proc.stdout)
     # seed 000's round three ran each arm in one block: the ratio, but no verdict (tests/test_stats_units.py)
@@ -124,7 +145,10 @@ def test_the_readmes_design_notebook_command_runs_in_a_written_workflow(installe
     cmd = readme_command("papermill notebooks/design.ipynb").replace("NAME", "probe")
     assert cmd.startswith("papermill notebooks/design.ipynb /tmp/design.ipynb -p runs_csv results/probe/runs.csv")
     # as the README says, plus fewer simulated experiments (a later -p wins) and an output of the test's own
-    cmd = cmd.replace("/tmp/design.ipynb", "design-out.ipynb") + " -p reps 10 -y '{rounds_options: [2], runs_options: [3]}'"
+    cmd = (
+        cmd.replace("/tmp/design.ipynb", "design-out.ipynb")
+        + " -p reps 10 -y '{rounds_options: [2], runs_options: [3]}'"
+    )
     proc = shell(venv, cmd, cwd=wf)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     designed = (wf / "experiments" / "probe_designed.yaml").read_text()
@@ -184,10 +208,12 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv):
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}\n"
         "request: {max_tokens: 16}\nanalysis: {bootstrap_resamples: 200}\n"
-        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n")
+        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n"
+    )
     plan = run(venv, "snakemake", "-n", "once", cwd=wf)
-    assert plan.returncode == 0 and planned(plan).get("embedded_model") == 1 and planned(plan).get("block") == 1, \
+    assert plan.returncode == 0 and planned(plan).get("embedded_model") == 1 and planned(plan).get("block") == 1, (
         plan.stdout[-3000:] + plan.stderr[-3000:]
+    )
     assert "engine_venv" not in planned(plan)
     proc = run(venv, "snakemake", "--cores", "1", "once", cwd=wf)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from bracket import arena_stats, interop
 from bracket.stats import io as sio
 
@@ -12,19 +11,45 @@ from bracket.stats import io as sio
 def run(pp, tg=128, depth=0, c=1, ctx=False, tgv=(50.0, 51.0, 52.0), ppv=(900.0, 910.0, 920.0)):
     def m(v):
         return {"mean": float(np.mean(v)), "std": float(np.std(v)), "values": list(v)}
-    return {"concurrency": c, "context_size": depth, "prompt_size": pp, "response_size": tg,
-            "is_context_prefill_phase": ctx, "pp_throughput": m(ppv), "pp_req_throughput": m(ppv),
-            "tg_throughput": m(tgv), "tg_req_throughput": m(tgv), "peak_throughput": None,
-            "peak_req_throughput": None, "ttfr": m([120.0, 130.0, 125.0]), "est_ppt": m([119.0, 129.0, 124.0]),
-            "e2e_ttft": m([121.0, 131.0, 126.0]), "throughput_over_time": None, "requests_throughput_over_time": None}
+
+    return {
+        "concurrency": c,
+        "context_size": depth,
+        "prompt_size": pp,
+        "response_size": tg,
+        "is_context_prefill_phase": ctx,
+        "pp_throughput": m(ppv),
+        "pp_req_throughput": m(ppv),
+        "tg_throughput": m(tgv),
+        "tg_req_throughput": m(tgv),
+        "peak_throughput": None,
+        "peak_req_throughput": None,
+        "ttfr": m([120.0, 130.0, 125.0]),
+        "est_ppt": m([119.0, 129.0, 124.0]),
+        "e2e_ttft": m([121.0, 131.0, 126.0]),
+        "throughput_over_time": None,
+        "requests_throughput_over_time": None,
+    }
 
 
 # What llama-benchy 0.4.0 writes for `--pp 512 4096 --depth 0 4096 --concurrency 1 2` (a slice of it):
 # the same tg and concurrency at two prompt sizes must stay two cells.
-REPORT = {"version": "0.4.0", "timestamp": "2026-11-29 18:00:00Z", "latency_mode": "api", "latency_ms": 1.2,
-          "model": "Qwen/Qwen3-0.6B", "prefix_caching_enabled": False, "max_concurrency": 2,
-          "benchmarks": [run(512), run(4096, tgv=(40.0, 41.0, 42.0)), run(512, depth=4096),
-                         run(512, c=2, tgv=(90.0, 95.0, 100.0)), run(512, depth=4096, ctx=True)]}
+REPORT = {
+    "version": "0.4.0",
+    "timestamp": "2026-11-29 18:00:00Z",
+    "latency_mode": "api",
+    "latency_ms": 1.2,
+    "model": "Qwen/Qwen3-0.6B",
+    "prefix_caching_enabled": False,
+    "max_concurrency": 2,
+    "benchmarks": [
+        run(512),
+        run(4096, tgv=(40.0, 41.0, 42.0)),
+        run(512, depth=4096),
+        run(512, c=2, tgv=(90.0, 95.0, 100.0)),
+        run(512, depth=4096, ctx=True),
+    ],
+}
 
 
 def test_prompt_sizes_depths_and_concurrency_stay_apart(tmp_path):
@@ -32,8 +57,13 @@ def test_prompt_sizes_depths_and_concurrency_stay_apart(tmp_path):
     p.write_text(json.dumps(REPORT))
     df = sio.load(p)
     cells = sorted(df["workload"].unique())
-    assert cells == ["tg pp4096 tg128 @ d0 c1", "tg pp512 tg128 @ d0 c1", "tg pp512 tg128 @ d0 c2",
-                     "tg pp512 tg128 @ d4096 c1", "tg pp512 tg128 @ d4096 c1 ctx"]
+    assert cells == [
+        "tg pp4096 tg128 @ d0 c1",
+        "tg pp512 tg128 @ d0 c1",
+        "tg pp512 tg128 @ d0 c2",
+        "tg pp512 tg128 @ d4096 c1",
+        "tg pp512 tg128 @ d4096 c1 ctx",
+    ]
     assert df[df.workload == "tg pp512 tg128 @ d0 c1"]["value"].tolist() == [50, 51, 52]
     assert df[df.workload == "tg pp4096 tg128 @ d0 c1"]["value"].tolist() == [40, 41, 42]
     rows = interop.llama_benchy_rows(REPORT, "q", 0, metric="pp_throughput")
@@ -60,8 +90,9 @@ def _write(p, doc):
 
 
 def test_a_report_without_sizes_or_with_a_cell_twice_is_refused():
-    bad = {"benchmarks": [{"concurrency": 1, "response_size": 128, "tg_throughput": {"mean": 1, "std": 0,
-                                                                                      "values": [1]}}]}
+    bad = {
+        "benchmarks": [{"concurrency": 1, "response_size": 128, "tg_throughput": {"mean": 1, "std": 0, "values": [1]}}]
+    }
     with pytest.raises(ValueError, match="prompt_size"):
         interop.benchy_cells(bad)
     with pytest.raises(ValueError, match="twice"):
@@ -69,17 +100,35 @@ def test_a_report_without_sizes_or_with_a_cell_twice_is_refused():
 
 
 def test_arena_cells_export_as_llama_benchy_and_import_back():
-    cfg = {"workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "tokens": 16,
-                                   "prompts": "p"}},
-           "arms": {"b": {}},
-           "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15}}
+    cfg = {
+        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "tokens": 16, "prompts": "p"}},
+        "arms": {"b": {}},
+        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+    }
     raw = []
     for run_i, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):
-            raw.append({"started_at": 10.0 * run_i, "ttft_s": ttft, "completion_tokens": 16, "tg_tok_s": tg,
-                        "error": None, "arm": "b", "workload": "arena", "block": 0, "run": run_i, "warmup": False,
-                        "cached_tokens": 0, "finish_reason": "length", "max_tokens": 16, "wall_s": 1.0,
-                        "prompt_tokens": 1152, "ttfr_s": ttft - 0.01, "first_event_tokens": 1})
+            raw.append(
+                {
+                    "started_at": 10.0 * run_i,
+                    "ttft_s": ttft,
+                    "completion_tokens": 16,
+                    "tg_tok_s": tg,
+                    "error": None,
+                    "arm": "b",
+                    "workload": "arena",
+                    "block": 0,
+                    "run": run_i,
+                    "warmup": False,
+                    "cached_tokens": 0,
+                    "finish_reason": "length",
+                    "max_tokens": 16,
+                    "wall_s": 1.0,
+                    "prompt_tokens": 1152,
+                    "ttfr_s": ttft - 0.01,
+                    "first_event_tokens": 1,
+                }
+            )
     summary = arena_stats.summarize(raw, cfg)
     doc = interop.export_arena(summary, "b", model="tiny")
     (cell,) = interop.benchy_cells(doc)
@@ -93,9 +142,21 @@ def test_arena_cells_export_as_llama_benchy_and_import_back():
 
 
 def test_vllm_bench_cells_and_round_trip(tmp_path):
-    recs = [{"arm": "a", "workload": "code", "warmup": False, "prompt_tokens": 200, "completion_tokens": 64,
-             "ttft_s": 0.1 + 0.01 * i, "tg_tok_s": 50.0, "wall_s": 0.1 + 0.01 * i + 63 / 50.0,
-             "started_at": 100.0 + 2 * i, "error": None} for i in range(4)]
+    recs = [
+        {
+            "arm": "a",
+            "workload": "code",
+            "warmup": False,
+            "prompt_tokens": 200,
+            "completion_tokens": 64,
+            "ttft_s": 0.1 + 0.01 * i,
+            "tg_tok_s": 50.0,
+            "wall_s": 0.1 + 0.01 * i + 63 / 50.0,
+            "started_at": 100.0 + 2 * i,
+            "error": None,
+        }
+        for i in range(4)
+    ]
     recs.append({**recs[0], "warmup": True})
     doc = interop.export_vllm(recs, max_concurrency=1)
     assert doc["num_prompts"] == 4 and doc["completed"] == 4 and len(doc["itls"][0]) == 63
@@ -115,8 +176,11 @@ def test_vllm_bench_cells_and_round_trip(tmp_path):
 def test_export_command_writes_what_summarize_reads(tmp_path, capsys):
     from bracket import cli
 
-    summary = {"cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128, tg=16, depth=1024,
-                                                                                               c=2)]})[0]}]}
+    summary = {
+        "cells": [
+            {"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128, tg=16, depth=1024, c=2)]})[0]}
+        ]
+    }
     src = _write(tmp_path / "arena.json", summary)
     out = tmp_path / "b.json"
     assert cli.main(["export", "llama-benchy", str(src), "-o", str(out)]) == 0
@@ -132,10 +196,16 @@ def _null_cell(**kw):
 
 
 def test_a_null_cell_and_the_metadata_survive_a_round_trip(tmp_path):
-    doc = {**REPORT, "latency_mode": "api", "latency_ms": 3.92, "prefix_caching_enabled": True,
-           "benchmarks": REPORT["benchmarks"] + [_null_cell()]}
-    back = interop.export_llama_benchy(interop.benchy_cells(doc), model=doc["model"],
-                                       metadata=interop.benchy_metadata(doc))
+    doc = {
+        **REPORT,
+        "latency_mode": "api",
+        "latency_ms": 3.92,
+        "prefix_caching_enabled": True,
+        "benchmarks": REPORT["benchmarks"] + [_null_cell()],
+    }
+    back = interop.export_llama_benchy(
+        interop.benchy_cells(doc), model=doc["model"], metadata=interop.benchy_metadata(doc)
+    )
     assert json.loads(json.dumps(back)) == doc  # nothing lost or changed, metadata included
     rows = interop.llama_benchy_rows(doc, "q", 0)
     cells = {r["workload"] for r in rows}
@@ -150,16 +220,19 @@ def test_summarize_names_the_dropped_cell_and_imports_any_metric(tmp_path, capsy
     p = _write(tmp_path / "arena_mode.json", {**REPORT, "benchmarks": [run(512), _null_cell()]})
     assert cli.main(["summarize", str(p)]) == 0
     out = capsys.readouterr().out
-    assert "dropped: arena_mode / tg pp512 tg128 @ d8192 c1: no valid value (llama-benchy reported no " \
-           "tg_throughput" in out
+    assert (
+        "dropped: arena_mode / tg pp512 tg128 @ d8192 c1: no valid value (llama-benchy reported no tg_throughput" in out
+    )
     assert cli.main(["summarize", str(p), "--metric", "pp_throughput"]) == 0
     out = capsys.readouterr().out
     assert "pp pp512 tg128 @ d8192 c1" in out and " 910.0000 " in out and "dropped" not in out
 
 
 def test_arena_export_keeps_the_metadata_bracket_ran_with():
-    arena = {"cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128)]})[0]}],
-             "llama_benchy_metadata": {"latency_mode": "api", "latency_ms": 1.5, "prefix_caching_enabled": True}}
+    arena = {
+        "cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128)]})[0]}],
+        "llama_benchy_metadata": {"latency_mode": "api", "latency_ms": 1.5, "prefix_caching_enabled": True},
+    }
     doc = interop.export_arena(arena, "b")
     assert (doc["latency_mode"], doc["latency_ms"], doc["prefix_caching_enabled"]) == ("api", 1.5, True)
 
@@ -167,8 +240,20 @@ def test_arena_export_keeps_the_metadata_bracket_ran_with():
 def test_vllm_export_carries_vllms_summary_over_the_cells_own_time():
     # two requests of 5 tokens an hour apart (other cells ran between): ttft 0.1 s, wall 0.5 s, tg 10 t/s
     # -> itl 0.1 s each; tpot (0.5 - 0.1) / 4 = 0.1 s; duration 0.5 + 0.5 = 1.0 s, not 3600.5
-    recs = [{"arm": "a", "workload": "w", "started_at": t, "ttft_s": 0.1, "wall_s": 0.5, "completion_tokens": 5,
-             "prompt_tokens": 20, "tg_tok_s": 10.0, "error": None} for t in (1000.0, 4600.0)]
+    recs = [
+        {
+            "arm": "a",
+            "workload": "w",
+            "started_at": t,
+            "ttft_s": 0.1,
+            "wall_s": 0.5,
+            "completion_tokens": 5,
+            "prompt_tokens": 20,
+            "tg_tok_s": 10.0,
+            "error": None,
+        }
+        for t in (1000.0, 4600.0)
+    ]
     doc = interop.export_vllm(recs)
     assert doc["duration"] == pytest.approx(1.0)
     assert doc["output_throughput"] == pytest.approx(10.0) and doc["total_token_throughput"] == pytest.approx(50.0)

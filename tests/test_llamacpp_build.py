@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from bracket import config, embedded
 from bracket.config import ExperimentError
 
@@ -24,8 +23,10 @@ def test_llamacpp_uses_the_workflows_build_unless_an_executable_is_named(tmp_pat
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"llama_server": "/cache/llama.cpp/0.3.36-cpu-x/bin/llama-server"}))
     native = _cfg(kind="llamacpp")
-    assert embedded.with_llama_server(native, tmp_path)["engine"]["executable"] == \
-        "/cache/llama.cpp/0.3.36-cpu-x/bin/llama-server"
+    assert (
+        embedded.with_llama_server(native, tmp_path)["engine"]["executable"]
+        == "/cache/llama.cpp/0.3.36-cpu-x/bin/llama-server"
+    )
     assert native["engine"]["executable"] == ""  # the loaded config is left as it was
     own = _cfg(kind="llamacpp", embedded=False, model="/m.gguf", executable="/opt/llama-server")
     assert embedded.with_llama_server(own, tmp_path) is own
@@ -42,8 +43,9 @@ def test_embedded_serves_with_vllm_or_llamacpp_only():
         _cfg(kind="sglang")
 
 
-def test_the_build_folder_comes_from_the_environment_else_the_record_else_a_path_that_does_not_exist(tmp_path,
-                                                                                                       monkeypatch):
+def test_the_build_folder_comes_from_the_environment_else_the_record_else_a_path_that_does_not_exist(
+    tmp_path, monkeypatch
+):
     monkeypatch.delenv("BRACKET_LLAMACPP_BUILD", raising=False)
     assert not embedded.llamacpp_build_dir(tmp_path).exists()  # no build yet: the caller names the rule to run
     record = tmp_path / embedded.LLAMACPP_BUILD

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from bracket import ceiling, config, modelsource, preflight, weights
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
@@ -21,8 +20,14 @@ hf_cache = _hf.hf_cache
 
 
 def experiment(**engine) -> dict:
-    return config.validate({"engine": {"embedded": False, **engine}, "arms": {"baseline": {}},
-                            "hardware": {"probe_bandwidth": False, "bandwidth_gbps": 20}}, source="test")
+    return config.validate(
+        {
+            "engine": {"embedded": False, **engine},
+            "arms": {"baseline": {}},
+            "hardware": {"probe_bandwidth": False, "bandwidth_gbps": 20},
+        },
+        source="test",
+    )
 
 
 @pytest.fixture()
@@ -60,8 +65,12 @@ def test_a_container_path_is_mapped_to_the_host_through_the_volumes(embedded_eng
     _, model = embedded_engine
     host = tmp_path / "data" / "models"
     shutil.copytree(model, host / "tiny")
-    cfg = experiment(kind="sglang", launch="docker", model="/models/tiny",
-                     docker={"image": "lmsysorg/sglang:v0.5.23", "volumes": [f"{host}:/models:ro"]})
+    cfg = experiment(
+        kind="sglang",
+        launch="docker",
+        model="/models/tiny",
+        docker={"image": "lmsysorg/sglang:v0.5.23", "volumes": [f"{host}:/models:ro"]},
+    )
     src = modelsource.resolve(cfg)
     assert (src.kind, Path(src.path)) == ("container", host / "tiny")
     acct = weights.account_for_experiment(cfg)
@@ -71,8 +80,12 @@ def test_a_container_path_is_mapped_to_the_host_through_the_volumes(embedded_eng
 
 
 def test_a_container_path_no_volume_covers_is_unknown_and_names_the_key(offline):
-    cfg = experiment(kind="sglang", launch="docker", model="/opt/baked/Qwen3-8B",
-                     docker={"image": "img:1", "volumes": ["/data/models:/models:ro"]})
+    cfg = experiment(
+        kind="sglang",
+        launch="docker",
+        model="/opt/baked/Qwen3-8B",
+        docker={"image": "img:1", "volumes": ["/data/models:/models:ro"]},
+    )
     acct = weights.account_for_experiment(cfg)
     assert acct["status"] == "unknown" and acct["key"].startswith("engine.docker.volumes")
     assert "no mount of engine.docker.volumes covers" in acct["reason"]
@@ -137,16 +150,22 @@ def test_hub_metadata_becomes_tensor_headers():
     def info(dtype, shape, begin, end):
         return TensorInfo(dtype=dtype, shape=shape, data_offsets=(begin, end))
 
-    files = {"model-00001-of-00002.safetensors": SafetensorsFileMetadata(
-                 metadata={}, tensors={"model.embed_tokens.weight": info("BF16", [64, 16], 0, 2048)}),
-             "model-00002-of-00002.safetensors": SafetensorsFileMetadata(
-                 metadata={}, tensors={"lm_head.weight": info("BF16", [64, 16], 0, 2048)})}
+    files = {
+        "model-00001-of-00002.safetensors": SafetensorsFileMetadata(
+            metadata={}, tensors={"model.embed_tokens.weight": info("BF16", [64, 16], 0, 2048)}
+        ),
+        "model-00002-of-00002.safetensors": SafetensorsFileMetadata(
+            metadata={}, tensors={"lm_head.weight": info("BF16", [64, 16], 0, 2048)}
+        ),
+    }
     meta = SafetensorsRepoMetadata(metadata=None, sharded=True, weight_map={}, files_metadata=files)
     from bracket.checkpoint import hub_tensors
 
     tensors = hub_tensors(meta)
     assert [(t.name, t.dtype, t.shape, t.nbytes) for t in tensors] == [
-        ("model.embed_tokens.weight", "BF16", (64, 16), 2048), ("lm_head.weight", "BF16", (64, 16), 2048)]
+        ("model.embed_tokens.weight", "BF16", (64, 16), 2048),
+        ("lm_head.weight", "BF16", (64, 16), 2048),
+    ]
 
 
 def test_preflight_names_a_missing_model_and_engine_program_in_seconds(tmp_path):
@@ -178,14 +197,30 @@ def test_an_arena_cell_on_an_engine_with_a_native_stream_is_refused_before_launc
     # validation; Ollama sends it through its own /api/chat stream; api: completions runs everywhere.
     arena_wl = {"w": {"prompts": "p.jsonl"}, "arena": {"kind": "arena", "prompts": "p.jsonl", "depth": 1024}}
     with pytest.raises(config.ExperimentError, match="native /generate.*api: completions"):
-        config.validate({"engine": {"embedded": False, "kind": "sglang", "model": "Qwen/Qwen3-8B"},
-                         "arms": {"baseline": {}}, "workloads": arena_wl}, source="test")
+        config.validate(
+            {
+                "engine": {"embedded": False, "kind": "sglang", "model": "Qwen/Qwen3-8B"},
+                "arms": {"baseline": {}},
+                "workloads": arena_wl,
+            },
+            source="test",
+        )
     as_text = {**arena_wl, "arena": {**arena_wl["arena"], "api": "completions"}}
-    for kind, extra, wls in (("sglang", {}, as_text), ("ollama", {}, arena_wl), ("vllm", {}, arena_wl),
-                             ("llamacpp", {}, arena_wl),
-                             ("openai", {"launch": "attach", "base_url": "http://127.0.0.1:8000"}, arena_wl)):
-        cfg = config.validate({"engine": {"embedded": False, "kind": kind, "model": "Qwen/Qwen3-8B", **extra},
-                               "arms": {"baseline": {}}, "workloads": wls}, source="test")
+    for kind, extra, wls in (
+        ("sglang", {}, as_text),
+        ("ollama", {}, arena_wl),
+        ("vllm", {}, arena_wl),
+        ("llamacpp", {}, arena_wl),
+        ("openai", {"launch": "attach", "base_url": "http://127.0.0.1:8000"}, arena_wl),
+    ):
+        cfg = config.validate(
+            {
+                "engine": {"embedded": False, "kind": kind, "model": "Qwen/Qwen3-8B", **extra},
+                "arms": {"baseline": {}},
+                "workloads": wls,
+            },
+            source="test",
+        )
         assert preflight.arena_problems(cfg) == []
 
 

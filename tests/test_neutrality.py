@@ -5,14 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from bracket import config, records
 from bracket.article.neutrality import instrument_sentence
 from bracket.config import ExperimentError
 from bracket.engines import get, llamacpp, vllm
 from bracket.neutrality import plan
 from bracket.stats.neutrality import findings, instrument_cost
-
 from conftest import ROOT
 
 REQ = {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}
@@ -48,6 +46,7 @@ def test_ollamas_plain_body_is_its_own_route_with_length_and_temperature_only():
 def test_llamacpp_server_timing_is_predicted_ms_over_predicted_n_of_a_real_capture():
     text = (ROOT / "tests/data/engines/llamacpp-0.3.36-completions-nospec.sse").read_text()
     import json
+
     events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
     t = get("llamacpp").server_timing(events, None, None)
     assert t.seconds == pytest.approx(0.008699) and t.tokens == 24  # "predicted_ms":8.699, "predicted_n":24
@@ -55,10 +54,12 @@ def test_llamacpp_server_timing_is_predicted_ms_over_predicted_n_of_a_real_captu
 
 
 def metrics(decode_s, decode_n, gen, gen_n):
-    return (f'vllm:request_decode_time_seconds_sum{{engine="0"}} {decode_s}\n'
-            f'vllm:request_decode_time_seconds_count{{engine="0"}} {decode_n}\n'
-            f'vllm:request_generation_tokens_sum{{engine="0"}} {gen}\n'
-            f'vllm:request_generation_tokens_count{{engine="0"}} {gen_n}\n')
+    return (
+        f'vllm:request_decode_time_seconds_sum{{engine="0"}} {decode_s}\n'
+        f'vllm:request_decode_time_seconds_count{{engine="0"}} {decode_n}\n'
+        f'vllm:request_generation_tokens_sum{{engine="0"}} {gen}\n'
+        f'vllm:request_generation_tokens_count{{engine="0"}} {gen_n}\n'
+    )
 
 
 def test_vllm_server_timing_is_the_decode_histograms_delta_over_tokens_after_the_first():
@@ -74,12 +75,31 @@ def control_table(pairs):
     recs = []
     for pos, pair, b, p in pairs:
         for body, ms in (("bracket", b), ("plain", p)):
-            recs.append(records.new_record(experiment="x", arm="a", block=pos, position=pos, round=0, run=None,
-                                           warmup=False, workload="code", prompt_id="p0", control="neutrality",
-                                           body=body, pair=pair, wall_s=ms / 10 + 0.05, completion_tokens=100,
-                                           max_tokens=100, finish_reason="length", cached_tokens=0,
-                                           server_decode_s=ms / 10, server_tokens=100, server_timing="t",
-                                           output_sha256="s"))
+            recs.append(
+                records.new_record(
+                    experiment="x",
+                    arm="a",
+                    block=pos,
+                    position=pos,
+                    round=0,
+                    run=None,
+                    warmup=False,
+                    workload="code",
+                    prompt_id="p0",
+                    control="neutrality",
+                    body=body,
+                    pair=pair,
+                    wall_s=ms / 10 + 0.05,
+                    completion_tokens=100,
+                    max_tokens=100,
+                    finish_reason="length",
+                    cached_tokens=0,
+                    server_decode_s=ms / 10,
+                    server_tokens=100,
+                    server_timing="t",
+                    output_sha256="s",
+                )
+            )
     return records.control_table(recs)
 
 
@@ -128,8 +148,20 @@ def test_one_block_gives_no_interval_and_no_finding_and_wall_time_stands_in_with
 
 
 def test_control_records_never_reach_the_runs_table():
-    arm = records.new_record(experiment="x", arm="a", block=0, position=0, run=0, warmup=False, workload="code",
-                             wall_s=1.0, completion_tokens=8, max_tokens=8, finish_reason="length", cached_tokens=0)
+    arm = records.new_record(
+        experiment="x",
+        arm="a",
+        block=0,
+        position=0,
+        run=0,
+        warmup=False,
+        workload="code",
+        wall_s=1.0,
+        completion_tokens=8,
+        max_tokens=8,
+        finish_reason="length",
+        cached_tokens=0,
+    )
     ctl = dict(arm, control="neutrality", body="plain", pair=0)
     runs = records.tidy([arm, ctl])
     assert len(runs) == 1 and "control" not in runs
@@ -141,8 +173,13 @@ def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
     wl = {"code": [{"id": "c0", "prompt": "C0"}, {"id": "c1", "prompt": "C1"}], "chat": [{"id": "h0", "prompt": "H0"}]}
     reqs = plan(cfg, 1, wl, lambda w, i: f"[{w}:{i}]")
     assert [(r.pair, r.body, r.workload, r.prompt_id) for r in reqs] == [
-        (0, "plain", "code", "c1"), (0, "bracket", "code", "c1"), (1, "bracket", "chat", "h0"),
-        (1, "plain", "chat", "h0"), (2, "plain", "code", "c1"), (2, "bracket", "code", "c1")]
+        (0, "plain", "code", "c1"),
+        (0, "bracket", "code", "c1"),
+        (1, "bracket", "chat", "h0"),
+        (1, "plain", "chat", "h0"),
+        (2, "plain", "code", "c1"),
+        (2, "bracket", "code", "c1"),
+    ]
     # both bodies of a pair get the same prompt (so a greedy engine gives both the same tokens); pairs differ
     assert reqs[0].prompt == reqs[1].prompt == "[code:0]C1" and reqs[4].prompt == "[code:2]C1"
 
@@ -156,9 +193,21 @@ def test_turning_the_control_off_needs_a_reason():
 
 
 def test_the_method_section_states_the_cost_with_its_interval():
-    n = {"status": "on", "basis": "server timing", "timing_sources": ["llama.cpp timings.predicted_ms / predicted_n"],
-         "blocks": 12, "pairs": 24, "ratio": 1.234, "cost": 0.234, "ci_low": 1.2, "ci_high": 1.27, "df": 11,
-         "confidence": 0.95, "bracket_ms_per_token": 6.67, "plain_ms_per_token": 5.41}
+    n = {
+        "status": "on",
+        "basis": "server timing",
+        "timing_sources": ["llama.cpp timings.predicted_ms / predicted_n"],
+        "blocks": 12,
+        "pairs": 24,
+        "ratio": 1.234,
+        "cost": 0.234,
+        "ci_low": 1.2,
+        "ci_high": 1.27,
+        "df": 11,
+        "confidence": 0.95,
+        "bracket_ms_per_token": 6.67,
+        "plain_ms_per_token": 5.41,
+    }
     text, kind = instrument_sentence(n)
     assert kind == "warn" and "cost the server +23.4% per token (6.670 against 5.410 ms per token" in text
     assert "95% CI +20.0% to +27.0%, 11 degrees of freedom between blocks" in text
@@ -175,8 +224,19 @@ def test_the_method_section_states_the_cost_with_its_interval():
 
 
 def test_the_method_section_says_whether_both_bodies_gave_the_same_tokens():
-    n = {"status": "on", "basis": "server timing", "timing_sources": ["t"], "blocks": 3, "pairs": 6, "ratio": 1.0,
-         "cost": 0.0, "ci_low": 0.995, "ci_high": 1.005, "df": 2, "confidence": 0.95}
+    n = {
+        "status": "on",
+        "basis": "server timing",
+        "timing_sources": ["t"],
+        "blocks": 3,
+        "pairs": 6,
+        "ratio": 1.0,
+        "cost": 0.0,
+        "ci_low": 0.995,
+        "ci_high": 1.005,
+        "df": 2,
+        "confidence": 0.95,
+    }
     text, _ = instrument_sentence({**n, "same_output": {"same": 6, "of": 6}})
     assert "on the same prompt" in text and "Both bodies gave the same tokens in all 6 pairs." in text
     text, _ = instrument_sentence({**n, "same_output": {"same": 4, "of": 6}})

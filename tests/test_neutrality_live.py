@@ -11,10 +11,8 @@ import json
 import socket
 
 import pytest
-
 from bracket import config, design, records, runner
 from bracket.stats.neutrality import instrument_cost
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine
@@ -29,17 +27,30 @@ def free_port() -> int:
 def test_the_control_runs_on_the_real_engine_with_its_own_timing(embedded_engine, tmp_path, monkeypatch):
     engine, model = embedded_engine
     monkeypatch.chdir(ROOT)
-    cfg = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": free_port(), "startup_timeout_s": 600},
-                           "arms": {"baseline": {}},
-                           "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
-                           "design": {"rounds": 1, "runs_per_block": 1, "warmup_runs": 0, "cooldown_s": 0},
-                           "request": {"max_tokens": 32, "timeout_s": 120},
-                           "controls": {"neutrality_pairs": 2}})
+    cfg = config.validate(
+        {
+            "engine": {"kind": "vllm", "embedded": True, "port": free_port(), "startup_timeout_s": 600},
+            "arms": {"baseline": {}},
+            "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
+            "design": {"rounds": 1, "runs_per_block": 1, "warmup_runs": 0, "cooldown_s": 0},
+            "request": {"max_tokens": 32, "timeout_s": 120},
+            "controls": {"neutrality_pairs": 2},
+        }
+    )
     block = design.from_config(cfg)[0]
-    raw = runner.run_block(cfg, "live", block, 1, raw_path=tmp_path / "block-0.jsonl",
-                           meta_path=tmp_path / "block-0.meta.json", log_path=tmp_path / "server.log",
-                           model=str(model), python=str(engine / "bin" / "python"), root=ROOT,
-                           lock_dir=tmp_path / "locks")
+    raw = runner.run_block(
+        cfg,
+        "live",
+        block,
+        1,
+        raw_path=tmp_path / "block-0.jsonl",
+        meta_path=tmp_path / "block-0.meta.json",
+        log_path=tmp_path / "server.log",
+        model=str(model),
+        python=str(engine / "bin" / "python"),
+        root=ROOT,
+        lock_dir=tmp_path / "locks",
+    )
     recs = records.read([raw])
     assert json.loads((tmp_path / "block-0.meta.json").read_text())["neutrality"] == "on"
     assert len(records.tidy(recs)) == 1  # the arm's own request only

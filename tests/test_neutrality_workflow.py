@@ -32,9 +32,22 @@ def run_experiment(tmp_path, name, body_cost, target):
     repo = fk.repo_copy(tmp_path / "checkout")
     model = tiny_model(tmp_path / "model")
     port = fk.free_port()
-    server = subprocess.Popen([sys.executable, str(REFERENCE), "--port", str(port), "--rate", "4000",
-                               "--ttft", "0.002", "--body-cost", str(body_cost)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(REFERENCE),
+            "--port",
+            str(port),
+            "--rate",
+            "4000",
+            "--ttft",
+            "0.002",
+            "--body-cost",
+            str(body_cost),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     (repo / "experiments" / f"{name}.yaml").write_text(
         f"engine: {{kind: vllm, launch: attach, embedded: false, base_url: 'http://127.0.0.1:{port}', "
         f"served_model: reference-model, model: {model}}}\n"
@@ -42,11 +55,18 @@ def run_experiment(tmp_path, name, body_cost, target):
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {rounds: 2, runs_per_block: 2, warmup_runs: 0, cooldown_s: 0}\n"
         "request: {max_tokens: 16}\nanalysis: {bootstrap_resamples: 200}\n"
-        "controls: {neutrality_pairs: 2}\n")
+        "controls: {neutrality_pairs: 2}\n"
+    )
     try:
         fk.wait_for(lambda: fk.listener(port), 20, "the reference server")
-        proc = subprocess.run(fk.snakemake_argv(target.format(name=name)), cwd=repo, env=fk.snakemake_env(),
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            fk.snakemake_argv(target.format(name=name)),
+            cwd=repo,
+            env=fk.snakemake_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         server.kill()
         server.wait()

@@ -7,13 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from bracket import design, pinning, priority, records, runner, session
 from bracket.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
-needs_two = pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
-                               or not shutil.which("taskset"), reason="needs two cores and taskset")
+needs_two = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"),
+    reason="needs two cores and taskset",
+)
 
 
 def _cfg(**engine):
@@ -41,24 +42,48 @@ def test_the_embedded_engine_computes_on_its_own_cores_and_everything_else_runs_
 def test_pinning_stays_out_of_the_way():
     assert pinning.plan(_cfg(pin_cpus="off")) is None
     assert pinning.plan(_cfg(env={"VLLM_CPU_OMP_THREADS_BIND": "0-1"})) is None  # the user's own binding
-    assert pinning.plan(validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True},
-                                  "arms": {"a": {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}}}}),
-                        {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}}) is None
-    assert pinning.plan(validate({"engine": {"kind": "vllm", "launch": "attach", "embedded": False,
-                                             "base_url": "http://127.0.0.1:1"}, "arms": {"a": {}}})) is None
+    assert (
+        pinning.plan(
+            validate(
+                {
+                    "engine": {"kind": "vllm", "launch": "native", "embedded": True},
+                    "arms": {"a": {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}}},
+                }
+            ),
+            {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
+        )
+        is None
+    )
+    assert (
+        pinning.plan(
+            validate(
+                {
+                    "engine": {"kind": "vllm", "launch": "attach", "embedded": False, "base_url": "http://127.0.0.1:1"},
+                    "arms": {"a": {}},
+                }
+            )
+        )
+        is None
+    )
     assert pinning.server_argv(None, ["x"]) == ["x"] and pinning.server_env(None) == {}
     # a server started some other way (argv given) is not pinned
     assert session.plan(_cfg(pin_cpus="auto"), "a", model="/m", python="p", name="x", argv=["srv"]).pinning is None
 
 
 def test_the_embedded_engine_runs_its_worker_in_the_engine_core_process_when_asked():
-    n = max(len(os.sched_getaffinity(0)) - 1, 1) if hasattr(os, "sched_getaffinity") else max((os.cpu_count() or 1) - 1, 1)
+    n = (
+        max(len(os.sched_getaffinity(0)) - 1, 1)
+        if hasattr(os, "sched_getaffinity")
+        else max((os.cpu_count() or 1) - 1, 1)
+    )
     assert pinning.worker(_cfg()) is None  # opt-in: engine.inproc_worker defaults to off
     w = pinning.worker(_cfg(inproc_worker="auto"))
     assert w == pinning.Worker(threads=n)
     assert w.env() == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(n)}
     plan = session.plan(_cfg(inproc_worker="auto"), "a", model="/m", python="/venv/bin/python", name="x")
-    assert plan.worker == w and plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and plan.env["OMP_NUM_THREADS"] == str(n)
+    assert (
+        plan.worker == w and plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and plan.env["OMP_NUM_THREADS"] == str(n)
+    )
     assert plan.worker.record() == {"worker": "in the engine core's process", "compute_threads": n, "env": w.env()}
     # off (the default): vLLM's own layout, nothing added to the environment
     off = session.plan(_cfg(), "a", model="/m", python="p", name="x")
@@ -75,9 +100,28 @@ def test_the_in_process_worker_stays_out_of_the_way():
     # pinned: the compute thread's binding needs vLLM's worker process
     assert pinning.worker(_cfg(inproc_worker="auto"), None, pinning.Pinning("0", "1")) is None
     # not the embedded vLLM engine launched natively
-    assert pinning.worker(validate({"engine": {"kind": "vllm", "launch": "native", "embedded": False, "inproc_worker": "auto"}, "arms": {"a": {}}})) is None
-    assert pinning.worker(validate({"engine": {"kind": "llamacpp", "launch": "native", "embedded": True, "inproc_worker": "auto"},
-                                    "arms": {"a": {}}})) is None
+    assert (
+        pinning.worker(
+            validate(
+                {
+                    "engine": {"kind": "vllm", "launch": "native", "embedded": False, "inproc_worker": "auto"},
+                    "arms": {"a": {}},
+                }
+            )
+        )
+        is None
+    )
+    assert (
+        pinning.worker(
+            validate(
+                {
+                    "engine": {"kind": "llamacpp", "launch": "native", "embedded": True, "inproc_worker": "auto"},
+                    "arms": {"a": {}},
+                }
+            )
+        )
+        is None
+    )
     # a server started some other way (argv given)
     assert session.plan(_cfg(inproc_worker="auto"), "a", model="/m", python="p", name="x", argv=["srv"]).worker is None
 
@@ -86,15 +130,19 @@ def test_the_method_section_states_the_engine_layout():
     from types import SimpleNamespace
 
     from bracket.article.method import layout_sentence
+
     rec = pinning.Worker(threads=1).record()
     one = layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": rec}, "b1": {"engine_layout": rec}}))
-    assert one == (" The engine ran its model inside the engine core's process on 1 compute thread "
-                   "(engine.inproc_worker: auto; OMP_NUM_THREADS=1, VLLM_ENABLE_V1_MULTIPROCESSING=0), so no "
-                   "scheduler process busy-waited on a core beside the API server and bracket's client.")
+    assert one == (
+        " The engine ran its model inside the engine core's process on 1 compute thread "
+        "(engine.inproc_worker: auto; OMP_NUM_THREADS=1, VLLM_ENABLE_V1_MULTIPROCESSING=0), so no "
+        "scheduler process busy-waited on a core beside the API server and bracket's client."
+    )
     assert layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": None}})) == ""
     assert layout_sentence(SimpleNamespace(metas={"b0": {}})) == ""  # blocks recorded before the key existed
-    assert "differed between blocks" in layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": rec},
-                                                                               "b1": {"engine_layout": None}}))
+    assert "differed between blocks" in layout_sentence(
+        SimpleNamespace(metas={"b0": {"engine_layout": rec}, "b1": {"engine_layout": None}})
+    )
 
 
 def _descendants(pid: int) -> list[int]:
@@ -116,20 +164,29 @@ def _comm(pid: int) -> str:
         return ""
 
 
-
 @pytest.mark.engine
 @pytest.mark.parametrize("setting", ["auto", "off"])
 def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embedded_engine, tmp_path, monkeypatch):
     """The real embedded vLLM CPU engine: under auto no VLLM::Worker process exists (off has one), and a
     speculative request still decodes and reports its acceptance."""
     engine, model = embedded_engine
-    cfg = validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True, "port": 8193,
-                               "inproc_worker": setting, "startup_timeout_s": 600,
-                               "nice": 3 if setting == "auto" else None},
-                    "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
-                    "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
-                    "design": {"kind": "abab", "rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
-                    "request": {"max_tokens": 48, "temperature": 0, "timeout_s": 120}})
+    cfg = validate(
+        {
+            "engine": {
+                "kind": "vllm",
+                "launch": "native",
+                "embedded": True,
+                "port": 8193,
+                "inproc_worker": setting,
+                "startup_timeout_s": 600,
+                "nice": 3 if setting == "auto" else None,
+            },
+            "arms": {"ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
+            "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
+            "design": {"kind": "abab", "rounds": 1, "runs_per_block": 2, "warmup_runs": 0, "cooldown_s": 0},
+            "request": {"max_tokens": 48, "temperature": 0, "timeout_s": 120},
+        }
+    )
     seen: dict = {}
     real = session.serve
 
@@ -144,9 +201,19 @@ def test_the_real_engine_has_no_worker_process_under_inproc_worker(setting, embe
 
     monkeypatch.setattr(session, "serve", watching)
     client_group = priority.autogroup_nice("self")
-    runner.run_block(cfg, "layout", design.Block(0, "ngram_4", 1, 1), 1, raw_path=tmp_path / "r.jsonl",
-                     meta_path=tmp_path / "m.json", log_path=tmp_path / "s.log", model=str(model),
-                     python=str(engine / "bin" / "python"), root=ROOT, lock_dir=tmp_path / "locks")
+    runner.run_block(
+        cfg,
+        "layout",
+        design.Block(0, "ngram_4", 1, 1),
+        1,
+        raw_path=tmp_path / "r.jsonl",
+        meta_path=tmp_path / "m.json",
+        log_path=tmp_path / "s.log",
+        model=str(model),
+        python=str(engine / "bin" / "python"),
+        root=ROOT,
+        lock_dir=tmp_path / "locks",
+    )
     meta = json.loads((tmp_path / "m.json").read_text())
     workers = [c for c in seen["procs"] if c.startswith("VLLM::Worker")]
     if setting == "auto":
@@ -173,7 +240,7 @@ def test_engine_nice_prefixes_the_server_and_is_recorded(monkeypatch):
     if shutil.which("nice"):  # the increment takes the launcher's own nice value into account
         own = os.getpriority(os.PRIO_PROCESS, 0)
         assert plan.argv[:3] == ["nice", "-n", str(-5 - own)] and plan.argv[3] == "/venv/bin/python"
-        monkeypatch.setattr(os, "getpriority", lambda *a: 5)   # a workflow started under `nice -n 5`
+        monkeypatch.setattr(os, "getpriority", lambda *a: 5)  # a workflow started under `nice -n 5`
         assert priority.nice_argv(3, ["srv"]) == ["nice", "-n", "-2", "srv"]
     assert plan.nice == -5 and plan.priority == {"nice": -5}
     assert session.plan(_cfg(), "a", model="/m", python="p", name="x").nice is None  # default: nothing changes
@@ -208,10 +275,13 @@ def test_the_method_section_states_the_priority():
     from types import SimpleNamespace
 
     from bracket.article.method import priority_sentence
+
     pr = {"nice": -10, "server": "set", "client": "set"}
     assert priority_sentence(SimpleNamespace(metas={"b0": {"priority": pr}})) == (
-        " The server and bracket's client ran at nice -10, their sessions' autogroups too (engine.nice).")
+        " The server and bracket's client ran at nice -10, their sessions' autogroups too (engine.nice)."
+    )
     denied = {"nice": -10, "server": "process nice set; autogroup not: Permission denied", "client": "set"}
-    assert "not everywhere: server process nice set; autogroup not: Permission denied" in \
-        priority_sentence(SimpleNamespace(metas={"b0": {"priority": denied}}))
+    assert "not everywhere: server process nice set; autogroup not: Permission denied" in priority_sentence(
+        SimpleNamespace(metas={"b0": {"priority": denied}})
+    )
     assert priority_sentence(SimpleNamespace(metas={"b0": {"priority": None}, "b1": {}})) == ""

@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-
 from bracket import config, design
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
@@ -29,8 +28,9 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 def snakemake(root: Path, *args, timeout=1800):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run([SNAKEMAKE, "--cores", "1", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [SNAKEMAKE, "--cores", "1", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def engine_processes():
@@ -56,8 +56,9 @@ def test_every_block_ran_in_a_fresh_server_in_schedule_order(smoke_run):
     cfg = config.load(smoke_run / "experiments" / f"{EXP}.yaml")
     blocks = design.read(smoke_run / "results" / EXP / "schedule.csv")
     assert [(b.arm, b.round) for b in blocks] == [("baseline", 1), ("ngram_4", 1), ("baseline", 2), ("ngram_4", 2)]
-    metas = [json.loads((smoke_run / "results" / EXP / "raw" / f"block-{b.position}.meta.json").read_text())
-             for b in blocks]
+    metas = [
+        json.loads((smoke_run / "results" / EXP / "raw" / f"block-{b.position}.meta.json").read_text()) for b in blocks
+    ]
     assert all(m["status"] == "complete" for m in metas)
     assert len({m["pid"] for m in metas}) == 4  # one server per block
     assert [m["arm"] for m in metas] == [b.arm for b in blocks]
@@ -87,8 +88,11 @@ def test_raw_records_pass_the_guards(smoke_run):
     assert (spec["accepted_tokens"] <= spec["draft_tokens"]).all()
     assert timed.loc[timed["arm"] == "baseline", "acceptance_length"].isna().all()
     # the unique prefix makes every prompt distinct
-    raw = [json.loads(line) for f in sorted((smoke_run / "results" / EXP / "raw").glob("block-*.jsonl"))
-           for line in f.read_text().splitlines()]
+    raw = [
+        json.loads(line)
+        for f in sorted((smoke_run / "results" / EXP / "raw").glob("block-*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     arms = [r for r in raw if not r.get("control")]
     assert len(arms) == 32 and all(r["output_text"] is not None for r in arms)
     # the neutrality control: 2 pairs per block (4 blocks), timed by vLLM's own decode histogram
@@ -143,8 +147,11 @@ def test_changing_arms_reruns_only_their_blocks(smoke_run):
         proc = snakemake(smoke_run, EXP, "--dry-run")
         assert block_jobs(proc.stdout + proc.stderr) == [1, 3], proc.stdout + proc.stderr
         # two arms at once: both are seen in one invocation
-        path.write_text(original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}"))
-                        .replace("baseline: {}", 'baseline: {args: ["--max-num-seqs", "4"]}'))
+        path.write_text(
+            original.replace(ngram, ngram.replace("4}}", "4, prompt_lookup_max: 4}}")).replace(
+                "baseline: {}", 'baseline: {args: ["--max-num-seqs", "4"]}'
+            )
+        )
         proc = snakemake(smoke_run, EXP, "--dry-run")
         assert block_jobs(proc.stdout + proc.stderr) == [0, 1, 2, 3], proc.stdout + proc.stderr
         # a new label names the arm differently but measures nothing
@@ -161,8 +168,9 @@ def test_a_reproduction_judges_the_published_cell_and_lands_in_the_article(smoke
     ledger = smoke_run / "experiments" / f"{EXP}.corrections.yaml"
     before = ledger.read_text() if ledger.exists() else None
     name = f"{EXP}--repro-pytest"
-    proc = snakemake(smoke_run, "reproduce", "--config", f"experiment={EXP}", "cell=ngram_4,code", "runs=3",
-                     "id=pytest")
+    proc = snakemake(
+        smoke_run, "reproduce", "--config", f"experiment={EXP}", "cell=ngram_4,code", "runs=3", "id=pytest"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     schedule = design.read(smoke_run / "results" / name / "schedule.csv")
     assert [b.arm for b in schedule] == ["baseline", "ngram_4", "baseline"]

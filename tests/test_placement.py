@@ -6,7 +6,6 @@ job step must ask no CPU count to run on them all; --exclusive=user holds only w
 """
 
 import pytest
-
 from bracket import config, placement
 
 
@@ -18,8 +17,9 @@ def test_the_whole_node_by_default_and_no_nice():
     assert placement.cpus_per_task(cluster) == -1  # the plugins then pass no -c: the step sees the whole node
 
 
-@pytest.mark.parametrize("exclusive, mode, extra", [(True, "node", "--exclusive"), ("user", "user", "--exclusive=user"),
-                                                    (False, "none", "")])
+@pytest.mark.parametrize(
+    "exclusive, mode, extra", [(True, "node", "--exclusive"), ("user", "user", "--exclusive=user"), (False, "none", "")]
+)
 def test_exclusive_modes(exclusive, mode, extra):
     cluster = config.validate({"arms": {"A": {}}, "cluster": {"exclusive": exclusive, "cpus": 8}})["cluster"]
     assert placement.exclusive_mode(cluster) == mode

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from bracket import eta
 from bracket.server import Server, last_line
 
@@ -23,8 +22,9 @@ def test_time_left_in_a_block_is_the_rate_so_far():
 def test_time_left_in_the_experiment_from_finished_blocks(tmp_path):
     assert eta.left_in_experiment(tmp_path, 3) is None
     for k, (start, end, status) in enumerate([(100, 160, "complete"), (200, 280, "complete"), (300, 301, "failed")]):
-        (tmp_path / f"block-{k}.meta.json").write_text(json.dumps({"started_at": start, "ended_at": end,
-                                                                    "status": status}))
+        (tmp_path / f"block-{k}.meta.json").write_text(
+            json.dumps({"started_at": start, "ended_at": end, "status": status})
+        )
     secs, n = eta.left_in_experiment(tmp_path, 3, cooldown_s=5)
     assert n == 2 and secs == 3 * (70 + 5)  # mean of 60 s and 80 s, failed attempt left out
     assert [eta.duration(x) for x in (None, 42, 600, 7200)] == ["unknown", "42 s", "10 min", "2.0 h"]
@@ -33,12 +33,19 @@ def test_time_left_in_the_experiment_from_finished_blocks(tmp_path):
 @pytest.mark.integration
 def test_a_loading_server_beats_with_elapsed_time_and_its_last_log_line(tmp_path, capfd):
     """A real process that logs, then never answers: the heartbeat shows its last line, masked and clean."""
-    script = ("import sys, time\n"
-              "print('loading weights with key sk-secret-123 \\x1b[31mshard 1/4\\x1b[0m', flush=True)\n"
-              "time.sleep(30)\n")
-    server = Server(argv=[sys.executable, "-c", script], env={"KEY": "sk-secret-123"},
-                    log_path=tmp_path / "server.log", base_url="http://127.0.0.1:9", secret_names=["KEY"],
-                    heartbeat_s=0.5)
+    script = (
+        "import sys, time\n"
+        "print('loading weights with key sk-secret-123 \\x1b[31mshard 1/4\\x1b[0m', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    server = Server(
+        argv=[sys.executable, "-c", script],
+        env={"KEY": "sk-secret-123"},
+        log_path=tmp_path / "server.log",
+        base_url="http://127.0.0.1:9",
+        secret_names=["KEY"],
+        heartbeat_s=0.5,
+    )
     server.start()
     try:
         t0 = time.monotonic()

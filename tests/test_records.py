@@ -3,14 +3,26 @@
 import json
 
 import pytest
-
 from bracket import prompts, records
 
 
 def good(**kw):
-    rec = records.new_record(arm="a", block=0, position=0, round=1, run=1, warmup=False, workload="code",
-                             started_at=1.0, wall_s=0.5, completion_tokens=64, max_tokens=64, cached_tokens=0,
-                             finish_reason="length", decode_tok_s=128.0)
+    rec = records.new_record(
+        arm="a",
+        block=0,
+        position=0,
+        round=1,
+        run=1,
+        warmup=False,
+        workload="code",
+        started_at=1.0,
+        wall_s=0.5,
+        completion_tokens=64,
+        max_tokens=64,
+        cached_tokens=0,
+        finish_reason="length",
+        decode_tok_s=128.0,
+    )
     rec.update(kw)
     return rec
 
@@ -41,13 +53,16 @@ def test_a_damaged_middle_line_is_an_error(tmp_path):
         records.read([path])
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"cached_tokens": 12}, "cache hit"),
-    ({"finish_reason": "stop"}, "early stop (stop)"),
-    ({"completion_tokens": 60}, "token count 60 != max_tokens 64"),
-    ({"error": "HTTP 500: boom"}, "error"),
-    ({"cached_tokens": None}, "cached_tokens unknown"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"cached_tokens": 12}, "cache hit"),
+        ({"finish_reason": "stop"}, "early stop (stop)"),
+        ({"completion_tokens": 60}, "token count 60 != max_tokens 64"),
+        ({"error": "HTTP 500: boom"}, "error"),
+        ({"cached_tokens": None}, "cached_tokens unknown"),
+    ],
+)
 def test_guards_flag_runs_and_keep_them(change, reason):
     df = records.tidy([good(run=1), good(run=2, **change)])
     assert len(df) == 2  # flagged, not dropped

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from bracket import article, report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +31,17 @@ BOLD = "<b>bold</b>"
 
 
 def params(src: Path, out: Path) -> dict:
-    return {"experiment_path": str(src / "probe.yaml"), "runs_csv": str(src / "runs.csv"),
-            "stats_json": str(src / "stats.json"), "weights_json": str(src / "weights.json"),
-            "ceiling_json": str(src / "ceiling.json"), "schedule_csv": str(src / "schedule.csv"),
-            "meta_dir": str(src / "raw"), "corrections_path": str(src / "probe.corrections.yaml"),
-            "out_dir": str(out)}
+    return {
+        "experiment_path": str(src / "probe.yaml"),
+        "runs_csv": str(src / "runs.csv"),
+        "stats_json": str(src / "stats.json"),
+        "weights_json": str(src / "weights.json"),
+        "ceiling_json": str(src / "ceiling.json"),
+        "schedule_csv": str(src / "schedule.csv"),
+        "meta_dir": str(src / "raw"),
+        "corrections_path": str(src / "probe.corrections.yaml"),
+        "out_dir": str(out),
+    }
 
 
 def plant_hostile_text(src: Path) -> None:
@@ -72,6 +77,7 @@ def rendered(tmp_path_factory):
 
 # ---------------------------------------------------------------- escaping
 
+
 def test_md_esc_neutralises_html_and_markdown():
     s = article.md_esc(f"{SCRIPT} {BOLD} a|b `c` [d](e) *f* _g_\nline")
     assert "<" not in s and ">" not in s
@@ -95,6 +101,7 @@ def test_table_and_pre_escape_in_both_outputs():
 
 # ---------------------------------------------------------------- reading the files
 
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("d")
@@ -106,13 +113,15 @@ def test_headline_numbers_are_the_raw_values(data):
     rows = article.headline_rows(data)
     assert {r["workload"] for r in rows} == {"code", "prose", "chat"}
     for r in rows:
-        vals = data.runs[(data.runs["arm"] == r["arm"]) & (data.runs["workload"] == r["workload"])
-                         & data.runs["valid"]]["decode_tok_s"]
+        vals = data.runs[
+            (data.runs["arm"] == r["arm"]) & (data.runs["workload"] == r["workload"]) & data.runs["valid"]
+        ]["decode_tok_s"]
         assert r["n"] == len(vals)
         assert r["median"] == pytest.approx(vals.median())
         assert (r["min"], r["max"]) == pytest.approx((vals.min(), vals.max()))
-        ref = data.runs[(data.runs["arm"] == "baseline") & (data.runs["workload"] == r["workload"])
-                        & data.runs["valid"]]["decode_tok_s"]
+        ref = data.runs[
+            (data.runs["arm"] == "baseline") & (data.runs["workload"] == r["workload"]) & data.runs["valid"]
+        ]["decode_tok_s"]
         assert r["ratio"] == pytest.approx(vals.median() / ref.median())
         shown = article.raw_table(data.runs, r["workload"])
         printed = shown[(shown["arm"] == r["arm"]) & (shown["status"] == "valid")]["decode tok/s"]
@@ -120,9 +129,23 @@ def test_headline_numbers_are_the_raw_values(data):
 
 
 def test_headline_sentence_reads_like_seed_000():
-    row = {"workload": "code", "arm": "D1", "median": 65.0181, "n": 10, "min": 56.63, "max": 69.30,
-           "ratio": 65.0181 / 12.3162, "ci_low": 5.0, "ci_high": 5.5, "verdict": "faster", "is_reference": False,
-           "ref_median": 12.3162, "ref_n": 10, "ref_min": 12.302, "ref_max": 12.384}
+    row = {
+        "workload": "code",
+        "arm": "D1",
+        "median": 65.0181,
+        "n": 10,
+        "min": 56.63,
+        "max": 69.30,
+        "ratio": 65.0181 / 12.3162,
+        "ci_low": 5.0,
+        "ci_high": 5.5,
+        "verdict": "faster",
+        "is_reference": False,
+        "ref_median": 12.3162,
+        "ref_n": 10,
+        "ref_min": 12.302,
+        "ref_max": 12.384,
+    }
     s = article.headline_sentence(row, "baseline")
     assert "65.02 tok/s (10 runs, 56.6\u201369.3), 5.28x the baseline" in s
 
@@ -161,11 +184,14 @@ def test_recommendation_keeps_the_reference_without_a_verdict(data):
 
 def test_group_warnings_merges_repeated_messages():
     from bracket.stats.findings import Finding
-    fs = [Finding("cell", "only 3 valid runs", arm="a", workload="code"),
-          Finding("cell", "only 3 valid runs", arm="b", workload="chat"),
-          Finding("comparison", "one block per arm", arm="x", vs="a", workload="code"),
-          Finding("invalid", "2 runs invalid (cache hit), left out of statistics."),
-          Finding("host", "ran slower", host="box-2", vs="box-1", arm="base", workload="code")]
+
+    fs = [
+        Finding("cell", "only 3 valid runs", arm="a", workload="code"),
+        Finding("cell", "only 3 valid runs", arm="b", workload="chat"),
+        Finding("comparison", "one block per arm", arm="x", vs="a", workload="code"),
+        Finding("invalid", "2 runs invalid (cache hit), left out of statistics."),
+        Finding("host", "ran slower", host="box-2", vs="box-1", arm="base", workload="code"),
+    ]
     assert fs[2].text() == "x vs a / code: one block per arm"
     g = article.group_warnings([f.record() for f in fs])
     assert g[0] == "only 3 valid runs (a / code, b / chat)"
@@ -196,8 +222,12 @@ def test_the_report_reads_the_files_it_is_given(tmp_path):
     (model / "build.json").write_text(json.dumps({"layers": 9, "seed": 5}))
     (src / "raw" / "model-build.json").unlink(missing_ok=True)
     named = [src / "raw" / f"block-{k}.jsonl" for k in range(3)]
-    d = article.load(**params(src, tmp_path / "out"), block_files=named, model_dir=str(model),
-                     attempts_json=str(tmp_path / "none.json"))
+    d = article.load(
+        **params(src, tmp_path / "out"),
+        block_files=named,
+        model_dir=str(model),
+        attempts_json=str(tmp_path / "none.json"),
+    )
     assert sorted(d.metas) == [0, 1, 2] and len(d.raw) == sum(len(p.read_text().splitlines()) for p in named)
     assert d.model_dir == str(model) and d.model_build == {"layers": 9, "seed": 5}
     assert d.failed_attempts == []
@@ -205,8 +235,15 @@ def test_the_report_reads_the_files_it_is_given(tmp_path):
 
 
 def test_sections_absent_without_their_data(data):
-    d = article.Data(**{**data.__dict__, "stats": {**data.stats, "speculative": [], "k_model": {}}, "weights": None,
-                        "ceiling": None, "corrections": None})
+    d = article.Data(
+        **{
+            **data.__dict__,
+            "stats": {**data.stats, "speculative": [], "k_model": {}},
+            "weights": None,
+            "ceiling": None,
+            "corrections": None,
+        }
+    )
     assert article.section_speculative(d) is None
     assert article.section_ceiling(d) is None
     assert article.section_hypotheses(d) is None
@@ -215,24 +252,30 @@ def test_sections_absent_without_their_data(data):
 
 # ---------------------------------------------------------------- the notebook pair
 
+
 def test_notebook_pair_in_sync():
     import jupytext
 
     py = jupytext.read(ROOT / "notebooks" / "article.py")
     nb = jupytext.read(NOTEBOOK)
-    assert [(c.cell_type, c.source) for c in py.cells] == [(c.cell_type, c.source) for c in nb.cells], \
+    assert [(c.cell_type, c.source) for c in py.cells] == [(c.cell_type, c.source) for c in nb.cells], (
         "notebooks/article.py and article.ipynb differ: run `.venv/bin/jupytext --sync notebooks/article.py`"
+    )
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
     for line in tagged[0].source.splitlines():
         assert re.fullmatch(r'\w+ = "[^"]*"', line), f"parameters hold literals only: {line!r}"
         name, value = line.split(" = ")[0], line.split('"')[1]
         # fixture paths, the output folder, or the optional lists and paths only the report rule names
-        assert value.startswith("../tests/data/report/") or name == "out_dir" or \
-            (name in ("verdict_paths", "block_files", "attempts_json", "model_dir") and value in ("", "[]"))
+        assert (
+            value.startswith("../tests/data/report/")
+            or name == "out_dir"
+            or (name in ("verdict_paths", "block_files", "attempts_json", "model_dir") and value in ("", "[]"))
+        )
 
 
 # ---------------------------------------------------------------- the render
+
 
 def _png_size(path: Path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
@@ -252,9 +295,17 @@ def test_render_writes_article_figures_and_tables(rendered):
     for name in ("results_code.csv", "raw_chat.csv", "speculative.csv", "recommendations.csv", "schedule.csv"):
         assert (out / "tables" / name).is_file()
     assert len(pd.read_csv(out / "tables" / "raw_code.csv")) == 12
-    for heading in ("Results per workload", "Speculative decoding", "Drift", "Hypotheses tested", "Recommendation",
-                    "Warnings the analysis raised", "How these numbers were taken", "Corrections",
-                    "Every raw value"):
+    for heading in (
+        "Results per workload",
+        "Speculative decoding",
+        "Drift",
+        "Hypotheses tested",
+        "Recommendation",
+        "Warnings the analysis raised",
+        "How these numbers were taken",
+        "Corrections",
+        "Every raw value",
+    ):
         assert heading in html_text and heading in md
     # The ceiling comes before the measurements, the raw values last.
     assert html_text.index("the ceiling") < html_text.index("Results per workload") < html_text.index("Every raw value")
@@ -283,12 +334,22 @@ def test_rerender_is_fast(rendered):
 
 # ---------------------------------------------------------------- headless browser
 
+
 class Chromium:
     """Chromium driven over --remote-debugging-pipe (fd 3 in, fd 4 out, NUL-separated JSON)."""
 
-    FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--remote-debugging-pipe",
-             "--window-size=1200,900", "--hide-scrollbars"]
+    FLAGS = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--remote-debugging-pipe",
+        "--window-size=1200,900",
+        "--hide-scrollbars",
+    ]
 
     def __init__(self, profile: Path):
         to_r, self._to = os.pipe()
@@ -298,9 +359,13 @@ class Chromium:
             os.dup2(to_r, 3)
             os.dup2(from_w, 4)
 
-        self.proc = subprocess.Popen([str(CHROMIUM), *self.FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                     preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [str(CHROMIUM), *self.FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            preexec_fn=fds,
+            close_fds=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_r)
         os.close(from_w)
         self._buf, self._id, self.events = b"", 0, []
@@ -353,8 +418,11 @@ class Chromium:
             self.proc.kill()
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent: install Debian's chromium "
-                                                   "(apt-get install -y chromium) to run the browser check")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="/usr/bin/chromium is absent: install Debian's chromium "
+    "(apt-get install -y chromium) to run the browser check",
+)
 @pytest.mark.integration
 @pytest.mark.browser
 def test_article_in_headless_chromium(rendered, tmp_path):
@@ -368,8 +436,9 @@ def test_article_in_headless_chromium(rendered, tmp_path):
         browser.wait_event("Page.loadEventFired")
 
         def js(expr):
-            return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True},
-                                session=session)["result"]["value"]
+            return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=session)[
+                "result"
+            ]["value"]
 
         images = js("Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])")
         assert len(images) == 3
@@ -395,12 +464,24 @@ def test_article_in_headless_chromium(rendered, tmp_path):
 
 def test_drift_section_when_the_design_measured_it(data):
     """Two rounds: the reference's first-vs-last change, the trend per block, round-to-round changes."""
-    drift = {wl: {"reference_first_vs_last": 0.0131, "reference_blocks": {
-                  "first_position": 0, "last_position": 6, "first_median": 35.70, "last_median": 36.17,
-                  "change": 0.0131},
-                  "rounds": {"baseline": {"medians": {"1": 35.70, "2": 36.17}, "change": 0.0131}},
-                  "slope_per_block": 0.002, "slope_ci": [-0.001, 0.005], "slope_p": 0.2, "effects": {}}
-             for wl in data.workloads}
+    drift = {
+        wl: {
+            "reference_first_vs_last": 0.0131,
+            "reference_blocks": {
+                "first_position": 0,
+                "last_position": 6,
+                "first_median": 35.70,
+                "last_median": 36.17,
+                "change": 0.0131,
+            },
+            "rounds": {"baseline": {"medians": {"1": 35.70, "2": 36.17}, "change": 0.0131}},
+            "slope_per_block": 0.002,
+            "slope_ci": [-0.001, 0.005],
+            "slope_p": 0.2,
+            "effects": {},
+        }
+        for wl in data.workloads
+    }
     d = article.Data(**{**data.__dict__, "stats": {**data.stats, "drift": drift, "noise_threshold": 0.01}})
     t = article.drift_table(d)
     assert list(t["baseline first vs last block"]) == ["+1.31%"] * 3
@@ -424,15 +505,20 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     """A second round (the fixture's blocks again, 3 % slower, later), a cache hit, an error and an
     early stop: drift becomes measurable and every section renders without failing."""
     import yaml
-
     from bracket import config, records
     from bracket.stats import analyze
 
     recs = records.read(sorted((FIXTURE / "raw").glob("block-*.jsonl")))
     second = []
     for r in recs:
-        r2 = dict(r, position=r["position"] + 3, block=r["block"] + 3, round=2,
-                  started_at=r["started_at"] + 600, wall_s=r["wall_s"] * 1.03)
+        r2 = dict(
+            r,
+            position=r["position"] + 3,
+            block=r["block"] + 3,
+            round=2,
+            started_at=r["started_at"] + 600,
+            wall_s=r["wall_s"] * 1.03,
+        )
         r2["decode_tok_s"] = r2["completion_tokens"] / r2["wall_s"]
         second.append(r2)
     timed = [r for r in second if not r["warmup"]]
@@ -442,7 +528,8 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     (tmp_path / "raw").mkdir()
     for k in range(6):
         (tmp_path / "raw" / f"block-{k}.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in recs + second if r["position"] == k))
+            "".join(json.dumps(r) + "\n" for r in recs + second if r["position"] == k)
+        )
     raw_cfg = yaml.safe_load((FIXTURE / "probe.yaml").read_text())
     raw_cfg["design"]["rounds"] = 2
     raw_cfg["analysis"]["bootstrap_resamples"] = 200
@@ -454,14 +541,31 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     from bracket import design
 
     design.write(design.from_config(cfg), tmp_path / "schedule.csv")
-    d = article.load(tmp_path / "two.yaml", tmp_path / "runs.csv", tmp_path / "stats.json",
-                     FIXTURE / "weights.json", FIXTURE / "ceiling.json", tmp_path / "schedule.csv",
-                     tmp_path / "raw", tmp_path / "none.yaml", tmp_path / "out")
-    sections = [article.section_headline(d), article.section_ceiling(d), article.section_results(d),
-                article.section_speculative(d), article.section_drift(d, article.figure_run_sequence(d)),
-                article.section_hypotheses(d), article.section_recommendations(d), article.section_warnings(d),
-                article.section_method(d), article.section_outputs(d), article.section_corrections(d),
-                article.section_raw(d)]
+    d = article.load(
+        tmp_path / "two.yaml",
+        tmp_path / "runs.csv",
+        tmp_path / "stats.json",
+        FIXTURE / "weights.json",
+        FIXTURE / "ceiling.json",
+        tmp_path / "schedule.csv",
+        tmp_path / "raw",
+        tmp_path / "none.yaml",
+        tmp_path / "out",
+    )
+    sections = [
+        article.section_headline(d),
+        article.section_ceiling(d),
+        article.section_results(d),
+        article.section_speculative(d),
+        article.section_drift(d, article.figure_run_sequence(d)),
+        article.section_hypotheses(d),
+        article.section_recommendations(d),
+        article.section_warnings(d),
+        article.section_method(d),
+        article.section_outputs(d),
+        article.section_corrections(d),
+        article.section_raw(d),
+    ]
     md = "\n".join(s._repr_markdown_() for s in sections if s)
     html_text = "\n".join(s._repr_html_() for s in sections if s)
     (tmp_path / "article.md").write_text(md)
@@ -481,9 +585,16 @@ def test_failed_block_attempts_are_reported_escaped(tmp_path):
     failed.mkdir()
     keep = (src / "raw" / "block-1.jsonl").read_text().splitlines()[:2]
     (failed / "block-1.attempt-1.jsonl").write_text("\n".join(keep) + "\n")
-    (failed / "block-1.attempt-1.meta.json").write_text(json.dumps(
-        {"block": 1, "arm": "ngram_4", "status": "failed",
-         "error": f"BlockFailed: server exited with code -9 in the middle of block 1 {SCRIPT}"}))
+    (failed / "block-1.attempt-1.meta.json").write_text(
+        json.dumps(
+            {
+                "block": 1,
+                "arm": "ngram_4",
+                "status": "failed",
+                "error": f"BlockFailed: server exited with code -9 in the middle of block 1 {SCRIPT}",
+            }
+        )
+    )
     d = article.load(**params(src, tmp_path / "out"))
     assert len(d.failed_attempts) == 1 and d.failed_attempts[0]["records_kept"] == 2
     section = article.section_method(d)
@@ -494,18 +605,40 @@ def test_failed_block_attempts_are_reported_escaped(tmp_path):
 
 def test_hosts_are_compared_like_arms_in_the_drift_section(data):
     """stats.json's hosts section (bracket.stats.hosts) reaches the article: ratio, CI, verdict, drift."""
-    hosts = {"names": ["spark-1", "spark-2"], "baseline": "spark-1",
-             "comparisons": [{"arm": "baseline", "workload": "code", "baseline": "spark-1", "candidate": "spark-2",
-                              "ratio": 0.9512, "ci_low": 0.9301, "ci_high": 0.9733, "ci_level": 0.95,
-                              "raw_ratio": 0.9498, "raw_ci_low": 0.9201, "raw_ci_high": 0.9805, "basis": "drift-adjusted",
-                              "p_value": 0.004, "verdict": "slower"}],
-             "drift": {"spark-1": {"code": {"reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
-                       "spark-2": {"code": {"reference_first_vs_last": None, "slope_per_block": None}}}}
+    hosts = {
+        "names": ["spark-1", "spark-2"],
+        "baseline": "spark-1",
+        "comparisons": [
+            {
+                "arm": "baseline",
+                "workload": "code",
+                "baseline": "spark-1",
+                "candidate": "spark-2",
+                "ratio": 0.9512,
+                "ci_low": 0.9301,
+                "ci_high": 0.9733,
+                "ci_level": 0.95,
+                "raw_ratio": 0.9498,
+                "raw_ci_low": 0.9201,
+                "raw_ci_high": 0.9805,
+                "basis": "drift-adjusted",
+                "p_value": 0.004,
+                "verdict": "slower",
+            }
+        ],
+        "drift": {
+            "spark-1": {"code": {"reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
+            "spark-2": {"code": {"reference_first_vs_last": None, "slope_per_block": None}},
+        },
+    }
     d = article.Data(**{**data.__dict__, "stats": {**data.stats, "hosts": hosts}})
     md = article.section_drift(d)._repr_markdown_()
     assert "Each host against spark-1" in md
     # The ratio the verdict rests on, the raw ratio with its CI, then the CI the verdict rests on, p, verdict.
-    assert "| baseline | code | spark-2 | spark-1 | 0.951x | 0.950x (0.920–0.981) | drift-adjusted, 95% CI 0.930–0.973 | 0.004 | slower |" in md
+    assert (
+        "| baseline | code | spark-2 | spark-1 | 0.951x | 0.950x (0.920–0.981) | drift-adjusted, 95% CI 0.930–0.973 | 0.004 | slower |"
+        in md
+    )
     assert "+1.23%" in md and "n/a" in md
     assert "Hosts" not in article.section_drift(data)._repr_markdown_()
 
@@ -519,10 +652,16 @@ def test_method_says_how_the_server_was_started(data):
 
 
 def _telemetry(sm_min, sm_max, reasons=()):
-    return {"n": 20, "name": "NVIDIA H200", "sm_clock_mhz": {"min": sm_min, "median": sm_max, "max": sm_max},
-            "mem_clock_mhz": {"min": 3201, "median": 3201, "max": 3201},
-            "temp_c": {"min": 36, "median": 45, "max": 48}, "power_w": {"min": 120.0, "median": 481.3, "max": 504.5},
-            "util_gpu_pct": {"min": 0, "median": 72, "max": 76}, "throttle_reasons_seen": list(reasons)}
+    return {
+        "n": 20,
+        "name": "NVIDIA H200",
+        "sm_clock_mhz": {"min": sm_min, "median": sm_max, "max": sm_max},
+        "mem_clock_mhz": {"min": 3201, "median": 3201, "max": 3201},
+        "temp_c": {"min": 36, "median": 45, "max": 48},
+        "power_w": {"min": 120.0, "median": 481.3, "max": 504.5},
+        "util_gpu_pct": {"min": 0, "median": 72, "max": 76},
+        "throttle_reasons_seen": list(reasons),
+    }
 
 
 def test_the_accelerator_of_every_block_is_in_the_method_section(data):

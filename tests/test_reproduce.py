@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bracket import article, config, corrections, reproduce
 from bracket.stats.summary import summarize
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
@@ -24,29 +22,74 @@ BASE_TEN = [12.32, 12.38, 12.33, 12.34, 12.31, 12.30, 12.34, 12.31, 12.31, 12.31
 
 
 def stats_with(cells, comparisons=(), reference="REF"):
-    return {"reference": reference, "confidence": 0.95, "cells": list(cells), "comparisons": list(comparisons),
-            "drift": {}}
+    return {
+        "reference": reference,
+        "confidence": 0.95,
+        "cells": list(cells),
+        "comparisons": list(comparisons),
+        "drift": {},
+    }
 
 
 def cell(arm, values, workload="code", **extra):
     s = summarize(values, rng=20261129, n_resamples=2000)
-    return {"arm": arm, "workload": workload, "n": s.n, "median": s.median, "ci_low": s.ci_low,
-            "ci_high": s.ci_high, "min": s.min, "max": s.max, "spread": s.spread, **extra}
+    return {
+        "arm": arm,
+        "workload": workload,
+        "n": s.n,
+        "median": s.median,
+        "ci_low": s.ci_low,
+        "ci_high": s.ci_high,
+        "min": s.min,
+        "max": s.max,
+        "spread": s.spread,
+        **extra,
+    }
 
 
 # The original: five runs with median 68.57 (round two's D1), beside a baseline at 12.44.
 ORIGINAL = stats_with(
-    [{"arm": "D1", "workload": "code", "n": 5, "median": 68.57, "ci_low": 60.1, "ci_high": 70.2, "min": 60.1,
-      "max": 70.2, "spread": 0.147},
-     {"arm": "REF", "workload": "code", "n": 5, "median": 12.44, "ci_low": 12.4, "ci_high": 12.5, "min": 12.4,
-      "max": 12.5, "spread": 0.008}],
-    [{"candidate": "D1", "workload": "code", "ratio": 68.57 / 12.44, "ci_low": 5.3, "ci_high": 5.7}])
+    [
+        {
+            "arm": "D1",
+            "workload": "code",
+            "n": 5,
+            "median": 68.57,
+            "ci_low": 60.1,
+            "ci_high": 70.2,
+            "min": 60.1,
+            "max": 70.2,
+            "spread": 0.147,
+        },
+        {
+            "arm": "REF",
+            "workload": "code",
+            "n": 5,
+            "median": 12.44,
+            "ci_low": 12.4,
+            "ci_high": 12.5,
+            "min": 12.4,
+            "max": 12.5,
+            "spread": 0.008,
+        },
+    ],
+    [{"candidate": "D1", "workload": "code", "ratio": 68.57 / 12.44, "ci_low": 5.3, "ci_high": 5.7}],
+)
 
 
 def repro_stats(ratio_ci=(5.05, 5.45)):
-    return stats_with([cell("D1", TEN), cell("REF", BASE_TEN)],
-                      [{"candidate": "D1", "workload": "code", "ratio": 65.0181 / 12.3162,
-                        "ci_low": ratio_ci[0], "ci_high": ratio_ci[1]}])
+    return stats_with(
+        [cell("D1", TEN), cell("REF", BASE_TEN)],
+        [
+            {
+                "candidate": "D1",
+                "workload": "code",
+                "ratio": 65.0181 / 12.3162,
+                "ci_low": ratio_ci[0],
+                "ci_high": ratio_ci[1],
+            }
+        ],
+    )
 
 
 def test_seed_000_five_run_median_does_not_hold():
@@ -65,8 +108,10 @@ def test_seed_000_five_run_median_does_not_hold():
 
 
 def test_a_figure_holds_when_median_and_ratio_lie_inside_both_cis():
-    original = stats_with([{**ORIGINAL["cells"][0], "median": 65.5}, ORIGINAL["cells"][1]],
-                          [{"candidate": "D1", "workload": "code", "ratio": 5.30, "ci_low": 5.1, "ci_high": 5.6}])
+    original = stats_with(
+        [{**ORIGINAL["cells"][0], "median": 65.5}, ORIGINAL["cells"][1]],
+        [{"candidate": "D1", "workload": "code", "ratio": 5.30, "ci_low": 5.1, "ci_high": 5.6}],
+    )
     v = reproduce.verdict(original, repro_stats(), "D1", ["code"])
     assert v["verdict"] == reproduce.HOLDS
     assert reproduce.correction_entries(v, "x", "x--repro-1", "2026-11-29") == []
@@ -74,8 +119,9 @@ def test_a_figure_holds_when_median_and_ratio_lie_inside_both_cis():
 
 def test_ratio_survives_drift_but_the_absolute_number_does_not():
     """The absolute median moved (drift), the ratio did not: still a correction, and it says which check failed."""
-    original = stats_with(ORIGINAL["cells"], [{"candidate": "D1", "workload": "code", "ratio": 5.30,
-                                               "ci_low": 5.1, "ci_high": 5.6}])
+    original = stats_with(
+        ORIGINAL["cells"], [{"candidate": "D1", "workload": "code", "ratio": 5.30, "ci_low": 5.1, "ci_high": 5.6}]
+    )
     v = reproduce.verdict(original, repro_stats(), "D1", ["code"])
     (c,) = v["cells"]
     assert (c["median_inside_ci"], c["ratio_inside_ci"], c["verdict"]) == (False, True, reproduce.FAILS)
@@ -103,26 +149,35 @@ def test_a_reproduction_on_another_model_refuses_to_compare(tmp_path):
         raw.mkdir(parents=True)
         for k in range(2):
             (raw / f"block-{k}.meta.json").write_text(json.dumps({"model_sha256": {"file": "m.gguf", "sha256": h}}))
-    models = {"original": reproduce.served_models(tmp_path / "original" / "raw"),
-              "reproduction": reproduce.served_models(tmp_path / "repro" / "raw")}
+    models = {
+        "original": reproduce.served_models(tmp_path / "original" / "raw"),
+        "reproduction": reproduce.served_models(tmp_path / "repro" / "raw"),
+    }
     assert models == {"original": ["a" * 64], "reproduction": ["b" * 64]}
     v = reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"], models)
     assert v["verdict"] == v["cells"][0]["verdict"] == reproduce.OTHER_MODEL
     assert "sha256 bbbbbbbbbbbb" in v["refused"] and "original aaaaaaaaaaaa" in v["refused"]
     assert reproduce.correction_entries(v, "x", "x--repro-1", "2026-11-29") == []
     v.update(name="x--repro-1", id="1", runs=10, created="2026-11-29T08:00:00+00:00", rule=reproduce.RULE)
-    md = article.section_reproductions(None, article.Controls(verdicts=[v], determinism=None, agreement=None,
-                                                              arena=None))._repr_markdown_()
+    md = article.section_reproductions(
+        None, article.Controls(verdicts=[v], determinism=None, agreement=None, arena=None)
+    )._repr_markdown_()
     assert "Not compared" in md and "other weights" in md
     # the same model, or a session that recorded no hash, is compared as before
-    same = reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"], {"original": ["a" * 64],
-                                                                      "reproduction": ["a" * 64]})
+    same = reproduce.verdict(
+        ORIGINAL, repro_stats(), "D1", ["code"], {"original": ["a" * 64], "reproduction": ["a" * 64]}
+    )
     assert same["verdict"] == reproduce.FAILS
-    assert reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"],
-                             {"original": [], "reproduction": ["b" * 64]})["verdict"] == reproduce.FAILS
+    assert (
+        reproduce.verdict(ORIGINAL, repro_stats(), "D1", ["code"], {"original": [], "reproduction": ["b" * 64]})[
+            "verdict"
+        ]
+        == reproduce.FAILS
+    )
 
 
 # ---------------------------------------------------------------- the derived experiment
+
 
 def smoke():
     return config.load(ROOT / "experiments" / "smoke.yaml")
@@ -134,17 +189,21 @@ def test_derive_brackets_the_arm_with_the_reference():
     assert list(cfg["workloads"]) == ["code"]
     assert cfg["design"] == {**smoke()["design"], "kind": "bracket", "rounds": 1, "runs_per_block": 10}
     from bracket import design
+
     assert [b.arm for b in design.from_config(cfg)] == ["baseline", "ngram_4", "baseline"]
     assert cfg["request"] == smoke()["request"] and cfg["engine"] == smoke()["engine"]
     assert cfg["reproduces"]["experiment"] == "smoke" and cfg["reproduces"]["runs"] == 10
 
 
-@pytest.mark.parametrize("arm, wls, runs, needle", [
-    ("ngram_9", None, 10, "no arm 'ngram_9'"),
-    ("baseline", None, 10, "is the reference arm"),
-    ("ngram_4", ["prose"], 10, "no workload 'prose'"),
-    ("ngram_4", None, 1, "at least 2 runs"),
-])
+@pytest.mark.parametrize(
+    "arm, wls, runs, needle",
+    [
+        ("ngram_9", None, 10, "no arm 'ngram_9'"),
+        ("baseline", None, 10, "is the reference arm"),
+        ("ngram_4", ["prose"], 10, "no workload 'prose'"),
+        ("ngram_4", None, 1, "at least 2 runs"),
+    ],
+)
 def test_derive_names_the_mistake(arm, wls, runs, needle):
     with pytest.raises(reproduce.ReproduceError, match=needle):
         reproduce.derive(smoke(), "smoke", arm, wls, runs, "r1")
@@ -153,8 +212,13 @@ def test_derive_names_the_mistake(arm, wls, runs, needle):
 def test_request_from_config_and_names():
     now = dt.datetime(2026, 11, 29, 8, 5, 0, tzinfo=dt.timezone.utc)
     r = reproduce.request_from_config({"experiment": "smoke", "cell": "ngram_4,code", "runs": 5}, now=now)
-    assert (r.base, r.arm, r.workloads, r.runs, r.name) == ("smoke", "ngram_4", ["code"], 5,
-                                                             "smoke--repro-20261129T080500Z")
+    assert (r.base, r.arm, r.workloads, r.runs, r.name) == (
+        "smoke",
+        "ngram_4",
+        ["code"],
+        5,
+        "smoke--repro-20261129T080500Z",
+    )
     assert reproduce.request_from_config({"experiment": "smoke"}) is None
     assert reproduce.base_of(r.name) == "smoke" and reproduce.is_derived(r.name)
     assert reproduce.experiment_path("/w", r.name) == Path("/w/results") / r.name / "experiment.yaml"
@@ -176,15 +240,20 @@ def test_the_derived_config_is_recorded_once(tmp_path):
 
 # ---------------------------------------------------------------- the ledger
 
-ENTRY = {"date": "2026-11-29", "claim": "D1 / code decodes at 68.57 tok/s (5 runs, 60.1\u201370.2)",
-         "correction": "was 68.57 over 5 runs; 10 fresh runs give 65.02, 56.6\u201369.3",
-         "evidence": "results/x--repro-1/verdict.json"}
+ENTRY = {
+    "date": "2026-11-29",
+    "claim": "D1 / code decodes at 68.57 tok/s (5 runs, 60.1\u201370.2)",
+    "correction": "was 68.57 over 5 runs; 10 fresh runs give 65.02, 56.6\u201369.3",
+    "evidence": "results/x--repro-1/verdict.json",
+}
 
 
 def test_ledger_is_append_only(tmp_path):
     p = tmp_path / "x.corrections.yaml"
-    hand = ("# written by hand\n- date: '2026-11-01'\n  claim: ngram_8 is fastest everywhere\n"
-            "  correction: only on code\n  evidence: stats.json best\n")
+    hand = (
+        "# written by hand\n- date: '2026-11-01'\n  claim: ngram_8 is fastest everywhere\n"
+        "  correction: only on code\n  evidence: stats.json best\n"
+    )
     p.write_text(hand)
     assert corrections.append(p, [ENTRY]) == [ENTRY]
     text = p.read_text()
@@ -215,9 +284,22 @@ def test_ledger_entries_survive_re_rendering(tmp_path):
     """The corrections section renders every entry, in order, each time it is built from the file."""
     p = tmp_path / "x.corrections.yaml"
     corrections.append(p, [ENTRY])
-    d = article.Data(name="x", cfg={}, runs=None, stats={}, weights=None, ceiling=None, schedule=None, metas={},
-                     raw=[], corrections=article.load_corrections(p), corrections_path=str(p), model_dir=None,
-                     model_build=None, out_dir=tmp_path)
+    d = article.Data(
+        name="x",
+        cfg={},
+        runs=None,
+        stats={},
+        weights=None,
+        ceiling=None,
+        schedule=None,
+        metas={},
+        raw=[],
+        corrections=article.load_corrections(p),
+        corrections_path=str(p),
+        model_dir=None,
+        model_build=None,
+        out_dir=tmp_path,
+    )
     first = article.section_corrections(d)._repr_markdown_()
     corrections.append(p, [{**ENTRY, "evidence": "results/x--repro-2/verdict.json", "claim": "second claim"}])
     d.corrections = article.load_corrections(p)
@@ -236,16 +318,39 @@ def test_reproductions_section_shows_both_sessions(tmp_path):
 
 # ---------------------------------------------------------------- the rules
 
+
 @pytest.mark.integration
 def test_reproduce_dry_run_plans_a_bracket_beside_the_reference(tmp_path):
     wf = repo_copy(tmp_path / "wf")  # a dry run still writes Snakemake's cache (.snakemake/), so not in the checkout
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce",
-                          "--config", "experiment=smoke", "cell=ngram_4,code", "runs=5", "id=pytestdry"],
-                         cwd=wf, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "snakemake"),
+            "-n",
+            "--cores",
+            "1",
+            "reproduce",
+            "--config",
+            "experiment=smoke",
+            "cell=ngram_4,code",
+            "runs=5",
+            "id=pytestdry",
+        ],
+        cwd=wf,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "results/smoke--repro-pytestdry/verdict.json" in out.stdout
     assert not (wf / "results" / "smoke--repro-pytestdry").exists()  # a dry run records nothing
-    bad = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce"],
-                         cwd=wf, env=env, capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "1", "reproduce"],
+        cwd=wf,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "cell=ARM" in bad.stdout + bad.stderr

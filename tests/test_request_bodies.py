@@ -9,25 +9,28 @@ what the server does for every request of every experiment: bench/request_cost.p
 from __future__ import annotations
 
 import pytest
-
 from bracket import engines
 from bracket.engines.base import greedy, neutral_sampling
 
 GREEDY = {"max_tokens": 64, "temperature": 0, "seed": 1234, "timeout_s": 10.0}
 SAMPLED = {**GREEDY, "temperature": 0.7}
-ARMS = [{}, {"server": {"prefix_caching": True}}, {"speculative": {"method": "ngram", "draft_tokens": 4}},
-        {"speculative": {"method": "draft_model", "draft_tokens": 4}, "server": {"context_length": 4096}}]
+ARMS = [
+    {},
+    {"server": {"prefix_caching": True}},
+    {"speculative": {"method": "ngram", "draft_tokens": 4}},
+    {"speculative": {"method": "draft_model", "draft_tokens": 4}, "server": {"context_length": 4096}},
+]
 
 # Beyond the plain body, at temperature 0, and why (the adapters' request_body says the same).
 EXTRA = {
     "llamacpp": {
-        "repeat_penalty": 1.0,       # a GGUF's general.sampling.penalty_repeat would change the tokens
-        "ignore_eos": True,          # the output length is part of the workload
-        "cache_prompt": False,       # the slot's KV would be reused across prompts (the cache guard)
+        "repeat_penalty": 1.0,  # a GGUF's general.sampling.penalty_repeat would change the tokens
+        "ignore_eos": True,  # the output length is part of the workload
+        "cache_prompt": False,  # the slot's KV would be reused across prompts (the cache guard)
         "stream_options": {"include_usage": True},  # usage and timings on the final chunk
     },
     "vllm": {
-        "repetition_penalty": 1.0,   # a generation_config's penalty under --generation-config auto
+        "repetition_penalty": 1.0,  # a generation_config's penalty under --generation-config auto
         "ignore_eos": True,
         "stream_options": {"include_usage": True},
     },
@@ -56,9 +59,11 @@ def test_each_openai_style_body_is_the_plain_one_plus_fields_with_reasons(kind):
 def test_sglang_greedy_parameters_leave_top_k_to_sglang_and_send_no_seed():
     body = engines.get("sglang").request_body("m", "def add", GREEDY, seed=1234, arm={})
     # SamplingParams turns temperature 0 into top_k 1 (its argmax path); old releases reject sampling_seed.
-    assert body == {"text": "def add", "stream": True,
-                    "sampling_params": {"max_new_tokens": 64, "ignore_eos": True, "repetition_penalty": 1.0,
-                                        "temperature": 0.0}}
+    assert body == {
+        "text": "def add",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 64, "ignore_eos": True, "repetition_penalty": 1.0, "temperature": 0.0},
+    }
 
 
 def test_ollama_greedy_options_leave_top_k_to_the_default_and_switch_the_penalty_off():
@@ -90,9 +95,16 @@ def test_a_greedy_body_does_not_depend_on_the_seed_and_carries_no_sampler_that_c
     assert not {"seed", "sampling_seed", "top_p", "min_p"} & set(flat)
 
 
-@pytest.mark.parametrize("kind,top_k_off,seed_key", [("llamacpp", 0, "seed"), ("vllm", -1, "seed"),
-                                                     ("sglang", -1, "sampling_seed"), ("ollama", 0, "seed"),
-                                                     ("openai", None, "seed")])
+@pytest.mark.parametrize(
+    "kind,top_k_off,seed_key",
+    [
+        ("llamacpp", 0, "seed"),
+        ("vllm", -1, "seed"),
+        ("sglang", -1, "sampling_seed"),
+        ("ollama", 0, "seed"),
+        ("openai", None, "seed"),
+    ],
+)
 def test_sampled_bodies_draw_from_the_whole_distribution_alike_and_are_seeded(kind, top_k_off, seed_key):
     body = engines.get(kind).request_body("m", "p", SAMPLED, seed=99, arm={})
     flat = {**body, **body.get("options", {}), **body.get("sampling_params", {})}

@@ -6,9 +6,8 @@ import math
 import sys
 
 import pytest
-from scipy import stats
-
 from conftest import ROOT
+from scipy import stats
 
 sys.path.insert(0, str(ROOT / "bench"))
 import request_cost  # noqa: E402
@@ -38,9 +37,16 @@ def test_one_round_gives_no_interval_and_outputs_agree_up_to_the_shorter():
 
 def test_the_plain_body_is_what_a_bare_client_sends_and_bracket_now_comes_from_the_adapter():
     from bracket import engines
+
     bodies = request_cost.variants("llamacpp", engines.get("llamacpp"), "p", 16)
-    assert bodies["plain"] == {"model": "bracket-model", "prompt": "p", "max_tokens": 16, "temperature": 0,
-                               "stream": True}
+    assert bodies["plain"] == {
+        "model": "bracket-model",
+        "prompt": "p",
+        "max_tokens": 16,
+        "temperature": 0,
+        "stream": True,
+    }
     assert bodies["+ top_k 0"] == {**bodies["plain"], "top_k": 0}
     assert bodies["bracket now"] == engines.get("llamacpp").request_body(
-        "bracket-model", "p", {"max_tokens": 16, "temperature": 0, "timeout_s": 120}, seed=1234, arm={})
+        "bracket-model", "p", {"max_tokens": 16, "temperature": 0, "timeout_s": 120}, seed=1234, arm={}
+    )

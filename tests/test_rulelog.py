@@ -12,17 +12,21 @@ WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
 
 def run(tmp_path, body: str):
     script = tmp_path / "script.py"
-    script.write_text("import logging, sys\nsys.path.insert(0, %r)\nfrom bracket.rulelog import rule_log\n" % str(WORKFLOW)
-                      + body)
+    script.write_text(
+        "import logging, sys\nsys.path.insert(0, %r)\nfrom bracket.rulelog import rule_log\n" % str(WORKFLOW) + body
+    )
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
 
 
 def test_the_traceback_of_a_failing_script_is_in_its_log(tmp_path):
     log = tmp_path / "logs" / "weights.log"
-    proc = run(tmp_path, f"with rule_log({str(log)!r}) as log:\n"
-                         "    log.info('reading headers')\n"
-                         "    print('a line on stdout')\n"
-                         "    raise FileNotFoundError('model path embedded does not exist')\n")
+    proc = run(
+        tmp_path,
+        f"with rule_log({str(log)!r}) as log:\n"
+        "    log.info('reading headers')\n"
+        "    print('a line on stdout')\n"
+        "    raise FileNotFoundError('model path embedded does not exist')\n",
+    )
     assert proc.returncode == 1
     text = log.read_text()
     assert "reading headers" in text and "a line on stdout" in text
@@ -32,9 +36,12 @@ def test_the_traceback_of_a_failing_script_is_in_its_log(tmp_path):
 
 def test_a_clean_exit_code_and_output_reach_the_log(tmp_path):
     log = tmp_path / "block.log"
-    proc = run(tmp_path, f"with rule_log({str(log)!r}):\n"
-                         "    print('block 3 of smoke failed: port in use', file=sys.stderr)\n"
-                         "    sys.exit(1)\n")
+    proc = run(
+        tmp_path,
+        f"with rule_log({str(log)!r}):\n"
+        "    print('block 3 of smoke failed: port in use', file=sys.stderr)\n"
+        "    sys.exit(1)\n",
+    )
     assert proc.returncode == 1
     assert "block 3 of smoke failed: port in use" in log.read_text() and "exited with status 1" in log.read_text()
     assert "port in use" in proc.stderr

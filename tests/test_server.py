@@ -9,7 +9,6 @@ import time
 
 import psutil
 import pytest
-
 from bracket.server import Server, ServerError, port_owner
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
@@ -28,13 +27,16 @@ def script(tmp_path, body):
 
 
 def test_a_rejected_flag_fails_within_seconds_with_the_engines_message(tmp_path):
-    argv = script(tmp_path, """
+    argv = script(
+        tmp_path,
+        """
         import sys, time
         time.sleep(0.5)
         print("usage: serve [-h] [--port PORT]", file=sys.stderr)
         print("serve: error: unrecognized arguments: --fp4-gemm-runner-backend flashinfer_cutedsl", file=sys.stderr)
         sys.exit(2)
-    """)
+    """,
+    )
     log = tmp_path / "server.log"
     srv = Server(argv=argv, env={}, log_path=log, base_url=f"http://127.0.0.1:{free_port()}")
     srv.start()
@@ -50,11 +52,14 @@ def test_a_rejected_flag_fails_within_seconds_with_the_engines_message(tmp_path)
 
 
 def test_a_server_that_never_gets_ready_times_out_with_its_log_tail(tmp_path):
-    argv = script(tmp_path, """
+    argv = script(
+        tmp_path,
+        """
         import time
         print("loading weights 1/2", flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     srv = Server(argv=argv, env={}, log_path=tmp_path / "s.log", base_url=f"http://127.0.0.1:{free_port()}")
     srv.start()
     try:
@@ -69,7 +74,9 @@ def test_a_server_that_never_gets_ready_times_out_with_its_log_tail(tmp_path):
 
 def test_ready_means_alive_and_healthy(tmp_path):
     port = free_port()
-    argv = script(tmp_path, f"""
+    argv = script(
+        tmp_path,
+        f"""
         import http.server, time
         time.sleep(0.5)
         class H(http.server.BaseHTTPRequestHandler):
@@ -77,7 +84,8 @@ def test_ready_means_alive_and_healthy(tmp_path):
                 self.send_response(200 if self.path == "/health" else 404); self.end_headers()
             def log_message(self, *a): pass
         http.server.HTTPServer(("127.0.0.1", {port}), H).serve_forever()
-    """)
+    """,
+    )
     with Server(argv=argv, env={}, log_path=tmp_path / "s.log", base_url=f"http://127.0.0.1:{port}") as srv:
         waited = srv.wait_ready(timeout_s=30)
         assert 0.3 < waited < 30 and srv.alive()
@@ -85,12 +93,15 @@ def test_ready_means_alive_and_healthy(tmp_path):
 
 
 def test_teardown_stops_the_whole_process_group(tmp_path):
-    argv = script(tmp_path, """
+    argv = script(
+        tmp_path,
+        """
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         print("child", child.pid, flush=True)
         time.sleep(120)
-    """)
+    """,
+    )
     log = tmp_path / "s.log"
     srv = Server(argv=argv, env={}, log_path=log, base_url="http://127.0.0.1:1")
     srv.start()

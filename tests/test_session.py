@@ -1,15 +1,18 @@
 """One server session (bracket.session): every caller gets the same credentials rule."""
 
 import pytest
-
 from bracket import engines, session
 from bracket.cli import launch
 from bracket.config import validate
 
 
 def _cfg(kind: str, **engine) -> dict:
-    return validate({"engine": {"kind": kind, "launch": "native", "embedded": False, "model": "/m", "port": 8123,
-                                **engine}, "arms": {"a": {}}})
+    return validate(
+        {
+            "engine": {"kind": kind, "launch": "native", "embedded": False, "model": "/m", "port": 8123, **engine},
+            "arms": {"a": {}},
+        }
+    )
 
 
 def test_api_key_goes_by_environment_and_header_and_is_redacted(monkeypatch):
@@ -19,6 +22,7 @@ def test_api_key_goes_by_environment_and_header_and_is_redacted(monkeypatch):
     assert creds.env == {"VLLM_API_KEY": "sk-session-test-0123456789"}
     assert creds.headers == {"Authorization": "Bearer sk-session-test-0123456789"}
     from bracket import secrets
+
     assert "sk-session-test" not in secrets.redact("key sk-session-test-0123456789 echoed")
     # the printed command names the key, never its value
     cmd = launch.launch_command(cfg, "a")

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from bracket import config, engines, weights
 from bracket.server import Server
 
@@ -47,8 +46,14 @@ hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
 
 def snakemake(repo, *args, env=None, timeout=1500):
     t0 = time.monotonic()
-    proc = subprocess.run(fk.snakemake_argv(*args), cwd=repo, env=env or fk.snakemake_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        fk.snakemake_argv(*args),
+        cwd=repo,
+        env=env or fk.snakemake_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, time.monotonic() - t0
 
 
@@ -72,8 +77,7 @@ def hub_named_server(embedded_engine, tmp_path_factory):
 
 
 @pytest.mark.engine
-def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_bytes(hub_named_server,
-                                                                                  tmp_path_factory):
+def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_bytes(hub_named_server, tmp_path_factory):
     port, model = hub_named_server
     repo = fk.repo_copy(tmp_path_factory.mktemp("repo"))
     (repo / "experiments" / "attach_hub.yaml").write_text(ATTACH % port)
@@ -117,8 +121,8 @@ def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_byt
 def test_a_model_path_that_does_not_exist_stops_the_run_before_any_block_in_seconds(tmp_path):
     repo = fk.repo_copy(tmp_path / "repo")
     (repo / "experiments" / "missing_model.yaml").write_text(
-        "engine: {kind: vllm, embedded: false, model: /nonexistent/Qwen3-8B, port: 8037}\n"
-        "arms: {baseline: {}}\n")
+        "engine: {kind: vllm, embedded: false, model: /nonexistent/Qwen3-8B, port: 8037}\narms: {baseline: {}}\n"
+    )
     proc, took = snakemake(repo, "missing_model", timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

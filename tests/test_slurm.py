@@ -34,9 +34,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-
 from bracket import design
-
 from bracket.embedded import ENGINE_VENV
 from conftest import ROOT, SMOKE_MODEL
 from test_executor import SNAKEMAKE, engine_processes, snakemake, workflow_copy
@@ -63,8 +61,22 @@ hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
 """ % (PORT, NODE)
 BLOCKS = 4
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "slurmstepd")
-SACCT_FIELDS = ("JobID", "JobName", "Comment", "State", "ExitCode", "Account", "Partition", "NodeList",
-                "AllocCPUS", "ReqMem", "AllocTRES", "Timelimit", "Start", "End")
+SACCT_FIELDS = (
+    "JobID",
+    "JobName",
+    "Comment",
+    "State",
+    "ExitCode",
+    "Account",
+    "Partition",
+    "NodeList",
+    "AllocCPUS",
+    "ReqMem",
+    "AllocTRES",
+    "Timelimit",
+    "Start",
+    "End",
+)
 
 
 def _missing_tools() -> str:
@@ -107,8 +119,10 @@ def cluster(tmp_path_factory):
     if why and os.environ.get("BRACKET_REQUIRE_SLURM"):  # CI (.ci/run) installed SLURM: a skip would hide it
         pytest.fail(f"BRACKET_REQUIRE_SLURM is set but SLURM cannot run here: {why}")
     if why:
-        pytest.skip(f"no SLURM here ({why}); install it as root: apt-get install "
-                    f"{slurm_cluster.PACKAGES} {slurm_cluster.ACCOUNTING_PACKAGES}")
+        pytest.skip(
+            f"no SLURM here ({why}); install it as root: apt-get install "
+            f"{slurm_cluster.PACKAGES} {slurm_cluster.ACCOUNTING_PACKAGES}"
+        )
     # not under pytest's folders: munged wants every folder above its socket open to all
     root = Path(tempfile.mkdtemp(prefix="bracket-slurm-"))
     # Steps confined to their CPUs as on real sites, so a block that gets too few shows it: a cpuset
@@ -145,8 +159,12 @@ def site_profile(root: Path):
     path = root / "workflow" / "profiles" / "slurm" / "config.yaml"
     text = path.read_text()
     assert text.count(DEFAULTS) == 1 and yaml.safe_load(text)["default-resources"] == DEFAULTS
-    path.write_text(text.replace(DEFAULTS, f"{DEFAULTS[:-1]}, slurm_account={slurm_cluster.ACCOUNT!r}, "
-                                           f"slurm_partition={slurm_cluster.PARTITION!r})"))
+    path.write_text(
+        text.replace(
+            DEFAULTS,
+            f"{DEFAULTS[:-1]}, slurm_account={slurm_cluster.ACCOUNT!r}, slurm_partition={slurm_cluster.PARTITION!r})",
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +179,30 @@ def slurm_run(cluster, tmp_path_factory, embedded_engine):
     try:
         t0 = time.monotonic()
         # Status every few seconds instead of the profile's 40 s (a test waits for every step).
-        proc = snakemake(root, "--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
-                         "3", f"report/{EXP}/article.html", timeout=2400)
+        proc = snakemake(
+            root,
+            "--profile",
+            "workflow/profiles/slurm",
+            "--slurm-init-seconds-before-status-checks",
+            "3",
+            f"report/{EXP}/article.html",
+            timeout=2400,
+        )
         took = time.monotonic() - t0
     finally:
         if saved is not None:
             os.environ["SLURM_CONF"] = saved
-    out = cluster.run("sacct", "-a", "-X", "-P", "--noheader", "-S", "now-1days", "-o",
-                      ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS)).stdout
+    out = cluster.run(
+        "sacct",
+        "-a",
+        "-X",
+        "-P",
+        "--noheader",
+        "-S",
+        "now-1days",
+        "-o",
+        ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS),
+    ).stdout
     jobs = list(csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|"))
     print(f"sweep through SLURM: {took:.0f} s, {len(jobs)} jobs")
     return root, proc, jobs
@@ -230,8 +264,7 @@ def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, c
     # job names say the experiment and the block (bracket.slurm_names), one run id for the whole run
     runid = {j["JobName"].rsplit(".", 1)[-1] for j in jobs}
     assert len(runid) == 1, runid
-    assert all(job["JobName"] == f"{EXP}.block{k}.{next(iter(runid))}"
-               for k, (job,) in blocks.items())
+    assert all(job["JobName"] == f"{EXP}.block{k}.{next(iter(runid))}" for k, (job,) in blocks.items())
     assert {j["JobName"].split(".")[1] for j in others} >= {"plan", "collect", "analyze", "report"}
 
 
@@ -242,16 +275,16 @@ def test_blocks_ran_one_at_a_time_in_schedule_order(slurm_run):
     spans = [(_t(blocks[k][0]["Start"]), _t(blocks[k][0]["End"])) for k in range(BLOCKS)]
     for (_s0, e0), (s1, _e1) in zip(spans, spans[1:]):
         assert e0 <= s1, spans  # no overlap, and block k before block k+1
-    metas = [json.loads((root / "results" / EXP / "raw" / f"block-{k}.meta.json").read_text())
-             for k in range(BLOCKS)]
+    metas = [json.loads((root / "results" / EXP / "raw" / f"block-{k}.meta.json").read_text()) for k in range(BLOCKS)]
     assert all(m["status"] == "complete" for m in metas)
     assert all(b["started_at"] > a["ended_at"] for a, b in zip(metas, metas[1:]))
     assert len({m["pid"] for m in metas}) == BLOCKS  # a fresh server per block
     # stats.json records the gaps, one per pair of consecutive blocks, as the metas give them
     gaps = json.loads((root / "results" / EXP / "stats.json").read_text())["gaps"]
     assert gaps["n"] == BLOCKS - 1 and gaps["cooldown_s"] == 0
-    assert [g["gap_s"] for g in gaps["gaps"]] == [round(b["started_at"] - a["ended_at"], 3)
-                                                   for a, b in zip(metas, metas[1:])]
+    assert [g["gap_s"] for g in gaps["gaps"]] == [
+        round(b["started_at"] - a["ended_at"], 3) for a, b in zip(metas, metas[1:])
+    ]
     print(f"gaps between blocks, one job per block: {[g['gap_s'] for g in gaps['gaps']]} s")
 
 
@@ -271,8 +304,9 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
     root, proc, jobs = slurm_run
     assert proc.returncode == 0
     res = root / "results" / EXP
-    assert design.read(res / "schedule.csv") == design.draw_hosts(["baseline", "ngram_4"], "baseline", "abab",
-                                                                   2, 1, [NODE])
+    assert design.read(res / "schedule.csv") == design.draw_hosts(
+        ["baseline", "ngram_4"], "baseline", "abab", 2, 1, [NODE]
+    )
     runs = pd.read_csv(res / "runs.csv")
     assert len(runs) == BLOCKS * (1 + 2) and runs.loc[~runs["warmup"], "valid"].all()
     assert set(runs["host"]) == {NODE}
@@ -291,7 +325,8 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
 
 CANCEL_EXP = "slurmcancel"
 CANCEL = SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 6").replace(
-    "Two arms through SLURM", "A block cancelled under it")
+    "Two arms through SLURM", "A block cancelled under it"
+)
 STATUS_FIRST_S = 3
 
 
@@ -300,8 +335,13 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
     status check with the job, its state and the command to resume; that command then finishes the sweep."""
     root, proc, jobs = slurm_run
     (root / "experiments" / f"{CANCEL_EXP}.yaml").write_text(CANCEL)
-    argv = ["--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
-            str(STATUS_FIRST_S), f"results/{CANCEL_EXP}/stats.json"]
+    argv = [
+        "--profile",
+        "workflow/profiles/slurm",
+        "--slurm-init-seconds-before-status-checks",
+        str(STATUS_FIRST_S),
+        f"results/{CANCEL_EXP}/stats.json",
+    ]
     # as test_executor.snakemake runs it, without SLURM_CONF (the cluster is found at /etc/slurm/slurm.conf)
     full = ["--rerun-triggers", "params", "input", "software-env", "code", *argv]
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "SNAKEMAKE_PROFILE")}
@@ -314,8 +354,14 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
             deadline = time.monotonic() + 600
             while jobid is None and time.monotonic() < deadline and run.poll() is None:
                 q = cluster.run("squeue", "-h", "-t", "RUNNING", "-o", "%i|%k", check=False).stdout
-                jobid = next((i for i, c in (line.split("|", 1) for line in q.splitlines())
-                              if c.startswith(f"rule_block_wildcards_{CANCEL_EXP}_0")), None)
+                jobid = next(
+                    (
+                        i
+                        for i, c in (line.split("|", 1) for line in q.splitlines())
+                        if c.startswith(f"rule_block_wildcards_{CANCEL_EXP}_0")
+                    ),
+                    None,
+                )
                 time.sleep(1)
             assert jobid, log.read_text()[-4000:]
             # Cancel once the block has begun (its provenance is written before its server starts), so
@@ -360,9 +406,12 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
 
 
 HOST_EXP = "slurmhost"
-PER_HOST = SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2").replace(
-    "runtime_min: 15}", "runtime_min: 15, allocation: per_host}").replace(
-    "Two arms through SLURM", "A host's blocks in one allocation").replace(str(PORT), str(PORT + 1))
+PER_HOST = (
+    SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2")
+    .replace("runtime_min: 15}", "runtime_min: 15, allocation: per_host}")
+    .replace("Two arms through SLURM", "A host's blocks in one allocation")
+    .replace(str(PORT), str(PORT + 1))
+)
 
 
 def test_a_hosts_blocks_share_one_allocation_with_site_settings_from_the_command_line(slurm_run, cluster):
@@ -377,8 +426,15 @@ def test_a_hosts_blocks_share_one_allocation_with_site_settings_from_the_command
     saved = {k: os.environ.pop(k, None) for k in ("SLURM_CONF", "BRACKET_SLURM")}
     os.environ["BRACKET_SLURM"] = f"slurm_account={slurm_cluster.ACCOUNT} slurm_partition={slurm_cluster.PARTITION}"
     try:
-        proc = snakemake(root, "--profile", "workflow/profiles/slurm", "--slurm-init-seconds-before-status-checks",
-                         "3", f"results/{HOST_EXP}/stats.json", timeout=1800)
+        proc = snakemake(
+            root,
+            "--profile",
+            "workflow/profiles/slurm",
+            "--slurm-init-seconds-before-status-checks",
+            "3",
+            f"results/{HOST_EXP}/stats.json",
+            timeout=1800,
+        )
     finally:
         path.write_text(edited)
         os.environ.pop("BRACKET_SLURM")
@@ -386,10 +442,22 @@ def test_a_hosts_blocks_share_one_allocation_with_site_settings_from_the_command
             if v is not None:
                 os.environ[k] = v
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
-    out = cluster.run("sacct", "-a", "-X", "-P", "--noheader", "-S", "now-1days", "-o",
-                      ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS)).stdout
-    jobs = [j for j in csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|")
-            if j["JobName"].startswith(f"{HOST_EXP}.")]
+    out = cluster.run(
+        "sacct",
+        "-a",
+        "-X",
+        "-P",
+        "--noheader",
+        "-S",
+        "now-1days",
+        "-o",
+        ",".join(f"{f}%200" if f in ("Comment", "JobName") else f for f in SACCT_FIELDS),
+    ).stdout
+    jobs = [
+        j
+        for j in csv.DictReader(io.StringIO(out), fieldnames=SACCT_FIELDS, delimiter="|")
+        if j["JobName"].startswith(f"{HOST_EXP}.")
+    ]
     (group,) = [j for j in jobs if j["JobName"].startswith(f"{HOST_EXP}.blocks0-1.")]
     assert not [j for j in jobs if j["Comment"].startswith("rule_block_")]  # no block of its own
     assert group["State"] == "COMPLETED" and group["NodeList"] == NODE and group["ReqMem"] == "3000M"

@@ -8,11 +8,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from configargparse import ConfigFileParserException
-from snakemake.profiles import ProfileConfigFileParser
-
 from bracket import slurm_names
+from configargparse import ConfigFileParserException
 from conftest import ROOT
+from snakemake.profiles import ProfileConfigFileParser
 
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
 
@@ -29,11 +28,22 @@ def test_the_status_query_asks_for_every_name_the_run_gave():
     import snakemake_executor_plugin_slurm as plugin
 
     assert slurm_names.install() and slurm_names.install()  # twice: the Snakefile is read in every job
-    job = SimpleNamespace(is_group=lambda: False, rule=SimpleNamespace(name="block"), name="block",
-                          wildcards={"exp": "smoke", "k": "3"}, resources=SimpleNamespace(get=lambda k, d=None: d),
-                          threads=1)
-    params = {"run_uuid": "RID-1", "slurm_logfile": "x.log", "comment_str": "rule_block_wildcards_smoke_3",
-              "account": "-A acc", "partition": "", "workdir": "/w"}
+    job = SimpleNamespace(
+        is_group=lambda: False,
+        rule=SimpleNamespace(name="block"),
+        name="block",
+        wildcards={"exp": "smoke", "k": "3"},
+        resources=SimpleNamespace(get=lambda k, d=None: d),
+        threads=1,
+    )
+    params = {
+        "run_uuid": "RID-1",
+        "slurm_logfile": "x.log",
+        "comment_str": "rule_block_wildcards_smoke_3",
+        "account": "-A acc",
+        "partition": "",
+        "workdir": "/w",
+    }
     call = plugin.get_submit_command(job, params)
     assert "--job-name smoke.block3.RID-1 " in call and "RID-1 " not in call.replace("smoke.block3.RID-1 ", "")
     for query in (plugin.query_job_status_sacct("RID-1"), plugin.query_job_status_squeue("RID-1")):

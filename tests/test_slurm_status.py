@@ -11,15 +11,23 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-
 from bracket import slurm_status
 
 plugin = pytest.importorskip("snakemake_executor_plugin_slurm")
 
 
-@pytest.mark.parametrize("raw, base", [("CANCELLED by 0", "CANCELLED"), ("CANCELLED by 1000", "CANCELLED"),
-                                       ("CANCELLED+", "CANCELLED"), ("TIMEOUT", "TIMEOUT"), ("COMPLETED", "COMPLETED"),
-                                       (" running ", "RUNNING"), ("", "")])
+@pytest.mark.parametrize(
+    "raw, base",
+    [
+        ("CANCELLED by 0", "CANCELLED"),
+        ("CANCELLED by 1000", "CANCELLED"),
+        ("CANCELLED+", "CANCELLED"),
+        ("TIMEOUT", "TIMEOUT"),
+        ("COMPLETED", "COMPLETED"),
+        (" running ", "RUNNING"),
+        ("", ""),
+    ],
+)
 def test_base_state_is_the_first_word(raw, base):
     assert slurm_status.base_state(raw) == base
 
@@ -40,6 +48,7 @@ def test_every_terminal_failure_reaches_a_state_the_plugin_fails_on():
 def test_the_plugins_fail_list_is_the_one_the_wrapper_assumes():
     """An upgrade of the plugin that changes its list (or fixes the bug) must be looked at again."""
     import inspect
+
     src = inspect.getsource(plugin.Executor.check_active_jobs)
     for state in slurm_status.PLUGIN_FAILED:
         assert f'"{state}"' in src, state
@@ -47,13 +56,16 @@ def test_the_plugins_fail_list_is_the_one_the_wrapper_assumes():
 
 
 def test_failure_message_names_job_state_meaning_and_rerun():
-    msg = slurm_status.failure_message("812", "CANCELLED by 0", "rule block smoke_3",
-                                       "snakemake --profile workflow/profiles/slurm smoke")
+    msg = slurm_status.failure_message(
+        "812", "CANCELLED by 0", "rule block smoke_3", "snakemake --profile workflow/profiles/slurm smoke"
+    )
     assert "SLURM job 812 (rule block smoke_3) ended CANCELLED by 0" in msg
     assert "cancelled" in msg and "`snakemake --profile workflow/profiles/slurm smoke`" in msg
     assert "raise cluster.runtime_min" in slurm_status.failure_message("1", "TIMEOUT", "rule block", "x")
-    assert slurm_status.rerun_command(["/venv/bin/snakemake", "--profile", "a b", "smoke"]) == \
-        "snakemake --profile 'a b' smoke"
+    assert (
+        slurm_status.rerun_command(["/venv/bin/snakemake", "--profile", "a b", "smoke"])
+        == "snakemake --profile 'a b' smoke"
+    )
 
 
 class _Executor:
@@ -62,14 +74,22 @@ class _Executor:
     def __init__(self, states):
         self.states = states
         self.reported = []
-        self.workflow = SimpleNamespace(executor_settings=SimpleNamespace(
-            init_seconds_before_status_checks=40, status_attempts=1, keep_successful_logs=True, requeue=False))
+        self.workflow = SimpleNamespace(
+            executor_settings=SimpleNamespace(
+                init_seconds_before_status_checks=40, status_attempts=1, keep_successful_logs=True, requeue=False
+            )
+        )
         self.status_rate_limiter = _NoLimit()
         self.run_uuid = "uuid"
-        self.logger = SimpleNamespace(debug=lambda *a, **k: None, info=lambda *a, **k: None,
-                                      warning=lambda *a, **k: None)
-        for name in ("_status_query_calls", "_status_query_failures", "_status_query_total_seconds",
-                     "_status_query_max_seconds"):
+        self.logger = SimpleNamespace(
+            debug=lambda *a, **k: None, info=lambda *a, **k: None, warning=lambda *a, **k: None
+        )
+        for name in (
+            "_status_query_calls",
+            "_status_query_failures",
+            "_status_query_total_seconds",
+            "_status_query_max_seconds",
+        ):
             setattr(self, name, 0)
         self._status_query_min_seconds = None
         self._status_query_cycle_rows = []
@@ -100,13 +120,17 @@ def _check(monkeypatch, raw_state):
     monkeypatch.setattr(plugin, "get_min_job_age", lambda: 3600)
     monkeypatch.setattr(plugin, "is_query_tool_available", lambda tool: tool == "squeue")
     # the wrapper's report calls the plugin's report, whose base asks the scheduler: keep the message instead
-    monkeypatch.setattr(plugin.Executor, "report_job_error",
-                        lambda self, j, msg=None, **kw: self.reported.append(("error", j.external_jobid, msg)))
+    monkeypatch.setattr(
+        plugin.Executor,
+        "report_job_error",
+        lambda self, j, msg=None, **kw: self.reported.append(("error", j.external_jobid, msg)),
+    )
     assert slurm_status.install(SimpleNamespace(executor_settings=None))
     ex = _Executor(raw_state)
     ex.report_job_error = plugin.Executor.report_job_error.__get__(ex)
-    job = SimpleNamespace(name="block", wildcards={}, wildcards_dict={}, jobid=3,
-                          format_wildcards=lambda s: "", is_group=lambda: False)
+    job = SimpleNamespace(
+        name="block", wildcards={}, wildcards_dict={}, jobid=3, format_wildcards=lambda s: "", is_group=lambda: False
+    )
     monkeypatch.setattr(plugin, "get_job_wildcards", lambda job: "smoke_3")
     info = SimpleNamespace(external_jobid="812", job=job, aux={})
 
@@ -133,6 +157,7 @@ def test_the_plugin_keeps_waiting_for_a_running_job(monkeypatch):
 
 def test_without_the_wrapper_the_plugin_waits_for_a_cancelled_job(monkeypatch):
     """The bug itself, in the plugin as pinned: if this fails, the plugin fixed it and the wrapper can go."""
+
     async def fake_query(command, logger):
         return {"812": "CANCELLED by 0"}, 0.01
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from bracket import config
 from bracket.engines.llamacpp import never_drafts
 from bracket.stats import speculative as spec
@@ -40,8 +39,10 @@ def test_budget_groups_keep_one_method_and_one_lookup():
 
 
 def test_budget_groups_need_two_budgets():
-    arms = {"a": {"speculative": {**NGRAM, "draft_tokens": 4}},
-            "b": {"speculative": {**NGRAM, "engine_method": "ngram-mod", "draft_tokens": 8}}}
+    arms = {
+        "a": {"speculative": {**NGRAM, "draft_tokens": 4}},
+        "b": {"speculative": {**NGRAM, "engine_method": "ngram-mod", "draft_tokens": 8}},
+    }
     assert spec.budget_groups(arms) == []
 
 
@@ -54,12 +55,19 @@ def test_ngram_simple_below_its_match_length_is_refused():
 
 
 def test_validation_names_the_arm_that_cannot_draft():
-    raw = {"engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
-           "arms": {"baseline": {}, "ngram_2": {"speculative": {"method": "ngram", "draft_tokens": 2,
-                                                                "prompt_lookup_max": 3}}},
-           "workloads": {"chat": {"prompts": "experiments/prompts/chat.jsonl"}}}
-    with pytest.raises(config.ExperimentError, match=r"arms\.ngram_2\.speculative: ngram-simple drafts only.*"
-                                                     r"raise draft_tokens to 3"):
+    raw = {
+        "engine": {"kind": "llamacpp", "launch": "native", "embedded": True},
+        "arms": {
+            "baseline": {},
+            "ngram_2": {"speculative": {"method": "ngram", "draft_tokens": 2, "prompt_lookup_max": 3}},
+        },
+        "workloads": {"chat": {"prompts": "experiments/prompts/chat.jsonl"}},
+    }
+    with pytest.raises(
+        config.ExperimentError,
+        match=r"arms\.ngram_2\.speculative: ngram-simple drafts only.*"
+        r"raise draft_tokens to 3",
+    ):
         config.validate(raw)
     # records of a run that already happened are re-rendered: the analysis finds the arm instead
     assert "ngram_2" in config.validate(raw, measured=True)["arms"]
@@ -71,8 +79,15 @@ def _runs(drafts: dict[str, list[int | None]]) -> pd.DataFrame:
     rows = []
     for arm, ds in drafts.items():
         for d in ds:
-            rows.append({"arm": arm, "workload": "code", "valid": True, "draft_budget": 2 if arm != "base" else None,
-                         "draft_tokens": d})
+            rows.append(
+                {
+                    "arm": arm,
+                    "workload": "code",
+                    "valid": True,
+                    "draft_budget": 2 if arm != "base" else None,
+                    "draft_tokens": d,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -88,18 +103,44 @@ def test_analysis_finds_the_arm_that_never_drafted():
         for run in range(3):
             n, wall = 100, 0.05 + 0.001 * run + 0.0005 * block
             d = {"baseline": None, "ngram_2": 0, "ngram_4": 30}[arm]
-            rows.append({"experiment": "x", "arm": arm, "block": block, "position": block, "round": 1 + block // 3,
-                         "run": run, "warmup": False, "workload": "code", "prompt_id": run, "valid": True,
-                         "invalid_reason": None, "started_at": 1000.0 + 10 * block + run, "wall_s": wall,
-                         "ttft_s": 0.01, "completion_tokens": n, "prompt_tokens": 20, "decode_tok_s": n / wall,
-                         "draft_budget": {"baseline": None, "ngram_2": 2, "ngram_4": 4}[arm],
-                         "draft_tokens": d, "accepted_tokens": None if d is None else d // 2,
-                         "verify_steps": None if d is None else 80, "acceptance_length": None})
-    cfg = config.validate({"engine": {"kind": "vllm"}, "arms": {
-        "baseline": {}, "ngram_2": {"speculative": {"method": "ngram", "draft_tokens": 2}},
-        "ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
-        "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
-        "design": {"kind": "abab", "rounds": 2, "runs_per_block": 3}})
+            rows.append(
+                {
+                    "experiment": "x",
+                    "arm": arm,
+                    "block": block,
+                    "position": block,
+                    "round": 1 + block // 3,
+                    "run": run,
+                    "warmup": False,
+                    "workload": "code",
+                    "prompt_id": run,
+                    "valid": True,
+                    "invalid_reason": None,
+                    "started_at": 1000.0 + 10 * block + run,
+                    "wall_s": wall,
+                    "ttft_s": 0.01,
+                    "completion_tokens": n,
+                    "prompt_tokens": 20,
+                    "decode_tok_s": n / wall,
+                    "draft_budget": {"baseline": None, "ngram_2": 2, "ngram_4": 4}[arm],
+                    "draft_tokens": d,
+                    "accepted_tokens": None if d is None else d // 2,
+                    "verify_steps": None if d is None else 80,
+                    "acceptance_length": None,
+                }
+            )
+    cfg = config.validate(
+        {
+            "engine": {"kind": "vllm"},
+            "arms": {
+                "baseline": {},
+                "ngram_2": {"speculative": {"method": "ngram", "draft_tokens": 2}},
+                "ngram_4": {"speculative": {"method": "ngram", "draft_tokens": 4}},
+            },
+            "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}},
+            "design": {"kind": "abab", "rounds": 2, "runs_per_block": 3},
+        }
+    )
     stats = analyze(pd.DataFrame(rows), cfg)
     never = [f for f in stats["findings"] if f["kind"] == "never drafted"]
     assert [(f["arm"], f["workload"]) for f in never] == [("ngram_2", "code")]
@@ -107,5 +148,6 @@ def test_analysis_finds_the_arm_that_never_drafted():
     # the arm that never drafted is no budget: with it gone, ngram_4 is alone and there is no budget table
     assert stats["budget_groups"] == []
     assert [r["reading"] for r in stats["speculative"] if r["arm"] == "ngram_2"] == [
-        "never drafted: the engine proposed no draft token, so this arm measured the baseline"]
+        "never drafted: the engine proposed no draft token, so this arm measured the baseline"
+    ]
     assert stats["never_drafted"] == [{"arm": "ngram_2", "workload": "code", "runs": 6, "draft_budget": 2}]

@@ -13,8 +13,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
-
 from bracket.stats import io as sio
 from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -22,6 +20,7 @@ from bracket.stats.modes import bimodal
 from bracket.stats.multiplicity import holm, holm_adjust
 from bracket.stats.simulate import simulate, via_cli
 from bracket.stats.summary import summarize
+from scipy import stats
 
 CMP = ("--baseline", "A", "--candidate", "B", "--resamples", "200")
 
@@ -54,11 +53,14 @@ def test_block_sd_3pct_no_effect_no_false_verdicts_and_cis_cover(tmp_path):
     assert arm_hits / arm_n >= 0.9, (arm_hits, arm_n)
 
 
-@pytest.mark.parametrize("design, rounds, sim", [
-    ("sequential", 1, dict(drift=0.02, block_sd=0.01)),   # A then B, 2 %/block drift
-    ("bracket", 1, dict(block_sd=0.01)),                  # REF / M1 / REF
-    ("sequential", 3, dict(drift=0.02, block_sd=0.01)),   # A A A B B B: arm confounded with time
-])
+@pytest.mark.parametrize(
+    "design, rounds, sim",
+    [
+        ("sequential", 1, dict(drift=0.02, block_sd=0.01)),  # A then B, 2 %/block drift
+        ("bracket", 1, dict(block_sd=0.01)),  # REF / M1 / REF
+        ("sequential", 3, dict(drift=0.02, block_sd=0.01)),  # A A A B B B: arm confounded with time
+    ],
+)
 def test_one_block_per_arm_or_confounded_is_never_faster_or_slower(tmp_path, design, rounds, sim):
     rng = np.random.default_rng(3)
     for i in range(12):
@@ -70,15 +72,20 @@ def test_one_block_per_arm_or_confounded_is_never_faster_or_slower(tmp_path, des
 
 def test_three_percent_under_drift_at_four_rounds_is_found(tmp_path):
     rng = np.random.default_rng(5)
-    found = sum(_compare(simulate("abab", effect=1.03, drift=0.01, rounds=4, rng=rng, seed=i),
-                         tmp_path)["verdict"] == FASTER for i in range(20))
+    found = sum(
+        _compare(simulate("abab", effect=1.03, drift=0.01, rounds=4, rng=rng, seed=i), tmp_path)["verdict"] == FASTER
+        for i in range(20)
+    )
     assert found >= 16, found
 
 
 def test_three_percent_with_one_wild_run_is_found(tmp_path):
     rng = np.random.default_rng(6)
-    found = sum(_compare(simulate("abab", effect=1.03, drift=0.01, rounds=4, wild=1, rng=rng, seed=i),
-                         tmp_path)["verdict"] == FASTER for i in range(20))
+    found = sum(
+        _compare(simulate("abab", effect=1.03, drift=0.01, rounds=4, wild=1, rng=rng, seed=i), tmp_path)["verdict"]
+        == FASTER
+        for i in range(20)
+    )
     assert found >= 12, found
 
 
@@ -119,20 +126,19 @@ def test_two_rounds_false_verdicts_stay_within_half_alpha(run_sd):
     """Block sd 3 %, no effect, 2 rounds: pooled on one df this gave 2.8-4.1 % false faster/slower
     (issue 29). 400 datasets: a true rate of 2.5 % exceeds 4 % (16 of 400) with chance below 3 %."""
     from bracket.stats.cells import compare_arms
+
     rng = np.random.default_rng([29, int(run_sd * 1000)])
     false = 0
     for i in range(400):
         frame = sio.from_table(simulate("abab", rounds=2, block_sd=0.03, run_sd=run_sd, rng=rng, seed=i))
-        false += compare_arms(frame, "A", "B", "sim", seed=1, reference="A",
-                              n_resamples=50).verdict in (FASTER, SLOWER)
+        false += compare_arms(frame, "A", "B", "sim", seed=1, reference="A", n_resamples=50).verdict in (FASTER, SLOWER)
     assert false <= 16, false
 
 
 def test_trend_test_is_calibrated_on_block_noise_without_drift():
     rng = np.random.default_rng(9)
     for rounds in (2, 3):
-        p = [trend(simulate("abab", rounds=rounds, block_sd=0.03, rng=rng, seed=i), "A").slope_p
-             for i in range(60)]
+        p = [trend(simulate("abab", rounds=rounds, block_sd=0.03, rng=rng, seed=i), "A").slope_p for i in range(60)]
         assert np.mean(np.array(p) < 0.05) <= 0.12, (rounds, np.mean(np.array(p) < 0.05))
 
 
@@ -148,6 +154,7 @@ def test_one_wild_run_cannot_move_the_drift():
 
 def test_cli_shows_both_cis_labelled_and_the_one_the_verdict_rests_on(tmp_path, capsys):
     from bracket.cli import main
+
     rng = np.random.default_rng(11)
     df = simulate("abab", effect=1.03, drift=0.01, rounds=4, rng=rng, seed=2)
     df.to_csv(tmp_path / "s.csv", index=False)
@@ -187,12 +194,25 @@ def test_holm_by_hand():
 def test_holm_verdicts_agree_with_the_adjusted_cis():
     # Three comparisons whose unadjusted 95% CIs all clear a 1% band; the two weakest do not survive:
     # Holm's second step needs p < 0.05 / 2.
-    rows = [{"estimate": e, "se": 0.004, "df": 20.0, "noise_band": 0.01, "verdict": FASTER,
-             "blocks_baseline": 4, "blocks_candidate": 4, "block_var": 4 * 0.004 ** 2} for e in (0.05, 0.019, 0.0188)]
+    rows = [
+        {
+            "estimate": e,
+            "se": 0.004,
+            "df": 20.0,
+            "noise_band": 0.01,
+            "verdict": FASTER,
+            "blocks_baseline": 4,
+            "blocks_candidate": 4,
+            "block_var": 4 * 0.004**2,
+        }
+        for e in (0.05, 0.019, 0.0188)
+    ]
     from bracket.stats.blocks import BlockFit
+
     for r in rows:
         r["p_beyond_band"] = BlockFit(r["estimate"], 0.004, 20.0, 8, 3, None, None, False, 1.0, "").p_beyond(
-            -np.log(1.01), np.log(1.01))
+            -np.log(1.01), np.log(1.01)
+        )
     assert all(r["p_beyond_band"] < 0.05 for r in rows)
     assert holm(rows, 0.95) == 3
     # The two that fail Holm do not clear the band, nor rule out +2% (twice the band): undetermined,
@@ -209,6 +229,7 @@ def test_holm_verdicts_agree_with_the_adjusted_cis():
 
 def test_no_measurable_effect_needs_a_ci_that_rules_out_twice_the_band():
     from bracket.stats.compare import decide
+
     # A smoke run's CI of 1.03-1.92 beside an 8.4% band: neither clears it nor rules out +90%.
     est, q = (np.log(1.03) + np.log(1.92)) / 2, stats.t.ppf(0.975, 5)
     se = (np.log(1.92) - np.log(1.03)) / 2 / q
@@ -227,12 +248,16 @@ def test_bimodal_cell_names_both_modes_and_lists_no_mode_as_outliers():
     x = np.exp(level + rng.normal(0, 0.005, blocks.size))
     s = summarize(x, blocks=blocks, rng=1)
     assert s.modes and s.modes["where"] == "across blocks"
-    assert s.modes["low_median"] == pytest.approx(40, rel=0.01) and s.modes["high_median"] == pytest.approx(50, rel=0.01)
+    assert s.modes["low_median"] == pytest.approx(40, rel=0.01) and s.modes["high_median"] == pytest.approx(
+        50, rel=0.01
+    )
     assert s.modes["low_n"] == 10 and s.outliers == ()
     assert any("two modes" in w and "unstable" in w for w in s.warnings)
     # Unimodal cells, even with block noise, are not flagged.
-    flagged = sum(bimodal(np.exp(rng.normal(0, 0.03, 6)[blocks] + rng.normal(0, 0.005, 30)), blocks) is not None
-                  for _ in range(100))
+    flagged = sum(
+        bimodal(np.exp(rng.normal(0, 0.03, 6)[blocks] + rng.normal(0, 0.005, 30)), blocks) is not None
+        for _ in range(100)
+    )
     assert flagged <= 5
 
 
@@ -252,9 +277,15 @@ def test_csv_with_rounds_but_no_blocks_and_blocks_numbered_per_arm(tmp_path):
 def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
     from bracket import config
     from bracket.stats import analyze
-    cfg = config.validate({"arms": {"base": {}, "a": {}, "b": {}, "c": {}},
-                           "workloads": {"w": {"prompts": "p.jsonl"}},
-                           "design": {"kind": "abab", "rounds": 3}, "analysis": {"bootstrap_resamples": 200}})
+
+    cfg = config.validate(
+        {
+            "arms": {"base": {}, "a": {}, "b": {}, "c": {}},
+            "workloads": {"w": {"prompts": "p.jsonl"}},
+            "design": {"kind": "abab", "rounds": 3},
+            "analysis": {"bootstrap_resamples": 200},
+        }
+    )
     rng = np.random.default_rng(14)
     rows = []
     effect = {"base": 1.0, "a": 1.0, "b": 1.06, "c": 1.0}
@@ -263,14 +294,33 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
         for arm in cfg["arms"]:
             level = np.log(50 * effect[arm]) + rng.normal(0, 0.01)
             for run in range(5):
-                rows.append({"arm": arm, "workload": "w", "block": pos, "round": rnd, "position": pos,
-                             "run": run, "decode_tok_s": float(np.exp(level + rng.normal(0, 0.005))),
-                             "valid": True})
+                rows.append(
+                    {
+                        "arm": arm,
+                        "workload": "w",
+                        "block": pos,
+                        "round": rnd,
+                        "position": pos,
+                        "run": run,
+                        "decode_tok_s": float(np.exp(level + rng.normal(0, 0.005))),
+                        "valid": True,
+                    }
+                )
             pos += 1
     # One arm measured in one block only.
     for run in range(5):
-        rows.append({"arm": "d", "workload": "w", "block": pos, "round": 1, "position": pos, "run": run,
-                     "decode_tok_s": float(50 * np.exp(rng.normal(0, 0.005))), "valid": True})
+        rows.append(
+            {
+                "arm": "d",
+                "workload": "w",
+                "block": pos,
+                "round": 1,
+                "position": pos,
+                "run": run,
+                "decode_tok_s": float(50 * np.exp(rng.normal(0, 0.005))),
+                "valid": True,
+            }
+        )
     out = analyze(pd.DataFrame(rows), cfg)
     assert out["multiplicity"]["method"] == "holm" and out["multiplicity"]["comparisons"] == 3
     for c in out["comparisons"]:
@@ -294,17 +344,20 @@ def test_two_speed_cell_with_quiet_blocks_is_calibrated_and_named(tmp_path):
     both modes. Issue 29: 9-14 % false verdicts, coverage 89-91 % before. 200 datasets: a true 5 % false
     rate would exceed 16 with chance below 3 %; coverage of 93 % would fall below 175 with about 5 %."""
     from bracket.stats.cells import compare_arms
+
     rng = np.random.default_rng(290)
     false = covered = 0
     for i in range(200):
-        frame = sio.from_table(simulate("abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08,
-                                        rng=rng, seed=i))
+        frame = sio.from_table(
+            simulate("abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08, rng=rng, seed=i)
+        )
         c = compare_arms(frame, "A", "B", "sim", seed=1, reference="A", n_resamples=50)
         false += c.verdict in (FASTER, SLOWER)
         covered += c.ci_low <= 1.0 <= c.ci_high
     assert false <= 16 and covered >= 175, (false, covered)
-    df = simulate("abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08,
-                  rng=np.random.default_rng(1), seed=1)
+    df = simulate(
+        "abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08, rng=np.random.default_rng(1), seed=1
+    )
     c = _compare(df, tmp_path)
     assert c["block_statistic"].startswith("mean") and set(c["modes"]) == {"baseline", "candidate"}
     m = c["modes"]["candidate"]

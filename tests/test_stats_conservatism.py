@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from bracket import article
 from bracket.article.method import conservatism_sentence, section_method
 from bracket.stats.cells import compare_arms
 from bracket.stats.conservatism import median_factor, summary
 from bracket.stats.io import from_table
 from bracket.stats.simulate import simulate
+from scipy import stats
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "report" / "probe"
 
@@ -69,16 +68,28 @@ def test_a_holm_level_and_a_pooled_gpu_fit():
 
 @pytest.fixture(scope="module")
 def fixture_data(tmp_path_factory):
-    return article.load(FIXTURE / "probe.yaml", FIXTURE / "runs.csv", FIXTURE / "stats.json",
-                        FIXTURE / "weights.json", FIXTURE / "ceiling.json", FIXTURE / "schedule.csv", FIXTURE / "raw",
-                        FIXTURE / "probe.corrections.yaml", tmp_path_factory.mktemp("cons"))
+    return article.load(
+        FIXTURE / "probe.yaml",
+        FIXTURE / "runs.csv",
+        FIXTURE / "stats.json",
+        FIXTURE / "weights.json",
+        FIXTURE / "ceiling.json",
+        FIXTURE / "schedule.csv",
+        FIXTURE / "raw",
+        FIXTURE / "probe.corrections.yaml",
+        tmp_path_factory.mktemp("cons"),
+    )
 
 
 def test_the_method_section_states_the_factors_that_ran(fixture_data):
     row = _row(simulate("abab", rounds=3, block_sd=0.03, drift=0.03, rng=np.random.default_rng(1), seed=1), pool=False)
     cons = summary([{**row, "ci_level": 0.99}], 0.95, 0.01)
-    d = article.Data(**{**fixture_data.__dict__, "stats": {**fixture_data.stats, "conservatism": cons,
-                                                           "multiplicity": {"comparisons": 3}}})
+    d = article.Data(
+        **{
+            **fixture_data.__dict__,
+            "stats": {**fixture_data.stats, "conservatism": cons, "multiplicity": {"comparisons": 3}},
+        }
+    )
     text = conservatism_sentence(d)
     assert "3 degrees of freedom" in text and f"x{cons['df_factor'][0]:.2f}" in text
     assert f"x{cons['drift_factor'][0]:.2f}" in text and "99.00%" in text and "3 comparisons (Holm)" in text

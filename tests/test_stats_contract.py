@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from bracket import article
 from bracket.stats.cells import compare_arms
 from bracket.stats.contract import OLD, current, current_comparison
@@ -33,8 +32,15 @@ def test_committed_files_read_in_todays_contract(path):
             continue
         # the verdict's interval moves to ci_*, the raw fit to raw_*
         assert (new["ci_low"], new["ci_high"], new["ci_level"]) == (
-            old["verdict_ci_low"], old["verdict_ci_high"], old["verdict_ci_level"])
-        assert (new["raw_ratio"], new["raw_ci_low"], new["raw_ci_high"]) == (old["ratio"], old["ci_low"], old["ci_high"])
+            old["verdict_ci_low"],
+            old["verdict_ci_high"],
+            old["verdict_ci_level"],
+        )
+        assert (new["raw_ratio"], new["raw_ci_low"], new["raw_ci_high"]) == (
+            old["ratio"],
+            old["ci_low"],
+            old["ci_high"],
+        )
         # the ratio is the centre of the interval it is printed with
         assert new["ratio"] == (old["drift_adjusted_ratio"] if old["basis"] == "drift-adjusted" else old["ratio"])
         assert new["ci_low"] <= new["ratio"] <= new["ci_high"]
@@ -44,10 +50,22 @@ def test_committed_files_read_in_todays_contract(path):
 def test_old_undetermined_gets_the_basis_ci_and_one_block_none():
     """Where an old file left the verdict's interval empty beside "undetermined", today's contract puts the
     basis fit's CI at `confidence` there; with one block per arm no interval supports a verdict."""
-    old = {"ratio": 1.02, "ci_low": 0.97, "ci_high": 1.07, "basis": "drift-adjusted", "drift_adjusted_ratio": 1.01,
-           "drift_adjusted_ci_low": 0.9, "drift_adjusted_ci_high": 1.12, "confidence": 0.95, "verdict": "undetermined",
-           "blocks_baseline": 3, "blocks_candidate": 3,
-           "verdict_ci_low": None, "verdict_ci_high": None, "verdict_ci_level": None}
+    old = {
+        "ratio": 1.02,
+        "ci_low": 0.97,
+        "ci_high": 1.07,
+        "basis": "drift-adjusted",
+        "drift_adjusted_ratio": 1.01,
+        "drift_adjusted_ci_low": 0.9,
+        "drift_adjusted_ci_high": 1.12,
+        "confidence": 0.95,
+        "verdict": "undetermined",
+        "blocks_baseline": 3,
+        "blocks_candidate": 3,
+        "verdict_ci_low": None,
+        "verdict_ci_high": None,
+        "verdict_ci_level": None,
+    }
     new = current_comparison(old)
     assert (new["ratio"], new["ci_low"], new["ci_high"], new["ci_level"]) == (1.01, 0.9, 1.12, 0.95)
     assert (new["raw_ratio"], new["raw_ci_low"], new["raw_ci_high"]) == (1.02, 0.97, 1.07)
@@ -72,9 +90,17 @@ def test_the_article_reads_an_old_file_in_todays_contract(tmp_path):
     c.update(verdict_ci_low=c["ci_low"] * 0.9, verdict_ci_high=c["ci_high"] * 1.1, verdict_ci_level=0.99)
     old = tmp_path / "stats.json"
     old.write_text(json.dumps(stats))
-    d = article.load(FIXTURE / "probe.yaml", FIXTURE / "runs.csv", old, FIXTURE / "weights.json",
-                     FIXTURE / "ceiling.json", FIXTURE / "schedule.csv", FIXTURE / "raw",
-                     FIXTURE / "probe.corrections.yaml", tmp_path / "out")
+    d = article.load(
+        FIXTURE / "probe.yaml",
+        FIXTURE / "runs.csv",
+        old,
+        FIXTURE / "weights.json",
+        FIXTURE / "ceiling.json",
+        FIXTURE / "schedule.csv",
+        FIXTURE / "raw",
+        FIXTURE / "probe.corrections.yaml",
+        tmp_path / "out",
+    )
     got = d.stats["comparisons"][0]
     assert (got["ci_low"], got["ci_high"], got["ci_level"]) == (c["verdict_ci_low"], c["verdict_ci_high"], 0.99)
     assert (got["raw_ci_low"], got["raw_ci_high"]) == (c["ci_low"], c["ci_high"])

@@ -19,7 +19,6 @@ import math
 
 import pandas as pd
 import pytest
-
 from bracket import config
 from bracket.stats import analyze
 from bracket.stats.findings import Finding, group
@@ -37,9 +36,23 @@ def _runs(arms=ARMS):
                 k = m * block_mult
                 ttft, tg = t0 * k, g0 / k
                 wall = ttft + (N - 1) / tg
-                rows.append({"experiment": "x", "arm": arm, "workload": "w", "block": pos, "round": rnd,
-                             "position": pos, "run": run, "valid": True, "ttft_s": ttft, "tg_tok_s": tg,
-                             "wall_s": wall, "decode_tok_s": N / wall, "completion_tokens": N})
+                rows.append(
+                    {
+                        "experiment": "x",
+                        "arm": arm,
+                        "workload": "w",
+                        "block": pos,
+                        "round": rnd,
+                        "position": pos,
+                        "run": run,
+                        "valid": True,
+                        "ttft_s": ttft,
+                        "tg_tok_s": tg,
+                        "wall_s": wall,
+                        "decode_tok_s": N / wall,
+                        "completion_tokens": N,
+                    }
+                )
             pos += 1
     return pd.DataFrame(rows)
 
@@ -85,17 +98,25 @@ def test_the_rule_by_hand_and_what_it_cannot_decide():
 
 
 def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
-    cfg = config.validate({"arms": {k: {} for k in ARMS}, "workloads": {"w": {"prompts": "p.jsonl"}},
-                           "design": {"kind": "abab", "rounds": 2},
-                           "analysis": {"bootstrap_resamples": 200}})
+    cfg = config.validate(
+        {
+            "arms": {k: {} for k in ARMS},
+            "workloads": {"w": {"prompts": "p.jsonl"}},
+            "design": {"kind": "abab", "rounds": 2},
+            "analysis": {"bootstrap_resamples": 200},
+        }
+    )
     out = analyze(_runs(), cfg)
     ph = out["phases"]
     assert ph["margin"] == 0.1 == config.schema_of("analysis", "phase_margin")["default"]
     assert [(r["arm"], r["in_ttft"]) for r in ph["rows"]] == [("a", None), ("b", True), ("c", False), ("d", True)]
     state = [f for f in out["findings"] if f["kind"] == "server state"]
     assert [(f["arm"], f["vs"], f["workload"]) for f in state] == [("b", "a", "w"), ("d", "a", "w")]
-    assert state[0]["values"]["ttft_ratio"] == pytest.approx(20.0) and state[0]["values"]["tg_ratio"] == \
-        pytest.approx(0.95) and state[0]["values"]["margin"] == 0.1
+    assert (
+        state[0]["values"]["ttft_ratio"] == pytest.approx(20.0)
+        and state[0]["values"]["tg_ratio"] == pytest.approx(0.95)
+        and state[0]["values"]["margin"] == 0.1
+    )
     assert all("values" not in f for f in out["findings"] if f["kind"] != "server state")
     assert any(t.startswith("b vs a / w: TTFT x20.00") for t in out["warnings"])
     group(out["findings"])  # the records, values included, read back as Findings
@@ -107,8 +128,13 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
 
 
 def test_a_table_without_ttft_has_no_phases():
-    cfg = config.validate({"arms": {"a": {}, "b": {}}, "workloads": {"w": {"prompts": "p.jsonl"}},
-                           "analysis": {"bootstrap_resamples": 200}})
+    cfg = config.validate(
+        {
+            "arms": {"a": {}, "b": {}},
+            "workloads": {"w": {"prompts": "p.jsonl"}},
+            "analysis": {"bootstrap_resamples": 200},
+        }
+    )
     runs = _runs({k: ARMS[k] for k in "ab"}).drop(columns=["ttft_s", "tg_tok_s"])
     out = analyze(runs, cfg)
     assert out["phases"] is None and not [f for f in out["findings"] if f["kind"] == "server state"]

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from bracket.stats import speculative as spec
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.compare import NO_EFFECT, verdict
@@ -24,7 +23,7 @@ DATA = Path(__file__).parent / "data" / "stats" / "seed000_round3.csv"
 
 
 def printed_range(x: float, decimals: int) -> tuple[float, float]:
-    h = 0.5 * 10 ** -decimals
+    h = 0.5 * 10**-decimals
     return x - h, x + h
 
 
@@ -59,8 +58,9 @@ def test_round_three_spreads(round3):
     # 0.67 % needs the article's own range and median: (12.384 - 12.302) / 12.3162.
     assert round(spread([12.302, 12.3162, 12.384]) * 100, 2) == 0.67
     # From the two-decimal runs it is 0.65 %, within their rounding of the 0.67 %.
-    assert consistent(lambda lo, hi, m: 100 * (hi - lo) / m,
-                      [printed_range(12.30, 2), printed_range(12.38, 2), (12.315,)], 0.67, 2)
+    assert consistent(
+        lambda lo, hi, m: 100 * (hi - lo) / m, [printed_range(12.30, 2), printed_range(12.38, 2), (12.315,)], 0.67, 2
+    )
 
 
 def test_round_three_wide_spread_warns_and_estimates_runs(round3):
@@ -74,17 +74,27 @@ def test_round_three_wide_spread_warns_and_estimates_runs(round3):
 
 def test_ratio_of_round_three_medians(round3):
     assert round(65.0181 / 12.3162, 2) == 5.28
-    r = ratio_of_medians(Sample.of(round3["no_speculation"]), Sample.of(round3["dflash2_draft12"]),
-                         rng=7, n_resamples=2000)
+    r = ratio_of_medians(
+        Sample.of(round3["no_speculation"]), Sample.of(round3["dflash2_draft12"]), rng=7, n_resamples=2000
+    )
     assert round(r.ratio, 2) == 5.28
     assert r.ci_low < 5.28 < r.ci_high
 
 
 ROUND_ONE = {  # method: (decode, acceptance length, draft budget, printed saturation %)
-    "MTP": (35.71, 4.16, 5, 83.2), "DSpark": (42.88, 4.68, 8, 58.6), "DFlash2": (53.89, 6.12, 8, 76.5)}
+    "MTP": (35.71, 4.16, 5, 83.2),
+    "DSpark": (42.88, 4.68, 8, 58.6),
+    "DFlash2": (53.89, 6.12, 8, 76.5),
+}
 ROUND_TWO = {
-    "REF_A": (4.16, 5, 83.2), "M1": (5.42, 8, 67.7), "M2": (4.60, 8, 57.5), "M3": (5.47, 16, 34.2),
-    "D1": (7.88, 12, 65.7), "D2": (8.13, 16, 50.8), "REF_B": (4.19, 5, 83.9)}
+    "REF_A": (4.16, 5, 83.2),
+    "M1": (5.42, 8, 67.7),
+    "M2": (4.60, 8, 57.5),
+    "M3": (5.47, 16, 34.2),
+    "D1": (7.88, 12, 65.7),
+    "D2": (8.13, 16, 50.8),
+    "REF_B": (4.19, 5, 83.9),
+}
 
 
 @pytest.mark.parametrize("name", sorted(ROUND_ONE))
@@ -111,8 +121,11 @@ def test_round_two_saturation(name):
 
 BASELINE = 12.44  # round one, coding, no speculation
 K_TABLE = {  # config: (decode, acceptance length, printed k, printed in-band mark)
-    "DFlash2 draft 12": (68.57, 7.88, 0.700, "yes"), "DFlash2 draft 16": (69.21, 8.13, 0.685, "marginal"),
-    "MTP steps7/topk1/draft8": (38.80, 5.42, 0.576, "no"), "MTP steps5/topk4/draft16": (41.57, 5.47, 0.610, "no")}
+    "DFlash2 draft 12": (68.57, 7.88, 0.700, "yes"),
+    "DFlash2 draft 16": (69.21, 8.13, 0.685, "marginal"),
+    "MTP steps7/topk1/draft8": (38.80, 5.42, 0.576, "no"),
+    "MTP steps5/topk4/draft16": (41.57, 5.47, 0.610, "no"),
+}
 
 
 def test_k_band_from_round_one():
@@ -125,8 +138,12 @@ def test_k_band_from_round_one():
 def test_k_table(name):
     dec, al, printed, mark = K_TABLE[name]
     assert abs(spec.k_factor(dec, BASELINE, al) - printed) <= 0.0015
-    assert consistent(lambda d, b, a: spec.k_factor(d, b, a),
-                      [printed_range(dec, 2), printed_range(BASELINE, 2), printed_range(al, 2)], printed, 3)
+    assert consistent(
+        lambda d, b, a: spec.k_factor(d, b, a),
+        [printed_range(dec, 2), printed_range(BASELINE, 2), printed_range(al, 2)],
+        printed,
+        3,
+    )
     band = spec.band_from([spec.k_factor(d, BASELINE, a) for d, a, _, _ in ROUND_ONE.values()])
     assert spec.in_band(spec.k_factor(dec, BASELINE, al), band) == mark
 
@@ -145,8 +162,7 @@ def test_drift_between_ref_a_and_ref_b_is_the_log_ratio():
     assert abs(0.47 / ((35.70 + 36.17) / 2) * 100 - d * 100) < 1e-4
     # The change relative to the first block would read 1.317 %, 0.01 points further off.
     assert round((36.17 - 35.70) / 35.70 * 100, 3) == 1.317
-    assert consistent(lambda a, b: 100 * math.log(b / a),
-                      [printed_range(35.70, 2), printed_range(36.17, 2)], 1.307, 3)
+    assert consistent(lambda a, b: 100 * math.log(b / a), [printed_range(35.70, 2), printed_range(36.17, 2)], 1.307, 3)
 
 
 def test_pinning_effect_against_drift_is_no_measurable_effect():

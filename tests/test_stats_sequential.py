@@ -4,12 +4,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from bracket.stats.io import from_table
 from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, judge
-from bracket.stats.spending import boundaries, obf_spending
 from bracket.stats.simulate import simulate, simulate_arms
+from bracket.stats.spending import boundaries, obf_spending
+from scipy import stats
 
 
 def test_boundaries_match_published_lan_demets_obf():
@@ -40,7 +39,7 @@ def test_judge_settles_each_way_and_stays_open_between():
     assert up["status"] == SETTLED and up["verdict"] == "faster"
     assert up["rci_low"] == pytest.approx(math.exp(math.log(1.10) - 1.959964 * 0.01), rel=1e-6)
     same = judge(0.0, 0.005, 1e6, 0.01, 1.959964, 0.02, final=False)
-    assert same["verdict"] == "no measurable effect"   # 0.990-1.010 inside +/-2 %
+    assert same["verdict"] == "no measurable effect"  # 0.990-1.010 inside +/-2 %
     wide = judge(0.0, 0.05, 1e6, 0.01, 1.959964, 0.02, final=False)
     assert wide["status"] == OPEN and wide["verdict"] is None
     spent = judge(0.0, 0.05, 1e6, 0.01, 1.959964, 0.02, final=True)
@@ -55,8 +54,7 @@ def test_plan_refuses_sequential_kind_and_one_round():
 
 
 def test_information_grows_to_one_and_alpha_is_shared():
-    p = Plan(arms=("A", "B", "C"), reference="A", workloads=("x", "y"), kind="abab", seed=1,
-             min_rounds=2, max_rounds=6)
+    p = Plan(arms=("A", "B", "C"), reference="A", workloads=("x", "y"), kind="abab", seed=1, min_rounds=2, max_rounds=6)
     t = p.fractions("B")
     assert t[-1] == pytest.approx(1.0) and np.all(np.diff(t) > 0)
     assert p.comparisons == 4
@@ -66,8 +64,12 @@ def test_information_grows_to_one_and_alpha_is_shared():
 
 
 def _plan(**kw):
-    return Plan(**{**dict(arms=("A", "B"), reference="A", workloads=("sim",), kind="abab", seed=1,
-                          min_rounds=2, max_rounds=6), **kw})
+    return Plan(
+        **{
+            **dict(arms=("A", "B"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=2, max_rounds=6),
+            **kw,
+        }
+    )
 
 
 def test_assess_asks_for_rounds_until_settled():
@@ -80,11 +82,11 @@ def test_assess_asks_for_rounds_until_settled():
     two = assess(frame[frame["position"] < 4], p)
     assert two["rounds_run"] == 2 and two["looks"] == [] and two["another_round"] and two["next_round"] == 3
     assert two["comparisons"][0]["status"] == OPEN
-    early = assess(frame[frame["position"] < 6], p)       # three rounds: the first look
+    early = assess(frame[frame["position"] < 6], p)  # three rounds: the first look
     assert early["rounds_run"] == 3 and [x["round"] for x in early["looks"]] == [3]
     [c] = early["comparisons"]
     assert c["status"] == OPEN and early["another_round"] and early["next_round"] == 4
-    done = assess(frame, p)                                # the budget: every comparison settled
+    done = assess(frame, p)  # the budget: every comparison settled
     assert done["rounds_run"] == 6 and not done["another_round"]
     assert done["comparisons"][0]["status"] == SETTLED
 
@@ -125,17 +127,21 @@ def test_error_rates_and_power_with_known_truth():
     assert np.mean([x == "faster" for x in big]) >= 0.95 and r < 5
 
 
-@pytest.mark.parametrize("design, needles", [
-    ({"rounds": "adaptiv"}, ["design.rounds is 'adaptiv'", "integer", "adaptive"]),
-    ({"rounds": "adaptive", "kind": "sequential"}, ["design.kind is 'sequential'", "abab"]),
-    ({"rounds": "adaptive", "min_rounds": 5, "max_rounds": 3}, ["min_rounds (5)", "max_rounds (3)"]),
-    ({"rounds": "adaptive", "min_rounds": 1}, ["design.min_rounds", "at least 2"]),
-    ({"rounds": 4, "margin": 0.05}, ["design.margin is set", "rounds: adaptive"]),
-    ({"rounds": 4, "max_rounds": 6}, ["design.max_rounds is set"]),
-    ({"rounds": "adaptive", "target": "fast"}, ["design.target", "'decisive'"]),
-])
+@pytest.mark.parametrize(
+    "design, needles",
+    [
+        ({"rounds": "adaptiv"}, ["design.rounds is 'adaptiv'", "integer", "adaptive"]),
+        ({"rounds": "adaptive", "kind": "sequential"}, ["design.kind is 'sequential'", "abab"]),
+        ({"rounds": "adaptive", "min_rounds": 5, "max_rounds": 3}, ["min_rounds (5)", "max_rounds (3)"]),
+        ({"rounds": "adaptive", "min_rounds": 1}, ["design.min_rounds", "at least 2"]),
+        ({"rounds": 4, "margin": 0.05}, ["design.margin is set", "rounds: adaptive"]),
+        ({"rounds": 4, "max_rounds": 6}, ["design.max_rounds is set"]),
+        ({"rounds": "adaptive", "target": "fast"}, ["design.target", "'decisive'"]),
+    ],
+)
 def test_adaptive_design_errors_name_the_problem(design, needles):
     from bracket import config
+
     with pytest.raises(config.ExperimentError) as err:
         config.validate({"arms": {"a": {}, "b": {}}, "design": design})
     for n in needles:
@@ -144,6 +150,7 @@ def test_adaptive_design_errors_name_the_problem(design, needles):
 
 def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
     from bracket import config, design
+
     cfg = config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": "adaptive"}})
     assert cfg["design"]["min_rounds"] == 2 and cfg["design"]["max_rounds"] == 8
     assert len(design.from_config(cfg)) == 16 and len(design.from_config(cfg, 3)) == 6
@@ -155,11 +162,21 @@ def test_analyze_puts_the_settling_look_on_the_comparison():
     """stats.json of an adaptive design: the verdict and its CI are the look's that settled it."""
     from bracket import config
     from bracket.stats import analyze
-    cfg = config.validate({"arms": {"A": {}, "B": {}}, "reference": "A", "workloads": {"sim": {"prompts": "x.jsonl"}},
-                           "design": {"rounds": "adaptive", "max_rounds": 6}})
+
+    cfg = config.validate(
+        {
+            "arms": {"A": {}, "B": {}},
+            "reference": "A",
+            "workloads": {"sim": {"prompts": "x.jsonl"}},
+            "design": {"rounds": "adaptive", "max_rounds": 6},
+        }
+    )
     df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=np.random.default_rng(4), seed=2)
-    runs = df[df["position"] < 8].rename(columns={"value": "decode_tok_s"}).assign(
-        valid=True, invalid_reason="", warmup=False, experiment="x")
+    runs = (
+        df[df["position"] < 8]
+        .rename(columns={"value": "decode_tok_s"})
+        .assign(valid=True, invalid_reason="", warmup=False, experiment="x")
+    )
     out = analyze(runs, cfg)
     assert out["sequential"]["rounds_run"] == 4 and not out["sequential"]["another_round"]
     assert out["multiplicity"]["method"].startswith("group-sequential")
@@ -172,8 +189,8 @@ def test_analyze_puts_the_settling_look_on_the_comparison():
 def test_the_article_shows_each_look_and_when_each_question_settled():
     from types import SimpleNamespace
 
-    from bracket.article.looks import looks_table, section_looks
     import pandas as pd
+    from bracket.article.looks import looks_table, section_looks
 
     rng = np.random.default_rng(5)
     df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=rng, seed=3)
@@ -187,7 +204,7 @@ def test_the_article_shows_each_look_and_when_each_question_settled():
     # after the look that settled it, its column says so
     later = t[t["after round"] > big["settled_round"]]
     assert later["B / sim"].str.startswith("settled (faster)").all()
-    assert seq["comparisons"][1]["verdict"] == "undetermined"   # a margin of 0.1 % cannot be met: budget spent
+    assert seq["comparisons"][1]["verdict"] == "undetermined"  # a margin of 0.1 % cannot be met: budget spent
     assert section_looks(SimpleNamespace(stats={"sequential": None})) is None
     s = section_looks(SimpleNamespace(stats={"sequential": seq}))
     text = " ".join(getattr(x, "text", "") for x in s.items)
@@ -198,31 +215,55 @@ def test_an_early_looks_nominal_level_never_reads_100_percent():
     """The repeated CI of an early look sits at a level like 99.9973 %: three significant digits would
     print "100%", so the label keeps the decimals that tell it from certainty (hand-rounded below)."""
     from bracket.article.results import ci_label, level_pct
-    assert [level_pct(x) for x in (0.95, 0.983, 0.99774, 0.999973, 0.9995, 0.9999)] == \
-        ["95%", "98.3%", "99.8%", "99.997%", "99.95%", "99.99%"]
+
+    assert [level_pct(x) for x in (0.95, 0.983, 0.99774, 0.999973, 0.9995, 0.9999)] == [
+        "95%",
+        "98.3%",
+        "99.8%",
+        "99.997%",
+        "99.95%",
+        "99.99%",
+    ]
     assert ci_label(0.999973, 9, "group-sequential (repeated CIs)") == "repeated CI (nominal 99.997%, 9 comparisons)"
     assert ci_label(0.983, 3, "holm") == "98.3% CI (Holm, 3 comparisons)"
 
 
 # ---- Holm-type alpha recycling across comparisons (Maurer & Bretz 2013) ----------------------------------
 
+
 def _stub_plan(**kw):
     # three arms, one workload: two comparisons (B vs A, C vs A), looks after rounds 3 and 4
-    return Plan(**{**dict(arms=("A", "B", "C"), reference="A", workloads=("w",), kind="abab", seed=1,
-                          min_rounds=3, max_rounds=4, margin=0.02), **kw})
+    return Plan(
+        **{
+            **dict(
+                arms=("A", "B", "C"),
+                reference="A",
+                workloads=("w",),
+                kind="abab",
+                seed=1,
+                min_rounds=3,
+                max_rounds=4,
+                margin=0.02,
+            ),
+            **kw,
+        }
+    )
 
 
 def _stub_assess(plan, by_look):
     """assess with each comparison's (estimate, se, df) per look given: compare_fn is the stand-in; the
     recycling, boundaries and verdicts are the real ones."""
     from types import SimpleNamespace
+
     import pandas as pd
+
     frame = pd.DataFrame({"position": range(len(plan.blocks(plan.max_rounds)))})
 
     def compare_fn(sub, base, cand, wl):
         look = plan.looks.index(next(r for r in plan.looks if len(plan.blocks(r)) == len(sub)))
         est, se, df = by_look[cand][look]
         return SimpleNamespace(estimate=est, se=se, df=df, vif=1.0, noise_band=0.01)
+
     return assess(frame, plan, compare_fn=compare_fn)
 
 
@@ -235,7 +276,7 @@ def _q(plan, cand, level, look, df):
 
 def test_a_settled_comparison_passes_its_alpha_and_the_other_settles_in_the_same_look():
     p = _stub_plan()
-    assert p.level(0) == pytest.approx(0.025) and p.level(1) == pytest.approx(0.05)   # Holm: alpha/2, then alpha
+    assert p.level(0) == pytest.approx(0.025) and p.level(1) == pytest.approx(0.05)  # Holm: alpha/2, then alpha
     se, df = 0.01, 30.0
     # C's lower edge clears the 1 % band at level 0.05 but not at 0.025 (by hand, between the two factors)
     q_half, q_full = _q(p, "C", 0.025, 0, df), _q(p, "C", 0.05, 0, df)
@@ -275,18 +316,31 @@ def test_recycled_alpha_is_spent_on_the_earlier_looks_too():
 def test_familywise_false_faster_slower_stays_below_alpha_with_recycling():
     # B truly +20 % (settles early and passes its alpha), C and D truly equal to A: a false faster/slower on
     # C or D is the familywise error; with 3 comparisons recycled, at most alpha in truth.
-    p = Plan(arms=("A", "B", "C", "D"), reference="A", workloads=("sim",), kind="abab", seed=1, min_rounds=2,
-             max_rounds=6, margin=0.05, noise_threshold=0.01)
+    p = Plan(
+        arms=("A", "B", "C", "D"),
+        reference="A",
+        workloads=("sim",),
+        kind="abab",
+        seed=1,
+        min_rounds=2,
+        max_rounds=6,
+        margin=0.05,
+        noise_threshold=0.01,
+    )
     rng = np.random.default_rng(31)
     reps, errors, recycled = 120, 0, 0
     for _ in range(reps):
-        seq = assess(from_table(simulate_arms({"A": 1.0, "B": 1.2, "C": 1.0, "D": 1.0}, rounds=6, block_sd=0.03,
-                                              drift=0.01, rng=rng)), p)
+        seq = assess(
+            from_table(
+                simulate_arms({"A": 1.0, "B": 1.2, "C": 1.0, "D": 1.0}, rounds=6, block_sd=0.03, drift=0.01, rng=rng)
+            ),
+            p,
+        )
         v = {c["candidate"]: c for c in seq["comparisons"]}
         errors += any(v[x]["verdict"] in ("faster", "slower") for x in ("C", "D"))
         recycled += v["B"]["verdict"] == "faster" and v["B"]["settled_round"] < 6
-    assert recycled >= 0.9 * reps      # the recycling was exercised
-    assert errors <= 12                # 5 % of 120 is 6; 12 lies > 2.5 binomial sd above it
+    assert recycled >= 0.9 * reps  # the recycling was exercised
+    assert errors <= 12  # 5 % of 120 is 6; 12 lies > 2.5 binomial sd above it
 
 
 def test_recycling_settles_everything_bonferroni_settles_on_the_draft_sweeps_blocks():

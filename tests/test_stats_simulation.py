@@ -7,14 +7,12 @@ results. The done-when cases of issue 17 are in test_stats_blocks.py.
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from bracket.stats.bootstrap import Sample
-from bracket.stats.bootstrap import ratio_of_medians
+from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.compare import FASTER, SLOWER, compare, comparison_drift, verdict
 from bracket.stats.drift import round_changes
 from bracket.stats.simulate import simulate
 from bracket.stats.summary import median_ci
+from scipy import stats
 
 
 def _naive(a, b, rng):
@@ -34,9 +32,13 @@ def _verdicts(design, effect, reps, naive=False, seed=0, rounds=2):
             out.append(_naive(a, b, rng))
             continue
         rc = round_changes(df)
-        c = compare(Sample.of(a.value, a.block, a.position), Sample.of(b.value, b.block, b.position),
-                    drift=comparison_drift(rc["A"]["change"], rc["B"]["change"], None),
-                    rng=rng, n_resamples=400)
+        c = compare(
+            Sample.of(a.value, a.block, a.position),
+            Sample.of(b.value, b.block, b.position),
+            drift=comparison_drift(rc["A"]["change"], rc["B"]["change"], None),
+            rng=rng,
+            n_resamples=400,
+        )
         out.append(c.verdict)
     return np.array(out)
 
@@ -74,13 +76,16 @@ def test_simulation_is_reproducible():
 def test_round_changes_and_first_vs_last_by_hand():
     """Medians per round, a row without a round left out, and the change ln(last / first) of the medians."""
     import pandas as pd
-
     from bracket.stats.drift import first_vs_last
 
-    df = pd.DataFrame({"arm": ["B", "A", "A", "A", "A", "A", "B"],
-                       "round": [1, 1, 1, 2, 2, np.nan, 2],
-                       "position": [1, 0, 0, 2, 2, 9, 3],
-                       "value": [50.0, 10.0, 12.0, 11.0, 13.0, 99.0, 55.0]})
+    df = pd.DataFrame(
+        {
+            "arm": ["B", "A", "A", "A", "A", "A", "B"],
+            "round": [1, 1, 1, 2, 2, np.nan, 2],
+            "position": [1, 0, 0, 2, 2, 9, 3],
+            "value": [50.0, 10.0, 12.0, 11.0, 13.0, 99.0, 55.0],
+        }
+    )
     rc = round_changes(df)
     assert list(rc) == ["A", "B"]
     assert rc["A"]["medians"] == {1: 11.0, 2: 12.0} and rc["A"]["change"] == pytest.approx(np.log(12 / 11))

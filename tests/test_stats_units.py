@@ -4,9 +4,6 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-
 from bracket import config, design, records
 from bracket.stats import analyze
 from bracket.stats import io as sio
@@ -14,6 +11,8 @@ from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED, compare, verdict
 from bracket.stats.levels import levels, variance_components
 from bracket.stats.summary import median_ci, outliers, summarize
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 
 def test_errors_name_the_problem():
@@ -42,8 +41,8 @@ def test_outliers_flagged_not_dropped():
 
 def test_verdict_needs_both_gates():
     assert verdict(1.05, 1.10, 0.001, 0.01, 0.05) == FASTER
-    assert verdict(1.05, 1.10, 0.2, 0.01, 0.05) == NO_EFFECT      # test not significant
-    assert verdict(1.005, 1.10, 0.001, 0.01, 0.05) == NO_EFFECT    # CI reaches into the band
+    assert verdict(1.05, 1.10, 0.2, 0.01, 0.05) == NO_EFFECT  # test not significant
+    assert verdict(1.005, 1.10, 0.001, 0.01, 0.05) == NO_EFFECT  # CI reaches into the band
     assert verdict(0.90, 0.95, 0.001, 0.01, 0.05) == SLOWER
     assert verdict(1.05, 1.10, None, 0.01, 0.05) == NO_EFFECT
 
@@ -60,6 +59,7 @@ def test_swapping_arms_inverts_ratio_and_interval(a, b, blocks, seed):
             return Sample.of(v)
         blk = np.arange(n) % 2 + start
         return Sample.of(v, blk, blk)
+
     # Two identical arms are indistinguishable, so no order of drawing can tell them apart.
     assume(blocks or a != b)
     sa, sb = sample(a, 0), sample(b, 2)
@@ -80,32 +80,56 @@ def test_variance_components_recover_block_and_run_noise():
     y = rng.normal(0, 0.02, 40)[blocks] + rng.normal(0, 0.01, blocks.size)
     between, within, m, n = variance_components(np.exp(y), blocks)
     assert m == 40 and n == 10
-    assert between == pytest.approx(0.02 ** 2, rel=0.5) and within == pytest.approx(0.01 ** 2, rel=0.15)
+    assert between == pytest.approx(0.02**2, rel=0.5) and within == pytest.approx(0.01**2, rel=0.15)
     lv = levels(np.exp(y), blocks, block_cost_runs=5)
     assert lv.best_runs_per_block < 10 and "more blocks" in lv.advice
 
 
 def _experiment_runs(seed=0):
-    cfg = config.validate({
-        "arms": {"base": {}, "ng4": {"speculative": {"method": "ngram", "draft_tokens": 4}},
-                 "ng8": {"speculative": {"method": "ngram", "draft_tokens": 8}}},
-        "workloads": {"code": {"prompts": "c.jsonl"}}, "analysis": {"bootstrap_resamples": 300},
-        "design": {"rounds": 2}})  # pinned: the counts below are for 2 rounds (the default is now 5)
+    cfg = config.validate(
+        {
+            "arms": {
+                "base": {},
+                "ng4": {"speculative": {"method": "ngram", "draft_tokens": 4}},
+                "ng8": {"speculative": {"method": "ngram", "draft_tokens": 8}},
+            },
+            "workloads": {"code": {"prompts": "c.jsonl"}},
+            "analysis": {"bootstrap_resamples": 300},
+            "design": {"rounds": 2},
+        }
+    )  # pinned: the counts below are for 2 rounds (the default is now 5)
     rng = np.random.default_rng(seed)
     recs = []
     for b in design.from_config(cfg):
         sp = cfg["arms"][b.arm].get("speculative")
         for run in range(-1, 5):
             rate = 50 * (1 if not sp else {4: 2.5, 8: 2.7}[sp["draft_tokens"]]) * np.exp(rng.normal(0, 0.01))
-            rec = dict(experiment="t", arm=b.arm, block=b.position, round=b.round, position=b.position,
-                       run=max(run, 0), warmup=run < 0, workload="code", prompt_id="p",
-                       started_at=float(b.position * 10 + run), wall_s=256 / rate, completion_tokens=256,
-                       max_tokens=256, cached_tokens=0 if run != 3 or b.position else 5,
-                       finish_reason="length", decode_tok_s=rate,
-                       draft_budget=sp["draft_tokens"] if sp else None)
+            rec = dict(
+                experiment="t",
+                arm=b.arm,
+                block=b.position,
+                round=b.round,
+                position=b.position,
+                run=max(run, 0),
+                warmup=run < 0,
+                workload="code",
+                prompt_id="p",
+                started_at=float(b.position * 10 + run),
+                wall_s=256 / rate,
+                completion_tokens=256,
+                max_tokens=256,
+                cached_tokens=0 if run != 3 or b.position else 5,
+                finish_reason="length",
+                decode_tok_s=rate,
+                draft_budget=sp["draft_tokens"] if sp else None,
+            )
             if sp:
-                rec.update(draft_tokens=100 * sp["draft_tokens"], accepted_tokens=160 if sp["draft_tokens"] == 4 else 190,
-                           verify_steps=100, acceptance_length=None)
+                rec.update(
+                    draft_tokens=100 * sp["draft_tokens"],
+                    accepted_tokens=160 if sp["draft_tokens"] == 4 else 190,
+                    verify_steps=100,
+                    acceptance_length=None,
+                )
             recs.append(records.new_record(**rec))
     return records.tidy(recs), cfg, recs
 
@@ -113,8 +137,21 @@ def _experiment_runs(seed=0):
 def test_analyze_contract_and_reproducibility():
     runs, cfg, _ = _experiment_runs()
     out = analyze(runs, cfg)
-    for key in ("seed", "confidence", "resamples", "value", "counts", "cells", "comparisons", "drift",
-                "speculative", "k_model", "levels", "warnings", "best"):
+    for key in (
+        "seed",
+        "confidence",
+        "resamples",
+        "value",
+        "counts",
+        "cells",
+        "comparisons",
+        "drift",
+        "speculative",
+        "k_model",
+        "levels",
+        "warnings",
+        "best",
+    ):
         assert key in out
     assert out["value"] == "decode_tok_s" and out["seed"] == cfg["analysis"]["seed"]
     assert out["counts"]["warmups"] == 6 and out["counts"]["invalid_by_reason"] == {"cache hit": 1}
@@ -143,12 +180,33 @@ def test_readers_agree_on_the_same_runs(tmp_path):
 
 
 def test_vllm_and_llama_benchy_json(tmp_path):
-    (tmp_path / "a.json").write_text(json.dumps({
-        "output_lens": [100, 100, 0], "ttfts": [0.1, 0.2, 0.1], "itls": [[0.01] * 99, [0.01] * 99, []],
-        "errors": ["", "", "boom"]}))
-    (tmp_path / "b.json").write_text(json.dumps({"version": "0.3", "benchmarks": [
-        {"concurrency": 1, "context_size": 0, "prompt_size": 512, "response_size": 128,
-         "is_context_prefill_phase": False, "tg_throughput": {"mean": 51, "std": 1, "values": [50, 51, 52]}}]}))
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            {
+                "output_lens": [100, 100, 0],
+                "ttfts": [0.1, 0.2, 0.1],
+                "itls": [[0.01] * 99, [0.01] * 99, []],
+                "errors": ["", "", "boom"],
+            }
+        )
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            {
+                "version": "0.3",
+                "benchmarks": [
+                    {
+                        "concurrency": 1,
+                        "context_size": 0,
+                        "prompt_size": 512,
+                        "response_size": 128,
+                        "is_context_prefill_phase": False,
+                        "tg_throughput": {"mean": 51, "std": 1, "values": [50, 51, 52]},
+                    }
+                ],
+            }
+        )
+    )
     df = sio.load([tmp_path / "a.json", tmp_path / "b.json"])
     va = df[df.arm == "a"]
     assert va["valid"].tolist() == [True, True, False]
@@ -163,6 +221,7 @@ def test_cli_summarize_and_compare_json(capsys):
     import argparse
 
     from bracket.cli import stats as commands_stats
+
     p = argparse.ArgumentParser()
     commands_stats.register(p.add_subparsers(dest="command"))
     raw = "tests/data/stats/seed000_round3.csv"
@@ -171,8 +230,19 @@ def test_cli_summarize_and_compare_json(capsys):
     cells = json.loads(capsys.readouterr().out)
     assert {c["arm"] for c in cells} == {"no_speculation", "dflash2_draft12"}
     assert {"arm", "workload", "n", "median", "ci_low", "ci_high", "min", "max", "spread", "warnings"} <= set(cells[0])
-    args = p.parse_args(["compare", raw, "--baseline", "no_speculation", "--candidate", "dflash2_draft12",
-                         "--json", "--resamples", "500"])
+    args = p.parse_args(
+        [
+            "compare",
+            raw,
+            "--baseline",
+            "no_speculation",
+            "--candidate",
+            "dflash2_draft12",
+            "--json",
+            "--resamples",
+            "500",
+        ]
+    )
     assert args.func(args) == 0
     [c] = json.loads(capsys.readouterr().out)  # a list, one comparison per workload, even for one
     # Seed 000's round three ran each arm in one block: 5.28x, but how much fresh servers differ
@@ -188,10 +258,15 @@ def test_cli_summarize_and_compare_json(capsys):
 def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
     runs, cfg, _ = _experiment_runs()
     # A 1 GB/token model on 100 GB/s: 100 tok/s ceiling; the plain reference runs at about 50.
-    ceiling = {"ceiling_tok_s": 100.0, "bytes_per_token": 1e9,
-               "hypotheses": [{"name": "as stored", "bytes_per_token": 1e9, "ceiling_tok_s": 100.0},
-                              {"name": "at 4 bits", "bytes_per_token": 2.5e8, "ceiling_tok_s": 400.0},
-                              {"name": "at 32 bits", "bytes_per_token": 4e9, "ceiling_tok_s": 25.0}]}
+    ceiling = {
+        "ceiling_tok_s": 100.0,
+        "bytes_per_token": 1e9,
+        "hypotheses": [
+            {"name": "as stored", "bytes_per_token": 1e9, "ceiling_tok_s": 100.0},
+            {"name": "at 4 bits", "bytes_per_token": 2.5e8, "ceiling_tok_s": 400.0},
+            {"name": "at 32 bits", "bytes_per_token": 4e9, "ceiling_tok_s": 25.0},
+        ],
+    }
     out = analyze(runs, cfg, ceiling)
     ref = next(c for c in out["cells"] if c["arm"] == cfg["reference"])
     (eff,) = out["physics"]["efficiency"]  # speculative arms are not held against the plain ceiling
@@ -202,9 +277,16 @@ def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
     # ng8 was shown faster, so it is what to run; had it not been, the reference would be
     assert (out["best"]["code"]["use"], out["best"]["code"]["use_because"]) == ("ng8", "shown faster")
     from bracket.stats.analyze import recommend
+
     assert recommend("ng8", "undetermined", "base") == ("base", "not shown")
     assert recommend("base", None, "base") == ("base", "reference fastest")
     # one timed run reported 5 cached tokens; lengths pinned at 256
-    assert out["guards"] == {"timed": 30, "cached_unknown": 0, "cache_hits": 1, "pinned_tokens": 256,
-                             "cache_unreported_unique": 0, "cache_checks": {"reported": 30}}
+    assert out["guards"] == {
+        "timed": 30,
+        "cached_unknown": 0,
+        "cache_hits": 1,
+        "pinned_tokens": 256,
+        "cache_unreported_unique": 0,
+        "cache_checks": {"reported": 30},
+    }
     assert analyze(runs, cfg)["physics"] is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from bracket import steadiness
 from bracket.article.ceiling import machine_steadiness
 from bracket.stats.findings import Finding
@@ -55,12 +54,23 @@ def test_bandwidths_are_written_with_four_significant_figures():
 
 def test_analyze_lists_the_machine_among_the_warnings():
     import pandas as pd
-
     from bracket.stats.analyze import analyze
 
-    rows = [{"experiment": "x", "arm": arm, "workload": "w", "block": b, "round": b // 2 + 1, "run": r,
-             "decode_tok_s": (100 if arm == "a" else 110) * (1 + 0.01 * r), "warmup": False, "invalid": ""}
-            for b, arm in enumerate(["a", "b", "b", "a"]) for r in range(3)]
+    rows = [
+        {
+            "experiment": "x",
+            "arm": arm,
+            "workload": "w",
+            "block": b,
+            "round": b // 2 + 1,
+            "run": r,
+            "decode_tok_s": (100 if arm == "a" else 110) * (1 + 0.01 * r),
+            "warmup": False,
+            "invalid": "",
+        }
+        for b, arm in enumerate(["a", "b", "b", "a"])
+        for r in range(3)
+    ]
     cfg = {"arms": {"a": {}, "b": {}}, "reference": "a", "design": {"kind": "abba"}}
     moved = {"machine_steadiness": steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)}
     out = analyze(pd.DataFrame(rows), cfg, moved)

@@ -9,9 +9,7 @@ the same checks find the tiled matrix's ties, so that they can fail.
 
 import numpy as np
 import pytest
-
 from bracket.embedded import synthetic
-
 from conftest import ROOT
 
 N_VOCAB = 151_936  # Qwen2's tokenizer, as in ggml-vocab-qwen2.gguf
@@ -75,7 +73,9 @@ def test_no_matrix_repeats_a_row(tiny):
 def test_output_logits_have_no_exact_ties_among_the_top_candidates(tiny):
     shape, t = tiny
     out, embd = t["output.weight"], t["token_embd.weight"]
-    states = np.concatenate([rms(hidden_states(shape["hidden"])), rms(embd[[0, 42, 16_384, 151_000]].astype(np.float32))])
+    states = np.concatenate(
+        [rms(hidden_states(shape["hidden"])), rms(embd[[0, 42, 16_384, 151_000]].astype(np.float32))]
+    )
     assert top_ties(out, states) == [0] * len(states)
 
 
@@ -107,9 +107,12 @@ def test_the_workflow_writes_the_synthetic_models_it_names():
     assert set(embedded.SYNTHETIC_SHAPES) == set(synthetic.SHAPES)
     name = embedded.SYNTHETIC_GGUF.format(shape="8b")
     assert embedded.is_synthetic(name) and not embedded.is_synthetic("resources/models/other-8b-f16.gguf")
-    cfg = config.validate({"engine": {"kind": "llamacpp", "embedded": False, "model": name},
-                           "arms": {"a": {}, "d": {"speculative": {"method": "draft_model", "draft_tokens": 4,
-                                                                    "model": name}}}})
+    cfg = config.validate(
+        {
+            "engine": {"kind": "llamacpp", "embedded": False, "model": name},
+            "arms": {"a": {}, "d": {"speculative": {"method": "draft_model", "draft_tokens": 4, "model": name}}},
+        }
+    )
     assert preflight.model_problems(cfg, ROOT) == []
     cfg["engine"]["model"] = "resources/models/missing-f16.gguf"
     assert any("missing-f16.gguf" in p for p in preflight.model_problems(cfg, ROOT))
@@ -127,13 +130,28 @@ def test_the_written_gguf_has_no_repeated_output_rows_and_no_tied_logits(tmp_pat
     from bracket import embedded
 
     record = tmp_path / "source.json"
-    proc = subprocess.run(["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION,
-                           "source", "1", str(record)], capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "workflow/scripts/build_llamacpp.sh"),
+            embedded.LLAMACPP_VERSION,
+            "source",
+            "1",
+            str(record),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     source = json.loads(record.read_text())["source_dir"]
     out = tmp_path / "synthetic-qwen3-tiny-f16.gguf"
-    proc = subprocess.run([sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), source, str(out),
-                           "--shape", "tiny"], capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "workflow/bracket/embedded/synthetic.py"), source, str(out), "--shape", "tiny"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sys.path.insert(0, f"{source}/gguf-py")
     import gguf

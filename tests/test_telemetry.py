@@ -7,7 +7,6 @@ import time
 import types
 
 import pytest
-
 from bracket import telemetry
 from bracket.telemetry import Telemetry, summarize, throttle_names
 
@@ -20,11 +19,17 @@ def _fake_nvml(clock=1980):
         raise NotSupported("Not Supported")
 
     return types.SimpleNamespace(
-        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_CLOCK_GRAPHICS=0, NVML_TEMPERATURE_GPU=0,
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetHandleByIndex=lambda i: "h", nvmlDeviceGetName=lambda h: "NVIDIA GB10",
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_CLOCK_GRAPHICS=0,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: "h",
+        nvmlDeviceGetName=lambda h: "NVIDIA GB10",
         nvmlDeviceGetClockInfo=lambda h, kind: {1: clock, 2: 4266, 0: clock}[kind],
-        nvmlDeviceGetTemperature=lambda h, kind: 61, nvmlDeviceGetPowerUsage=lambda h: 45_500,
+        nvmlDeviceGetTemperature=lambda h, kind: 61,
+        nvmlDeviceGetPowerUsage=lambda h: 45_500,
         nvmlDeviceGetEnforcedPowerLimit=lambda h: 140_000,
         nvmlDeviceGetMemoryInfo=unsupported,  # unified memory on GB10: NVML cannot say
         nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=97, memory=80),
@@ -48,6 +53,7 @@ def test_read_sample_keeps_unsupported_fields_null():
 
 def test_sampler_collects_during_a_block(monkeypatch):
     import sys
+
     monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml())
     with Telemetry(interval_s=0.01) as tel:
         time.sleep(0.08)
@@ -88,6 +94,7 @@ def test_without_nvml_start_logs_one_line_and_stop_returns_none(monkeypatch, cap
 def _has_gpu() -> bool:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
         return True
@@ -95,7 +102,9 @@ def _has_gpu() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _has_gpu(), reason="no NVML/GPU on this machine; telemetry was sampled on an H200 (see issue 4)")
+@pytest.mark.skipif(
+    not _has_gpu(), reason="no NVML/GPU on this machine; telemetry was sampled on an H200 (see issue 4)"
+)
 def test_real_nvml_samples_clocks_and_power():
     with Telemetry(interval_s=0.05) as tel:
         time.sleep(0.3)

@@ -21,8 +21,13 @@ def pytest_on(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProc
     (tests / "test_probe.py").write_text("import pytest\n\nfrom conftest import ROOT\n\n" + body)
     # Without the hypothesis and anyio plugins, which the probes do not use: hypothesis's costs 1.4 s of CPU.
     plugins = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", *plugins, "-m", FAST, *args, str(tests)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *plugins, "-m", FAST, *args, str(tests)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
@@ -32,13 +37,18 @@ def collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
 def test_an_unmarked_test_that_asks_for_the_engine_stops_the_fast_tier(tmp_path):
     proc = collect(tmp_path, "def test_reads_the_model(embedded_engine):\n    pass\n")
     assert proc.returncode != 0
-    assert ("1 test(s) use an engine fixture (embedded_engine, engine_venv, llama_server) without @pytest.mark.engine" in proc.stderr
-            and "test_probe.py::test_reads_the_model" in proc.stderr), proc.stdout + proc.stderr
+    assert (
+        "1 test(s) use an engine fixture (embedded_engine, engine_venv, llama_server) without @pytest.mark.engine"
+        in proc.stderr
+        and "test_probe.py::test_reads_the_model" in proc.stderr
+    ), proc.stdout + proc.stderr
 
 
 def test_a_marked_one_is_left_out_of_the_fast_tier(tmp_path):
-    proc = collect(tmp_path, "@pytest.mark.engine\ndef test_reads_the_model(embedded_engine):\n    pass\n\n"
-                             "def test_plain():\n    pass\n")
+    proc = collect(
+        tmp_path,
+        "@pytest.mark.engine\ndef test_reads_the_model(embedded_engine):\n    pass\n\ndef test_plain():\n    pass\n",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1/2 tests collected (1 deselected)" in proc.stdout
 
@@ -46,11 +56,14 @@ def test_a_marked_one_is_left_out_of_the_fast_tier(tmp_path):
 def test_a_test_that_writes_into_the_checkout_fails_the_run_and_names_the_files(tmp_path):
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "smoke.yaml").write_text("arms: {a: {}}\n")
-    proc = pytest_on(tmp_path, "def test_rewrites_an_experiment():\n"
-                               "    (ROOT / 'experiments' / 'smoke.yaml').write_text('arms: {b: {}}\\n')\n\n"
-                               "def test_leaves_results():\n"
-                               "    (ROOT / 'results' / 'smoke').mkdir(parents=True)\n"
-                               "    (ROOT / 'results' / 'smoke' / 'runs.csv').write_text('arm\\n')\n")
+    proc = pytest_on(
+        tmp_path,
+        "def test_rewrites_an_experiment():\n"
+        "    (ROOT / 'experiments' / 'smoke.yaml').write_text('arms: {b: {}}\\n')\n\n"
+        "def test_leaves_results():\n"
+        "    (ROOT / 'results' / 'smoke').mkdir(parents=True)\n"
+        "    (ROOT / 'results' / 'smoke' / 'runs.csv').write_text('arm\\n')\n",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "2 passed" in out and "The tests wrote into the checkout" in out, out
@@ -58,9 +71,12 @@ def test_a_test_that_writes_into_the_checkout_fails_the_run_and_names_the_files(
 
 
 def test_writes_under_tmp_path_and_the_caches_leave_the_run_green(tmp_path):
-    proc = pytest_on(tmp_path, "def test_writes_its_own_folder(tmp_path):\n"
-                               "    (tmp_path / 'runs.csv').write_text('arm\\n')\n\n"
-                               "def test_fills_the_build_folder():\n"
-                               "    (ROOT / 'resources' / 'models').mkdir(parents=True)\n")
+    proc = pytest_on(
+        tmp_path,
+        "def test_writes_its_own_folder(tmp_path):\n"
+        "    (tmp_path / 'runs.csv').write_text('arm\\n')\n\n"
+        "def test_fills_the_build_folder():\n"
+        "    (ROOT / 'resources' / 'models').mkdir(parents=True)\n",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "The tests wrote into the checkout" not in proc.stdout + proc.stderr

@@ -39,8 +39,14 @@ def word_model(folder: Path, context: int = 4096) -> Path:
 def experiment(tmp: Path, prompt_lines: list[dict], **extra) -> dict:
     path = tmp / "long.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in prompt_lines))
-    return config.validate({"arms": {"baseline": {}}, "workloads": {"code": {"prompts": str(path)}},
-                            "request": {"max_tokens": 64}, **extra})
+    return config.validate(
+        {
+            "arms": {"baseline": {}},
+            "workloads": {"code": {"prompts": str(path)}},
+            "request": {"max_tokens": 64},
+            **extra,
+        }
+    )
 
 
 def test_a_12_kb_prompt_under_the_byte_bound_but_over_the_context_in_tokens_is_refused_with_its_count(tmp_path):
@@ -62,7 +68,9 @@ def test_a_12_kb_prompt_under_the_byte_bound_but_over_the_context_in_tokens_is_r
     assert "Shorten the prompt, lower request.max_tokens, or serve a longer context" in said
     assert "'short'" not in said
     # the same prompt fits an arm served with a longer context, named where it is set
-    cfg = experiment(tmp_path, [{"id": "long", "prompt": text}], arms={"baseline": {"server": {"context_length": 8192}}})
+    cfg = experiment(
+        tmp_path, [{"id": "long", "prompt": text}], arms={"baseline": {"server": {"context_length": 8192}}}
+    )
     assert prompts.check(cfg, tmp_path, model_dir=model) == []
 
 
@@ -87,17 +95,25 @@ def test_where_no_tokenizer_can_count_the_byte_bound_stays_and_says_so(tmp_path)
     assert "could not be read by the tokenizers library" in notes[0] and "longest token is 16 bytes" in notes[0]
     # (100 - 8) tokens of 16 bytes at most: 1,472 bytes with the 13-byte prefix fit; one more does not
     cfg = experiment(tmp_path, [{"id": "p0", "prompt": "x" * (92 * 16 - 13 + 1)}], request={"max_tokens": 8})
-    with pytest.raises(prompts.PromptError, match=r"at least 93 tokens \(the model's longest token is 16 bytes; its "
-                                                  r"tokens could not be counted: .*tokenizers library"):
+    with pytest.raises(
+        prompts.PromptError,
+        match=r"at least 93 tokens \(the model's longest token is 16 bytes; its "
+        r"tokens could not be counted: .*tokenizers library",
+    ):
         prompts.check(cfg, tmp_path, model_dir=model)
 
 
 def attached(url: str, tmp: Path, lines: list[dict], **request) -> dict:
     path = tmp / "long.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in lines))
-    return config.validate({"engine": {"kind": "auto", "launch": "attach", "embedded": False, "base_url": url},
-                            "arms": {"a": {}}, "workloads": {"code": {"prompts": str(path)}},
-                            "request": {"max_tokens": 8, **request}})
+    return config.validate(
+        {
+            "engine": {"kind": "auto", "launch": "attach", "embedded": False, "base_url": url},
+            "arms": {"a": {}},
+            "workloads": {"code": {"prompts": str(path)}},
+            "request": {"max_tokens": 8, **request},
+        }
+    )
 
 
 def test_an_attached_servers_own_tokenize_counts_the_prompts_against_the_context_it_reports(tmp_path):
@@ -111,7 +127,8 @@ def test_an_attached_servers_own_tokenize_counts_the_prompts_against_the_context
             f"workloads.code: prompt 'long' of {tmp_path / 'long.jsonl'} is 997 tokens with its unique prefix "
             f"(counted by vLLM's own tokenizer, {srv.url}/tokenize); with request.max_tokens 8 it needs 1,005, over "
             f"the 1,000-token context of arm 'a' ({srv.url}/v1/models max_model_len). Shorten the prompt, lower "
-            f"request.max_tokens, or serve a longer context (arms.a.server.context_length)."]
+            f"request.max_tokens, or serve a longer context (arms.a.server.context_length)."
+        ]
         assert preflight.attach_problems(attached(srv.url, tmp_path, lines, max_tokens=3), tmp_path) == []
         # and the server agrees at the edge: the same text is refused with 8 tokens asked for, served with 3
         text = prompts.unique_prefix(cfg["design"]["seed"], "code", 1, 0) + lines[1]["prompt"]
@@ -129,16 +146,27 @@ def test_a_server_without_a_tokenize_route_leaves_the_byte_bound_and_the_reason(
         assert counter is None and why == f"{srv.url}/tokenize answered HTTP 404"
         cfg = attached(srv.url, tmp_path, [{"id": "p0", "prompt": "a b"}])
         notes = prompts.check(cfg, tmp_path, server_context=(1000, "its /v1/models"), why_not=why)
-        assert notes == [f"workloads.code: prompt tokens not counted before the first block ({srv.url}/tokenize "
-                         f"answered HTTP 404; the model's files are not on this host); not checked against the context"]
+        assert notes == [
+            f"workloads.code: prompt tokens not counted before the first block ({srv.url}/tokenize "
+            f"answered HTTP 404; the model's files are not on this host); not checked against the context"
+        ]
 
 
 def test_the_context_of_llamacpp_is_read_from_props_and_untrusted_values_are_ignored():
     with Replay({"/props": read("llamacpp-0.3.36-props.json")}) as srv, httpx.Client() as http:
-        assert tokencount.server_context(http, srv.url, "llamacpp") == (1024, f"{srv.url}/props n_ctx "
-                                                                              f"(one slot's context)")
-    lying = json.dumps({"data": [{"id": "m", "max_model_len": "9999"}, {"id": "n", "max_model_len": -1},
-                                 {"id": "o", "max_model_len": True}]}).encode()
+        assert tokencount.server_context(http, srv.url, "llamacpp") == (
+            1024,
+            f"{srv.url}/props n_ctx (one slot's context)",
+        )
+    lying = json.dumps(
+        {
+            "data": [
+                {"id": "m", "max_model_len": "9999"},
+                {"id": "n", "max_model_len": -1},
+                {"id": "o", "max_model_len": True},
+            ]
+        }
+    ).encode()
     with Replay({"/v1/models": lying}) as srv, httpx.Client() as http:
         assert tokencount.server_context(http, srv.url, "vllm", "m") is None
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bracket import weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bracket import weights
-
-_spec = importlib.util.spec_from_file_location("physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py")
+_spec = importlib.util.spec_from_file_location(
+    "physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py"
+)
 ck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ck)
 
@@ -105,7 +106,12 @@ def test_embedded_model_account_equals_the_sum_of_its_tensors(tmp_path):
     assert sum(ck.nbytes(d, s) for _, d, s in tensors) == expected == 8_394_240
     assert a["tied_embeddings"] is True
     assert a["bytes_per_token"] == expected
-    assert a["per_token"] == {"backbone": expected - 2 * 4096 * 256, "output": 2 * 4096 * 256, "mtp": 0, "embedding_row": 0}
+    assert a["per_token"] == {
+        "backbone": expected - 2 * 4096 * 256,
+        "output": 2 * 4096 * 256,
+        "mtp": 0,
+        "embedding_row": 0,
+    }
     assert a["bits_per_weight"]["backbone"] == 16.0
     assert a["unmatched"] == [] and a["notes"] == []
 
@@ -211,8 +217,13 @@ def test_index_naming_a_missing_shard_is_an_error(tmp_path):
 
 
 def test_write_json_notes_per_arm_bytes(unsloth, tmp_path):
-    cfg = {"arms": {"plain": {}, "mtp3": {"speculative": {"method": "mtp", "draft_tokens": 3}},
-                    "ngram": {"speculative": {"method": "ngram", "draft_tokens": 8}}}}
+    cfg = {
+        "arms": {
+            "plain": {},
+            "mtp3": {"speculative": {"method": "mtp", "draft_tokens": 3}},
+            "ngram": {"speculative": {"method": "ngram", "draft_tokens": 8}},
+        }
+    }
     out = tmp_path / "weights.json"
     weights.write_json(unsloth, out, cfg)
     a = json.loads(out.read_text())
@@ -242,8 +253,12 @@ def test_file_written_by_the_safetensors_library(tmp_path):
     # account equals the sum of the arrays' nbytes.
     from safetensors.numpy import save_file
 
-    arrays = {"model.embed_tokens.weight": np.zeros((300, 16), np.float16), "lm_head.weight": np.zeros((300, 16), np.float16),
-              "model.layers.0.mlp.up_proj.weight": np.zeros((48, 16), np.float32), "model.norm.weight": np.zeros(16, np.float16)}
+    arrays = {
+        "model.embed_tokens.weight": np.zeros((300, 16), np.float16),
+        "lm_head.weight": np.zeros((300, 16), np.float16),
+        "model.layers.0.mlp.up_proj.weight": np.zeros((48, 16), np.float32),
+        "model.norm.weight": np.zeros(16, np.float16),
+    }
     save_file(arrays, str(tmp_path / "model.safetensors"))
     a = weights.account(tmp_path)
     assert a["stored_bytes"] == sum(x.nbytes for x in arrays.values())

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from bracket.cli import physics as commands_physics
 
-_spec = importlib.util.spec_from_file_location("physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py")
+_spec = importlib.util.spec_from_file_location(
+    "physics_checkpoints", Path(__file__).parent / "data" / "physics" / "checkpoints.py"
+)
 ck = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ck)
 
@@ -35,7 +36,15 @@ def test_weights_table_and_json(model, capsys):
     assert "read per token 19.100 GB" in out and "nvfp4" in out
     assert run(["weights", model, "--json"]) == 0
     a = json.loads(capsys.readouterr().out)
-    assert set(a) >= {"components", "bytes_per_token", "bits_per_weight", "format", "tensors", "tied_embeddings", "files"}
+    assert set(a) >= {
+        "components",
+        "bytes_per_token",
+        "bits_per_weight",
+        "format",
+        "tensors",
+        "tied_embeddings",
+        "files",
+    }
 
 
 def test_ceiling_with_device_and_measured(model, capsys):

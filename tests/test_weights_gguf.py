@@ -19,7 +19,9 @@ def write_gguf(path, *, tied: bool, vocab=256, hidden=64, layers=2):
 
     def q8(name, rows, cols):
         data = rng.standard_normal((rows, cols)).astype(np.float32)
-        w.add_tensor(name, gguf.quantize(data, gguf.GGMLQuantizationType.Q8_0), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(
+            name, gguf.quantize(data, gguf.GGMLQuantizationType.Q8_0), raw_dtype=gguf.GGMLQuantizationType.Q8_0
+        )
 
     q8("token_embd.weight", vocab, hidden)
     for i in range(layers):

@@ -60,7 +60,7 @@ def _free_port() -> int:
 
 
 def _which(name: str, package: str) -> str:
-    for d in (os.environ.get("PATH", "").split(os.pathsep) + ["/usr/sbin", "/usr/bin", "/sbin"]):
+    for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/sbin", "/usr/bin", "/sbin"]:
         p = Path(d) / name
         if p.is_file() and os.access(p, os.X_OK):
             return str(p)
@@ -87,8 +87,7 @@ TASK_PLUGINS = {
 }
 
 
-def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting: bool,
-               task: str = "affinity") -> str:
+def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting: bool, task: str = "affinity") -> str:
     proctrack, task_plugin = TASK_PLUGINS[task]
     host = socket.gethostname().split(".")[0]
     hw_text = " ".join(f"{k}={v}" for k, v in hw.items())
@@ -128,32 +127,37 @@ def slurm_conf(d: Path, node: str, hw: dict, gpus: int, ports: dict, accounting:
         f"JobCompLoc={d}/log/jobcomp.txt",
     ]
     if accounting:
-        lines += ["JobAcctGatherType=jobacct_gather/linux",
-                  "JobAcctGatherFrequency=30",
-                  "AccountingStorageTRES=gres/gpu",  # sacct's AllocTRES then shows the GPUs
-                  "AccountingStorageType=accounting_storage/slurmdbd",
-                  "AccountingStorageHost=127.0.0.1",
-                  f"AccountingStoragePort={ports['slurmdbd']}",
-                  # for accounting connections the munge socket goes here, not in AuthInfo
-                  f"AccountingStoragePass={d}/munge/munge.socket",
-                  "AccountingStorageEnforce=associations",  # sbatch -A must name a known account
-                  "AccountingStoreFlags=job_comment"]  # sacct shows --comment (the rule and wildcards)
+        lines += [
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=30",
+            "AccountingStorageTRES=gres/gpu",  # sacct's AllocTRES then shows the GPUs
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={ports['slurmdbd']}",
+            # for accounting connections the munge socket goes here, not in AuthInfo
+            f"AccountingStoragePass={d}/munge/munge.socket",
+            "AccountingStorageEnforce=associations",  # sbatch -A must name a known account
+            "AccountingStoreFlags=job_comment",
+        ]  # sacct shows --comment (the rule and wildcards)
     else:
         lines += ["AccountingStorageType=accounting_storage/none"]
     gres = ""
     if gpus:
         lines.append("GresTypes=gpu")
         gres = f" Gres=gpu:{gpus}"
-    lines += [f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} {hw_text}{gres} State=UNKNOWN",
-              f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP"]
+    lines += [
+        f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} {hw_text}{gres} State=UNKNOWN",
+        f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+    ]
     return "\n".join(lines) + "\n"
 
 
 class Cluster:
     """munged, [mariadbd, slurmdbd,] slurmctld and slurmd, in DIR; start() then stop()."""
 
-    def __init__(self, root: Path, node: str | None = None, gpus: int = 0, accounting: bool = False,
-                 task: str = "affinity"):
+    def __init__(
+        self, root: Path, node: str | None = None, gpus: int = 0, accounting: bool = False, task: str = "affinity"
+    ):
         if task not in TASK_PLUGINS:
             raise ClusterError(f"unknown task plugin {task!r}: choose one of {', '.join(TASK_PLUGINS)}")
         self.dir = Path(root).resolve()
@@ -188,24 +192,27 @@ class Cluster:
             _which("slurmdbd", ACCOUNTING_PACKAGES)
             _which("mariadbd", ACCOUNTING_PACKAGES)
         if (self.dir / STATE).exists():
-            raise ClusterError(f"{self.dir} holds a cluster already; stop it first: "
-                               f"{sys.argv[0]} down --dir {self.dir}")
+            raise ClusterError(
+                f"{self.dir} holds a cluster already; stop it first: {sys.argv[0]} down --dir {self.dir}"
+            )
         for parent in self.dir.parents:
             if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH:
-                raise ClusterError(f"{parent} is closed to other users (no o+x), and munged refuses a socket "
-                                   f"below it: choose a --dir elsewhere (for example under /tmp)")
+                raise ClusterError(
+                    f"{parent} is closed to other users (no o+x), and munged refuses a socket "
+                    f"below it: choose a --dir elsewhere (for example under /tmp)"
+                )
         for sub in ("etc", "munge", "state", "spool", "run", "log"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
         os.chmod(self.dir / "munge", 0o755)  # munged wants its socket's folder open to all
-        ports = {"slurmctld": _free_port(), "slurmd": _free_port(), "slurmdbd": _free_port(),
-                 "mysql": _free_port()}
+        ports = {"slurmctld": _free_port(), "slurmd": _free_port(), "slurmdbd": _free_port(), "mysql": _free_port()}
         hw = machine()
         self.conf.write_text(slurm_conf(self.dir, self.node, hw, self.gpus, ports, self.accounting, self.task))
         self.conf.chmod(0o644)
         if self.task == "cgroup":
             (self.dir / "etc" / "cgroup.conf").write_text(
-                "CgroupPlugin=cgroup/v1\nCgroupAutomount=yes\nConstrainCores=yes\nConstrainDevices=no\n")
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=yes\nConstrainCores=yes\nConstrainDevices=no\n"
+            )
         if self.gpus:
             # GPUs on paper: slurmd drops a GPU without a device file, so each gets a character
             # device standing in for /dev/nvidiaN (it is /dev/null's). SLURM schedules and accounts them.
@@ -213,7 +220,8 @@ class Cluster:
             for i in range(self.gpus):
                 _null_device(self.dir / "dev" / f"gpu{i}")
             (self.dir / "etc" / "gres.conf").write_text(
-                f"NodeName={self.node} Name=gpu File={self.dir}/dev/gpu[0-{self.gpus - 1}]\n")
+                f"NodeName={self.node} Name=gpu File={self.dir}/dev/gpu[0-{self.gpus - 1}]\n"
+            )
         try:
             self._link_default_conf()
             self._start_munge()
@@ -221,8 +229,12 @@ class Cluster:
                 self._start_database(ports["mysql"])
                 self._start_slurmdbd(ports)
             self._spawn("slurmctld", [_which("slurmctld", PACKAGES), "-D", "-i", "-f", str(self.conf)])
-            self._wait(lambda: self.run("scontrol", "ping", check=False).returncode == 0, timeout,
-                       "slurmctld did not answer `scontrol ping`", "slurmctld.log")
+            self._wait(
+                lambda: self.run("scontrol", "ping", check=False).returncode == 0,
+                timeout,
+                "slurmctld did not answer `scontrol ping`",
+                "slurmctld.log",
+            )
             if self.accounting:
                 self._add_account()
             self._spawn("slurmd", [_which("slurmd", PACKAGES), "-D", "-N", self.node, "-f", str(self.conf)])
@@ -237,8 +249,10 @@ class Cluster:
         if DEFAULT_CONF.is_symlink() and not DEFAULT_CONF.exists():
             DEFAULT_CONF.unlink()  # left by a cluster that is gone
         if DEFAULT_CONF.exists() or DEFAULT_CONF.is_symlink():
-            raise ClusterError(f"{DEFAULT_CONF} exists ({os.path.realpath(DEFAULT_CONF)}): this machine has a "
-                               "SLURM configuration already; use that cluster, or move the file away")
+            raise ClusterError(
+                f"{DEFAULT_CONF} exists ({os.path.realpath(DEFAULT_CONF)}): this machine has a "
+                "SLURM configuration already; use that cluster, or move the file away"
+            )
         DEFAULT_CONF.parent.mkdir(parents=True, exist_ok=True)
         DEFAULT_CONF.symlink_to(self.conf)
 
@@ -248,8 +262,15 @@ class Cluster:
 
     def _spawn(self, name: str, argv: list[str], env: dict | None = None):
         log = open(self.dir / "log" / f"{name}.out", "ab")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env or self.env(), cwd=self.dir / "run")
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env or self.env(),
+            cwd=self.dir / "run",
+        )
         log.close()
         self.pids[name] = proc.pid
         self._save()
@@ -258,8 +279,9 @@ class Cluster:
             raise ClusterError(f"{name} exited at once ({proc.returncode}); see {self.dir}/log/{name}.out")
 
     def _save(self):
-        (self.dir / STATE).write_text(json.dumps({"pids": self.pids, "node": self.node, "gpus": self.gpus,
-                                                  "accounting": self.accounting}) + "\n")
+        (self.dir / STATE).write_text(
+            json.dumps({"pids": self.pids, "node": self.node, "gpus": self.gpus, "accounting": self.accounting}) + "\n"
+        )
 
     def _wait(self, ready, timeout: float, what: str, log: str):
         deadline = time.monotonic() + timeout
@@ -286,9 +308,18 @@ class Cluster:
             key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         m = self.dir / "munge"
-        self._spawn("munged", [_which("munged", "munge"), "-F", f"--socket={m}/munge.socket",
-                               f"--key-file={key}", f"--pid-file={m}/munged.pid", f"--seed-file={m}/munged.seed",
-                               f"--log-file={self.dir}/log/munged.log"])
+        self._spawn(
+            "munged",
+            [
+                _which("munged", "munge"),
+                "-F",
+                f"--socket={m}/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={m}/munged.pid",
+                f"--seed-file={m}/munged.seed",
+                f"--log-file={self.dir}/log/munged.log",
+            ],
+        )
         self._wait(lambda: Path(f"{m}/munge.socket").exists(), 30, "munged did not open its socket", "munged.log")
 
     def _start_database(self, port: int):
@@ -296,36 +327,83 @@ class Cluster:
         sock = self.dir / "run" / "mysqld.sock"
         if not (db / "mysql").exists():
             install = _which("mariadb-install-db", ACCOUNTING_PACKAGES)
-            proc = subprocess.run([install, "--no-defaults", f"--datadir={db}", "--user=root",
-                                   "--auth-root-authentication-method=socket", "--skip-test-db"],
-                                  capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    install,
+                    "--no-defaults",
+                    f"--datadir={db}",
+                    "--user=root",
+                    "--auth-root-authentication-method=socket",
+                    "--skip-test-db",
+                ],
+                capture_output=True,
+                text=True,
+            )
             if proc.returncode != 0:
                 raise ClusterError(f"mariadb-install-db failed: {proc.stderr[-2000:]}")
-        self._spawn("mariadbd", [_which("mariadbd", ACCOUNTING_PACKAGES), "--no-defaults", f"--datadir={db}",
-                                 "--user=root", "--bind-address=127.0.0.1", f"--port={port}", f"--socket={sock}",
-                                 f"--pid-file={self.dir}/run/mariadbd.pid", f"--log-error={self.dir}/log/mariadbd.log",
-                                 "--skip-name-resolve", "--innodb-buffer-pool-size=32M"])
+        self._spawn(
+            "mariadbd",
+            [
+                _which("mariadbd", ACCOUNTING_PACKAGES),
+                "--no-defaults",
+                f"--datadir={db}",
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                f"--port={port}",
+                f"--socket={sock}",
+                f"--pid-file={self.dir}/run/mariadbd.pid",
+                f"--log-error={self.dir}/log/mariadbd.log",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=32M",
+            ],
+        )
         client = _which("mariadb", ACCOUNTING_PACKAGES)
-        sql = ("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm-local';"
-               "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';")
-        self._wait(lambda: subprocess.run([client, f"--socket={sock}", "-uroot", "-e", sql],
-                                          capture_output=True).returncode == 0, 60,
-                   "mariadbd did not accept connections", "mariadbd.log")
+        sql = (
+            "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm-local';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        )
+        self._wait(
+            lambda: (
+                subprocess.run([client, f"--socket={sock}", "-uroot", "-e", sql], capture_output=True).returncode == 0
+            ),
+            60,
+            "mariadbd did not accept connections",
+            "mariadbd.log",
+        )
 
     def _start_slurmdbd(self, ports: dict):
         conf = self.dir / "etc" / "slurmdbd.conf"
-        conf.write_text("\n".join([
-            "AuthType=auth/munge", f"AuthInfo=socket={self.dir}/munge/munge.socket",
-            "DbdHost=localhost", "DbdAddr=127.0.0.1", f"DbdPort={ports['slurmdbd']}", "SlurmUser=root",
-            f"LogFile={self.dir}/log/slurmdbd.log", f"PidFile={self.dir}/run/slurmdbd.pid",
-            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={ports['mysql']}",
-            "StorageUser=slurm", "StoragePass=slurm-local", "StorageLoc=slurm_acct_db",
-        ]) + "\n")
+        conf.write_text(
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={self.dir}/munge/munge.socket",
+                    "DbdHost=localhost",
+                    "DbdAddr=127.0.0.1",
+                    f"DbdPort={ports['slurmdbd']}",
+                    "SlurmUser=root",
+                    f"LogFile={self.dir}/log/slurmdbd.log",
+                    f"PidFile={self.dir}/run/slurmdbd.pid",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    f"StoragePort={ports['mysql']}",
+                    "StorageUser=slurm",
+                    "StoragePass=slurm-local",
+                    "StorageLoc=slurm_acct_db",
+                ]
+            )
+            + "\n"
+        )
         conf.chmod(0o600)  # slurmdbd refuses a readable config: it holds the database password
-        self._spawn("slurmdbd", [_which("slurmdbd", ACCOUNTING_PACKAGES), "-D"],
-                    env=dict(self.env(), SLURM_CONF=str(self.conf)))
-        self._wait(lambda: self.run("sacctmgr", "-n", "list", "cluster", check=False).returncode == 0, 60,
-                   "slurmdbd did not answer sacctmgr", "slurmdbd.log")
+        self._spawn(
+            "slurmdbd", [_which("slurmdbd", ACCOUNTING_PACKAGES), "-D"], env=dict(self.env(), SLURM_CONF=str(self.conf))
+        )
+        self._wait(
+            lambda: self.run("sacctmgr", "-n", "list", "cluster", check=False).returncode == 0,
+            60,
+            "slurmdbd did not answer sacctmgr",
+            "slurmdbd.log",
+        )
 
     def _add_account(self):
         """The account and its users, each added only when the database lacks it: the database outlives
@@ -334,8 +412,16 @@ class Cluster:
         if not self._listed("cluster", CLUSTER):
             self.run("sacctmgr", "-i", "add", "cluster", CLUSTER, check=False)  # slurmctld may add it meanwhile
         if not self._listed("account", ACCOUNT):
-            self.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}", "description=bracket",
-                     "organization=bracket")
+            self.run(
+                "sacctmgr",
+                "-i",
+                "add",
+                "account",
+                ACCOUNT,
+                f"cluster={CLUSTER}",
+                "description=bracket",
+                "organization=bracket",
+            )
         for u in sorted({"root", user}):
             if not self._listed("association", u, f"account={ACCOUNT}", f"cluster={CLUSTER}", f"user={u}"):
                 self.run("sacctmgr", "-i", "add", "user", u, f"account={ACCOUNT}", f"cluster={CLUSTER}")
@@ -449,17 +535,26 @@ def main(argv=None) -> int:
         p.add_argument("--dir", type=Path, default=Path("/tmp/bracket-slurm"), help="where the cluster lives")
     up.add_argument("--node", default=None, help="the node's name (default: this host's short name)")
     up.add_argument("--gpus", type=int, default=0, help="GPUs on paper (GRES gpu) the node declares")
-    up.add_argument("--task", choices=sorted(TASK_PLUGINS), default="affinity",
-                    help="how a job step is confined to its CPUs (default affinity: pinned, as on most sites)")
-    up.add_argument("--accounting", action="store_true",
-                    help="a private MariaDB and slurmdbd, so sacct reads every job (needs slurmdbd mariadb-server)")
+    up.add_argument(
+        "--task",
+        choices=sorted(TASK_PLUGINS),
+        default="affinity",
+        help="how a job step is confined to its CPUs (default affinity: pinned, as on most sites)",
+    )
+    up.add_argument(
+        "--accounting",
+        action="store_true",
+        help="a private MariaDB and slurmdbd, so sacct reads every job (needs slurmdbd mariadb-server)",
+    )
     args = ap.parse_args(argv)
     try:
         if args.cmd == "up":
-            c = Cluster(args.dir, node=args.node, gpus=args.gpus, accounting=args.accounting,
-                        task=args.task).start()
-            print(f"# node {c.node}, partition {PARTITION}" + (f", account {ACCOUNT}" if c.accounting else "")
-                  + f"; stop with: {sys.argv[0]} down --dir {c.dir}")
+            c = Cluster(args.dir, node=args.node, gpus=args.gpus, accounting=args.accounting, task=args.task).start()
+            print(
+                f"# node {c.node}, partition {PARTITION}"
+                + (f", account {ACCOUNT}" if c.accounting else "")
+                + f"; stop with: {sys.argv[0]} down --dir {c.dir}"
+            )
             print(f"export SLURM_CONF={c.conf}")
         else:
             if not (args.dir / STATE).exists():

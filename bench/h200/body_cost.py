@@ -45,11 +45,12 @@ BODIES = ("bracket", "plain", "top_k_1", "top_k_0")
 def bodies(adapter, cfg: dict, arm: dict, prompt: str, max_tokens: int) -> dict[str, dict]:
     request = {**cfg["request"], "max_tokens": max_tokens}
     ours = adapter.request_body(SERVED_NAME, prompt, request, int(cfg["request"]["seed"]), arm)
-    return {"bracket": ours,
-            "plain": {"model": SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                      "stream": True},
-            "top_k_1": {**ours, "top_k": 1},
-            "top_k_0": {**ours, "top_k": 0}}
+    return {
+        "bracket": ours,
+        "plain": {"model": SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True},
+        "top_k_1": {**ours, "top_k": 1},
+        "top_k_0": {**ours, "top_k": 0},
+    }
 
 
 def send(http: httpx.Client, base: str, body: dict) -> dict:
@@ -69,11 +70,16 @@ def send(http: httpx.Client, base: str, body: dict) -> dict:
     if not timings:
         raise SystemExit("llama-server sent no timings: this script needs a llama-server that reports them")
     out = "".join(text)
-    return {"wall_s": time.perf_counter() - t0, "predicted_n": timings["predicted_n"],
-            "predicted_ms": timings["predicted_ms"], "prompt_n": timings.get("prompt_n"),
-            "prompt_ms": timings.get("prompt_ms"), "cache_n": timings.get("cache_n"),
-            "completion_tokens": (usage or {}).get("completion_tokens"),
-            "text_sha256": hashlib.sha256(out.encode()).hexdigest()[:16]}
+    return {
+        "wall_s": time.perf_counter() - t0,
+        "predicted_n": timings["predicted_n"],
+        "predicted_ms": timings["predicted_ms"],
+        "prompt_n": timings.get("prompt_n"),
+        "prompt_ms": timings.get("prompt_ms"),
+        "cache_n": timings.get("cache_n"),
+        "completion_tokens": (usage or {}).get("completion_tokens"),
+        "text_sha256": hashlib.sha256(out.encode()).hexdigest()[:16],
+    }
 
 
 def t_quantile(df: int) -> float:
@@ -89,14 +95,27 @@ def summarize(records: list[dict]) -> list[dict]:
     out = []
     for b in BODIES:
         ms = [by[(k, b)]["predicted_ms"] / by[(k, b)]["predicted_n"] for k in rounds]
-        logs = [math.log(by[(k, b)]["predicted_ms"] / by[(k, b)]["predicted_n"]
-                         / (by[(k, "plain")]["predicted_ms"] / by[(k, "plain")]["predicted_n"])) for k in rounds]
+        logs = [
+            math.log(
+                by[(k, b)]["predicted_ms"]
+                / by[(k, b)]["predicted_n"]
+                / (by[(k, "plain")]["predicted_ms"] / by[(k, "plain")]["predicted_n"])
+            )
+            for k in rounds
+        ]
         mean = statistics.fmean(logs)
         half = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.nan
-        out.append({"body": b, "rounds": len(rounds), "ms_per_token_median": statistics.median(ms),
-                    "tok_s_median": 1000 / statistics.median(ms), "cost_vs_plain": math.exp(mean),
-                    "cost_vs_plain_ci95": [math.exp(mean - half), math.exp(mean + half)],
-                    "same_text_as_plain": sum(by[(k, b)]["text_sha256"] == plain_sha[k] for k in rounds)})
+        out.append(
+            {
+                "body": b,
+                "rounds": len(rounds),
+                "ms_per_token_median": statistics.median(ms),
+                "tok_s_median": 1000 / statistics.median(ms),
+                "cost_vs_plain": math.exp(mean),
+                "cost_vs_plain_ci95": [math.exp(mean - half), math.exp(mean + half)],
+                "same_text_as_plain": sum(by[(k, b)]["text_sha256"] == plain_sha[k] for k in rounds),
+            }
+        )
     return out
 
 
@@ -154,18 +173,34 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
     summary = summarize(records)
-    print(f"\nllama-server ready in {ready_s:.1f} s; {a.rounds} rounds, each body once per round, order rotating; "
-          f"cost = server decode ms per token (timings.predicted_ms / predicted_n)\n")
-    print("| body | server tok/s (median) | ms/token (median) | cost vs plain (geometric mean, 95% CI) | same text as plain |")
+    print(
+        f"\nllama-server ready in {ready_s:.1f} s; {a.rounds} rounds, each body once per round, order rotating; "
+        f"cost = server decode ms per token (timings.predicted_ms / predicted_n)\n"
+    )
+    print(
+        "| body | server tok/s (median) | ms/token (median) | cost vs plain (geometric mean, 95% CI) | same text as plain |"
+    )
     print("|---|---|---|---|---|")
     for s in summary:
         lo, hi = s["cost_vs_plain_ci95"]
-        print(f"| {s['body']} | {s['tok_s_median']:.1f} | {s['ms_per_token_median']:.3f} | "
-              f"{s['cost_vs_plain']:.4f} ({lo:.4f}-{hi:.4f}) | {s['same_text_as_plain']}/{s['rounds']} |")
+        print(
+            f"| {s['body']} | {s['tok_s_median']:.1f} | {s['ms_per_token_median']:.3f} | "
+            f"{s['cost_vs_plain']:.4f} ({lo:.4f}-{hi:.4f}) | {s['same_text_as_plain']}/{s['rounds']} |"
+        )
     if a.json:
-        a.json.write_text(json.dumps({"argv": argv, "ready_s": ready_s, "bodies": {b: v for b, v in
-                                      bodies(adapter, cfg, arm, "<prompt>", a.max_tokens).items()},
-                                      "summary": summary, "records": records}, indent=1) + "\n")
+        a.json.write_text(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "ready_s": ready_s,
+                    "bodies": {b: v for b, v in bodies(adapter, cfg, arm, "<prompt>", a.max_tokens).items()},
+                    "summary": summary,
+                    "records": records,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ incomplete arm is left out of the experiment file (bench/results/h200_llamacpp/f
 is re-measured or edited but the block numbers. The rendering rules run here with the records, byte
 account and ceiling the GPU machine wrote.
 """
+
 import json
 import os
 import shutil
@@ -51,14 +52,17 @@ def account_here(src: Path, res: Path, dest: Path) -> None:
     local, packed = repo / "resources/models" / model.name, repo / ".gpu/spec" / f"{model.name}.xz"
     import hashlib
     import lzma
+
     digest = hashlib.sha256(local.read_bytes()).hexdigest()
     if hashlib.sha256(lzma.open(packed).read()).hexdigest() != digest:
         sys.exit(f"{local} is not the GGUF the GPU machine served ({packed}): no byte account here")
     model.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(local, model)  # the path the experiment names, as on the GPU machine
     acct = weights.write_for_experiment(cfg, res / "weights.json", root=dest)
-    acct["computed_here"] = (f"the GPU machine lacked the gguf package; this account was computed on the CPU "
-                             f"machine from the same file (sha256 {digest})")
+    acct["computed_here"] = (
+        f"the GPU machine lacked the gguf package; this account was computed on the CPU "
+        f"machine from the same file (sha256 {digest})"
+    )
     (res / "weights.json").write_text(json.dumps(acct, indent=1) + "\n")
     ceil = json.loads((src / f"results/{EXP}/ceiling.json").read_text())
     out = ceiling.build(acct, ceil["bandwidth_gbps"], ceil["bandwidth_source"])
@@ -75,8 +79,18 @@ def main() -> None:
     src.mkdir(parents=True)
     with tarfile.open(tar) as t:
         t.extractall(src)
-    skip = {".venv", "resources", "results", "logs", ".snakemake", ".git", ".gpu", "bench/.venv-peers",
-            "bench/results", ".hypothesis"}  # the code and its inputs, not gigabytes of environments
+    skip = {
+        ".venv",
+        "resources",
+        "results",
+        "logs",
+        ".snakemake",
+        ".git",
+        ".gpu",
+        "bench/.venv-peers",
+        "bench/results",
+        ".hypothesis",
+    }  # the code and its inputs, not gigabytes of environments
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = os.path.relpath(folder, repo)
@@ -90,7 +104,7 @@ def main() -> None:
         if dropped != ["self_draft"] or EXP != "h200_llamacpp":
             sys.exit(f"arms {dropped} lack a round; render_here.py knows how to leave out self_draft only")
         head, _, _ = exp.partition("  self_draft:")
-        tail = exp[exp.index("reference:"):]
+        tail = exp[exp.index("reference:") :]
         exp = head + tail.replace("reference:", "# self_draft ran one block only (the GPU time ran out)\nreference:", 1)
     (dest / "experiments" / f"{EXP}.yaml").write_text(exp)
     rec = dest / "resources/engines/llama.cpp-0.3.36/build.json"
@@ -135,13 +149,38 @@ def main() -> None:
     old = time.time() - 3600
     for p in [dest / "experiments" / f"{EXP}.yaml", *stubs]:
         os.utime(p, (old, old))
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--touch", f"results/{EXP}/schedule.csv",
-                    *[f"results/{EXP}/settings/block-{k}.json" for k in range(len(keep))]], cwd=dest, check=False)
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--touch",
-                    *[f"results/{EXP}/raw/block-{k}.jsonl" for k in range(len(keep))],
-                    f"results/{EXP}/weights.json", f"results/{EXP}/ceiling.json"], cwd=dest, check=False)
-    subprocess.run([sys.executable, "-m", "snakemake", EXP, "--cores", "1", "--rerun-triggers", "mtime"],
-                   cwd=dest, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--touch",
+            f"results/{EXP}/schedule.csv",
+            *[f"results/{EXP}/settings/block-{k}.json" for k in range(len(keep))],
+        ],
+        cwd=dest,
+        check=False,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--touch",
+            *[f"results/{EXP}/raw/block-{k}.jsonl" for k in range(len(keep))],
+            f"results/{EXP}/weights.json",
+            f"results/{EXP}/ceiling.json",
+        ],
+        cwd=dest,
+        check=False,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "snakemake", EXP, "--cores", "1", "--rerun-triggers", "mtime"], cwd=dest, check=True
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ truth) and, with speculation, `draft acceptance = a (A accepted / G generated)` 
 that drafted nothing), both under the request's task id. Requests are served one at a time in the
 order bracket sent them, so the k-th timing line of block b belongs to the k-th record of block b. Prints one row per request and a summary per arm.
 """
+
 import argparse
 import csv
 import json
@@ -33,11 +34,20 @@ def rows(results: Path, logs: Path):
         for r, (task, ms, n) in zip(recs, evals):
             server = int(n) / (float(ms) / 1000)
             d = drafts.get(task, (0, 0) if r.get("draft_tokens") is not None else (None, None))
-            yield {"block": int(k), "arm": r["arm"], "warmup": r["warmup"], "workload": r["workload"],
-                   "bracket_tg_tok_s": r["tg_tok_s"], "bracket_decode_tok_s": r["decode_tok_s"],
-                   "server_tok_s": server, "tg_over_server": r["tg_tok_s"] / server,
-                   "accepted_record": r.get("accepted_tokens"), "accepted_log": d[0] and int(d[0]),
-                   "drafted_record": r.get("draft_tokens"), "drafted_log": d[1] and int(d[1])}
+            yield {
+                "block": int(k),
+                "arm": r["arm"],
+                "warmup": r["warmup"],
+                "workload": r["workload"],
+                "bracket_tg_tok_s": r["tg_tok_s"],
+                "bracket_decode_tok_s": r["decode_tok_s"],
+                "server_tok_s": server,
+                "tg_over_server": r["tg_tok_s"] / server,
+                "accepted_record": r.get("accepted_tokens"),
+                "accepted_log": d[0] and int(d[0]),
+                "drafted_record": r.get("draft_tokens"),
+                "drafted_log": d[1] and int(d[1]),
+            }
 
 
 def main() -> None:
@@ -52,16 +62,20 @@ def main() -> None:
             w = csv.DictWriter(f, fieldnames=list(out[0]))
             w.writeheader()
             w.writerows(out)
-    print("| arm | requests | bracket tg tok/s (median) | server tok/s (median) | bracket / server: median, min-max | acceptance counts equal to the log |")
+    print(
+        "| arm | requests | bracket tg tok/s (median) | server tok/s (median) | bracket / server: median, min-max | acceptance counts equal to the log |"
+    )
     print("|---|---|---|---|---|---|")
     for arm in dict.fromkeys(r["arm"] for r in out):
         rs = [r for r in out if r["arm"] == arm and not r["warmup"]]
         ratio = [r["tg_over_server"] for r in rs]
         spec = [r for r in rs if r["accepted_log"] is not None]
         same = sum(r["accepted_record"] == r["accepted_log"] and r["drafted_record"] == r["drafted_log"] for r in spec)
-        print(f"| {arm} | {len(rs)} | {statistics.median(r['bracket_tg_tok_s'] for r in rs):.2f} | "
-              f"{statistics.median(r['server_tok_s'] for r in rs):.2f} | {statistics.median(ratio):.4f}, "
-              f"{min(ratio):.4f}-{max(ratio):.4f} | {f'{same}/{len(spec)}' if spec else '-'} |")
+        print(
+            f"| {arm} | {len(rs)} | {statistics.median(r['bracket_tg_tok_s'] for r in rs):.2f} | "
+            f"{statistics.median(r['server_tok_s'] for r in rs):.2f} | {statistics.median(ratio):.4f}, "
+            f"{min(ratio):.4f}-{max(ratio):.4f} | {f'{same}/{len(spec)}' if spec else '-'} |"
+        )
 
 
 if __name__ == "__main__":

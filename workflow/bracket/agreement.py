@@ -19,9 +19,11 @@ import json
 import statistics
 from pathlib import Path
 
-LOSSLESS_NOTE = ("should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "
-                 "reference's; first suspect: batch shape (run the determinism control: "
-                 "snakemake --cores 1 determinism --config experiment=NAME)")
+LOSSLESS_NOTE = (
+    "should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "
+    "reference's; first suspect: batch shape (run the determinism control: "
+    "snakemake --cores 1 determinism --config experiment=NAME)"
+)
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -59,10 +61,14 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
         base = ref_out.get(k)
         if base is None or base is r:
             continue
-        same = r["output_sha256"] == base["output_sha256"] if r.get("output_sha256") and base.get("output_sha256") \
+        same = (
+            r["output_sha256"] == base["output_sha256"]
+            if r.get("output_sha256") and base.get("output_sha256")
             else r["output_text"] == base["output_text"]
+        )
         cells.setdefault((r["arm"], r["workload"]), []).append(
-            (same, None if same else first_difference(base["output_text"], r["output_text"]), r["block"], r["run"]))
+            (same, None if same else first_difference(base["output_text"], r["output_text"]), r["block"], r["run"])
+        )
     greedy = temperature == 0
     rows = []
     for (arm, wl), pairs in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0] != reference, kv[0][0])):
@@ -73,19 +79,35 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
         flag = None
         if greedy and matches < n:
             if is_ref:
-                flag = ("the reference disagrees with itself across blocks at temperature 0: outputs are not "
-                        "reproducible between servers, so no arm's disagreement can be read as the arm's doing")
+                flag = (
+                    "the reference disagrees with itself across blocks at temperature 0: outputs are not "
+                    "reproducible between servers, so no arm's disagreement can be read as the arm's doing"
+                )
             elif lossless.get(arm):
                 flag = f"{arm} {LOSSLESS_NOTE}"
-        rows.append({"arm": arm, "workload": wl, "against": f"{reference} (first block)" if not is_ref else
-                     f"{reference} (its own first block)", "pairs": n, "exact": matches,
-                     "exact_match_rate": matches / n if n else None,
-                     "first_difference_min": min(firsts) if firsts else None,
-                     "first_difference_median": statistics.median(firsts) if firsts else None,
-                     "lossless_expected": bool(lossless.get(arm)) and greedy, "flag": flag})
-    return {"reference": reference, "temperature": temperature, "judged": greedy,
-            "position_unit": "character", "match_key": ["workload", "prompt_id", "run"], "cells": rows,
-            "flags": [r["flag"] for r in rows if r["flag"]]}
+        rows.append(
+            {
+                "arm": arm,
+                "workload": wl,
+                "against": f"{reference} (first block)" if not is_ref else f"{reference} (its own first block)",
+                "pairs": n,
+                "exact": matches,
+                "exact_match_rate": matches / n if n else None,
+                "first_difference_min": min(firsts) if firsts else None,
+                "first_difference_median": statistics.median(firsts) if firsts else None,
+                "lossless_expected": bool(lossless.get(arm)) and greedy,
+                "flag": flag,
+            }
+        )
+    return {
+        "reference": reference,
+        "temperature": temperature,
+        "judged": greedy,
+        "position_unit": "character",
+        "match_key": ["workload", "prompt_id", "run"],
+        "cells": rows,
+        "flags": [r["flag"] for r in rows if r["flag"]],
+    }
 
 
 def lossless_arms(cfg: dict) -> dict[str, bool]:
@@ -93,8 +115,12 @@ def lossless_arms(cfg: dict) -> dict[str, bool]:
     ref = cfg["arms"][cfg["reference"]]
     out = {}
     for name, arm in cfg["arms"].items():
-        out[name] = bool(arm.get("speculative")) and not ref.get("speculative") and \
-            list(arm.get("args", [])) == list(ref.get("args", [])) and dict(arm.get("env", {})) == dict(ref.get("env", {}))
+        out[name] = (
+            bool(arm.get("speculative"))
+            and not ref.get("speculative")
+            and list(arm.get("args", [])) == list(ref.get("args", []))
+            and dict(arm.get("env", {})) == dict(ref.get("env", {}))
+        )
     return out
 
 
@@ -102,10 +128,15 @@ def from_experiment(records: list[dict], cfg: dict) -> dict:
     if cfg["engine"]["launch"] == "attach":
         # An attached server keeps its cache across blocks, so each block's prompts carry their own
         # prefix (bracket.runner.unique_prefix): arms never see the same prompt text to compare.
-        return {"reference": cfg["reference"], "temperature": float(cfg["request"]["temperature"]),
-                "judged": False, "cells": [], "flags": [],
-                "skipped": "attach mode: every block's prompts carry a per-block prefix, so no two arms "
-                           "answered the same prompt"}
+        return {
+            "reference": cfg["reference"],
+            "temperature": float(cfg["request"]["temperature"]),
+            "judged": False,
+            "cells": [],
+            "flags": [],
+            "skipped": "attach mode: every block's prompts carry a per-block prefix, so no two arms "
+            "answered the same prompt",
+        }
     # Arena requests run concurrently at a long depth; their outputs are batch-2 outputs, kept out of the gate.
     single = {w for w, wl in cfg["workloads"].items() if wl.get("kind", "single") != "arena"}
     recs = [r for r in records if r.get("workload") in single and not r.get("control")]  # controls are no arm's

@@ -76,13 +76,17 @@ def problems(cfg: dict) -> list[str]:
         s = spec(wl)
         why = arena_text.chat_refusal(kind) if s["api"] == "chat" else None
         if why:
-            out.append(f"workloads.{name} is an arena cell with api: chat (llama-benchy's request), but {why}. "
-                       f"Set workloads.{name}.api: completions (context and prompt as one text through /generate), "
-                       f"or attach to the server's OpenAI-compatible endpoint (engine.kind: openai, engine.launch: "
-                       f"attach, engine.base_url).")
+            out.append(
+                f"workloads.{name} is an arena cell with api: chat (llama-benchy's request), but {why}. "
+                f"Set workloads.{name}.api: completions (context and prompt as one text through /generate), "
+                f"or attach to the server's OpenAI-compatible endpoint (engine.kind: openai, engine.launch: "
+                f"attach, engine.base_url)."
+            )
         if s["text"] and not Path(s["text"]).is_file():
-            out.append(f"workloads.{name}.text is {s['text']!r}, which is not a file; name a long text file "
-                       f"(a book) or remove text to use the built-in deterministic text.")
+            out.append(
+                f"workloads.{name}.text is {s['text']!r}, which is not a file; name a long text file "
+                f"(a book) or remove text to use the built-in deterministic text."
+            )
     from bracket import arena_grid, prompts
 
     out += arena_grid.context_problems(cfg, lambda arm: prompts.context_length(cfg, arm, None))
@@ -110,7 +114,7 @@ def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
     arm = cfg["arms"][arm_name]
     names = list(cfg["workloads"])
     prefix = [n for n in names if is_arena(cfg["workloads"][n]) and spec(cfg["workloads"][n])["cache"] == "prefix"]
-    on = ((arm.get("server") or {}).get("prefix_caching") is True)
+    on = (arm.get("server") or {}).get("prefix_caching") is True
     if not prefix or on or cfg["engine"]["launch"] == "attach" or cfg["engine"]["kind"] not in PREFIX_SWITCH:
         return [(arm, names)]
     rest = [n for n in names if n not in prefix]
@@ -119,6 +123,7 @@ def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
 
 
 # ---- calibration -----------------------------------------------------------------------------------------
+
 
 def _solve(f, target: int, start: int, floor: int = 0, tries: int = 6) -> int:
     """Words w with f(w) within 0.5 % (or 2 tokens) of target, by secant steps from `start`."""
@@ -148,14 +153,14 @@ def calibrate(count, words: tuple[str, ...], depth: int, pp: int) -> tuple[int, 
     if depth == 0:
         return 0, _solve(lambda w: count("", arena_text.join(words[:w])), pp, int(pp * 0.75), floor=base)
     pp_words = _solve(lambda w: count("", arena_text.join(words[:w])) - base, pp, int(pp * 0.75)) if pp else 0
-    prompt = arena_text.join(words[len(words) // 2:len(words) // 2 + pp_words]) if pp_words else ""
+    prompt = arena_text.join(words[len(words) // 2 : len(words) // 2 + pp_words]) if pp_words else ""
     alone = count("", prompt)
-    ctx_words = _solve(lambda w: count(arena_text.join(words[:w]), prompt), depth + pp, int(depth * 0.75),
-                       floor=alone)
+    ctx_words = _solve(lambda w: count(arena_text.join(words[:w]), prompt), depth + pp, int(depth * 0.75), floor=alone)
     return ctx_words, pp_words
 
 
 # ---- latency, as llama-benchy measures it ----------------------------------------------------------------
+
 
 def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> float:
     """llama-benchy's --latency-mode: the mean of three round trips, subtracted from ttfr for est_ppt and pp.
@@ -180,8 +185,12 @@ def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> 
                 http.get(base + "/v1/models", timeout=timeout_s).read()
                 out.append(time.perf_counter() - t)
             else:
-                body = {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 1,
-                        "stream": True}
+                body = {
+                    "model": model,
+                    "messages": [{"role": "user", "content": "hello"}],
+                    "max_tokens": 1,
+                    "stream": True,
+                }
                 with http.stream("POST", base + "/v1/chat/completions", json=body, timeout=timeout_s) as r:
                     for _line in r.iter_lines():
                         out.append(time.perf_counter() - t)
@@ -195,8 +204,22 @@ def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> 
 
 # ---- one run ---------------------------------------------------------------------------------------------
 
-def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str, prompts: list[dict], http,
-             base: str, server_id: str, run: int, warm: bool, draft_budget) -> list[dict]:
+
+def run_cell(
+    cfg: dict,
+    experiment: str,
+    block,
+    arm: dict,
+    adapter,
+    wl_name: str,
+    prompts: list[dict],
+    http,
+    base: str,
+    server_id: str,
+    run: int,
+    warm: bool,
+    draft_budget,
+) -> list[dict]:
     """One run of the cell: `users` requests sent at one instant; one raw record per user.
 
     cache: prefix (llama-benchy --enable-prefix-caching) runs two phases, as llama-benchy does: the
@@ -210,53 +233,101 @@ def run_cell(cfg: dict, experiment: str, block, arm: dict, adapter, wl_name: str
     no_cache = wl["cache"] == "no_cache"
 
     def send(context, prompt, request):
-        return arena_text.send(adapter, http, base, model, context, prompt, request, req["seed"], arm, wl["api"],
-                               no_cache, wl["tg_exact"], prefix=wl["cache"] == "prefix")
+        return arena_text.send(
+            adapter,
+            http,
+            base,
+            model,
+            context,
+            prompt,
+            request,
+            req["seed"],
+            arm,
+            wl["api"],
+            no_cache,
+            wl["tg_exact"],
+            prefix=wl["cache"] == "prefix",
+        )
 
     key = (server_id, wl_name)
     if key not in _calibrated:
+
         def count(context, prompt):
             m = send(context, prompt, {**req, "max_tokens": 1})[0]
             if m.error or not m.prompt_tokens:
                 raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
             return m.prompt_tokens
+
         ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
         tokens = arena_text.token_counter(http, base, model)
         ctx_tokens = tokens(arena_text.join(words[:ctx_words])) if tokens and ctx_words else 0
-        pp_tokens = tokens(arena_text.join(words[len(words) // 2:len(words) // 2 + pp_words])) \
-            if tokens and pp_words else 0
+        pp_tokens = (
+            tokens(arena_text.join(words[len(words) // 2 : len(words) // 2 + pp_words])) if tokens and pp_words else 0
+        )
         lat = latency(http, base, model, wl["latency"], req["timeout_s"])
         _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat)
     ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat = _calibrated[key]
     seed = cfg["design"]["seed"]
-    texts = [arena_text.request_texts(words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache,
-                                      tokens, ctx_tokens, pp_tokens)
-             for u in range(wl["users"])]
+    texts = [
+        arena_text.request_texts(
+            words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache, tokens, ctx_tokens, pp_tokens
+        )
+        for u in range(wl["users"])
+    ]
     recs = []
     if wl["coherence"] and server_id not in _coherence_checked:  # once per server, before its first arena run
         _coherence_checked.add(server_id)
-        recs.append(coherence_record(cfg, experiment, block, wl_name, http, base, model, server_id, run,
-                                     req["timeout_s"]))
+        recs.append(
+            coherence_record(cfg, experiment, block, wl_name, http, base, model, server_id, run, req["timeout_s"])
+        )
     two = wl["cache"] == "prefix" and wl["depth"] > 0
-    phases = [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)] if two \
+    phases = (
+        [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)]
+        if two
         else [(None, texts)]
+    )
     for phase, batch in phases:
         out = _concurrently(send, batch, req)
-        recs += [records.new_record(
-            experiment=experiment, arm=block.arm, block=block.position, round=block.round, position=block.position,
-            run=run, warmup=warm, workload=wl_name,
-            prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}" + (f"-{phase}" if phase
-                                                                                          else ""),
-            server_id=server_id, draft_budget=draft_budget, max_tokens=wl["tokens"] if wl["tg_exact"] else None,
-            **m.fields(), **extra, latency_s=lat, arena_phase=phase, tg_exact=wl["tg_exact"],
-            cache_expected=(wl["depth"] if phase == "inference" else 0) if phase else None)
-            for u, (m, extra) in enumerate(out)]
-        _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out):])
+        recs += [
+            records.new_record(
+                experiment=experiment,
+                arm=block.arm,
+                block=block.position,
+                round=block.round,
+                position=block.position,
+                run=run,
+                warmup=warm,
+                workload=wl_name,
+                prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}"
+                + (f"-{phase}" if phase else ""),
+                server_id=server_id,
+                draft_budget=draft_budget,
+                max_tokens=wl["tokens"] if wl["tg_exact"] else None,
+                **m.fields(),
+                **extra,
+                latency_s=lat,
+                arena_phase=phase,
+                tg_exact=wl["tg_exact"],
+                cache_expected=(wl["depth"] if phase == "inference" else 0) if phase else None,
+            )
+            for u, (m, extra) in enumerate(out)
+        ]
+        _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out) :])
     return recs
 
 
-def coherence_record(cfg: dict, experiment: str, block, wl_name: str, http, base: str, model: str,
-                     server_id: str, run: int, timeout_s: float) -> dict:
+def coherence_record(
+    cfg: dict,
+    experiment: str,
+    block,
+    wl_name: str,
+    http,
+    base: str,
+    model: str,
+    server_id: str,
+    run: int,
+    timeout_s: float,
+) -> dict:
     """llama-benchy's coherence check of this server (bracket.arena_coherence), as a control record."""
     from bracket import arena_coherence
 
@@ -265,9 +336,19 @@ def coherence_record(cfg: dict, experiment: str, block, wl_name: str, http, base
     said = escape(repr((c["output_text"] or c["error"] or "")[:80]))  # the server's words, never markup
     console.print(f"  arena {block.arm:<12} coherence check {word}: {said}")
     return records.new_record(
-        experiment=experiment, arm=block.arm, block=block.position, round=block.round, position=block.position,
-        run=run, warmup=True, workload=wl_name, prompt_id="coherence", server_id=server_id, control="coherence",
-        **c)
+        experiment=experiment,
+        arm=block.arm,
+        block=block.position,
+        round=block.round,
+        position=block.position,
+        run=run,
+        warmup=True,
+        workload=wl_name,
+        prompt_id="coherence",
+        server_id=server_id,
+        control="coherence",
+        **c,
+    )
 
 
 def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:
@@ -289,5 +370,7 @@ def _say(cfg, block, wl, wl_name, run, warm, phase, out, recs) -> None:
     tag = "warmup" if warm else f"run {run - cfg['design']['warmup_runs'] + 1}/{cfg['design']['runs_per_block']}"
     rate = f"{w['window_tok_s']:8.1f} tok/s" if w["window_tok_s"] else "   (no rate)"
     errs = "; ".join(sorted({m.error for m, _ in out if m.error}))[:300]
-    console.print(f"  arena {block.arm:<12} {wl_name:<6} {(phase or ''):<9} {tag:<9} {rate} over {wl['users']} users "
-                  f"at {out[0][0].prompt_tokens} prompt tokens" + (f"  [red]{errs}[/]" if errs else ""))
+    console.print(
+        f"  arena {block.arm:<12} {wl_name:<6} {(phase or ''):<9} {tag:<9} {rate} over {wl['users']} users "
+        f"at {out[0][0].prompt_tokens} prompt tokens" + (f"  [red]{errs}[/]" if errs else "")
+    )

@@ -46,8 +46,9 @@ class Request:
     token_times: list[float] = field(default_factory=list)
 
 
-def token_times(first_token: float, chunks: list[tuple[float, int | None]], usage_tokens: int | None,
-                start: float) -> tuple[int, list[float]]:
+def token_times(
+    first_token: float, chunks: list[tuple[float, int | None]], usage_tokens: int | None, start: float
+) -> tuple[int, list[float]]:
     """(total tokens, each token's time) from the text chunks [(read time, token ids or None)].
 
     llama_benchy.client.LLMClient._finalize_stream_tokens with its two helpers; without token ids
@@ -100,9 +101,15 @@ def request_of(rec: dict) -> Request | None:
         last = first + (n - 1) / rec["tg_tok_s"] if rec.get("tg_tok_s") else first
         chunks = [(first, None), (last, None)] if last > first else [(first, None)]
     total, times = token_times(first, chunks or [], n, t0)
-    return Request(start=t0, first_response=t0 + ttfr if ttfr is not None else first, first_token=first,
-                   end=t0 + (rec.get("wall_s") or 0.0), prompt_tokens=int(rec.get("prompt_tokens") or 0),
-                   total_tokens=total, token_times=times)
+    return Request(
+        start=t0,
+        first_response=t0 + ttfr if ttfr is not None else first,
+        first_token=first,
+        end=t0 + (rec.get("wall_s") or 0.0),
+        prompt_tokens=int(rec.get("prompt_tokens") or 0),
+        total_tokens=total,
+        token_times=times,
+    )
 
 
 def decode_tokens(times: list[float]) -> int:
@@ -216,8 +223,10 @@ def cell(batches: list[Batch], concurrency: int) -> dict:
     pp = metric(req if concurrency == 1 else [b.pp for b in batches if b.pp is not None])
     tg = metric(tg_req if concurrency == 1 else [b.tg for b in batches if b.tg is not None])
     return {
-        "pp_throughput": pp, "pp_req_throughput": pp if concurrency == 1 else metric(req),
-        "tg_throughput": tg, "tg_req_throughput": tg if concurrency == 1 else metric(tg_req),
+        "pp_throughput": pp,
+        "pp_req_throughput": pp if concurrency == 1 else metric(req),
+        "tg_throughput": tg,
+        "tg_req_throughput": tg if concurrency == 1 else metric(tg_req),
         "peak_throughput": metric([b.peak for b in batches if b.peak is not None]),
         "peak_req_throughput": metric([x for b in batches for x in b.peak_req]),
         "ttfr": metric([x for b in batches for x in b.ttfr_s], 1000),
@@ -229,7 +238,15 @@ def cell(batches: list[Batch], concurrency: int) -> dict:
 def dropped(batches: list[Batch], concurrency: int) -> dict:
     """What llama-benchy leaves out of tg without a word: requests (c1) or runs (c > 1) whose window was 0."""
     if concurrency == 1:
-        return {"tg": sum(b.tg_req_dropped for b in batches), "of": sum(b.requests for b in batches),
-                "unit": "requests", "reason": "the stream's tokens arrived in one network read (window 0)"}
-    return {"tg": sum(b.tg_dropped for b in batches), "of": len(batches), "unit": "runs",
-            "reason": "the run's tokens arrived with no time between the first and the last (window 0)"}
+        return {
+            "tg": sum(b.tg_req_dropped for b in batches),
+            "of": sum(b.requests for b in batches),
+            "unit": "requests",
+            "reason": "the stream's tokens arrived in one network read (window 0)",
+        }
+    return {
+        "tg": sum(b.tg_dropped for b in batches),
+        "of": len(batches),
+        "unit": "runs",
+        "reason": "the run's tokens arrived with no time between the first and the last (window 0)",
+    }

@@ -67,15 +67,30 @@ def check(http, base: str, model: str, timeout_s: float = 60.0) -> dict:
         r = http.post(base + "/v1/chat/completions", json=body(model), timeout=timeout_s)
         text = r.text
         if r.status_code != 200:
-            return {"coherent": None, "started_at": t, "wall_s": time.time() - t, "output_text": None,
-                    "error": f"coherence check: HTTP {r.status_code} from /v1/chat/completions: {text[:200]!r}"}
+            return {
+                "coherent": None,
+                "started_at": t,
+                "wall_s": time.time() - t,
+                "output_text": None,
+                "error": f"coherence check: HTTP {r.status_code} from /v1/chat/completions: {text[:200]!r}",
+            }
         payload = json.loads(text)
     except (httpx.HTTPError, ValueError) as e:
-        return {"coherent": None, "started_at": t, "wall_s": time.time() - t, "output_text": None,
-                "error": f"coherence check: {type(e).__name__}: {str(e)[:200]}"}
+        return {
+            "coherent": None,
+            "started_at": t,
+            "wall_s": time.time() - t,
+            "output_text": None,
+            "error": f"coherence check: {type(e).__name__}: {str(e)[:200]}",
+        }
     ok, answer, why = verdict(payload)
-    return {"coherent": ok, "started_at": t, "wall_s": time.time() - t, "output_text": answer[:ANSWER_CHARS],
-            "error": None if why in (None, NOT_EXPECTED) else f"coherence check: {why}"}
+    return {
+        "coherent": ok,
+        "started_at": t,
+        "wall_s": time.time() - t,
+        "output_text": answer[:ANSWER_CHARS],
+        "error": None if why in (None, NOT_EXPECTED) else f"coherence check: {why}",
+    }
 
 
 def of_cell(control_records: list[dict], server_ids: set) -> dict:
@@ -88,6 +103,12 @@ def of_cell(control_records: list[dict], server_ids: set) -> dict:
     checked = [r for r in mine if r.get("coherent") is not None]
     failed = [r for r in checked if r["coherent"] is False]
     status = "failed" if failed else "passed" if checked else "not checked"
-    return {"status": status, "servers": len(server_ids), "checked": len(checked), "failed": len(failed),
-            "question": QUESTION, "answers": [r.get("output_text") or "" for r in failed],
-            "errors": [r["error"] for r in mine if r.get("error")]}
+    return {
+        "status": status,
+        "servers": len(server_ids),
+        "checked": len(checked),
+        "failed": len(failed),
+        "question": QUESTION,
+        "answers": [r.get("output_text") or "" for r in failed],
+        "errors": [r["error"] for r in mine if r.get("error")],
+    }

@@ -59,8 +59,10 @@ def cells(name: str, wl: dict, source: str = "experiment") -> list[dict]:
         if values is None:  # the workload's own scalar, else the arena default
             values = [wl[axis] if wl.get(axis) is not None else DEFAULTS[axis]]
         elif wl.get(axis) is not None:
-            raise ValueError(f"{source}: workloads.{name} sets {axis} both alone and in grid.{axis}; keep one "
-                             f"(grid.{axis}: [{wl[axis]}] for a single value).")
+            raise ValueError(
+                f"{source}: workloads.{name} sets {axis} both alone and in grid.{axis}; keep one "
+                f"(grid.{axis}: [{wl[axis]}] for a single value)."
+            )
         if len(set(values)) != len(values):
             raise ValueError(f"{source}: workloads.{name}.grid.{axis} lists a value twice ({values}); list each once.")
         axes[axis] = [int(v) for v in values]
@@ -72,12 +74,16 @@ def cells(name: str, wl: dict, source: str = "experiment") -> list[dict]:
     for i, entry in enumerate(order):
         unknown = sorted(set(entry) - set(AXES))
         if unknown:
-            raise ValueError(f"{source}: workloads.{name}.grid.order[{i}] has {unknown}; an entry names "
-                             f"{', '.join(AXES)} (those with one value may be left out).")
+            raise ValueError(
+                f"{source}: workloads.{name}.grid.order[{i}] has {unknown}; an entry names "
+                f"{', '.join(AXES)} (those with one value may be left out)."
+            )
         match = [c for c in grid_cells if all(c[k] == int(v) for k, v in entry.items())]
         if len(match) != 1:
-            raise ValueError(f"{source}: workloads.{name}.grid.order[{i}] = {entry} matches {len(match)} cells of "
-                             f"the grid; each entry must name exactly one (give every axis with several values).")
+            raise ValueError(
+                f"{source}: workloads.{name}.grid.order[{i}] = {entry} matches {len(match)} cells of "
+                f"the grid; each entry must name exactly one (give every axis with several values)."
+            )
         key = tuple(match[0][a] for a in AXES)
         if key in seen:
             raise ValueError(f"{source}: workloads.{name}.grid.order[{i}] = {entry} repeats a cell; name each once.")
@@ -85,8 +91,10 @@ def cells(name: str, wl: dict, source: str = "experiment") -> list[dict]:
         out.append(match[0])
     missing = [c for c in grid_cells if tuple(c[a] for a in AXES) not in seen]
     if missing:
-        raise ValueError(f"{source}: workloads.{name}.grid.order leaves out {len(missing)} cell(s) of the grid, "
-                         f"e.g. {missing[0]}; list every cell, or remove grid.order for bracket's heat-aware order.")
+        raise ValueError(
+            f"{source}: workloads.{name}.grid.order leaves out {len(missing)} cell(s) of the grid, "
+            f"e.g. {missing[0]}; list every cell, or remove grid.order for bracket's heat-aware order."
+        )
     return out
 
 
@@ -98,15 +106,19 @@ def expand(cfg: dict, source: str = "experiment") -> dict:
             out[name] = wl
             continue
         if (wl.get("kind") or "single") != "arena":
-            raise ValueError(f"{source}: workloads.{name}.grid is set, but the workload is not of kind arena; "
-                             f"set workloads.{name}.kind: arena, or remove grid.")
+            raise ValueError(
+                f"{source}: workloads.{name}.grid is set, but the workload is not of kind arena; "
+                f"set workloads.{name}.kind: arena, or remove grid."
+            )
         base = {k: copy.deepcopy(v) for k, v in wl.items() if k != "grid" and k not in AXES}
         for cell in cells(name, wl, source):
             cell_wl = {**copy.deepcopy(base), **cell}
             cname = cell_name(name, cell)
             if cname in cfg["workloads"]:
-                raise ValueError(f"{source}: workloads.{name}.grid makes a cell named {cname!r}, which is also a "
-                                 f"workload of its own; rename one.")
+                raise ValueError(
+                    f"{source}: workloads.{name}.grid makes a cell named {cname!r}, which is also a "
+                    f"workload of its own; rename one."
+                )
             out[cname] = cell_wl
     cfg["workloads"] = out
     return cfg
@@ -131,11 +143,14 @@ def context_problems(cfg: dict, context_of) -> list[str]:
             if need > limit:
                 over.append((name, c, need))
         if over:
-            names = ", ".join(f"{n} ({c['depth']} + {c['prompt_tokens']} + {c['tokens']} = {need:,})"
-                              for n, c, need in over[:4]) + (f" and {len(over) - 4} more" if len(over) > 4 else "")
+            names = ", ".join(
+                f"{n} ({c['depth']} + {c['prompt_tokens']} + {c['tokens']} = {need:,})" for n, c, need in over[:4]
+            ) + (f" and {len(over) - 4} more" if len(over) > 4 else "")
             fit = limit - max(c["prompt_tokens"] + c["tokens"] for _, c, _ in over)
-            out.append(f"arena cell(s) {names} need more tokens than the {limit:,}-token context of arm "
-                       f"{arm_name!r} ({where}): depth + prompt_tokens + tokens must fit. Leave out depths above "
-                       f"{max(fit, 0):,} (the grid's depth list, or depth), or serve a longer context "
-                       f"(arms.{arm_name}.server.context_length).")
+            out.append(
+                f"arena cell(s) {names} need more tokens than the {limit:,}-token context of arm "
+                f"{arm_name!r} ({where}): depth + prompt_tokens + tokens must fit. Leave out depths above "
+                f"{max(fit, 0):,} (the grid's depth list, or depth), or serve a longer context "
+                f"(arms.{arm_name}.server.context_length)."
+            )
     return out

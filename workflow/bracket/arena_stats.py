@@ -16,8 +16,8 @@ import numpy as np
 from bracket import arena_benchy, records
 from bracket.arena import is_arena, spec
 
-
 # ---- the two definitions ---------------------------------------------------------------------------------
+
 
 def _times(r: dict) -> tuple[float, float, float, float, int] | None:
     """(start, first response, first token, last token, decode tokens) of one user's record, or None."""
@@ -42,8 +42,7 @@ def window_rate(user_records: list[dict]) -> dict:
         lasts.append(t[3])
         tokens += r["completion_tokens"] - 1
     window = max(lasts) - min(firsts)
-    return {"window_s": window, "decode_tokens": tokens,
-            "window_tok_s": tokens / window if window > 0 else None}
+    return {"window_s": window, "decode_tokens": tokens, "window_tok_s": tokens / window if window > 0 else None}
 
 
 def burst_share(rec: dict) -> float | None:
@@ -80,18 +79,28 @@ def benchy(runs: list[list[dict]], wl: dict, phase: str | None = None) -> tuple[
     Every timed run counts, error records left out, as llama-benchy reads its runs; the latency is
     the one each run's records carry (0 unless the cell's latency mode measured one).
     """
-    batches = [arena_benchy.batch([arena_benchy.request_of(r) for r in recs], _expected_prompt(wl, phase),
-                                  float(recs[0].get("latency_s") or 0.0)) for recs in runs]
+    batches = [
+        arena_benchy.batch(
+            [arena_benchy.request_of(r) for r in recs],
+            _expected_prompt(wl, phase),
+            float(recs[0].get("latency_s") or 0.0),
+        )
+        for recs in runs
+    ]
     return arena_benchy.cell(batches, wl["users"]), arena_benchy.dropped(batches, wl["users"])
 
 
-DEFINITION = ("window rate: sum over users of (completion_tokens - 1) / (last user's last token - first user's "
-              "first token), per run; median and bootstrap CI over runs")
-BENCHY_DEFINITION = ("llama-benchy 0.4.0, computed as it computes them (bracket.arena_benchy): one time per network "
-                     "read, tokens placed by their token ids, tg = tokens later than each request's first token "
-                     "time / first to last token, pp = prompt tokens / (ttfr - latency) (concurrency 1) or over "
-                     "the last first token - first start, peak = most tokens in 1 s; mean +/- population SD over "
-                     "requests (concurrency 1) or runs; a window of 0 dropped, and counted here")
+DEFINITION = (
+    "window rate: sum over users of (completion_tokens - 1) / (last user's last token - first user's "
+    "first token), per run; median and bootstrap CI over runs"
+)
+BENCHY_DEFINITION = (
+    "llama-benchy 0.4.0, computed as it computes them (bracket.arena_benchy): one time per network "
+    "read, tokens placed by their token ids, tg = tokens later than each request's first token "
+    "time / first to last token, pp = prompt tokens / (ttfr - latency) (concurrency 1) or over "
+    "the last first token - first start, peak = most tokens in 1 s; mean +/- population SD over "
+    "requests (concurrency 1) or runs; a window of 0 dropped, and counted here"
+)
 
 
 def _bursts(runs: list[list[dict]]) -> dict:
@@ -110,23 +119,46 @@ def _findings(cell: dict) -> list[dict]:
     out = []
     b, d = cell["bursts"], cell["llama_benchy_dropped"]
     if b["bursty_runs"]:
-        out.append(Finding("instrument", (
-            f"bursty delivery: in {b['bursty_runs']} of {b['runs']} runs one network read brought a quarter of a "
-            f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
-            f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
-            f"compare servers by the window rate"), values=dict(b), **where).record())
+        out.append(
+            Finding(
+                "instrument",
+                (
+                    f"bursty delivery: in {b['bursty_runs']} of {b['runs']} runs one network read brought a quarter of a "
+                    f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
+                    f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
+                    f"compare servers by the window rate"
+                ),
+                values=dict(b),
+                **where,
+            ).record()
+        )
     co = cell.get("coherence") or {}
     if co.get("status") == "failed":
         answer = (co["answers"] or [""])[0]
-        out.append(Finding("coherence", (
-            f"the model failed llama-benchy's coherence check on {co['failed']} of {co['checked']} servers: asked "
-            f"{co['question']!r}, it answered {answer[:120]!r}, without 'Paris' (llama-benchy would have stopped "
-            f"here; its numbers measure a model that does not answer sensibly)"),
-            values={k: co[k] for k in ("failed", "checked")}, **where).record())
+        out.append(
+            Finding(
+                "coherence",
+                (
+                    f"the model failed llama-benchy's coherence check on {co['failed']} of {co['checked']} servers: asked "
+                    f"{co['question']!r}, it answered {answer[:120]!r}, without 'Paris' (llama-benchy would have stopped "
+                    f"here; its numbers measure a model that does not answer sensibly)"
+                ),
+                values={k: co[k] for k in ("failed", "checked")},
+                **where,
+            ).record()
+        )
     if d["tg"]:
-        out.append(Finding("instrument", (
-            f"llama-benchy's tg leaves out {d['tg']} of {d['of']} {d['unit']} ({d['reason']}); its mean is over "
-            f"the rest"), values={k: d[k] for k in ("tg", "of")}, **where).record())
+        out.append(
+            Finding(
+                "instrument",
+                (
+                    f"llama-benchy's tg leaves out {d['tg']} of {d['of']} {d['unit']} ({d['reason']}); its mean is over "
+                    f"the rest"
+                ),
+                values={k: d[k] for k in ("tg", "of")},
+                **where,
+            ).record()
+        )
     return out
 
 
@@ -136,9 +168,8 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
     A prefix-caching cell (cache: prefix) has two phases, as llama-benchy's --enable-prefix-caching:
     "ctx" (the context load) and "inference" (the prompt on the cached context); each is its own cell.
     """
-    from bracket.stats.summary import summarize as summarize_cell
-
     from bracket import arena_coherence
+    from bracket.stats.summary import summarize as summarize_cell
 
     a = cfg["analysis"]
     checks = [r for r in raw if r.get("control") == "coherence"]
@@ -148,49 +179,92 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
         for arm in cfg["arms"]:
             by_phase: dict = {}
             for r in raw:
-                if r.get("workload") == wl_name and r.get("arm") == arm and not r.get("warmup") \
-                        and not r.get("control"):
+                if (
+                    r.get("workload") == wl_name
+                    and r.get("arm") == arm
+                    and not r.get("warmup")
+                    and not r.get("control")
+                ):
                     by_phase.setdefault(r.get("arena_phase"), {}).setdefault((r["block"], r["run"]), []).append(r)
             for phase in sorted(by_phase, key=lambda p: {"ctx": 0, "inference": 1}.get(p, 2)):
                 runs = by_phase[phase]
                 rows = []
                 for (blk, run), recs in sorted(runs.items()):
                     w = window_rate(recs)
-                    valid = w["window_tok_s"] is not None and all(not records.validity(x) for x in recs) \
+                    valid = (
+                        w["window_tok_s"] is not None
+                        and all(not records.validity(x) for x in recs)
                         and len(recs) == wl["users"]
-                    rows.append({"block": blk, "run": run, "users": len(recs),
-                                 "prompt_tokens": [x.get("prompt_tokens") for x in recs],
-                                 "cached_tokens": [x.get("cached_tokens") for x in recs], "valid": valid, **w})
+                    )
+                    rows.append(
+                        {
+                            "block": blk,
+                            "run": run,
+                            "users": len(recs),
+                            "prompt_tokens": [x.get("prompt_tokens") for x in recs],
+                            "cached_tokens": [x.get("cached_tokens") for x in recs],
+                            "valid": valid,
+                            **w,
+                        }
+                    )
                 timed = [recs for _, recs in sorted(runs.items())]
                 metrics, dropped = benchy(timed, wl, phase)
                 for row, recs in zip(rows, timed):  # each run's own llama-benchy tg and pp, beside the window rate
-                    b = arena_benchy.batch([arena_benchy.request_of(r) for r in recs], _expected_prompt(wl, phase),
-                                           float(recs[0].get("latency_s") or 0.0))
+                    b = arena_benchy.batch(
+                        [arena_benchy.request_of(r) for r in recs],
+                        _expected_prompt(wl, phase),
+                        float(recs[0].get("latency_s") or 0.0),
+                    )
                     one = wl["users"] == 1
                     row["llama_benchy_tg"] = (b.tg_req[0] if b.tg_req else None) if one else b.tg
                     row["llama_benchy_pp"] = (b.pp_req[0] if b.pp_req else None) if one else b.pp
                 vals = [r["window_tok_s"] for r in rows if r["valid"]]
                 summary = None
                 if vals:
-                    sm = summarize_cell(vals, confidence=a["confidence"], n_resamples=a["bootstrap_resamples"],
-                                        rng=a["seed"], spread_warning=a["spread_warning"], seed=a["seed"])
-                    summary = {"n": sm.n, "median": sm.median, "ci_low": sm.ci_low, "ci_high": sm.ci_high,
-                               "min": sm.min, "max": sm.max, "spread": sm.spread, "warnings": list(sm.warnings)}
+                    sm = summarize_cell(
+                        vals,
+                        confidence=a["confidence"],
+                        n_resamples=a["bootstrap_resamples"],
+                        rng=a["seed"],
+                        spread_warning=a["spread_warning"],
+                        seed=a["seed"],
+                    )
+                    summary = {
+                        "n": sm.n,
+                        "median": sm.median,
+                        "ci_low": sm.ci_low,
+                        "ci_high": sm.ci_high,
+                        "min": sm.min,
+                        "max": sm.max,
+                        "spread": sm.spread,
+                        "warnings": list(sm.warnings),
+                    }
                 depths = sorted(t for r in rows for t in r["prompt_tokens"] if t)
-                latency = next((x["latency_s"] for recs in timed for x in recs if x.get("latency_s") is not None),
-                               None)
+                latency = next((x["latency_s"] for recs in timed for x in recs if x.get("latency_s") is not None), None)
                 cell = {
-                    "arm": arm, "workload": wl_name, "phase": phase,
+                    "arm": arm,
+                    "workload": wl_name,
+                    "phase": phase,
                     **{k: v for k, v in wl.items() if k != "text"},
                     "text": wl["text"] or "built-in deterministic text (bracket.arena_text)",
                     "depth_measured": int(depths[len(depths) // 2]) if depths else None,
                     "latency_ms": latency * 1000 if latency is not None else None,
-                    "runs": rows, "summary": summary, "bursts": _bursts(timed), "llama_benchy_dropped": dropped,
+                    "runs": rows,
+                    "summary": summary,
+                    "bursts": _bursts(timed),
+                    "llama_benchy_dropped": dropped,
                     "coherence": arena_coherence.of_cell(checks, {x.get("server_id") for recs in timed for x in recs}),
-                    "llama_benchy": {"concurrency": wl["users"], "context_size": wl["depth"],
-                                     "prompt_size": wl["prompt_tokens"], "response_size": wl["tokens"],
-                                     "is_context_prefill_phase": phase == "ctx", **metrics,
-                                     "throughput_over_time": None, "requests_throughput_over_time": None}}
+                    "llama_benchy": {
+                        "concurrency": wl["users"],
+                        "context_size": wl["depth"],
+                        "prompt_size": wl["prompt_tokens"],
+                        "response_size": wl["tokens"],
+                        "is_context_prefill_phase": phase == "ctx",
+                        **metrics,
+                        "throughput_over_time": None,
+                        "requests_throughput_over_time": None,
+                    },
+                }
                 cell["findings"] = _findings(cell)
                 out["cells"].append(cell)
     out["llama_benchy_metadata"] = metadata(cfg, out["cells"])
@@ -206,9 +280,11 @@ def metadata(cfg: dict, cells: list[dict]) -> dict:
     wls = [spec(cfg["workloads"][w]) for w in sorted({c["workload"] for c in cells})]
     modes = sorted({w["latency"] for w in wls}) or ["none"]
     lat = [c["latency_ms"] for c in cells if c.get("latency_ms") is not None]
-    return {"latency_mode": modes[0] if len(modes) == 1 else "mixed",
-            "latency_ms": float(np.mean(lat)) if lat else 0.0,
-            "prefix_caching_enabled": any(w["cache"] == "prefix" for w in wls)}
+    return {
+        "latency_mode": modes[0] if len(modes) == 1 else "mixed",
+        "latency_ms": float(np.mean(lat)) if lat else 0.0,
+        "prefix_caching_enabled": any(w["cache"] == "prefix" for w in wls),
+    }
 
 
 def write_json(result: dict, path: str | Path) -> None:
@@ -216,5 +292,6 @@ def write_json(result: dict, path: str | Path) -> None:
         if isinstance(o, float) and not math.isfinite(o):
             return None
         return o
+
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(result, indent=1, default=clean))

@@ -93,14 +93,25 @@ def join(words) -> str:
 def slice_words(words: tuple[str, ...], n: int, start: int) -> tuple[str, ...]:
     """n words from `start`, wrapping round the end of the text (as llama-benchy repeats a short book)."""
     if n <= len(words) - start:
-        return words[start:start + n]
+        return words[start : start + n]
     reps = (start + n) // len(words) + 1
-    return (words * reps)[start:start + n]
+    return (words * reps)[start : start + n]
 
 
-def request_texts(words: tuple[str, ...], ctx_words: int, pp_words: int, seed: int, workload: str, block: int,
-                  run: int, user: int, no_cache: bool, tokens=None, ctx_tokens: int = 0,
-                  pp_tokens: int = 0) -> tuple[str, str]:
+def request_texts(
+    words: tuple[str, ...],
+    ctx_words: int,
+    pp_words: int,
+    seed: int,
+    workload: str,
+    block: int,
+    run: int,
+    user: int,
+    no_cache: bool,
+    tokens=None,
+    ctx_tokens: int = 0,
+    pp_tokens: int = 0,
+) -> tuple[str, str]:
     """(context, prompt) of one user in one run of a block: one contiguous slice from a seeded start, as
     llama-benchy takes one from a random start (the block is in the seed, so a server that serves several
     blocks, under attach, never sees a context twice).
@@ -130,8 +141,9 @@ def token_counter(http, base: str, model: str):
     import httpx
 
     def vllm(text):
-        r = http.post(base + "/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False},
-                      timeout=30.0)
+        r = http.post(
+            base + "/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False}, timeout=30.0
+        )
         r.raise_for_status()
         return int(r.json()["count"])
 
@@ -188,11 +200,14 @@ def fit(words: tuple[str, ...], start: int, target: int, guess: int, tokens) -> 
 
 # ---- requests --------------------------------------------------------------------------------------------
 
+
 def chat_refusal(kind: str) -> str | None:
     """Why an engine's adapter cannot send llama-benchy's chat request through its own stream (None: it can)."""
     if kind == "sglang":
-        return ("SGLang's adapter measures through its native /generate, which takes raw text and applies no chat "
-                "template, so it cannot send llama-benchy's chat request (system context + user prompt)")
+        return (
+            "SGLang's adapter measures through its native /generate, which takes raw text and applies no chat "
+            "template, so it cannot send llama-benchy's chat request (system context + user prompt)"
+        )
     return None
 
 
@@ -209,8 +224,18 @@ def _openai_chat_text(event: dict) -> str:
 CONTEXT_LOAD_PROMPT = "."
 
 
-def chat_body(adapter, model: str, context: str, prompt: str, request: dict, seed: int, arm: dict | None,
-              no_cache: bool, exact_tg: bool = True, prefix: bool = False) -> tuple[str, dict, str]:
+def chat_body(
+    adapter,
+    model: str,
+    context: str,
+    prompt: str,
+    request: dict,
+    seed: int,
+    arm: dict | None,
+    no_cache: bool,
+    exact_tg: bool = True,
+    prefix: bool = False,
+) -> tuple[str, dict, str]:
     """(path, body, framing) of a chat request: the adapter's own completions body with messages for prompt.
 
     exact_tg (llama-benchy --exact-tg): min_tokens and ignore_eos pin the response length; without it
@@ -220,8 +245,9 @@ def chat_body(adapter, model: str, context: str, prompt: str, request: dict, see
     else left out, as llama-benchy's request leaves it: the server's own default (--[no-]cache-prompt)
     decides, so a server started with the cache off serves no context and the guard reads "cache miss".
     """
-    messages = ([{"role": "system", "content": context}] if context else []) + \
-        [{"role": "user", "content": prompt or "."}]
+    messages = ([{"role": "system", "content": context}] if context else []) + [
+        {"role": "user", "content": prompt or "."}
+    ]
     body = dict(adapter.request_body(model, "", request, seed=seed, arm=arm))
     for k in ("prompt", "raw", "text"):
         body.pop(k, None)
@@ -242,6 +268,7 @@ def chat_body(adapter, model: str, context: str, prompt: str, request: dict, see
 
 def _ollama_counts(events: list[dict]) -> Counts:
     from bracket.engines.ollama import counts
+
     return counts(events)
 
 
@@ -256,9 +283,21 @@ def _first_choice_text(event: dict) -> str:
     return d.get("content") or d.get("reasoning_content") or d.get("reasoning") or ""
 
 
-def send(adapter, http, base: str, model: str, context: str, prompt: str, request: dict, seed: int,
-         arm: dict | None, api: str, no_cache: bool, exact_tg: bool = True,
-         prefix: bool = False) -> tuple[Measurement, dict]:
+def send(
+    adapter,
+    http,
+    base: str,
+    model: str,
+    context: str,
+    prompt: str,
+    request: dict,
+    seed: int,
+    arm: dict | None,
+    api: str,
+    no_cache: bool,
+    exact_tg: bool = True,
+    prefix: bool = False,
+) -> tuple[Measurement, dict]:
     """One arena request through the engine's own stream; (measurement, llama-benchy extras).
 
     Extras: ttfr_s, the time to the first event with choices (llama-benchy's ttfr: a chat stream's
@@ -293,14 +332,30 @@ def send(adapter, http, base: str, model: str, context: str, prompt: str, reques
                 marks["first_tokens"] = chunks[-1][1] or None
 
     if framing == "ndjson":
-        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="ndjson",
-                            new_text=lambda e: (e.get("message") or {}).get("content") or "",
-                            is_last=lambda e: e.get("done") is True, counts=_ollama_counts, on_timed_event=on_event)
+        m, events = timed_stream(
+            http,
+            base + path,
+            body,
+            request["timeout_s"],
+            framing="ndjson",
+            new_text=lambda e: (e.get("message") or {}).get("content") or "",
+            is_last=lambda e: e.get("done") is True,
+            counts=_ollama_counts,
+            on_timed_event=on_event,
+        )
     else:
-        m, events = timed_stream(http, base + path, body, request["timeout_s"], framing="sse", new_text=_openai_chat_text,
-                            is_last=lambda e: False, counts=_openai_counts, on_timed_event=on_event,
-                            missing_counts="no usage in the response (the server must honour "
-                                           "stream_options.include_usage)")
+        m, events = timed_stream(
+            http,
+            base + path,
+            body,
+            request["timeout_s"],
+            framing="sse",
+            new_text=_openai_chat_text,
+            is_last=lambda e: False,
+            counts=_openai_counts,
+            on_timed_event=on_event,
+            missing_counts="no usage in the response (the server must honour stream_options.include_usage)",
+        )
         adapter.adjust(m, events)
     ttfr = m.ttft_s
     if m.ttft_s is not None and "choice" in marks and "text" in marks:

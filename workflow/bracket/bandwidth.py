@@ -31,25 +31,129 @@ class Device:
 
 # First match wins, so specific variants come before their family.
 KNOWN_DEVICES: tuple[Device, ...] = (
-    Device("GB10", 273, "128 GB LPDDR5X unified", "NVIDIA DGX Spark hardware specifications, https://www.nvidia.com/en-us/products/workstations/dgx-spark/", r"^(GB10|DGX SPARK)\b"),
-    Device("H200", 4800, "141 GB HBM3e", "NVIDIA H200 Tensor Core GPU datasheet (SXM and NVL: 4.8 TB/s), https://www.nvidia.com/en-us/data-center/h200/", r"^H200\b"),
-    Device("H100 PCIe", 2000, "80 GB HBM2e", "NVIDIA H100 datasheet, PCIe: 2 TB/s, https://www.nvidia.com/en-us/data-center/h100/", r"^H100\b.*PCIE"),
-    Device("H100 NVL", 3900, "94 GB HBM3", "NVIDIA H100 datasheet, NVL: 3.9 TB/s, https://www.nvidia.com/en-us/data-center/h100/", r"^H100\b.*NVL"),
-    Device("H100", 3350, "80 GB HBM3", "NVIDIA H100 datasheet, SXM: 3.35 TB/s, https://www.nvidia.com/en-us/data-center/h100/", r"^H100\b"),
-    Device("B200", 8000, "180 GB HBM3e", "NVIDIA HGX B200 specifications (8 TB/s per GPU), https://www.nvidia.com/en-us/data-center/hgx/", r"^B200\b"),
-    Device("A100 40GB", 1555, "40 GB HBM2", "NVIDIA A100 datasheet, 40 GB: 1,555 GB/s, https://www.nvidia.com/en-us/data-center/a100/", r"^A100\b.*40 ?GB"),
-    Device("A100 80GB PCIe", 1935, "80 GB HBM2e", "NVIDIA A100 datasheet, 80 GB PCIe: 1,935 GB/s, https://www.nvidia.com/en-us/data-center/a100/", r"^A100\b.*PCIE"),
-    Device("A100", 2039, "80 GB HBM2e", "NVIDIA A100 datasheet, 80 GB SXM: 2,039 GB/s, https://www.nvidia.com/en-us/data-center/a100/", r"^A100\b"),
-    Device("L40S", 864, "48 GB GDDR6", "NVIDIA L40S datasheet, https://www.nvidia.com/en-us/data-center/l40s/", r"^L40S\b"),
+    Device(
+        "GB10",
+        273,
+        "128 GB LPDDR5X unified",
+        "NVIDIA DGX Spark hardware specifications, https://www.nvidia.com/en-us/products/workstations/dgx-spark/",
+        r"^(GB10|DGX SPARK)\b",
+    ),
+    Device(
+        "H200",
+        4800,
+        "141 GB HBM3e",
+        "NVIDIA H200 Tensor Core GPU datasheet (SXM and NVL: 4.8 TB/s), https://www.nvidia.com/en-us/data-center/h200/",
+        r"^H200\b",
+    ),
+    Device(
+        "H100 PCIe",
+        2000,
+        "80 GB HBM2e",
+        "NVIDIA H100 datasheet, PCIe: 2 TB/s, https://www.nvidia.com/en-us/data-center/h100/",
+        r"^H100\b.*PCIE",
+    ),
+    Device(
+        "H100 NVL",
+        3900,
+        "94 GB HBM3",
+        "NVIDIA H100 datasheet, NVL: 3.9 TB/s, https://www.nvidia.com/en-us/data-center/h100/",
+        r"^H100\b.*NVL",
+    ),
+    Device(
+        "H100",
+        3350,
+        "80 GB HBM3",
+        "NVIDIA H100 datasheet, SXM: 3.35 TB/s, https://www.nvidia.com/en-us/data-center/h100/",
+        r"^H100\b",
+    ),
+    Device(
+        "B200",
+        8000,
+        "180 GB HBM3e",
+        "NVIDIA HGX B200 specifications (8 TB/s per GPU), https://www.nvidia.com/en-us/data-center/hgx/",
+        r"^B200\b",
+    ),
+    Device(
+        "A100 40GB",
+        1555,
+        "40 GB HBM2",
+        "NVIDIA A100 datasheet, 40 GB: 1,555 GB/s, https://www.nvidia.com/en-us/data-center/a100/",
+        r"^A100\b.*40 ?GB",
+    ),
+    Device(
+        "A100 80GB PCIe",
+        1935,
+        "80 GB HBM2e",
+        "NVIDIA A100 datasheet, 80 GB PCIe: 1,935 GB/s, https://www.nvidia.com/en-us/data-center/a100/",
+        r"^A100\b.*PCIE",
+    ),
+    Device(
+        "A100",
+        2039,
+        "80 GB HBM2e",
+        "NVIDIA A100 datasheet, 80 GB SXM: 2,039 GB/s, https://www.nvidia.com/en-us/data-center/a100/",
+        r"^A100\b",
+    ),
+    Device(
+        "L40S", 864, "48 GB GDDR6", "NVIDIA L40S datasheet, https://www.nvidia.com/en-us/data-center/l40s/", r"^L40S\b"
+    ),
     Device("L4", 300, "24 GB GDDR6", "NVIDIA L4 datasheet, https://www.nvidia.com/en-us/data-center/l4/", r"^L4$"),
-    Device("RTX 5090", 1792, "32 GB GDDR7", "NVIDIA GeForce RTX 5090 specifications, https://www.nvidia.com/en-us/geforce/graphics-cards/50-series/rtx-5090/", r"^RTX 5090\b"),
-    Device("RTX 4090", 1008, "24 GB GDDR6X", "NVIDIA GeForce RTX 4090 specifications (21 Gbps x 384-bit), https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/", r"^RTX 4090\b"),
-    Device("RTX 3090", 936, "24 GB GDDR6X", "NVIDIA GeForce RTX 3090 specifications, https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3090-3090ti/", r"^RTX 3090$"),
-    Device("MI300X", 5300, "192 GB HBM3", "AMD Instinct MI300X datasheet, https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html", r"^(AMD )?(INSTINCT )?MI300X\b"),
-    Device("Apple M4 Max", 546, "unified LPDDR5X", "Apple newsroom, 30 Oct 2024 (M4 Max, 16-core CPU), https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-intelligence/", r"^(APPLE )?M4 MAX\b"),
-    Device("Apple M3 Ultra", 819, "unified LPDDR5", "Apple newsroom, 5 Mar 2025 (Mac Studio), https://www.apple.com/newsroom/2025/03/apple-unveils-new-mac-studio-the-most-powerful-mac-ever/", r"^(APPLE )?M3 ULTRA\b"),
-    Device("Apple M2 Ultra", 800, "unified LPDDR5", "Apple newsroom, 5 Jun 2023, https://www.apple.com/newsroom/2023/06/apple-introduces-m2-ultra/", r"^(APPLE )?M2 ULTRA\b"),
-    Device("Jetson AGX Orin", 204.8, "64 GB LPDDR5", "NVIDIA Jetson AGX Orin technical brief, https://www.nvidia.com/en-us/autonomous-machines/embedded-systems/jetson-orin/", r"^(JETSON )?AGX ORIN\b"),
+    Device(
+        "RTX 5090",
+        1792,
+        "32 GB GDDR7",
+        "NVIDIA GeForce RTX 5090 specifications, https://www.nvidia.com/en-us/geforce/graphics-cards/50-series/rtx-5090/",
+        r"^RTX 5090\b",
+    ),
+    Device(
+        "RTX 4090",
+        1008,
+        "24 GB GDDR6X",
+        "NVIDIA GeForce RTX 4090 specifications (21 Gbps x 384-bit), https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4090/",
+        r"^RTX 4090\b",
+    ),
+    Device(
+        "RTX 3090",
+        936,
+        "24 GB GDDR6X",
+        "NVIDIA GeForce RTX 3090 specifications, https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3090-3090ti/",
+        r"^RTX 3090$",
+    ),
+    Device(
+        "MI300X",
+        5300,
+        "192 GB HBM3",
+        "AMD Instinct MI300X datasheet, https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
+        r"^(AMD )?(INSTINCT )?MI300X\b",
+    ),
+    Device(
+        "Apple M4 Max",
+        546,
+        "unified LPDDR5X",
+        "Apple newsroom, 30 Oct 2024 (M4 Max, 16-core CPU), https://www.apple.com/newsroom/2024/10/new-macbook-pro-features-m4-family-of-chips-and-apple-intelligence/",
+        r"^(APPLE )?M4 MAX\b",
+    ),
+    Device(
+        "Apple M3 Ultra",
+        819,
+        "unified LPDDR5",
+        "Apple newsroom, 5 Mar 2025 (Mac Studio), https://www.apple.com/newsroom/2025/03/apple-unveils-new-mac-studio-the-most-powerful-mac-ever/",
+        r"^(APPLE )?M3 ULTRA\b",
+    ),
+    Device(
+        "Apple M2 Ultra",
+        800,
+        "unified LPDDR5",
+        "Apple newsroom, 5 Jun 2023, https://www.apple.com/newsroom/2023/06/apple-introduces-m2-ultra/",
+        r"^(APPLE )?M2 ULTRA\b",
+    ),
+    Device(
+        "Jetson AGX Orin",
+        204.8,
+        "64 GB LPDDR5",
+        "NVIDIA Jetson AGX Orin technical brief, https://www.nvidia.com/en-us/autonomous-machines/embedded-systems/jetson-orin/",
+        r"^(JETSON )?AGX ORIN\b",
+    ),
 )
 
 
@@ -114,7 +218,7 @@ def probe_cpu(size_bytes: int = 256 * 2**20, repeats: int = 5) -> dict:
         "gbps": 2 * nbytes / statistics.median(times) / 1e9,
         "best_gbps": 2 * nbytes / min(times) / 1e9,
         "method": f"CPU memory copy with numpy.copyto, one thread, {nbytes / 2**20:.0f} MiB, 2 x bytes per copy "
-                  f"(read + write), median of {repeats}; a lower bound where one core cannot saturate memory",
+        f"(read + write), median of {repeats}; a lower bound where one core cannot saturate memory",
         "device": "cpu",
         "bytes": nbytes,
         "repeats": repeats,
@@ -166,7 +270,7 @@ def probe_cuda(size_bytes: int = 2 * 2**30, repeats: int = 20, device: int = 0) 
         "best_gbps": 2 * nbytes / min(copy_s) / 1e9,
         "read_gbps": nbytes / statistics.median(read_s) / 1e9,
         "method": f"CUDA device-to-device copy with torch (Tensor.copy_), {nbytes / 2**30:.1f} GiB, 2 x bytes per copy "
-                  f"(read + write), median of {repeats} CUDA-event timings; read_gbps from a read-only sum",
+        f"(read + write), median of {repeats} CUDA-event timings; read_gbps from a read-only sum",
         "device": name,
         "bytes": nbytes,
         "repeats": repeats,
@@ -231,7 +335,7 @@ def probe_cuda_driver(size_bytes: int = 2 * 2**30, repeats: int = 20, device: in
         "gbps": 2 * size_bytes / statistics.median(times) / 1e9,
         "best_gbps": 2 * size_bytes / min(times) / 1e9,
         "method": f"CUDA device-to-device copy with the driver API (cuMemcpyDtoD), {size_bytes / 2**30:.1f} GiB, "
-                  f"2 x bytes per copy (read + write), median of {repeats} CUDA-event timings",
+        f"2 x bytes per copy (read + write), median of {repeats} CUDA-event timings",
         "device": name.value.decode(),
         "bytes": size_bytes,
         "repeats": repeats,
@@ -257,7 +361,10 @@ def resolve(hardware: dict) -> tuple[float | None, dict]:
     its method); otherwise (None, source "none") and the ceiling is left empty.
     """
     if hardware.get("bandwidth_gbps"):
-        return float(hardware["bandwidth_gbps"]), {"kind": "user", "detail": "hardware.bandwidth_gbps in the experiment"}
+        return float(hardware["bandwidth_gbps"]), {
+            "kind": "user",
+            "detail": "hardware.bandwidth_gbps in the experiment",
+        }
     if hardware.get("device"):
         dev = lookup(hardware["device"])
         if dev is None:
@@ -273,5 +380,11 @@ def resolve(hardware: dict) -> tuple[float | None, dict]:
     if hardware.get("probe_bandwidth", True):
         result = probe()
         log.info("bandwidth probe: %.1f GB/s (%s)", result["gbps"], result["method"])
-        return result["gbps"], {"kind": "probe", **{k: v for k, v in result.items() if k not in ("seconds", "read_seconds")}}
-    return None, {"kind": "none", "detail": "no bandwidth: set hardware.device or hardware.bandwidth_gbps, or enable probe_bandwidth"}
+        return result["gbps"], {
+            "kind": "probe",
+            **{k: v for k, v in result.items() if k not in ("seconds", "read_seconds")},
+        }
+    return None, {
+        "kind": "none",
+        "detail": "no bandwidth: set hardware.device or hardware.bandwidth_gbps, or enable probe_bandwidth",
+    }

@@ -76,13 +76,15 @@ def hypotheses(weights_account: dict, bandwidth_gbps: float, measured_tok_s: flo
     rows = []
     for name, bits in HYPOTHESES:
         b = hypothesis_bytes(weights_account, bits)
-        rows.append({
-            "name": name,
-            "bits": bits,
-            "bytes_per_token": b,
-            "ceiling_tok_s": ceiling_tok_s(bandwidth_gbps, b),
-            "ms_per_token": 1e3 * b / (bandwidth_gbps * 1e9),
-        })
+        rows.append(
+            {
+                "name": name,
+                "bits": bits,
+                "bytes_per_token": b,
+                "ceiling_tok_s": ceiling_tok_s(bandwidth_gbps, b),
+                "ms_per_token": 1e3 * b / (bandwidth_gbps * 1e9),
+            }
+        )
     return evaluate(rows, measured_tok_s)
 
 
@@ -119,11 +121,19 @@ def build(acct: dict, bandwidth_gbps: float | None, source: dict, measured_tok_s
     are carried over, so the article can say why); ``no_bandwidth`` when no bandwidth was found.
     """
     if acct.get("status") == "unknown" or not acct.get("bytes_per_token"):
-        return {"status": "unknown", "model": acct.get("model"), "bandwidth_gbps": bandwidth_gbps,
-                "bandwidth_source": source, "bytes_per_token": None, "ceiling_tok_s": None,
-                "measured_tok_s": measured_tok_s, "hypotheses": [], "arms": {},
-                "reason": acct.get("reason") or "the byte account is empty",
-                "key": acct.get("key") or "engine.model"}
+        return {
+            "status": "unknown",
+            "model": acct.get("model"),
+            "bandwidth_gbps": bandwidth_gbps,
+            "bandwidth_source": source,
+            "bytes_per_token": None,
+            "ceiling_tok_s": None,
+            "measured_tok_s": measured_tok_s,
+            "hypotheses": [],
+            "arms": {},
+            "reason": acct.get("reason") or "the byte account is empty",
+            "key": acct.get("key") or "engine.model",
+        }
     result = {
         "status": "computed" if bandwidth_gbps is not None else "no_bandwidth",
         "model": acct.get("model"),
@@ -171,8 +181,10 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     local = (cfg.get("engine") or {}).get("launch", "native") in ("native", "docker") and not cfg.get("hosts")
     seconds = float(hardware.get("steadiness_s", 10))
     if 0 < seconds < 1:
-        raise ValueError(f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "
-                         "(the probe reads the copy rate in half-second windows).")
+        raise ValueError(
+            f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "
+            "(the probe reads the copy rate in half-second windows)."
+        )
     if local and seconds > 0 and detect_device_name() is None:
         result["machine_steadiness"] = steadiness.probe(seconds, window_s=min(0.5, seconds / 4))
     out = Path(out_path)
@@ -203,7 +215,14 @@ def measured(ceiling: dict | None, cells: list[dict], reference: str, plain_arms
     for x in cells:
         if x["arm"] in plain_arms and x.get("median"):
             ev = evaluate(one, x["median"])[0]
-            out["efficiency"].append({"workload": x["workload"], "arm": x["arm"], "median": x["median"],
-                                      "ceiling_tok_s": c["ceiling_tok_s"], "efficiency": ev["efficiency"],
-                                      "implied_gbps": ev["implied_gbps"]})
+            out["efficiency"].append(
+                {
+                    "workload": x["workload"],
+                    "arm": x["arm"],
+                    "median": x["median"],
+                    "ceiling_tok_s": c["ceiling_tok_s"],
+                    "efficiency": ev["efficiency"],
+                    "implied_gbps": ev["implied_gbps"],
+                }
+            )
     return out

@@ -92,7 +92,9 @@ def read_safetensors_header(path: str | Path) -> tuple[list[TensorHeader], int]:
             continue
         try:
             begin, end = info["data_offsets"]
-            tensors.append(TensorHeader(name, info["dtype"], tuple(int(d) for d in info["shape"]), end - begin, path.name))
+            tensors.append(
+                TensorHeader(name, info["dtype"], tuple(int(d) for d in info["shape"]), end - begin, path.name)
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: tensor {name!r} has a malformed header entry {info!r}.") from exc
         data_end = max(data_end, end)
@@ -131,7 +133,9 @@ def safetensors_files(model_dir: Path) -> tuple[list[Path], list[str]]:
         )
     consolidated = [p for p in present if p.name.startswith("consolidated")]
     if consolidated and len(consolidated) < len(present):
-        notes.append(f"skipped {', '.join(p.name for p in consolidated)}: same weights as the HF-style shards beside it")
+        notes.append(
+            f"skipped {', '.join(p.name for p in consolidated)}: same weights as the HF-style shards beside it"
+        )
         present = [p for p in present if p not in consolidated]
     return present, notes
 
@@ -207,7 +211,9 @@ def read_checkpoint(model_path: str | Path) -> Checkpoint:
     path = Path(model_path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"model path {path} does not exist; give the directory that holds the weights.")
-    if (path.is_file() and path.suffix == ".gguf") or (path.is_dir() and not any(path.glob("*.safetensors")) and any(path.glob("*.gguf"))):
+    if (path.is_file() and path.suffix == ".gguf") or (
+        path.is_dir() and not any(path.glob("*.safetensors")) and any(path.glob("*.gguf"))
+    ):
         files = gguf_files(path)
         tensors, meta = read_gguf(files)
         return Checkpoint(str(path), "gguf", tuple(f.name for f in files), tuple(tensors), meta)
@@ -250,9 +256,12 @@ def read_hub_checkpoint(repo_id: str, revision: str | None = None, timeout_s: fl
         config = json.loads(Path(hf_hub_download(repo_id, "config.json", revision=revision)).read_text())
     except Exception as exc:  # noqa: BLE001 - a model without config.json still has headers
         config = {}
-        notes.append(f"no config.json read from the hub ({type(exc).__name__}): layer count and tying from tensors only")
-    return Checkpoint(f"hf://{repo_id}", "safetensors", tuple(sorted(meta.files_metadata)), tuple(tensors), config,
-                      tuple(notes))
+        notes.append(
+            f"no config.json read from the hub ({type(exc).__name__}): layer count and tying from tensors only"
+        )
+    return Checkpoint(
+        f"hf://{repo_id}", "safetensors", tuple(sorted(meta.files_metadata)), tuple(tensors), config, tuple(notes)
+    )
 
 
 def hub_tensors(meta) -> list[TensorHeader]:

@@ -184,7 +184,9 @@ class _Malformed(ValueError):
     """A value in the server's response that cannot be what it claims to be (its text is redacted)."""
 
 
-def count_check(completion_tokens: int | None, text_events: int, max_tokens_per_event: float | None = None) -> str | None:
+def count_check(
+    completion_tokens: int | None, text_events: int, max_tokens_per_event: float | None = None
+) -> str | None:
     """Why a token count cannot be what the stream carried, or None when it can.
 
     Each event with text carries at least one token; nothing is assumed of a token's bytes (a
@@ -197,12 +199,16 @@ def count_check(completion_tokens: int | None, text_events: int, max_tokens_per_
     if not completion_tokens or not text_events:
         return None
     if text_events > completion_tokens:
-        return (f"{text_events} stream events with text for {completion_tokens} tokens claimed: each event "
-                f"carries at least one token, so events were duplicated or the count is short")
+        return (
+            f"{text_events} stream events with text for {completion_tokens} tokens claimed: each event "
+            f"carries at least one token, so events were duplicated or the count is short"
+        )
     if max_tokens_per_event is not None and completion_tokens > text_events * max_tokens_per_event:
-        return (f"{completion_tokens} tokens claimed in {text_events} stream events with text "
-                f"({completion_tokens / text_events:.2f} per event, at most {max_tokens_per_event:g} possible): "
-                f"the count is more than the events carried")
+        return (
+            f"{completion_tokens} tokens claimed in {text_events} stream events with text "
+            f"({completion_tokens / text_events:.2f} per event, at most {max_tokens_per_event:g} possible): "
+            f"the count is more than the events carried"
+        )
     return None
 
 
@@ -218,12 +224,22 @@ def tokens_per_event_bound(speculative: bool, draft_budget: int | None) -> int |
     return 2 * (1 + (draft_budget or 0))
 
 
-def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, framing: str,
-                 new_text: Callable[[dict], str], is_last: Callable[[dict], bool],
-                 counts: Callable[[list[dict]], Counts], on_event: Callable[[dict], None] | None = None,
-                 missing_counts: str = "no token counts in the response's final event",
-                 stall_s: float | None = None, max_tokens_per_event: float | None = None,
-                 on_timed_event: Callable[[dict, float], None] | None = None) -> tuple[Measurement, list[dict]]:
+def timed_stream(
+    http: httpx.Client,
+    url: str,
+    body: dict,
+    timeout_s: float,
+    *,
+    framing: str,
+    new_text: Callable[[dict], str],
+    is_last: Callable[[dict], bool],
+    counts: Callable[[list[dict]], Counts],
+    on_event: Callable[[dict], None] | None = None,
+    missing_counts: str = "no token counts in the response's final event",
+    stall_s: float | None = None,
+    max_tokens_per_event: float | None = None,
+    on_timed_event: Callable[[dict, float], None] | None = None,
+) -> tuple[Measurement, list[dict]]:
     """POST `body` and time its stream; return the measurement and every parsed event.
 
     framing: "sse" (`data: {...}` lines ending with `data: [DONE]`) or "ndjson" (one JSON object
@@ -268,16 +284,18 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
     collecting = gc.isenabled()
     gc.disable()
     try:
-        request = http.build_request("POST", url, json=body, timeout=stall,
-                                     extensions={"trace": deadline.trace})
+        request = http.build_request("POST", url, json=body, timeout=stall, extensions={"trace": deadline.trace})
         fast = http_stream.fast_path(http, request)
         # The clock runs from before connecting: a server that stalls in its head is cut too. Started
         # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
         deadline.arm()
         t0 = time.perf_counter()
         deadline.begin(t0)
-        with (http_stream.Stream(http, request, stall, on_socket=deadline.watch).open() if fast else
-              contextlib.closing(http.send(request, stream=True))) as resp:
+        with (
+            http_stream.Stream(http, request, stall, on_socket=deadline.watch).open()
+            if fast
+            else contextlib.closing(http.send(request, stream=True))
+        ) as resp:
             status = resp.status if fast else resp.status_code
             if not fast:
                 deadline.watch(_socket_of(resp))
@@ -288,6 +306,7 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
                 m.wall_s = time.perf_counter() - t0
                 return m, ev.events
             if fast and resp.recordable:
+
                 def stop() -> bool:
                     ev.feed_reads(*resp.recorded())
                     return ev.over
@@ -298,8 +317,14 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
                 # Reads coalesce once the first token came, unless the caller times every event.
                 coalesce = COALESCE_BYTES if on_timed_event is None else 0
                 try:
-                    resp.record(stop, _HINTS[framing], unterminated_limit=1 << 20, coalesce_bytes=coalesce,
-                                started=started, coalesce_wait_s=COALESCE_WAIT_S)
+                    resp.record(
+                        stop,
+                        _HINTS[framing],
+                        unterminated_limit=1 << 20,
+                        coalesce_bytes=coalesce,
+                        started=started,
+                        coalesce_wait_s=COALESCE_WAIT_S,
+                    )
                 finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
                     with contextlib.suppress(httpx.HTTPError):
                         stop()
@@ -333,9 +358,11 @@ def timed_stream(http: httpx.Client, url: str, body: dict, timeout_s: float, *, 
         if collecting:
             gc.enable()
     if deadline.fired:
-        m.error = (f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
-                   if ev.t_first is None else
-                   f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)")
+        m.error = (
+            f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
+            if ev.t_first is None
+            else f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)"
+        )
     m.wall_s = end - t0
     m.stream_events = ev.text_events
     m.output_text = "".join(ev.parts)
@@ -388,16 +415,28 @@ def _openai_text(event: dict) -> str:
 def _openai_counts(events: list[dict]) -> Counts:
     """Token counts from the final `usage` chunk; finish reason from the last choice that gives one."""
     usage = next((e["usage"] for e in reversed(events) if e.get("usage")), None)
-    finish = next((ch["finish_reason"] for e in reversed(events) for ch in (e.get("choices") or [])
-                   if isinstance(ch, dict) and ch.get("finish_reason")), None)
+    finish = next(
+        (
+            ch["finish_reason"]
+            for e in reversed(events)
+            for ch in (e.get("choices") or [])
+            if isinstance(ch, dict) and ch.get("finish_reason")
+        ),
+        None,
+    )
     if not isinstance(usage, dict):
         return Counts(finish_reason=finish)
     return Counts(usage.get("completion_tokens"), usage.get("prompt_tokens"), _cached(usage), finish)
 
 
-def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: float,
-                      on_event: Callable[[dict], None] | None = None,
-                      max_tokens_per_event: float | None = None) -> Measurement:
+def stream_completion(
+    client: httpx.Client,
+    url: str,
+    body: dict,
+    timeout_s: float,
+    on_event: Callable[[dict], None] | None = None,
+    max_tokens_per_event: float | None = None,
+) -> Measurement:
     """POST an OpenAI-style streaming request (/v1/completions, /v1/chat/completions) and time it.
 
     Token counts come from the final `usage` chunk (stream_options.include_usage), never from
@@ -405,11 +444,19 @@ def stream_completion(client: httpx.Client, url: str, body: dict, timeout_s: flo
     per-request extras there (llama.cpp's `timings`, vLLM's per-request `metrics`), after the stream.
     max_tokens_per_event: the most tokens the server can stream in one event (count_check).
     """
-    m, _ = timed_stream(client, url, body, timeout_s, framing="sse", new_text=_openai_text,
-                        is_last=lambda event: False, counts=_openai_counts, on_event=on_event,
-                        max_tokens_per_event=max_tokens_per_event,
-                        missing_counts="no usage in the response (the server must honour "
-                                       "stream_options.include_usage)")
+    m, _ = timed_stream(
+        client,
+        url,
+        body,
+        timeout_s,
+        framing="sse",
+        new_text=_openai_text,
+        is_last=lambda event: False,
+        counts=_openai_counts,
+        on_event=on_event,
+        max_tokens_per_event=max_tokens_per_event,
+        missing_counts="no usage in the response (the server must honour stream_options.include_usage)",
+    )
     return m
 
 

@@ -103,23 +103,31 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
         for key in unknown:
             close = difflib.get_close_matches(key, allowed, n=1)
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        return (f"{source}: unknown key {', '.join(hints)} under {where}. "
-                f"Allowed keys: {', '.join(allowed)}.")
+        return f"{source}: unknown key {', '.join(hints)} under {where}. Allowed keys: {', '.join(allowed)}."
     if error.validator == "enum":
-        return (f"{source}: {where} is {error.instance!r}; allowed values: "
-                f"{', '.join(map(repr, error.validator_value))}.")
+        return (
+            f"{source}: {where} is {error.instance!r}; allowed values: {', '.join(map(repr, error.validator_value))}."
+        )
     if error.validator == "type":
         node = _schema_at(schema, list(error.absolute_path))
         desc = node.get("description", "")
-        return (f"{source}: {where} must be of type {error.validator_value}, got "
-                f"{error.instance!r} ({type(error.instance).__name__}). {desc}").strip()
+        return (
+            f"{source}: {where} must be of type {error.validator_value}, got "
+            f"{error.instance!r} ({type(error.instance).__name__}). {desc}"
+        ).strip()
     if error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         node = _schema_at(schema, list(error.absolute_path))
-        bound = {"minimum": "at least", "exclusiveMinimum": "more than", "maximum": "at most",
-                 "exclusiveMaximum": "less than"}[error.validator]
-        return (f"{source}: {where} = {error.instance!r} is out of range ({error.validator} "
-                f"{error.validator_value}); set it to {bound} {error.validator_value}. "
-                f"{node.get('description', '')}").strip()
+        bound = {
+            "minimum": "at least",
+            "exclusiveMinimum": "more than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[error.validator]
+        return (
+            f"{source}: {where} = {error.instance!r} is out of range ({error.validator} "
+            f"{error.validator_value}); set it to {bound} {error.validator_value}. "
+            f"{node.get('description', '')}"
+        ).strip()
     if error.validator in ("anyOf", "oneOf"):
         node = _schema_at(schema, list(error.absolute_path))
         first = node.get("description", "").split(". ")[0].strip().rstrip(".")
@@ -165,8 +173,10 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
     measured: the experiment already ran (re-rendering its records): checks of what an arm would do
     when launched (an arm that can never draft) are left to the analysis, which finds it in the records."""
     if not isinstance(raw, dict):
-        raise ExperimentError(f"{source}: expected a mapping of keys at the top level, got "
-                              f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml.")
+        raise ExperimentError(
+            f"{source}: expected a mapping of keys at the top level, got "
+            f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml."
+        )
     schema = load_schema()
     raw = copy.deepcopy(raw)
     eng = raw.get("engine")
@@ -196,7 +206,8 @@ def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
     if cfg["reference"] not in cfg["arms"]:
         raise ExperimentError(
             f"{source}: reference is {cfg['reference']!r}, but no arm has that name. "
-            f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm.")
+            f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm."
+        )
     check_names(cfg, source)
     check_engine_env(cfg, source)
     for name in arms:
@@ -204,21 +215,31 @@ def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
         if spec and spec["method"] == "ngram" and spec["prompt_lookup_min"] > spec["prompt_lookup_max"]:
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec['prompt_lookup_min']}) is "
-                f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them.")
-        if (spec and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash") and not spec.get("model")
-                and cfg["engine"]["kind"] != "ollama"):  # Ollama's draft model is in its Modelfile
+                f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them."
+            )
+        if (
+            spec
+            and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash")
+            and not spec.get("model")
+            and cfg["engine"]["kind"] != "ollama"
+        ):  # Ollama's draft model is in its Modelfile
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
-                f"set arms.{name}.speculative.model.")
+                f"set arms.{name}.speculative.model."
+            )
     if cfg["engine"]["embedded"] and cfg["engine"]["kind"] not in ("vllm", "llamacpp"):
-        raise ExperimentError(f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
-                              f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
-                              f"engine.embedded: false.")
+        raise ExperimentError(
+            f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
+            f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
+            f"engine.embedded: false."
+        )
     c = cfg["controls"]
     if not c["neutrality"] and not c["neutrality_off"].strip():
-        raise ExperimentError(f"{source}: controls.neutrality is false without a reason: the neutrality control "
-                              f"is what shows bracket's request costs the server no more than a plain client's. "
-                              f"Say why it is off in controls.neutrality_off, or remove controls.neutrality.")
+        raise ExperimentError(
+            f"{source}: controls.neutrality is false without a reason: the neutrality control "
+            f"is what shows bracket's request costs the server no more than a plain client's. "
+            f"Say why it is off in controls.neutrality_off, or remove controls.neutrality."
+        )
     _check_design(cfg, source)
     _check_engine(cfg, source, measured)
     from bracket import arena  # what an arena cell needs of the engine's stream
@@ -241,28 +262,37 @@ def _check_design(cfg: dict, source: str) -> None:
     n = rounds * len(cfg["arms"]) * max(1, len(cfg.get("hosts") or []))
     if n > MAX_BLOCKS:
         key = "design.max_rounds" if d["rounds"] == "adaptive" else "design.rounds"
-        raise ExperimentError(f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(cfg['arms'])} arm(s)"
-                              f"{' on ' + str(len(cfg['hosts'])) + ' hosts' if cfg.get('hosts') else ''}), more than "
-                              f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
-                              f"split the experiment.")
+        raise ExperimentError(
+            f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(cfg['arms'])} arm(s)"
+            f"{' on ' + str(len(cfg['hosts'])) + ' hosts' if cfg.get('hosts') else ''}), more than "
+            f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
+            f"split the experiment."
+        )
     adaptive_only = [k for k in ("min_rounds", "max_rounds", "target", "margin") if k in d]
     if d["rounds"] != "adaptive":
         if adaptive_only:
-            raise ExperimentError(f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d['rounds']!r}: "
-                                  f"it tells an adaptive design when to stop; set design.rounds: adaptive or remove "
-                                  f"{', '.join(adaptive_only)}.")
+            raise ExperimentError(
+                f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d['rounds']!r}: "
+                f"it tells an adaptive design when to stop; set design.rounds: adaptive or remove "
+                f"{', '.join(adaptive_only)}."
+            )
         return
     d.setdefault("min_rounds", 2)  # filled here, not in the schema: fixed designs' parameters stay as they were
     d.setdefault("max_rounds", 8)
     d.setdefault("target", "decisive")
     from bracket.stats.sequential import ADAPTIVE_KINDS
+
     if d["kind"] not in ADAPTIVE_KINDS:
-        raise ExperimentError(f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
-                              f"each arm in one stretch of time and so confounds arm with time at every look; set "
-                              f"design.kind to one of {', '.join(ADAPTIVE_KINDS)}.")
+        raise ExperimentError(
+            f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
+            f"each arm in one stretch of time and so confounds arm with time at every look; set "
+            f"design.kind to one of {', '.join(ADAPTIVE_KINDS)}."
+        )
     if d["min_rounds"] > d["max_rounds"]:
-        raise ExperimentError(f"{source}: design.min_rounds ({d['min_rounds']}) is larger than design.max_rounds "
-                              f"({d['max_rounds']}); the first look must come before the budget is spent.")
+        raise ExperimentError(
+            f"{source}: design.min_rounds ({d['min_rounds']}) is larger than design.max_rounds "
+            f"({d['max_rounds']}); the first look must come before the budget is spent."
+        )
 
 
 def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
@@ -272,18 +302,26 @@ def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
     eng = cfg["engine"]
     launch = eng["launch"]
     if eng["embedded"] and launch != "native":
-        raise ExperimentError(f"{source}: engine.embedded is true, which runs the embedded engine natively; set "
-                              f"engine.launch: native, or engine.embedded: false with engine.model for {launch}.")
+        raise ExperimentError(
+            f"{source}: engine.embedded is true, which runs the embedded engine natively; set "
+            f"engine.launch: native, or engine.embedded: false with engine.model for {launch}."
+        )
     adapter = engines.get(eng["kind"])
     if not adapter.launchable and launch != "attach":
-        raise ExperimentError(f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "
-                              f"none; set engine.launch: attach and engine.base_url.")
+        raise ExperimentError(
+            f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "
+            f"none; set engine.launch: attach and engine.base_url."
+        )
     if launch == "docker" and not (eng.get("docker") or {}).get("image"):
-        raise ExperimentError(f"{source}: engine.launch is docker, but engine.docker.image is not set; name the "
-                              f"image, e.g. engine.docker: {{image: lmsysorg/sglang:v0.5.23}}.")
+        raise ExperimentError(
+            f"{source}: engine.launch is docker, but engine.docker.image is not set; name the "
+            f"image, e.g. engine.docker: {{image: lmsysorg/sglang:v0.5.23}}."
+        )
     if eng.get("base_url") and launch != "attach":
-        raise ExperimentError(f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
-                              f"set launch: attach to use the server running there.")
+        raise ExperimentError(
+            f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
+            f"set launch: attach to use the server running there."
+        )
     problem = url_problem(eng.get("base_url") or "")
     if problem:
         raise ExperimentError(f"{source}: engine.base_url {problem}")
@@ -291,8 +329,9 @@ def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
     if not measured:
         problems += [p for name, arm in cfg["arms"].items() for p in adapter.check_drafts(name, arm)]
     if problems:
-        raise ExperimentError(f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - "
-                              + "\n  - ".join(problems))
+        raise ExperimentError(
+            f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - " + "\n  - ".join(problems)
+        )
     if launch == "attach":
         _check_attach(cfg, source)
 
@@ -304,8 +343,10 @@ def _check_attach(cfg: dict, source: str) -> None:
     eng = cfg["engine"]
     unused = [k for k in ("args", "env", "secret_env") if eng.get(k)]
     if unused:
-        raise ExperimentError(f"{source}: engine.launch is attach, so bracket starts no server and "
-                              f"engine.{unused[0]} would be ignored; remove {', '.join('engine.' + k for k in unused)}.")
+        raise ExperimentError(
+            f"{source}: engine.launch is attach, so bracket starts no server and "
+            f"engine.{unused[0]} would be ignored; remove {', '.join('engine.' + k for k in unused)}."
+        )
     arms = list(cfg["arms"])
     first = server_settings(cfg["arms"][arms[0]])
     for name in arms[1:]:
@@ -316,7 +357,8 @@ def _check_attach(cfg: dict, source: str) -> None:
                 f"{source}: engine.launch is attach, so one server, started by you, serves every block and its "
                 f"flags cannot change between blocks; arms {arms[0]!r} and {name!r} differ in server settings "
                 f"({', '.join(keys)}). Give every arm the same settings, or let bracket launch the server "
-                f"(engine.launch: native or docker) so each arm gets its own.")
+                f"(engine.launch: native or docker) so each arm gets its own."
+            )
 
 
 def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_dir: str | Path | None = None) -> None:
@@ -344,14 +386,18 @@ def url_problem(url: str) -> str | None:
         return "is not a URL; give scheme, host and port, for example http://10.0.0.5:30000."
     bare = urlunsplit((u.scheme, u.hostname or "" if u.port is None else f"{u.hostname}:{u.port}", u.path, "", ""))
     if u.username is not None or u.password is not None:
-        return (f"holds credentials before its host ({u.scheme}://***@{bare.split('://', 1)[-1]}); a URL is "
-                f"written to the block's settings, provenance and logs. Remove them (engine.base_url: {bare}), "
-                f"export the key in an environment variable and name it in engine.api_key_env: it is sent as "
-                f"\"Authorization: Bearer\" and never written.")
+        return (
+            f"holds credentials before its host ({u.scheme}://***@{bare.split('://', 1)[-1]}); a URL is "
+            f"written to the block's settings, provenance and logs. Remove them (engine.base_url: {bare}), "
+            f"export the key in an environment variable and name it in engine.api_key_env: it is sent as "
+            f'"Authorization: Bearer" and never written.'
+        )
     if u.query or u.fragment:
-        return (f"has a {'query string' if u.query else 'fragment'} ({bare}?***); bracket appends the API's paths "
-                f"to the base URL, and a key in it would be written to the block's settings, provenance and logs. "
-                f"Remove it (engine.base_url: {bare}); give an API key by engine.api_key_env.")
+        return (
+            f"has a {'query string' if u.query else 'fragment'} ({bare}?***); bracket appends the API's paths "
+            f"to the base URL, and a key in it would be written to the block's settings, provenance and logs. "
+            f"Remove it (engine.base_url: {bare}); give an API key by engine.api_key_env."
+        )
     if u.scheme not in ("http", "https") or not u.hostname:
         return f"is {url!r}; give an http:// or https:// URL with a host, for example http://10.0.0.5:30000."
     return None
@@ -368,15 +414,21 @@ def name_problem(kind: str, name: str) -> str | None:
     """Why `name` cannot be an experiment, arm or workload name, or None when it can."""
     if isinstance(name, str) and _NAME.fullmatch(name) and len(name) <= 100:
         return None
-    return (f"{kind} name {name!r} is not allowed: names become file and folder names, so they must match "
-            f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, no spaces, newlines "
-            f"or other control characters, at most 100 characters); rename it.")
+    return (
+        f"{kind} name {name!r} is not allowed: names become file and folder names, so they must match "
+        f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, no spaces, newlines "
+        f"or other control characters, at most 100 characters); rename it."
+    )
 
 
 def check_names(cfg: dict, source: str = "experiment") -> None:
     """Arm and workload names, checked once, before anything uses them in a path."""
-    problems = [p for kind, names in (("arm", cfg["arms"]), ("workload", cfg["workloads"]))
-                for p in (name_problem(kind, n) for n in names) if p]
+    problems = [
+        p
+        for kind, names in (("arm", cfg["arms"]), ("workload", cfg["workloads"]))
+        for p in (name_problem(kind, n) for n in names)
+        if p
+    ]
     if problems:
         raise ExperimentError("\n".join(f"{source}: {p}" for p in problems))
 
@@ -398,7 +450,8 @@ def check_engine_env(cfg: dict, source: str = "experiment") -> None:
                     f"{source}: {where} passes {flag}, whose value would be a secret on the server's command "
                     f"line, which is recorded in every block's provenance and the article. Give an API key by "
                     f"engine.api_key_env, any other secret by engine.secret_env (the engine reads it from its "
-                    f"environment), and remove {flag} from {where}.")
+                    f"environment), and remove {flag} from {where}."
+                )
     for where, env in places:
         for key in env:
             if looks_secret(key):
@@ -406,7 +459,8 @@ def check_engine_env(cfg: dict, source: str = "experiment") -> None:
                     f"{source}: {where} sets {key}, whose name says it holds a secret; values in {where} are "
                     f"literal and written to the block's settings, its provenance and the article. Use "
                     f"secret_env instead: remove {key} from {where}, add engine.secret_env: [{key}], and export "
-                    f"{key} in the environment that runs the workflow.")
+                    f"{key} in the environment that runs the workflow."
+                )
 
 
 # An experiment file is a few kilobytes; these bound what a hostile one can cost before validation says no.
@@ -424,8 +478,13 @@ class _BoundedLoader(yaml.SafeLoader):
         def size(n) -> int:  # memoised by node: an alias is the same node object, counted once per use
             if id(n) not in sizes:
                 sizes[id(n)] = -1  # a recursive alias counts as too large below
-                children = (n.value if isinstance(n, yaml.SequenceNode) else
-                            [c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) else [])
+                children = (
+                    n.value
+                    if isinstance(n, yaml.SequenceNode)
+                    else [c for pair in n.value for c in pair]
+                    if isinstance(n, yaml.MappingNode)
+                    else []
+                )
                 total = 1
                 for c in children:
                     s = size(c)
@@ -434,9 +493,11 @@ class _BoundedLoader(yaml.SafeLoader):
             return sizes[id(n)]
 
         if size(node) > MAX_NODES:
-            raise ExperimentError(f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
-                                  f"an anchor `&name` holds); an experiment needs a few hundred: write the "
-                                  f"values out, or use fewer aliases.")
+            raise ExperimentError(
+                f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
+                f"an anchor `&name` holds); an experiment needs a few hundred: write the "
+                f"values out, or use fewer aliases."
+            )
         return node
 
 
@@ -444,8 +505,10 @@ def _read_yaml(path: Path):
     """The file's YAML, within MAX_FILE_BYTES and MAX_NODES; ExperimentError (one line) otherwise."""
     nbytes = path.stat().st_size
     if nbytes > MAX_FILE_BYTES:
-        raise ExperimentError(f"{path}: {nbytes:,} bytes, more than an experiment file may hold "
-                              f"({MAX_FILE_BYTES:,}); prompts go in prompt files (workloads.NAME.prompts).")
+        raise ExperimentError(
+            f"{path}: {nbytes:,} bytes, more than an experiment file may hold "
+            f"({MAX_FILE_BYTES:,}); prompts go in prompt files (workloads.NAME.prompts)."
+        )
     try:
         return yaml.load(path.read_text(), Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
     except ExperimentError as exc:
@@ -462,8 +525,10 @@ def load(path: str | Path, measured: bool = False) -> dict:
     try:
         raw = _read_yaml(path)
     except yaml.YAMLError as exc:
-        raise ExperimentError(f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
-                              f"line shown; experiments/draft_sweep.yaml is a working example.") from None
+        raise ExperimentError(
+            f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
+            f"line shown; experiments/draft_sweep.yaml is a working example."
+        ) from None
     return validate(raw if raw is not None else {}, source=str(path), measured=measured)
 
 

@@ -34,13 +34,16 @@ def load_corrections(path) -> list[dict] | None:
     if data is None:
         return []
     if not isinstance(data, list):
-        raise CorrectionsError(f"{p}: a corrections ledger is a YAML list of entries with keys "
-                               f"{', '.join(CORRECTION_KEYS)}; got a {type(data).__name__}.")
+        raise CorrectionsError(
+            f"{p}: a corrections ledger is a YAML list of entries with keys "
+            f"{', '.join(CORRECTION_KEYS)}; got a {type(data).__name__}."
+        )
     out = []
     for i, entry in enumerate(data):
         if not isinstance(entry, dict):
-            raise CorrectionsError(f"{p}: entry {i + 1} is a {type(entry).__name__}, not a mapping with keys "
-                                   f"{', '.join(CORRECTION_KEYS)}.")
+            raise CorrectionsError(
+                f"{p}: entry {i + 1} is a {type(entry).__name__}, not a mapping with keys {', '.join(CORRECTION_KEYS)}."
+            )
         out.append(checked(entry, f"{p}: entry {i + 1}"))
     return out
 
@@ -51,14 +54,19 @@ def checked(entry: dict, where: str) -> dict:
     unknown = sorted(set(entry) - set(CORRECTION_KEYS))
     if missing or unknown:
         raise CorrectionsError(
-            f"{where} " + (f"lacks {', '.join(missing)}" if missing else "") +
-            ("; " if missing and unknown else "") + (f"has unknown keys {', '.join(unknown)}" if unknown else "") +
-            f". Each entry needs exactly: {', '.join(CORRECTION_KEYS)}.")
+            f"{where} "
+            + (f"lacks {', '.join(missing)}" if missing else "")
+            + ("; " if missing and unknown else "")
+            + (f"has unknown keys {', '.join(unknown)}" if unknown else "")
+            + f". Each entry needs exactly: {', '.join(CORRECTION_KEYS)}."
+        )
     return {k: str(entry[k]) for k in CORRECTION_KEYS}
 
 
-HEADER = ("# Corrections to this experiment's published figures: append-only, newest last.\n"
-          "# Each entry: date, claim, correction, evidence. Add entries by hand or with `snakemake reproduce`.\n")
+HEADER = (
+    "# Corrections to this experiment's published figures: append-only, newest last.\n"
+    "# Each entry: date, claim, correction, evidence. Add entries by hand or with `snakemake reproduce`.\n"
+)
 
 
 def _entry_text(entry: dict) -> str:
@@ -87,9 +95,11 @@ def append(path: str | Path, entries: list[dict]) -> list[dict]:
         parsed = None
     expected = old + [{k: str(e[k]) for k in CORRECTION_KEYS} for e in new]
     if not isinstance(parsed, list) or [{k: str(e[k]) for k in CORRECTION_KEYS} for e in parsed] != expected:
-        raise CorrectionsError(f"{path}: appending would not leave the earlier entries followed by the new "
-                               f"ones (is the list written in flow style, like []?). Write the ledger as a "
-                               f"block list ('- date: ...') and run again.")
+        raise CorrectionsError(
+            f"{path}: appending would not leave the earlier entries followed by the new "
+            f"ones (is the list written in flow style, like []?). Write the ledger as a "
+            f"block list ('- date: ...') and run again."
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(suffix)

@@ -66,8 +66,7 @@ def draw(arms: list[str], reference: str, kind: str, rounds: int, seed: int) -> 
     return [Block(position=i, arm=a, round=r, seed=seed * 100_003 + i) for i, (a, r) in enumerate(order)]
 
 
-def draw_hosts(arms: list[str], reference: str, kind: str, rounds: int, seed: int,
-               hosts: list[str]) -> list[Block]:
+def draw_hosts(arms: list[str], reference: str, kind: str, rounds: int, seed: int, hosts: list[str]) -> list[Block]:
     """Return the blocks of a design run on every named host, in position order.
 
     Each host gets the whole design as its own interleaved sequence (host i draws a random
@@ -107,8 +106,14 @@ def from_config(cfg: dict, rounds: int | None = None) -> list[Block]:
     are a prefix of the recorded schedule and no later round reorders an earlier one.
     """
     d = cfg["design"]
-    return draw_hosts(list(cfg["arms"]), cfg["reference"], d["kind"], rounds or planned_rounds(cfg), d["seed"],
-                      list(cfg.get("hosts") or []))
+    return draw_hosts(
+        list(cfg["arms"]),
+        cfg["reference"],
+        d["kind"],
+        rounds or planned_rounds(cfg),
+        d["seed"],
+        list(cfg.get("hosts") or []),
+    )
 
 
 FIELDS = ["position", "arm", "round", "seed"]
@@ -128,6 +133,13 @@ def write(blocks: list[Block], path: str | Path) -> None:
 
 def read(path: str | Path) -> list[Block]:
     with open(path, newline="") as f:
-        return [Block(position=int(r["position"]), arm=r["arm"], round=int(r["round"]), seed=int(r["seed"]),
-                      host=r.get("host") or "")
-                for r in csv.DictReader(f)]
+        return [
+            Block(
+                position=int(r["position"]),
+                arm=r["arm"],
+                round=int(r["round"]),
+                seed=int(r["seed"]),
+                host=r.get("host") or "",
+            )
+            for r in csv.DictReader(f)
+        ]

@@ -70,8 +70,13 @@ class Stream:
     read to its end and the server allows keep-alive, else it is closed.
     """
 
-    def __init__(self, http: httpx.Client, request: httpx.Request, timeout_s: float,
-                 on_socket: Callable[[socket.socket], None] | None = None):
+    def __init__(
+        self,
+        http: httpx.Client,
+        request: httpx.Request,
+        timeout_s: float,
+        on_socket: Callable[[socket.socket], None] | None = None,
+    ):
         # on_socket: told each socket as soon as it is connected (or taken from the idle set), before
         # anything is sent: the caller's whole-request deadline shuts it, the response's head included.
         self.http, self.request, self.timeout_s, self.on_socket = http, request, timeout_s, on_socket
@@ -115,8 +120,11 @@ class Stream:
         r = self.request
         headers = [(k, ACCEPT_ENCODING if k.lower() == b"accept-encoding" else v) for k, v in r.headers.raw]
         target = r.url.raw_path
-        return (conn.send(h11.Request(method=r.method.encode(), target=target, headers=headers))
-                + conn.send(h11.Data(data=r.content)) + conn.send(h11.EndOfMessage()))
+        return (
+            conn.send(h11.Request(method=r.method.encode(), target=target, headers=headers))
+            + conn.send(h11.Data(data=r.content))
+            + conn.send(h11.EndOfMessage())
+        )
 
     def open(self) -> Stream:
         """Send the request and read the response head (status and headers)."""
@@ -211,8 +219,9 @@ class Stream:
         blocks, and the kernel ends a read that waits longer than the stall limit (SO_RCVTIMEO)."""
         sec = max(self.timeout_s, 0.001)
         self.sock.settimeout(None)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                             struct.pack("ll", int(sec), int((sec - int(sec)) * 1e6)))
+        self.sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(sec), int((sec - int(sec)) * 1e6))
+        )
 
     def _recv_body(self) -> bytes:
         try:
@@ -248,8 +257,10 @@ class Stream:
                 return
             left -= len(data)
             yield now, data
-        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
-                                        f"(received {self._length - left} bytes, expected {self._length})")
+        raise httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body "
+            f"(received {self._length - left} bytes, expected {self._length})"
+        )
 
     def _chunked(self) -> Iterator[tuple[float, bytes]]:
         """Chunked transfer coding undone per read (ChunkDecoder); a chunk split over reads is passed on as it comes."""
@@ -261,8 +272,9 @@ class Stream:
             if self._decoder.complete:
                 self.complete = True
                 return
-        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
-                                        "(incomplete chunked read)")
+        raise httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body (incomplete chunked read)"
+        )
 
     # ---- the timed path -----------------------------------------------------------------------
     @property
@@ -270,9 +282,15 @@ class Stream:
         """True when `record` can read this body: chunked, no Content-Encoding (every engine's stream)."""
         return self._framing == "chunked" and self._inflate is None and self._body is None
 
-    def record(self, stop: Callable[[], bool], hints: tuple[bytes, ...] = (),
-               unterminated_limit: int = 1 << 20, coalesce_bytes: int = 0,
-               started: Callable[[], bool] | None = None, coalesce_wait_s: float = 0.05) -> None:
+    def record(
+        self,
+        stop: Callable[[], bool],
+        hints: tuple[bytes, ...] = (),
+        unterminated_limit: int = 1 << 20,
+        coalesce_bytes: int = 0,
+        started: Callable[[], bool] | None = None,
+        coalesce_wait_s: float = 0.05,
+    ) -> None:
         """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
 
         The timed client's hot loop: per network read one recvmsg_into a preallocated buffer, one
@@ -308,7 +326,7 @@ class Stream:
                 view.release()
                 buf = bytearray(size)
                 view = memoryview(buf)
-            buf[:len(rest)] = rest
+            buf[: len(rest)] = rest
             pos = len(rest)
             times.append(perf())
             ends.append(pos)
@@ -343,7 +361,7 @@ class Stream:
                     if poll is not None:
                         poll(wait_ms)  # until coalesce_bytes came, the connection ended, or wait_ms
                         try:
-                            n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE, _DONTWAIT)
+                            n, anc, _, _ = recvmsg_into([view[pos : pos + READ_BYTES]], _ANC_SPACE, _DONTWAIT)
                         except BlockingIOError:  # nothing came in wait_ms
                             if perf() - last_data > stall:
                                 raise httpx.ReadTimeout("timed out") from None
@@ -352,17 +370,18 @@ class Stream:
                         now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
                         last_data = now
                     elif stamped:
-                        n, anc, _, _ = recvmsg_into([view[pos:pos + READ_BYTES]], _ANC_SPACE)
+                        n, anc, _, _ = recvmsg_into([view[pos : pos + READ_BYTES]], _ANC_SPACE)
                         now = perf()
                         now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
                     else:
-                        n = recv_into(view[pos:pos + READ_BYTES])
+                        n = recv_into(view[pos : pos + READ_BYTES])
                         now = perf()
                 except OSError as exc:
                     raise _read_error(exc) from exc
                 if not n:
-                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body "
-                                                    "(incomplete chunked read)")
+                    raise httpx.RemoteProtocolError(
+                        "peer closed connection without sending complete message body (incomplete chunked read)"
+                    )
                 start = pos
                 pos += n
                 times.append(now)
@@ -443,7 +462,7 @@ class Stream:
                 if crlf:
                     if raw_end - pos < 2:
                         break
-                    if buf[pos:pos + 2] != b"\r\n":
+                    if buf[pos : pos + 2] != b"\r\n":
                         raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
                     pos += 2
                     crlf = False
@@ -458,7 +477,9 @@ class Stream:
                 else:  # a chunk extension (`;name=value`), or not a size at all
                     head = bytes(buf[pos:i]).split(b";", 1)[0].strip()
                     if not _HEX(head):
-                        raise httpx.RemoteProtocolError(f"malformed chunked body: bad chunk size {bytes(buf[pos:i])[:40]!r}")
+                        raise httpx.RemoteProtocolError(
+                            f"malformed chunked body: bad chunk size {bytes(buf[pos:i])[:40]!r}"
+                        )
                     size = int(head, 16)
                 if size == 0:
                     # The last chunk; trailers (if any) end with an empty line.
@@ -503,7 +524,7 @@ class Stream:
                 if self.complete:
                     return
                 d = self._decoder
-                d._buf, d._left, d._crlf = bytes(self._buf[self._rpos:self._ends[-1]]), self._cleft, self._ccrlf
+                d._buf, d._left, d._crlf = bytes(self._buf[self._rpos : self._ends[-1]]), self._cleft, self._ccrlf
             self.timeout_s = wait_s
             if self._body is not None:
                 self._blocking()
@@ -595,14 +616,14 @@ class ChunkDecoder:
                 j = i + 2 + int(buf[:i], 16)
                 if j > i + 2 and len(buf) == j + 2 and buf.endswith(b"\r\n"):
                     self._buf = b""
-                    return buf[i + 2:j]
+                    return buf[i + 2 : j]
         out = []
         left, crlf = self._left, self._crlf
         pos, end = 0, len(buf)
         while pos < end:
             if left:
                 take = min(left, end - pos)
-                out.append(buf[pos:pos + take])
+                out.append(buf[pos : pos + take])
                 pos += take
                 left -= take
                 if left:
@@ -611,7 +632,7 @@ class ChunkDecoder:
             if crlf:
                 if end - pos < 2:
                     break
-                if buf[pos:pos + 2] != b"\r\n":
+                if buf[pos : pos + 2] != b"\r\n":
                     raise httpx.RemoteProtocolError("malformed chunked body: no CRLF after a chunk")
                 pos += 2
                 crlf = False

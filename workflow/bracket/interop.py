@@ -29,44 +29,75 @@ from pathlib import Path
 
 import numpy as np
 
-BENCHY_METRICS = ("pp_throughput", "pp_req_throughput", "tg_throughput", "tg_req_throughput", "peak_throughput",
-                  "peak_req_throughput", "ttfr", "est_ppt", "e2e_ttft")
+BENCHY_METRICS = (
+    "pp_throughput",
+    "pp_req_throughput",
+    "tg_throughput",
+    "tg_req_throughput",
+    "peak_throughput",
+    "peak_req_throughput",
+    "ttfr",
+    "est_ppt",
+    "e2e_ttft",
+)
 BENCHY_KEYS = ("concurrency", "context_size", "prompt_size", "response_size", "is_context_prefill_phase")
 BENCHY_META = {"version": "0.4.0", "latency_mode": "none", "latency_ms": 0.0, "prefix_caching_enabled": False}
-METRIC_WORDS = {"tg_throughput": "tg", "tg_req_throughput": "tg/req", "pp_throughput": "pp",
-                "pp_req_throughput": "pp/req", "ttfr": "ttfr ms", "e2e_ttft": "e2e_ttft ms", "est_ppt": "est_ppt ms"}
+METRIC_WORDS = {
+    "tg_throughput": "tg",
+    "tg_req_throughput": "tg/req",
+    "pp_throughput": "pp",
+    "pp_req_throughput": "pp/req",
+    "ttfr": "ttfr ms",
+    "e2e_ttft": "e2e_ttft ms",
+    "est_ppt": "est_ppt ms",
+}
 
 
 def benchy_cell_name(b: dict, metric: str = "tg_throughput") -> str:
     """llama-benchy's own test name with every defining parameter: 'tg pp512 tg128 @ d0 c1' (+ ' ctx')."""
-    name = (f"{METRIC_WORDS.get(metric, metric)} pp{b.get('prompt_size')} tg{b.get('response_size')} "
-            f"@ d{b.get('context_size') or 0} c{b.get('concurrency') or 1}")
+    name = (
+        f"{METRIC_WORDS.get(metric, metric)} pp{b.get('prompt_size')} tg{b.get('response_size')} "
+        f"@ d{b.get('context_size') or 0} c{b.get('concurrency') or 1}"
+    )
     return name + (" ctx" if b.get("is_context_prefill_phase") else "")
 
 
 def benchy_cells(doc: dict) -> list[dict]:
     """A llama-benchy report's cells: defining parameters and every metric, one per BenchmarkRun."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        raise ValueError("not a llama-benchy report: expected a JSON object with 'benchmarks' (llama-benchy "
-                         "--format json --save-result FILE)")
+        raise ValueError(
+            "not a llama-benchy report: expected a JSON object with 'benchmarks' (llama-benchy "
+            "--format json --save-result FILE)"
+        )
     cells = []
     for i, b in enumerate(doc["benchmarks"]):
         missing = [k for k in ("prompt_size", "response_size") if b.get(k) is None]
         if missing:
-            raise ValueError(f"llama-benchy benchmarks[{i}] has no {', '.join(missing)}; without them cells of "
-                             f"different sizes would merge. Re-run with llama-benchy 0.4 or later.")
-        cell = {"concurrency": int(b.get("concurrency") or 1), "context_size": int(b.get("context_size") or 0),
-                "prompt_size": int(b["prompt_size"]), "response_size": int(b["response_size"]),
-                "is_context_prefill_phase": bool(b.get("is_context_prefill_phase", False))}
+            raise ValueError(
+                f"llama-benchy benchmarks[{i}] has no {', '.join(missing)}; without them cells of "
+                f"different sizes would merge. Re-run with llama-benchy 0.4 or later."
+            )
+        cell = {
+            "concurrency": int(b.get("concurrency") or 1),
+            "context_size": int(b.get("context_size") or 0),
+            "prompt_size": int(b["prompt_size"]),
+            "response_size": int(b["response_size"]),
+            "is_context_prefill_phase": bool(b.get("is_context_prefill_phase", False)),
+        }
         for m in BENCHY_METRICS:
             v = b.get(m)
-            cell[m] = ({"mean": float(v["mean"]), "std": float(v["std"]), "values": [float(x) for x in v["values"]]}
-                       if isinstance(v, dict) and v.get("values") is not None else None)
+            cell[m] = (
+                {"mean": float(v["mean"]), "std": float(v["std"]), "values": [float(x) for x in v["values"]]}
+                if isinstance(v, dict) and v.get("values") is not None
+                else None
+            )
         cells.append(cell)
     keys = [tuple(c[k] for k in BENCHY_KEYS) for c in cells]
     if len(set(keys)) != len(keys):
-        raise ValueError("llama-benchy report lists one cell (pp, tg, depth, concurrency, phase) twice; "
-                         "split the file by run before importing.")
+        raise ValueError(
+            "llama-benchy report lists one cell (pp, tg, depth, concurrency, phase) twice; "
+            "split the file by run before importing."
+        )
     return cells
 
 
@@ -83,24 +114,52 @@ def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_through
         name = benchy_cell_name(c, metric)
         unit = benchy_unit(c, metric)
         if not c[metric] or not c[metric]["values"]:
-            rows.append({"arm": arm, "workload": name, "block": block, "run": 0, "value": math.nan, "valid": False,
-                         "unit": unit,
-                         "invalid_reason": f"llama-benchy reported no {metric} for this cell (null: it dropped "
-                                           f"every run, or never measured it)"})
+            rows.append(
+                {
+                    "arm": arm,
+                    "workload": name,
+                    "block": block,
+                    "run": 0,
+                    "value": math.nan,
+                    "valid": False,
+                    "unit": unit,
+                    "invalid_reason": f"llama-benchy reported no {metric} for this cell (null: it dropped "
+                    f"every run, or never measured it)",
+                }
+            )
             continue
-        rows += [{"arm": arm, "workload": name, "block": block, "run": i, "value": v, "valid": True,
-                  "invalid_reason": "", "unit": unit} for i, v in enumerate(c[metric]["values"])]
+        rows += [
+            {
+                "arm": arm,
+                "workload": name,
+                "block": block,
+                "run": i,
+                "value": v,
+                "valid": True,
+                "invalid_reason": "",
+                "unit": unit,
+            }
+            for i, v in enumerate(c[metric]["values"])
+        ]
     if not any(r["valid"] for r in rows):
-        raise ValueError(f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
-                         f"with a llama-benchy version that writes them (schema with 'values'), or import "
-                         f"another metric (--metric).")
+        raise ValueError(
+            f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
+            f"with a llama-benchy version that writes them (schema with 'values'), or import "
+            f"another metric (--metric)."
+        )
     return rows
 
 
 def benchy_unit(cell: dict, metric: str) -> str:
     """What one imported value is: a request's or a run's (llama-benchy's totals above concurrency 1 are per run)."""
-    per_request = metric in ("pp_req_throughput", "tg_req_throughput", "peak_req_throughput", "ttfr", "est_ppt",
-                             "e2e_ttft")
+    per_request = metric in (
+        "pp_req_throughput",
+        "tg_req_throughput",
+        "peak_req_throughput",
+        "ttfr",
+        "est_ppt",
+        "e2e_ttft",
+    )
     return "requests" if per_request or cell["concurrency"] == 1 else "runs"
 
 
@@ -109,8 +168,9 @@ def benchy_metadata(doc: dict) -> dict:
     return {k: v for k, v in doc.items() if k != "benchmarks"}
 
 
-def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = None,
-                        metadata: dict | None = None) -> dict:
+def export_llama_benchy(
+    cells: list[dict], model: str, timestamp: str | None = None, metadata: dict | None = None
+) -> dict:
     """A llama-benchy report (metadata + benchmarks) from cells in llama-benchy's BenchmarkRun form.
 
     `cells` are the "llama_benchy" entries of bracket's arena.json, or benchy_cells() of a report.
@@ -126,9 +186,14 @@ def export_llama_benchy(cells: list[dict], model: str, timestamp: str | None = N
         run["requests_throughput_over_time"] = None
         runs.append(run)
     ts = timestamp or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    return {**BENCHY_META, "timestamp": ts, "model": model,
-            "max_concurrency": max((c["concurrency"] for c in cells), default=1), **(metadata or {}),
-            "benchmarks": runs}
+    return {
+        **BENCHY_META,
+        "timestamp": ts,
+        "model": model,
+        "max_concurrency": max((c["concurrency"] for c in cells), default=1),
+        **(metadata or {}),
+        "benchmarks": runs,
+    }
 
 
 def benchy_rows(doc: dict) -> list[dict]:
@@ -147,14 +212,33 @@ def benchy_rows(doc: dict) -> list[dict]:
             at = f" @ d{d}" if d > 0 else ""
             pp_name, tg_name = f"pp{b.get('prompt_size')}{at}{c}", f"tg{b.get('response_size')}{at}{c}"
         if b.get("pp_throughput") is not None:
-            rows.append({"model": model, "test": pp_name, "t_s": b.get("pp_throughput"),
-                         "t_s_req": b.get("pp_req_throughput"), "peak_ts": None, "peak_ts_req": None,
-                         "ttfr": b.get("ttfr"), "est_ppt": b.get("est_ppt"), "e2e_ttft": b.get("e2e_ttft")})
+            rows.append(
+                {
+                    "model": model,
+                    "test": pp_name,
+                    "t_s": b.get("pp_throughput"),
+                    "t_s_req": b.get("pp_req_throughput"),
+                    "peak_ts": None,
+                    "peak_ts_req": None,
+                    "ttfr": b.get("ttfr"),
+                    "est_ppt": b.get("est_ppt"),
+                    "e2e_ttft": b.get("e2e_ttft"),
+                }
+            )
         if b.get("tg_throughput") is not None or b.get("peak_throughput") is not None:
-            rows.append({"model": model, "test": tg_name, "t_s": b.get("tg_throughput"),
-                         "t_s_req": b.get("tg_req_throughput"), "peak_ts": b.get("peak_throughput"),
-                         "peak_ts_req": b.get("peak_req_throughput"), "ttfr": None, "est_ppt": None,
-                         "e2e_ttft": None})
+            rows.append(
+                {
+                    "model": model,
+                    "test": tg_name,
+                    "t_s": b.get("tg_throughput"),
+                    "t_s_req": b.get("tg_req_throughput"),
+                    "peak_ts": b.get("peak_throughput"),
+                    "peak_ts_req": b.get("peak_req_throughput"),
+                    "ttfr": None,
+                    "est_ppt": None,
+                    "e2e_ttft": None,
+                }
+            )
     return rows
 
 
@@ -175,8 +259,17 @@ def benchy_markdown(doc: dict) -> str:
     ts = "t/s (total)" if conc > 1 else "t/s"
     if conc > 1:
         keys = ("t_s", "t_s_req", "peak_ts", "peak_ts_req", "ttfr", "est_ppt", "e2e_ttft")
-        headers = ["model", "test", ts, "t/s (req)", "peak t/s", "peak t/s (req)", "ttfr (ms)", "est_ppt (ms)",
-                   "e2e_ttft (ms)"]
+        headers = [
+            "model",
+            "test",
+            ts,
+            "t/s (req)",
+            "peak t/s",
+            "peak t/s (req)",
+            "ttfr (ms)",
+            "est_ppt (ms)",
+            "e2e_ttft (ms)",
+        ]
     else:
         keys = ("t_s", "peak_ts", "ttfr", "est_ppt", "e2e_ttft")
         headers = ["model", "test", ts, "peak t/s", "ttfr (ms)", "est_ppt (ms)", "e2e_ttft (ms)"]
@@ -194,6 +287,7 @@ def export_arena(arena: dict, arm: str, model: str | None = None) -> dict:
 
 
 # ---- vllm bench serve ------------------------------------------------------------------------------------
+
 
 def vllm_cell_name(doc: dict) -> str:
     ins = [int(x) for x in doc.get("input_lens") or [] if x is not None]
@@ -216,9 +310,17 @@ def vllm_rows(doc: dict, arm: str, block: int) -> list[dict]:
     for i, (n, t0, itl, err) in enumerate(zip(out, ttfts, itls, errors)):
         wall = (t0 or 0.0) + float(np.sum(itl or []))
         ok = bool(not err and n and wall > 0)
-        rows.append({"arm": arm, "workload": name, "block": block, "run": i,
-                     "value": (n / wall) if ok else math.nan, "valid": ok,
-                     "invalid_reason": "" if ok else ("error" if err else "no tokens")})
+        rows.append(
+            {
+                "arm": arm,
+                "workload": name,
+                "block": block,
+                "run": i,
+                "value": (n / wall) if ok else math.nan,
+                "valid": ok,
+                "invalid_reason": "" if ok else ("error" if err else "no tokens"),
+            }
+        )
     return rows
 
 
@@ -234,8 +336,9 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
         raise ValueError("no timed records to export (all are warmup, or the list is empty)")
     cells = {(r.get("arm"), r.get("workload")) for r in timed}
     if len(cells) > 1:
-        raise ValueError(f"records of {len(cells)} cells (arm, workload): export one at a time, "
-                         f"e.g. {sorted(map(str, cells))[:3]}")
+        raise ValueError(
+            f"records of {len(cells)} cells (arm, workload): export one at a time, e.g. {sorted(map(str, cells))[:3]}"
+        )
     ins, outs, ttfts, itls, lat, errs = [], [], [], [], [], []
     for r in timed:
         n = r.get("completion_tokens") or 0
@@ -249,15 +352,29 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
     ok = [e == "" for e in errs]
     duration = busy_time([(r.get("started_at"), r.get("wall_s")) for r in timed])
     summary = vllm_summary(ins, outs, ttfts, itls, lat, ok, duration)
-    return {"date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": "bracket", "endpoint_type": "bracket",
-            "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}", "model_id": model,
-            "num_prompts": len(timed), "request_rate": "inf", "burstiness": 1.0, "max_concurrency": max_concurrency,
-            **summary, "input_lens": ins, "output_lens": outs, "ttfts": ttfts, "itls": itls, "latencies": lat,
-            "start_times": [r.get("started_at") for r in timed], "errors": errs,
-            "bracket_note": "itls are each request's mean inter-token interval repeated (bracket records no "
-                            "per-token times), so the itl percentiles are of those means; duration is the time "
-                            "at least one of these requests was in flight, not the experiment's span (its other "
-                            "cells, cooldowns and server starts are not this cell's)"}
+    return {
+        "date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
+        "backend": "bracket",
+        "endpoint_type": "bracket",
+        "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}",
+        "model_id": model,
+        "num_prompts": len(timed),
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": max_concurrency,
+        **summary,
+        "input_lens": ins,
+        "output_lens": outs,
+        "ttfts": ttfts,
+        "itls": itls,
+        "latencies": lat,
+        "start_times": [r.get("started_at") for r in timed],
+        "errors": errs,
+        "bracket_note": "itls are each request's mean inter-token interval repeated (bracket records no "
+        "per-token times), so the itl percentiles are of those means; duration is the time "
+        "at least one of these requests was in flight, not the experiment's span (its other "
+        "cells, cooldowns and server starts are not this cell's)",
+    }
 
 
 def busy_time(spans: list[tuple[float | None, float | None]]) -> float | None:
@@ -290,15 +407,21 @@ def vllm_summary(ins, outs, ttfts, itls, latencies, ok, duration, percentiles=(9
     total_in = sum(ins[i] or 0 for i in good)
     total_out = sum(outs[i] or 0 for i in good)
     ttft = [ttfts[i] for i in good]
-    tpot = [(latencies[i] - ttfts[i]) / (outs[i] - 1) for i in good if outs[i] and outs[i] > 1
-            and latencies[i] is not None]
+    tpot = [
+        (latencies[i] - ttfts[i]) / (outs[i] - 1) for i in good if outs[i] and outs[i] > 1 and latencies[i] is not None
+    ]
     itl = [x for i in good for x in itls[i]]
-    out = {"duration": duration, "completed": len(good), "failed": len(ok) - len(good),
-           "total_input_tokens": total_in, "total_output_tokens": total_out,
-           "request_throughput": len(good) / duration if duration else None,
-           "request_goodput": None,
-           "output_throughput": total_out / duration if duration else None,
-           "total_token_throughput": (total_in + total_out) / duration if duration else None}
+    out = {
+        "duration": duration,
+        "completed": len(good),
+        "failed": len(ok) - len(good),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(good) / duration if duration else None,
+        "request_goodput": None,
+        "output_throughput": total_out / duration if duration else None,
+        "total_token_throughput": (total_in + total_out) / duration if duration else None,
+    }
     for name, v in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
         v = v or 0
         out[f"mean_{name}_ms"] = float(np.mean(v)) * 1000

@@ -57,8 +57,7 @@ class Source:
 
 def is_pathlike(name: str) -> bool:
     """A name the user meant as a path: absolute, relative with ./ or ../, ~, or a weights file."""
-    return (name.startswith(("/", "./", "../", "~")) or name.endswith(WEIGHT_SUFFIXES)
-            or name in (".", ".."))
+    return name.startswith(("/", "./", "../", "~")) or name.endswith(WEIGHT_SUFFIXES) or name in (".", "..")
 
 
 def is_hub_id(name: str) -> bool:
@@ -74,7 +73,7 @@ def container_to_host(cfg: dict, model: str) -> tuple[str | None, str | None]:
             continue
         host, inside = bits[0].rstrip("/") or "/", bits[1].rstrip("/") or "/"
         if model == inside or model.startswith(inside.rstrip("/") + "/"):
-            return host + model[len(inside):] if inside != "/" else host.rstrip("/") + model, vol
+            return host + model[len(inside) :] if inside != "/" else host.rstrip("/") + model, vol
     return None, None
 
 
@@ -147,23 +146,38 @@ def resolve(cfg: dict, root: str | Path = ".", *, model: str | None = None, remo
     if launch == "attach" and (not name or name == "embedded"):
         name, how = served_name(cfg)
         if not name:
-            return Source("unknown", "", detail=f"the attached server's model is not named ({how})",
-                          key="engine.model (the model's directory on this host, or its hub id)")
+            return Source(
+                "unknown",
+                "",
+                detail=f"the attached server's model is not named ({how})",
+                key="engine.model (the model's directory on this host, or its hub id)",
+            )
     if not name or name == "embedded":
         return Source("unknown", name or "", detail="no model is named", key="engine.model")
 
     if launch == "docker" and name.startswith("/"):
         host, vol = container_to_host(cfg, name)
         if host and Path(host).exists():
-            return Source("container", name, path=host, detail=f"{name} inside the container is {host} on this "
-                                                               f"host (volume {vol})")
+            return Source(
+                "container",
+                name,
+                path=host,
+                detail=f"{name} inside the container is {host} on this host (volume {vol})",
+            )
         if host:
-            return Source("unknown", name, detail=f"{name} inside the container maps to {host} on this host "
-                                                  f"(volume {vol}), which does not exist",
-                          key="engine.docker.volumes")
-        return Source("unknown", name, detail=f"{name} is a path inside the container that no mount of "
-                                              f"engine.docker.volumes covers (it may be in the image)",
-                      key="engine.docker.volumes (mount the model's host directory at that path)")
+            return Source(
+                "unknown",
+                name,
+                detail=f"{name} inside the container maps to {host} on this host (volume {vol}), which does not exist",
+                key="engine.docker.volumes",
+            )
+        return Source(
+            "unknown",
+            name,
+            detail=f"{name} is a path inside the container that no mount of "
+            f"engine.docker.volumes covers (it may be in the image)",
+            key="engine.docker.volumes (mount the model's host directory at that path)",
+        )
 
     local = Path(name).expanduser()
     if not local.is_absolute():
@@ -171,22 +185,39 @@ def resolve(cfg: dict, root: str | Path = ".", *, model: str | None = None, remo
     if local.exists():
         return Source("local", name, path=str(local), detail=f"{how} {name} on this host")
     if is_pathlike(name) or not is_hub_id(name):
-        return Source("unknown", name, detail=f"{how} {name} does not exist on this host",
-                      key="engine.model (a directory that holds the weights, or a .gguf file)")
+        return Source(
+            "unknown",
+            name,
+            detail=f"{how} {name} does not exist on this host",
+            key="engine.model (a directory that holds the weights, or a .gguf file)",
+        )
 
     snap = hf_cache_snapshot(name)
     if snap:
-        return Source("hf-cache", name, path=snap, repo_id=name,
-                      detail=f"{how} {name}, found in the local Hugging Face cache at {snap}")
+        return Source(
+            "hf-cache",
+            name,
+            path=snap,
+            repo_id=name,
+            detail=f"{how} {name}, found in the local Hugging Face cache at {snap}",
+        )
     if remote is None:
         remote = hub_reachable()
     if remote:
-        return Source("hub", name, repo_id=name, detail=f"{how} {name}, headers read from the hub "
-                                                        f"(safetensors headers only, no weights downloaded)")
-    return Source("unknown", name, repo_id=name,
-                  detail=f"{how} {name} is a hub id that is not in the local Hugging Face cache "
-                         f"({cache_dir()}) and the hub is not reachable from here",
-                  key="engine.model (the model's directory on this host), or download it into the cache")
+        return Source(
+            "hub",
+            name,
+            repo_id=name,
+            detail=f"{how} {name}, headers read from the hub (safetensors headers only, no weights downloaded)",
+        )
+    return Source(
+        "unknown",
+        name,
+        repo_id=name,
+        detail=f"{how} {name} is a hub id that is not in the local Hugging Face cache "
+        f"({cache_dir()}) and the hub is not reachable from here",
+        key="engine.model (the model's directory on this host), or download it into the cache",
+    )
 
 
 def cache_dir() -> str:
@@ -194,6 +225,7 @@ def cache_dir() -> str:
     env = os.environ
     if env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE"):
         return os.path.expanduser(env.get("HF_HUB_CACHE") or env["HUGGINGFACE_HUB_CACHE"])
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                                              "huggingface")
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
     return os.path.join(os.path.expanduser(home), "hub")

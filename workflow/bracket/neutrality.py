@@ -67,17 +67,43 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
     return out
 
 
-def run(cfg: dict, experiment: str, block, adapter, http, base: str, model_name: str, server_id: str,
-        workloads: dict[str, list[dict]], tag, draft_budget: int | None) -> Iterator[dict]:
+def run(
+    cfg: dict,
+    experiment: str,
+    block,
+    adapter,
+    http,
+    base: str,
+    model_name: str,
+    server_id: str,
+    workloads: dict[str, list[dict]],
+    tag,
+    draft_budget: int | None,
+) -> Iterator[dict]:
     """Send the block's control requests one at a time; yield one raw record per request."""
     req = cfg["request"]
     arm = cfg["arms"][block.arm]
     for r in plan(cfg, block.position, workloads, tag):
         m, timing = adapter.control(http, base, model_name, r.prompt, req, req["seed"], arm, r.body)
         yield records.new_record(
-            experiment=experiment, arm=block.arm, block=block.position, round=block.round,
-            position=block.position, run=None, warmup=False, workload=r.workload, prompt_id=r.prompt_id,
-            server_id=server_id, draft_budget=draft_budget, max_tokens=req["max_tokens"], host=block.host or None,
-            control=CONTROL, body=r.body, pair=r.pair,
-            server_decode_s=timing.seconds if timing else None, server_tokens=timing.tokens if timing else None,
-            server_timing=timing.source if timing else None, **m.fields())
+            experiment=experiment,
+            arm=block.arm,
+            block=block.position,
+            round=block.round,
+            position=block.position,
+            run=None,
+            warmup=False,
+            workload=r.workload,
+            prompt_id=r.prompt_id,
+            server_id=server_id,
+            draft_budget=draft_budget,
+            max_tokens=req["max_tokens"],
+            host=block.host or None,
+            control=CONTROL,
+            body=r.body,
+            pair=r.pair,
+            server_decode_s=timing.seconds if timing else None,
+            server_tokens=timing.tokens if timing else None,
+            server_timing=timing.source if timing else None,
+            **m.fields(),
+        )

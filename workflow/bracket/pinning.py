@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Pinning:
-    compute: str   # cores of the compute threads, as VLLM_CPU_OMP_THREADS_BIND reads them ("0", "0-14")
+    compute: str  # cores of the compute threads, as VLLM_CPU_OMP_THREADS_BIND reads them ("0", "0-14")
     reserved: str  # cores of everything else: the server's other processes and threads, and the client
 
     def record(self) -> dict:
@@ -51,8 +51,14 @@ def _ids(cpus: list[int]) -> str:
 def plan(cfg: dict, arm: dict | None = None) -> Pinning | None:
     """The pinning a block of this experiment gets, or None (not the embedded engine, off, or no room)."""
     eng = cfg["engine"]
-    if eng.get("pin_cpus", "off") != "auto" or not eng.get("embedded") or eng["kind"] != "vllm" \
-            or eng["launch"] != "native" or not hasattr(os, "sched_getaffinity") or not shutil.which("taskset"):
+    if (
+        eng.get("pin_cpus", "off") != "auto"
+        or not eng.get("embedded")
+        or eng["kind"] != "vllm"
+        or eng["launch"] != "native"
+        or not hasattr(os, "sched_getaffinity")
+        or not shutil.which("taskset")
+    ):
         return None
     env = {**eng.get("env", {}), **((arm or {}).get("env") or {})}
     if "VLLM_CPU_OMP_THREADS_BIND" in env:  # the user bound the compute threads: theirs to keep
@@ -92,8 +98,7 @@ class Worker:
     threads: int
 
     def record(self) -> dict:
-        return {"worker": "in the engine core's process", "compute_threads": self.threads,
-                "env": self.env()}
+        return {"worker": "in the engine core's process", "compute_threads": self.threads, "env": self.env()}
 
     def env(self) -> dict[str, str]:
         return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(self.threads)}
@@ -106,8 +111,13 @@ def worker(cfg: dict, arm: dict | None = None, pin: Pinning | None = None) -> Wo
     """The in-process worker a block of this experiment gets, or None (not the embedded engine, off,
     pinned, or the user set the engine's process or thread layout in engine.env or the arm's env)."""
     eng = cfg["engine"]
-    if eng.get("inproc_worker", "off") != "auto" or pin is not None or not eng.get("embedded") \
-            or eng["kind"] != "vllm" or eng["launch"] != "native":
+    if (
+        eng.get("inproc_worker", "off") != "auto"
+        or pin is not None
+        or not eng.get("embedded")
+        or eng["kind"] != "vllm"
+        or eng["launch"] != "native"
+    ):
         return None
     env = {**eng.get("env", {}), **((arm or {}).get("env") or {})}
     if any(k in env for k in WORKER_ENV):

@@ -20,8 +20,10 @@ def exclusive_mode(cluster: dict) -> str:
     """`node`, `user` or `none`, from cluster.exclusive (true, user or false)."""
     value = cluster.get("exclusive", True)
     if value not in EXCLUSIVE:
-        raise ValueError(f"cluster.exclusive is {value!r}: use true (the whole node), 'user' (no other user's "
-                         f"job on the node) or false")
+        raise ValueError(
+            f"cluster.exclusive is {value!r}: use true (the whole node), 'user' (no other user's "
+            f"job on the node) or false"
+        )
     return EXCLUSIVE[value]
 
 

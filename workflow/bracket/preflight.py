@@ -41,22 +41,28 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
     for key, name in names:
         if key == "engine.model" and name in ("", "embedded"):
             if launch != "attach" and eng["kind"] != "ollama":
-                out.append("engine.model is not set, and engine.embedded is false: name the model the engine "
-                           "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B).")
+                out.append(
+                    "engine.model is not set, and engine.embedded is false: name the model the engine "
+                    "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B)."
+                )
             continue
         if not name or (key == "engine.model" and eng["kind"] == "ollama"):  # an Ollama tag, not a path
             continue
         if is_synthetic(name) and launch == "native":  # the workflow writes it (rule synthetic_gguf)
             continue
         if launch == "native" and not _exists(name, root) and (is_pathlike(name) or not is_hub_id(name)):
-            out.append(f"{key} is {name!r}, which does not exist on this host (looked in "
-                       f"{Path(name).expanduser() if Path(name).is_absolute() else root / name}); give the "
-                       f"directory that holds the weights or the .gguf file, or a hub id (org/name).")
+            out.append(
+                f"{key} is {name!r}, which does not exist on this host (looked in "
+                f"{Path(name).expanduser() if Path(name).is_absolute() else root / name}); give the "
+                f"directory that holds the weights or the .gguf file, or a hub id (org/name)."
+            )
         if launch == "docker" and name.startswith("/"):
             host, vol = container_to_host(cfg, name)
             if host and not Path(host).exists():
-                out.append(f"{key} is {name!r} inside the container, which engine.docker.volumes maps to {host} "
-                           f"on this host ({vol!r}), and {host} does not exist; fix the mount or the path.")
+                out.append(
+                    f"{key} is {name!r} inside the container, which engine.docker.volumes maps to {host} "
+                    f"on this host ({vol!r}), and {host} does not exist; fix the mount or the path."
+                )
     return list(dict.fromkeys(out))
 
 
@@ -78,44 +84,60 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
         prog = eng.get("executable") or DEFAULT_PROGRAMS[kind]
         if shutil.which(prog) or Path(prog).is_file():
             return []
-        return [f"engine.kind {kind} runs {prog!r}, which is not on PATH (nor a file); install it or set "
-                f"engine.executable to its full path."]
+        return [
+            f"engine.kind {kind} runs {prog!r}, which is not on PATH (nor a file); install it or set "
+            f"engine.executable to its full path."
+        ]
     module = ENGINE_MODULES.get(kind)
     if not module:
         return []
     python = eng.get("python") or "python3"
     exe = shutil.which(python) or (python if Path(python).is_file() else None)
     if not exe:
-        return [f"engine.python is {python!r}, which is not on PATH (nor a file); set engine.python to the "
-                f"interpreter of the environment where {module} is installed."]
+        return [
+            f"engine.python is {python!r}, which is not on PATH (nor a file); set engine.python to the "
+            f"interpreter of the environment where {module} is installed."
+        ]
     try:
         # find_spec looks the module up without importing it: a second, not the engine's minute.
-        proc = subprocess.run([exe, "-c", f"import importlib.util, sys; "
-                                          f"sys.exit(0 if importlib.util.find_spec({module!r}) else 3)"],
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [exe, "-c", f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 3)"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [f"engine.python {exe} could not be run ({type(exc).__name__}: {exc}); set engine.python."]
     if proc.returncode == 3:
-        return [f"engine.python {exe} cannot import {module}; set engine.python to the interpreter of the "
-                f"environment where {module} is installed (pip install {module})."]
+        return [
+            f"engine.python {exe} cannot import {module}; set engine.python to the interpreter of the "
+            f"environment where {module} is installed (pip install {module})."
+        ]
     if proc.returncode != 0:
-        return [f"engine.python {exe} failed to run ({proc.stderr.strip()[-200:] or proc.returncode}); "
-                f"set engine.python to a working Python."]
+        return [
+            f"engine.python {exe} failed to run ({proc.stderr.strip()[-200:] or proc.returncode}); "
+            f"set engine.python to a working Python."
+        ]
     return []
 
 
 def docker_daemon_problems(timeout_s: float = 20.0) -> list[str]:
     """`docker info` answers only when the client reaches a running daemon (the program alone is not enough)."""
     try:
-        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=timeout_s)
+        proc = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout_s
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"engine.launch is docker, but `docker info` did not answer ({type(exc).__name__}); start the "
-                f"docker daemon (or set DOCKER_HOST), or launch natively."]
+        return [
+            f"engine.launch is docker, but `docker info` did not answer ({type(exc).__name__}); start the "
+            f"docker daemon (or set DOCKER_HOST), or launch natively."
+        ]
     if proc.returncode != 0 or not proc.stdout.strip():
         why = (proc.stderr.strip().splitlines() or ["no server version"])[-1][:300]
-        return [f"engine.launch is docker, but no docker daemon answers ({why}); start it (or set DOCKER_HOST to "
-                f"one that runs), or launch natively."]
+        return [
+            f"engine.launch is docker, but no docker daemon answers ({why}); start it (or set DOCKER_HOST to "
+            f"one that runs), or launch natively."
+        ]
     return []
 
 
@@ -167,8 +189,11 @@ def secret_problems(cfg: dict, environ=None) -> list[str]:
     eng = cfg["engine"]
     names = ([eng["api_key_env"]] if eng.get("api_key_env") else []) + list(eng.get("secret_env") or [])
     found = [short_problem(name, environ.get(name)) for name in names]
-    return [f"engine.{'api_key_env' if name == eng.get('api_key_env') else 'secret_env'}: {p}"
-            for name, p in zip(names, found) if p]
+    return [
+        f"engine.{'api_key_env' if name == eng.get('api_key_env') else 'secret_env'}: {p}"
+        for name, p in zip(names, found)
+        if p
+    ]
 
 
 def problems(cfg: dict, root: str | Path = ".") -> list[str]:

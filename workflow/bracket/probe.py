@@ -57,15 +57,21 @@ class Report:
     identity: identify.Identity | None = None
     models: list[str] = field(default_factory=list)
     model: str | None = None
-    cache_check: str | None = None        # reported, metrics, or None (the server says nothing)
-    cache_repeat: int | None = None       # cached tokens the identical second request showed
+    cache_check: str | None = None  # reported, metrics, or None (the server says nothing)
+    cache_repeat: int | None = None  # cached tokens the identical second request showed
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def record(self) -> dict:
-        return {"base_url": self.base, "engine": self.identity.record() if self.identity else None,
-                "models": self.models, "model": self.model, "cache_check": self.cache_check,
-                "cache_repeat": self.cache_repeat, "seconds": round(self.seconds, 2)}
+        return {
+            "base_url": self.base,
+            "engine": self.identity.record() if self.identity else None,
+            "models": self.models,
+            "model": self.model,
+            "cache_check": self.cache_check,
+            "cache_repeat": self.cache_repeat,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def _headers(cfg: dict) -> tuple[dict, str | None]:
@@ -74,8 +80,10 @@ def _headers(cfg: dict) -> tuple[dict, str | None]:
         return {}, None
     key = os.environ.get(name)
     if not key:
-        return {}, (f"engine.api_key_env names {name!r}, but it is not set (or empty) in this environment; "
-                    f"export it before running.")
+        return {}, (
+            f"engine.api_key_env names {name!r}, but it is not set (or empty) in this environment; "
+            f"export it before running."
+        )
     return {"Authorization": f"Bearer {key}"}, None
 
 
@@ -125,8 +133,10 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
     try:
         found = identify.identify(http, base)
     except identify.Unreachable as exc:
-        rep.problems.append(f"nothing answers at {base} ({exc}); engine.launch is attach, so bracket starts no "
-                            f"server: start it there, or set engine.base_url to where it listens.")
+        rep.problems.append(
+            f"nothing answers at {base} ({exc}); engine.launch is attach, so bracket starts no "
+            f"server: start it there, or set engine.base_url to where it listens."
+        )
         return
     rep.identity = found
     clash = identify.contradiction(eng["kind"], found, base)
@@ -138,42 +148,52 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
     rep.models = listed_models(http, base)
     wanted = eng.get("served_model")
     if wanted and rep.models and wanted not in rep.models:
-        rep.problems.append(f"{name} at {base} serves {', '.join(repr(m) for m in rep.models[:8])}, not "
-                            f"engine.served_model {wanted!r}; set engine.served_model to "
-                            f"{'it' if len(rep.models) == 1 else 'one of them'} (or leave it empty to use the "
-                            f"first listed).")
+        rep.problems.append(
+            f"{name} at {base} serves {', '.join(repr(m) for m in rep.models[:8])}, not "
+            f"engine.served_model {wanted!r}; set engine.served_model to "
+            f"{'it' if len(rep.models) == 1 else 'one of them'} (or leave it empty to use the "
+            f"first listed)."
+        )
         return
     rep.model = adapter.request_model(cfg, http, base)
     arm_name = next(iter(cfg["arms"]))
-    req = dict(cfg["request"], max_tokens=min(int(cfg["request"]["max_tokens"]), PROBE_TOKENS),
-               timeout_s=timeout_s)
+    req = dict(cfg["request"], max_tokens=min(int(cfg["request"]["max_tokens"]), PROBE_TOKENS), timeout_s=timeout_s)
     text = f"# bracket preflight {_random.token_hex(5)}\n" + _first_prompt(cfg, root)
     try:
         first = adapter.measure(http, base, rep.model, text, req, req["seed"], cfg["arms"][arm_name])
     except httpx.HTTPError as exc:
-        rep.problems.append(f"{name} at {base} did not answer the probe request ({type(exc).__name__}: {exc}); "
-                            f"check that it serves {adapter.request_path}.")
+        rep.problems.append(
+            f"{name} at {base} did not answer the probe request ({type(exc).__name__}: {exc}); "
+            f"check that it serves {adapter.request_path}."
+        )
         return
     m = first.measurement
     if m.error:
         rep.problems.append(_error_problem(name, base, adapter.request_path, m.error, rep.model, rep.models))
         return
     if not m.stream_events:
-        rep.problems.append(f"{name} at {base} sent no stream events for a streamed request; bracket times "
-                            f"tokens as they stream: use a server that streams {adapter.request_path}.")
+        rep.problems.append(
+            f"{name} at {base} sent no stream events for a streamed request; bracket times "
+            f"tokens as they stream: use a server that streams {adapter.request_path}."
+        )
     if m.completion_tokens is None:
-        rep.problems.append(f"{name} at {base} reported no token usage; every run would be invalid. Start it so "
-                            f"that a stream ends with usage (stream_options.include_usage).")
+        rep.problems.append(
+            f"{name} at {base} reported no token usage; every run would be invalid. Start it so "
+            f"that a stream ends with usage (stream_options.include_usage)."
+        )
     elif m.completion_tokens != req["max_tokens"] or m.finish_reason != "length":
         rep.problems.append(
             f"{name} at {base} returned {m.completion_tokens} of the {req['max_tokens']} tokens asked for "
             f"(finish_reason {m.finish_reason!r}): it does not honour ignore_eos (or an equivalent), so runs "
             f"would stop early and be invalid (early stop). Use an engine that pins the output length (vLLM, "
-            f"SGLang and llama.cpp honour ignore_eos), or set engine.kind to the engine's own adapter.")
+            f"SGLang and llama.cpp honour ignore_eos), or set engine.kind to the engine's own adapter."
+        )
     rep.cache_check = first.cache_check
     if m.cached_tokens:
-        rep.problems.append(f"{name} at {base} reported {m.cached_tokens} cached tokens for a prompt it had never "
-                            f"seen (a unique prefix); its cache accounting cannot be trusted by the cache guard.")
+        rep.problems.append(
+            f"{name} at {base} reported {m.cached_tokens} cached tokens for a prompt it had never "
+            f"seen (a unique prefix); its cache accounting cannot be trusted by the cache guard."
+        )
     again = adapter.measure(http, base, rep.model, text, req, req["seed"], cfg["arms"][arm_name])
     rep.cache_repeat = again.measurement.cached_tokens
     if rep.cache_check is None and again.measurement.cached_tokens:  # a server that reports hits only
@@ -184,11 +204,13 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
             rep.problems.append(
                 f"request.cache_guard is strict, but {name} at {base} reports no cached tokens, so every run would "
                 f"be invalid (cached_tokens unknown); {FLAGS.get(found.kind, FLAGS['openai'])}, or set "
-                f"request.cache_guard: auto to rest on unique prefixes.")
+                f"request.cache_guard: auto to rest on unique prefixes."
+            )
         elif not cfg["request"].get("unique_prefix", True):
             rep.problems.append(
                 f"{name} at {base} reports no cached tokens and request.unique_prefix is false, so nothing would "
-                f"show that the prefix cache did not serve a run; set request.unique_prefix: true.")
+                f"show that the prefix cache did not serve a run; set request.unique_prefix: true."
+            )
     for wl in _chat_workloads(cfg):
         problem = _chat_problem(http, base, rep.model, name, wl, timeout_s)
         if problem:
@@ -200,11 +222,15 @@ def _error_problem(name: str, base: str, path: str, error: str, model: str, mode
     low = error.lower()
     if "404" in error and ("model" in low or "not found" in low or "does not exist" in low):
         served = f"it serves {', '.join(repr(m) for m in models[:8])}" if models else "it lists no model"
-        return (f"{name} at {base} does not serve the model {model!r} ({error[:200]}); {served}: set "
-                f"engine.served_model to the name it serves.")
+        return (
+            f"{name} at {base} does not serve the model {model!r} ({error[:200]}); {served}: set "
+            f"engine.served_model to the name it serves."
+        )
     if "401" in error or "403" in error:
-        return (f"{name} at {base} refused the request ({error[:200]}); set engine.api_key_env to the variable "
-                f"that holds its API key.")
+        return (
+            f"{name} at {base} refused the request ({error[:200]}); set engine.api_key_env to the variable "
+            f"that holds its API key."
+        )
     return f"{name} at {base} failed the probe request to {path}: {error[:300]}"
 
 
@@ -216,6 +242,8 @@ def _chat_problem(http: httpx.Client, base: str, model: str, name: str, wl: str,
         return f"{name} at {base} did not answer a chat request ({type(exc).__name__}), which workload {wl} sends."
     if r.status_code == 200:
         return None
-    return (f"{name} at {base} refused a chat request ({r.status_code}: {r.text[:200]}), which workload {wl} "
-            f"sends: start the server with a chat template (vLLM --chat-template, llama.cpp --jinja), or set "
-            f"workloads.{wl}.api: completions.")
+    return (
+        f"{name} at {base} refused a chat request ({r.status_code}: {r.text[:200]}), which workload {wl} "
+        f"sends: start the server with a chat template (vLLM --chat-template, llama.cpp --jinja), or set "
+        f"workloads.{wl}.api: completions."
+    )

@@ -56,8 +56,9 @@ def load(path: str | Path) -> list[dict]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise PromptError(f"{path}:{i + 1}: not JSON ({exc.msg}); each line must be "
-                              f'{{"id": ..., "prompt": ...}}') from None
+            raise PromptError(
+                f'{path}:{i + 1}: not JSON ({exc.msg}); each line must be {{"id": ..., "prompt": ...}}'
+            ) from None
         if not isinstance(obj, dict) or "prompt" not in obj:
             raise PromptError(f'{path}:{i + 1}: each line must be an object with a "prompt" key')
         if not isinstance(obj["prompt"], str) or not obj["prompt"].strip():
@@ -94,14 +95,17 @@ def _launch_argv(cfg: dict, arm_name: str) -> list[str]:
     from bracket import engines
 
     try:
-        return [str(a) for a in engines.get(cfg["engine"]["kind"]).launch_argv(cfg, cfg["arms"][arm_name], "MODEL",
-                                                                                "python")]
+        return [
+            str(a)
+            for a in engines.get(cfg["engine"]["kind"]).launch_argv(cfg, cfg["arms"][arm_name], "MODEL", "python")
+        ]
     except Exception:  # noqa: BLE001 (an adapter that cannot build the command here says so at launch)
         return []
 
 
-def context_length(cfg: dict, arm_name: str, model_dir: Path | None,
-                   server: tuple[int, str] | None = None) -> tuple[int, str] | None:
+def context_length(
+    cfg: dict, arm_name: str, model_dir: Path | None, server: tuple[int, str] | None = None
+) -> tuple[int, str] | None:
     """The context the arm is served with, and where that number comes from; None when unknown here.
 
     In order: the arm's server.context_length, a context flag in the arm's or the engine's args, the
@@ -112,8 +116,10 @@ def context_length(cfg: dict, arm_name: str, model_dir: Path | None,
     stated = (arm.get("server") or {}).get("context_length")
     if stated:
         return int(stated), f"arms.{arm_name}.server.context_length"
-    for where, args in ((f"arms.{arm_name}.args", arm.get("args") or []),
-                        ("engine.args", cfg["engine"].get("args") or [])):
+    for where, args in (
+        (f"arms.{arm_name}.args", arm.get("args") or []),
+        ("engine.args", cfg["engine"].get("args") or []),
+    ):
         n = _flag_value([str(a) for a in args], CONTEXT_FLAGS)
         if n:
             return n, where
@@ -166,8 +172,9 @@ def _prefix_tokens(cfg: dict, name: str, counter) -> int:
     design = cfg["design"]
     runs = int(design.get("warmup_runs") or 0) + int(design.get("runs_per_block") or 1)
     per_block = 0 if cfg["engine"]["launch"] == "attach" else None
-    return max(counter.count(unique_prefix(design["seed"], name, r, per_block), special=False)
-               for r in range(max(runs, 1)))
+    return max(
+        counter.count(unique_prefix(design["seed"], name, r, per_block), special=False) for r in range(max(runs, 1))
+    )
 
 
 def _token_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], counter, contexts: dict) -> list[str]:
@@ -186,13 +193,15 @@ def _token_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], counter
             f"workloads.{name}: prompt {worst['id']!r} of {wl['prompts']} is {n:,} tokens with its unique prefix "
             f"(counted by {counter.source}); with request.max_tokens {max_tokens} it needs {n + max_tokens:,}, over "
             f"the {limit:,}-token context of arm {arm_name!r} ({where}){more}. Shorten the prompt, lower "
-            f"request.max_tokens, or serve a longer context (arms.{arm_name}.server.context_length).")
+            f"request.max_tokens, or serve a longer context (arms.{arm_name}.server.context_length)."
+        )
         break
     return out
 
 
-def _byte_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], longest: int, contexts: dict,
-                   why: str) -> list[str]:
+def _byte_problems(
+    cfg: dict, name: str, wl: dict, prompts: list[dict], longest: int, contexts: dict, why: str
+) -> list[str]:
     """The stated lower bound, where the tokens could not be counted (`why`)."""
     max_tokens = cfg["request"]["max_tokens"]
     biggest = max(prompts, key=lambda p: len(p["prompt"].encode("utf-8")))
@@ -200,16 +209,25 @@ def _byte_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], longest:
     at_least = math.ceil(nbytes / longest)
     for arm_name, (limit, where) in contexts.items():
         if at_least + max_tokens > limit:
-            return [f"workloads.{name}: prompt {biggest['id']!r} of {wl['prompts']} is {nbytes:,} bytes, so at least "
-                    f"{at_least:,} tokens (the model's longest token is {longest} bytes; its tokens could not be "
-                    f"counted: {why}); with request.max_tokens {max_tokens} it cannot fit the {limit:,}-token context "
-                    f"of arm {arm_name!r} ({where}). Shorten the prompt, lower request.max_tokens, or serve a longer "
-                    f"context."]
+            return [
+                f"workloads.{name}: prompt {biggest['id']!r} of {wl['prompts']} is {nbytes:,} bytes, so at least "
+                f"{at_least:,} tokens (the model's longest token is {longest} bytes; its tokens could not be "
+                f"counted: {why}); with request.max_tokens {max_tokens} it cannot fit the {limit:,}-token context "
+                f"of arm {arm_name!r} ({where}). Shorten the prompt, lower request.max_tokens, or serve a longer "
+                f"context."
+            ]
     return []
 
 
-def check(cfg: dict, root: Path, model_dir: str | Path | None = None, source: str = "experiment",
-          counter=None, server_context: tuple[int, str] | None = None, why_not: str = "") -> list[str]:
+def check(
+    cfg: dict,
+    root: Path,
+    model_dir: str | Path | None = None,
+    source: str = "experiment",
+    counter=None,
+    server_context: tuple[int, str] | None = None,
+    why_not: str = "",
+) -> list[str]:
     """Every workload's prompts parse, exist, and fit every arm's context.
 
     `counter` counts tokens as the server does (bracket.tokencount; an attached server's /tokenize);
@@ -238,8 +256,9 @@ def check(cfg: dict, root: Path, model_dir: str | Path | None = None, source: st
     for name, wl in cfg["workloads"].items():
         path = root / wl["prompts"]
         if not path.is_file():
-            problems.append(f"workloads.{name}.prompts names {wl['prompts']!r}, which does not exist "
-                            f"(looked in {path}).")
+            problems.append(
+                f"workloads.{name}.prompts names {wl['prompts']!r}, which does not exist (looked in {path})."
+            )
             continue
         try:
             prompts = load(path)
@@ -256,9 +275,14 @@ def check(cfg: dict, root: Path, model_dir: str | Path | None = None, source: st
                 why = str(exc)
         if longest is None:
             longest = longest_token_bytes(local)
-        notes.append(f"workloads.{name}: prompt tokens not counted before the first block ({why or 'no tokenizer'})"
-                     + (f"; checked against a lower bound from bytes (the longest token is {longest} bytes)"
-                        if longest else "; not checked against the context"))
+        notes.append(
+            f"workloads.{name}: prompt tokens not counted before the first block ({why or 'no tokenizer'})"
+            + (
+                f"; checked against a lower bound from bytes (the longest token is {longest} bytes)"
+                if longest
+                else "; not checked against the context"
+            )
+        )
         if longest:
             problems += _byte_problems(cfg, name, wl, prompts, longest, contexts, why or "no tokenizer")
     from bracket import arena_grid  # arena cells: depth + prompt_tokens + tokens within each arm's context

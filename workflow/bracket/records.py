@@ -16,10 +16,32 @@ import pandas as pd
 from bracket.secrets import redact_obj
 
 FIELDS = [
-    "experiment", "arm", "block", "round", "position", "run", "warmup", "workload", "prompt_id",
-    "started_at", "ttft_s", "wall_s", "completion_tokens", "prompt_tokens", "cached_tokens",
-    "finish_reason", "decode_tok_s", "tg_tok_s", "stream_events", "draft_tokens",
-    "accepted_tokens", "verify_steps", "acceptance_length", "output_sha256", "server_id", "error",
+    "experiment",
+    "arm",
+    "block",
+    "round",
+    "position",
+    "run",
+    "warmup",
+    "workload",
+    "prompt_id",
+    "started_at",
+    "ttft_s",
+    "wall_s",
+    "completion_tokens",
+    "prompt_tokens",
+    "cached_tokens",
+    "finish_reason",
+    "decode_tok_s",
+    "tg_tok_s",
+    "stream_events",
+    "draft_tokens",
+    "accepted_tokens",
+    "verify_steps",
+    "acceptance_length",
+    "output_sha256",
+    "server_id",
+    "error",
 ]
 # Kept beside the contract's fields: the draft budget of the arm, the requested length, the named
 # host the block was pinned to (null when the experiment names no hosts), and the output text (for
@@ -36,8 +58,7 @@ EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_tex
 # tg_exact false (llama-benchy without --exact-tg): the length was left free, so an early stop is the model's
 # answer, not a fault. cache_expected (prefix-caching cells): the tokens the phase should find in the cache,
 # 0 for the context load and the depth for the inference that follows it; the cache guard is then inverted.
-ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase", "tg_exact",
-                "cache_expected"]
+ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase", "tg_exact", "cache_expected"]
 # The neutrality control's requests (bracket.runner): `control` names the control ("neutrality"; null on
 # every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
@@ -111,8 +132,17 @@ def read(paths: Iterable[str | Path]) -> list[dict]:
 
 
 #: The kinds of invalid run: what statistics count by and the article groups by (runs.csv `invalid_kind`).
-INVALID_KINDS = ("warmup", "error", "cached_tokens unknown", "cache hit", "cache miss", "early stop",
-                 "token count", "no wall time", "no positive value")
+INVALID_KINDS = (
+    "warmup",
+    "error",
+    "cached_tokens unknown",
+    "cache hit",
+    "cache miss",
+    "early stop",
+    "token count",
+    "no wall time",
+    "no positive value",
+)
 
 # A prefix cache keeps whole blocks (vLLM: 16 tokens on GPU, more on CPU; SGLang pages; llama.cpp exact), and
 # the chat template's first tokens are shared by every context: a phase's cached tokens count as expected
@@ -153,11 +183,20 @@ def reasons(rec: dict) -> list[tuple[str, str]]:
     if want is not None:  # a prefix-caching cell: the cache must serve the context, and only it
         got = rec.get("cached_tokens")
         if got is None:
-            out.append(("cached_tokens unknown", "cached_tokens unknown (a prefix-caching phase must show what "
-                                                 "the cache served)"))
+            out.append(
+                (
+                    "cached_tokens unknown",
+                    "cached_tokens unknown (a prefix-caching phase must show what the cache served)",
+                )
+            )
         elif got < want - CACHE_BLOCK_SLACK:
-            out.append(("cache miss", f"cache miss: {got} cached tokens of a {want}-token context (the server's "
-                                      f"prefix cache did not serve it: is it on, and large enough?)"))
+            out.append(
+                (
+                    "cache miss",
+                    f"cache miss: {got} cached tokens of a {want}-token context (the server's "
+                    f"prefix cache did not serve it: is it on, and large enough?)",
+                )
+            )
         elif got > want + CACHE_BLOCK_SLACK:
             out.append(("cache hit", f"cache hit: {got} cached tokens where {want} were expected"))
     elif rec.get("cached_tokens") is None:
@@ -213,7 +252,9 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
         from bracket.stats.analyze import REASON_HINTS  # the fix for each kind, said where it is first read
 
         if REASON_HINTS.get(kind):
-            lines.append(f"    {REASON_HINTS[kind].replace('NAME', str(timed['experiment'].iloc[0]) if 'experiment' in timed else 'NAME')}")
+            lines.append(
+                f"    {REASON_HINTS[kind].replace('NAME', str(timed['experiment'].iloc[0]) if 'experiment' in timed else 'NAME')}"
+            )
     return "\n".join(lines)
 
 
@@ -255,9 +296,30 @@ def control_table(records: list[dict], control: str = "neutrality") -> pd.DataFr
     Columns: block, arm, position, pair, body, workload, prompt_id, started_at, wall_s, completion_tokens,
     decode_tok_s, server_decode_s, server_tokens, server_timing, output_sha256, error, valid, invalid_reason.
     """
-    cols = ["experiment", "arm", "block", "round", "position", "pair", "body", "workload", "prompt_id", "started_at",
-            "ttft_s", "wall_s", "completion_tokens", "cached_tokens", "finish_reason", "decode_tok_s",
-            "server_decode_s", "server_tokens", "server_timing", "output_sha256", "error", "max_tokens"]
+    cols = [
+        "experiment",
+        "arm",
+        "block",
+        "round",
+        "position",
+        "pair",
+        "body",
+        "workload",
+        "prompt_id",
+        "started_at",
+        "ttft_s",
+        "wall_s",
+        "completion_tokens",
+        "cached_tokens",
+        "finish_reason",
+        "decode_tok_s",
+        "server_decode_s",
+        "server_tokens",
+        "server_timing",
+        "output_sha256",
+        "error",
+        "max_tokens",
+    ]
     rows = [r for r in records if r.get("control") == control]
     df = pd.DataFrame([{k: r.get(k) for k in cols} for r in rows], columns=cols)
     # The cache guard does not apply: a plain client sends no cache switch, and the control compares decode.
@@ -289,9 +351,14 @@ def guards(runs: pd.DataFrame) -> dict:
     legacy = int((cached.notna() & check.isna()).sum())
     if legacy:
         checks["reported"] = checks.get("reported", 0) + legacy
-    return {"timed": int(len(timed)), "cached_unknown": int((cached.isna() & ~unique).sum()),
-            "cache_unreported_unique": int(unique.sum()), "cache_checks": checks,
-            "cache_hits": int((cached > 0).sum()), "pinned_tokens": int(toks.iloc[0]) if pinned else None}
+    return {
+        "timed": int(len(timed)),
+        "cached_unknown": int((cached.isna() & ~unique).sum()),
+        "cache_unreported_unique": int(unique.sum()),
+        "cache_checks": checks,
+        "cache_hits": int((cached > 0).sum()),
+        "pinned_tokens": int(toks.iloc[0]) if pinned else None,
+    }
 
 
 def failed_attempts(raw_dir: str | Path) -> list[dict]:

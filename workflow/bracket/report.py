@@ -20,8 +20,10 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from nbconvert.preprocessors import TagRemovePreprocessor
 
 # No script may run, whatever the page contains; images only from the article's own folder.
-CSP = ("default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'; "
-       "script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'; "
+    "script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'"
+)
 
 STYLE = """
 body { font: 16px/1.55 Georgia, "Times New Roman", serif; color: #1b1b1b; max-width: 60rem;
@@ -81,16 +83,19 @@ def _title(nb) -> str:
 
 def page(body: str, title: str) -> str:
     """A complete static HTML page around `body` (already-escaped HTML)."""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<meta name="generator" content="bracket">\n<title>{title}</title>\n'
-            f'<style>{STYLE}</style>\n</head>\n<body>\n<article>\n{body}\n</article>\n</body>\n</html>\n')
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="bracket">\n<title>{title}</title>\n'
+        f"<style>{STYLE}</style>\n</head>\n<body>\n<article>\n{body}\n</article>\n</body>\n</html>\n"
+    )
 
 
 def export_html(nb) -> str:
-    exporter = HTMLExporter(template_name="basic", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+    exporter = HTMLExporter(
+        template_name="basic", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
+    )
     body, _ = exporter.from_notebook_node(nb)
     # The basic template wraps outputs in Jupyter's divs; they carry no script. Anything that
     # does is removed (the CSP would block it anyway).
@@ -102,14 +107,20 @@ def export_markdown(nb) -> str:
     exporter = MarkdownExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     # Prefer the article's own Markdown over its HTML, so the .md reads as Markdown.
     exporter.config.NbConvertBase.display_data_priority = ["text/markdown", "image/png", "text/plain"]
-    exporter = MarkdownExporter(config=exporter.config, exclude_input=True, exclude_input_prompt=True,
-                                exclude_output_prompt=True)
+    exporter = MarkdownExporter(
+        config=exporter.config, exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
+    )
     body, _ = exporter.from_notebook_node(nb)
     return re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
 
 
-def render(notebook: str | Path, out_dir: str | Path, parameters: dict, log_path: str | Path | None = None,
-           kernel_name: str = "python3") -> dict[str, Path]:
+def render(
+    notebook: str | Path,
+    out_dir: str | Path,
+    parameters: dict,
+    log_path: str | Path | None = None,
+    kernel_name: str = "python3",
+) -> dict[str, Path]:
     """Execute `notebook` with `parameters` into out_dir/article.ipynb, then export article.html and article.md."""
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
@@ -117,8 +128,15 @@ def render(notebook: str | Path, out_dir: str | Path, parameters: dict, log_path
     if log_path:
         logging.basicConfig(filename=str(log_path), level=logging.INFO, force=True)
     executed = out_dir / "article.ipynb"
-    papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name=kernel_name,
-                               cwd=str(out_dir), progress_bar=False, log_output=bool(log_path))
+    papermill.execute_notebook(
+        str(notebook),
+        str(executed),
+        parameters=parameters,
+        kernel_name=kernel_name,
+        cwd=str(out_dir),
+        progress_bar=False,
+        log_output=bool(log_path),
+    )
     nb = _strip(nbformat.read(executed, as_version=4))
     html_path, md_path = out_dir / "article.html", out_dir / "article.md"
     html_path.write_text(export_html(nb), encoding="utf-8")

@@ -39,9 +39,11 @@ import yaml
 from bracket import config
 
 SEP = "--repro-"
-RULE = ("holds iff the original median lies inside the reproduction's bootstrap CI of the median and the "
-        "original ratio to the reference lies inside the reproduction's CI of that ratio (same session); "
-        "does not hold if either lies outside; undecided if neither could be checked")
+RULE = (
+    "holds iff the original median lies inside the reproduction's bootstrap CI of the median and the "
+    "original ratio to the reference lies inside the reproduction's CI of that ratio (same session); "
+    "does not hold if either lies outside; undecided if neither could be checked"
+)
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "undecided"
 OTHER_MODEL = "not compared: another model"
 DASH = "\u2013"
@@ -63,8 +65,9 @@ def base_of(name: str) -> str:
 def derived_name(base: str, ident: str) -> str:
     ident = str(ident)
     if not ident or not ident.replace("_", "").replace("-", "").isalnum():
-        raise ReproduceError(f"reproduction id {ident!r} may use only letters, digits, '_' and '-'; "
-                             f"pass e.g. --config id=rerun1.")
+        raise ReproduceError(
+            f"reproduction id {ident!r} may use only letters, digits, '_' and '-'; pass e.g. --config id=rerun1."
+        )
     return f"{base}{SEP}{ident}"
 
 
@@ -84,8 +87,9 @@ def parse_cell(cell: str) -> tuple[str, list[str] | None]:
     return parts[0], (parts[1:] or None)
 
 
-def derive(cfg: dict, base: str, arm: str, workloads: list[str] | None, runs: int, ident: str,
-           created: str | None = None) -> dict:
+def derive(
+    cfg: dict, base: str, arm: str, workloads: list[str] | None, runs: int, ident: str, created: str | None = None
+) -> dict:
     """The derived experiment's validated configuration (see the module docstring).
 
     Everything a block's measurement depends on (engine, request, arm flags, prompts, warmups,
@@ -93,16 +97,22 @@ def derive(cfg: dict, base: str, arm: str, workloads: list[str] | None, runs: in
     """
     ref = cfg["reference"]
     if arm not in cfg["arms"]:
-        raise ReproduceError(f"experiments/{base}.yaml has no arm {arm!r}; its arms are "
-                             f"{', '.join(cfg['arms'])}. Pass --config cell=ARM[,WORKLOAD].")
+        raise ReproduceError(
+            f"experiments/{base}.yaml has no arm {arm!r}; its arms are "
+            f"{', '.join(cfg['arms'])}. Pass --config cell=ARM[,WORKLOAD]."
+        )
     if arm == ref:
-        raise ReproduceError(f"{arm!r} is the reference arm of {base}; a reproduction runs an arm beside the "
-                             f"reference, so pick one of {', '.join(a for a in cfg['arms'] if a != ref)}.")
+        raise ReproduceError(
+            f"{arm!r} is the reference arm of {base}; a reproduction runs an arm beside the "
+            f"reference, so pick one of {', '.join(a for a in cfg['arms'] if a != ref)}."
+        )
     wls = list(cfg["workloads"]) if workloads is None else list(workloads)
     unknown = [w for w in wls if w not in cfg["workloads"]]
     if unknown:
-        raise ReproduceError(f"experiments/{base}.yaml has no workload {', '.join(map(repr, unknown))}; its "
-                             f"workloads are {', '.join(cfg['workloads'])}.")
+        raise ReproduceError(
+            f"experiments/{base}.yaml has no workload {', '.join(map(repr, unknown))}; its "
+            f"workloads are {', '.join(cfg['workloads'])}."
+        )
     try:
         runs = int(runs)
     except (TypeError, ValueError):
@@ -111,16 +121,24 @@ def derive(cfg: dict, base: str, arm: str, workloads: list[str] | None, runs: in
         raise ReproduceError(f"runs is {runs}; a median's CI needs at least 2 runs (seed 000 used 10).")
     out = copy.deepcopy(cfg)
     out["title"] = f"Reproduction of {base}: {arm} beside {ref}"
-    out["question"] = (f"Do the published figures of {arm} ({', '.join(wls)}) hold in a fresh session of "
-                       f"{runs} runs beside the reference?")
+    out["question"] = (
+        f"Do the published figures of {arm} ({', '.join(wls)}) hold in a fresh session of "
+        f"{runs} runs beside the reference?"
+    )
     out["arms"] = {ref: cfg["arms"][ref], arm: cfg["arms"][arm]}
     out["reference"] = ref
     out["workloads"] = {w: cfg["workloads"][w] for w in wls}
     out["design"] = {**cfg["design"], "kind": "bracket", "rounds": 1, "runs_per_block": runs}
     if "controls" in out:
         out["controls"] = {**out["controls"], "determinism": False}
-    out["reproduces"] = {"experiment": base, "arm": arm, "workloads": wls, "runs": runs, "id": str(ident),
-                         "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    out["reproduces"] = {
+        "experiment": base,
+        "arm": arm,
+        "workloads": wls,
+        "runs": runs,
+        "id": str(ident),
+        "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     return config.validate(out, source=f"reproduction {derived_name(base, ident)}")
 
 
@@ -133,12 +151,16 @@ def record(cfg: dict, path: str | Path) -> Path:
         old_req = {k: (old.get("reproduces") or {}).get(k) for k in keep}
         new_req = {k: cfg["reproduces"][k] for k in keep}
         if old_req != new_req:
-            raise ReproduceError(f"{path} already records a reproduction with id {cfg['reproduces']['id']!r} of "
-                                 f"{old_req}; this one asks for {new_req}. Pass another --config id=... .")
+            raise ReproduceError(
+                f"{path} already records a reproduction with id {cfg['reproduces']['id']!r} of "
+                f"{old_req}; this one asks for {new_req}. Pass another --config id=... ."
+            )
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Derived by `snakemake reproduce`; recorded once, never rewritten.\n"
-                    + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    path.write_text(
+        "# Derived by `snakemake reproduce`; recorded once, never rewritten.\n"
+        + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+    )
     return path
 
 
@@ -176,6 +198,7 @@ def request_from_config(snakemake_config: dict, now: _dt.datetime | None = None)
 
 # ---------------------------------------------------------------- the verdict
 
+
 def _cell(stats: dict, arm: str, workload: str) -> dict | None:
     return next((c for c in stats.get("cells", []) if c["arm"] == arm and c["workload"] == workload), None)
 
@@ -199,12 +222,21 @@ def figures(stats: dict, arm: str, workload: str) -> dict | None:
     r = _cell(stats, ref, workload) if ref else None
     cmp = _comparison(stats, arm, workload)
     drift = (stats.get("drift") or {}).get(workload) or {}
-    return {"n": c["n"], "median": c["median"], "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high"),
-            "min": c["min"], "max": c["max"], "spread": c["spread"],
-            "reference": ref, "reference_median": r["median"] if r else None,
-            "ratio": cmp["ratio"] if cmp else (c["median"] / r["median"] if r else None),
-            "ratio_ci_low": cmp["ci_low"] if cmp else None, "ratio_ci_high": cmp["ci_high"] if cmp else None,
-            "reference_drift": drift.get("reference_first_vs_last")}
+    return {
+        "n": c["n"],
+        "median": c["median"],
+        "ci_low": c.get("ci_low"),
+        "ci_high": c.get("ci_high"),
+        "min": c["min"],
+        "max": c["max"],
+        "spread": c["spread"],
+        "reference": ref,
+        "reference_median": r["median"] if r else None,
+        "ratio": cmp["ratio"] if cmp else (c["median"] / r["median"] if r else None),
+        "ratio_ci_low": cmp["ci_low"] if cmp else None,
+        "ratio_ci_high": cmp["ci_high"] if cmp else None,
+        "reference_drift": drift.get("reference_first_vs_last"),
+    }
 
 
 def judge(original: dict, reproduction: dict) -> dict:
@@ -238,15 +270,18 @@ def model_mismatch(original: list[str] | None, reproduction: list[str] | None) -
     large to hash) is not refused on that account."""
     if not original or not reproduction or set(original) == set(reproduction):
         return None
-    short = (lambda hs: ", ".join(h[:12] for h in hs))
-    return (f"the reproduction served a model with sha256 {short(reproduction)}, the original "
-            f"{short(original)}: other weights, so its figures are not compared with the published ones; "
-            f"rebuild the model the article names (its pinned hash is in bracket.embedded.MODEL_SHA256) "
-            f"or publish this run as a new experiment")
+    short = lambda hs: ", ".join(h[:12] for h in hs)
+    return (
+        f"the reproduction served a model with sha256 {short(reproduction)}, the original "
+        f"{short(original)}: other weights, so its figures are not compared with the published ones; "
+        f"rebuild the model the article names (its pinned hash is in bracket.embedded.MODEL_SHA256) "
+        f"or publish this run as a new experiment"
+    )
 
 
-def verdict(original_stats: dict, repro_stats: dict, arm: str, workloads: list[str],
-            models: dict | None = None) -> dict:
+def verdict(
+    original_stats: dict, repro_stats: dict, arm: str, workloads: list[str], models: dict | None = None
+) -> dict:
     """Per workload: both sessions' figures and the judgement; `verdict` overall (worst of the workloads).
 
     models: {"original": [sha256, ...], "reproduction": [...]} as served_models reads them; when both
@@ -254,26 +289,54 @@ def verdict(original_stats: dict, repro_stats: dict, arm: str, workloads: list[s
     models = models or {}
     refused = model_mismatch(models.get("original"), models.get("reproduction"))
     if refused:
-        return {"arm": arm, "reference": repro_stats.get("reference"), "confidence": repro_stats.get("confidence"),
-                "verdict": OTHER_MODEL, "models": models, "refused": refused,
-                "cells": [{"workload": wl, "original": figures(original_stats, arm, wl),
-                           "reproduction": figures(repro_stats, arm, wl), "verdict": OTHER_MODEL,
-                           "median_inside_ci": None, "ratio_inside_ci": None, "note": refused}
-                          for wl in workloads]}
+        return {
+            "arm": arm,
+            "reference": repro_stats.get("reference"),
+            "confidence": repro_stats.get("confidence"),
+            "verdict": OTHER_MODEL,
+            "models": models,
+            "refused": refused,
+            "cells": [
+                {
+                    "workload": wl,
+                    "original": figures(original_stats, arm, wl),
+                    "reproduction": figures(repro_stats, arm, wl),
+                    "verdict": OTHER_MODEL,
+                    "median_inside_ci": None,
+                    "ratio_inside_ci": None,
+                    "note": refused,
+                }
+                for wl in workloads
+            ],
+        }
     cells = []
     for wl in workloads:
         o, r = figures(original_stats, arm, wl), figures(repro_stats, arm, wl)
         if o is None or r is None:
             missing = "original" if o is None else "reproduction"
-            cells.append({"workload": wl, "original": o, "reproduction": r, "verdict": UNDECIDED,
-                          "median_inside_ci": None, "ratio_inside_ci": None,
-                          "note": f"the {missing} has no valid runs of {arm} on {wl}"})
+            cells.append(
+                {
+                    "workload": wl,
+                    "original": o,
+                    "reproduction": r,
+                    "verdict": UNDECIDED,
+                    "median_inside_ci": None,
+                    "ratio_inside_ci": None,
+                    "note": f"the {missing} has no valid runs of {arm} on {wl}",
+                }
+            )
             continue
         cells.append({"workload": wl, "original": o, "reproduction": r, **judge(o, r)})
     kinds = [c["verdict"] for c in cells]
     overall = FAILS if FAILS in kinds else (HOLDS if kinds and all(k == HOLDS for k in kinds) else UNDECIDED)
-    return {"arm": arm, "reference": repro_stats.get("reference"), "confidence": repro_stats.get("confidence"),
-            "verdict": overall, "models": models, "cells": cells}
+    return {
+        "arm": arm,
+        "reference": repro_stats.get("reference"),
+        "confidence": repro_stats.get("confidence"),
+        "verdict": overall,
+        "models": models,
+        "cells": cells,
+    }
 
 
 def _r(x) -> str:
@@ -291,13 +354,14 @@ def _x(x) -> str:
 def sentence(cell: dict) -> str:
     """ "was 68.57 over 5 runs; 10 fresh runs give 65.02, 56.6–69.3" plus the ratios of both sessions."""
     o, r = cell["original"], cell["reproduction"]
-    s = (f"was {_r(o['median'])} over {o['n']} runs; {r['n']} fresh runs give {_r(r['median'])}, "
-         f"{_span(r['min'], r['max'])} (median CI {_r(r['ci_low'])}{DASH}{_r(r['ci_high'])}, spread "
-         f"{r['spread']:.1%})")
+    s = (
+        f"was {_r(o['median'])} over {o['n']} runs; {r['n']} fresh runs give {_r(r['median'])}, "
+        f"{_span(r['min'], r['max'])} (median CI {_r(r['ci_low'])}{DASH}{_r(r['ci_high'])}, spread "
+        f"{r['spread']:.1%})"
+    )
     if o.get("ratio") is not None and r.get("ratio") is not None:
-        ci = (f" (CI {_x(r['ratio_ci_low'])}{DASH}{_x(r['ratio_ci_high'])})"
-              if r.get("ratio_ci_low") is not None else "")
-        s += (f"; ratio to {r['reference']} in the same session {_x(r['ratio'])}{ci}, was {_x(o['ratio'])}")
+        ci = f" (CI {_x(r['ratio_ci_low'])}{DASH}{_x(r['ratio_ci_high'])})" if r.get("ratio_ci_low") is not None else ""
+        s += f"; ratio to {r['reference']} in the same session {_x(r['ratio'])}{ci}, was {_x(o['ratio'])}"
     return s
 
 
@@ -308,17 +372,26 @@ def correction_entries(v: dict, base: str, repro_name: str, date: str) -> list[d
         if c["verdict"] != FAILS:
             continue
         o = c["original"]
-        failed = [w for w, ok in (("the median", c["median_inside_ci"]), ("the ratio to the reference",
-                                                                          c["ratio_inside_ci"])) if ok is False]
-        out.append({
-            "date": date,
-            "claim": (f"{v['arm']} / {c['workload']} decodes at {_r(o['median'])} tok/s "
-                      f"({o['n']} runs, {_span(o['min'], o['max'])})"
-                      + (f", {_x(o['ratio'])} the {o['reference']} arm" if o.get("ratio") is not None else "")),
-            "correction": sentence(c) + f". Outside the reproduction's CI: {' and '.join(failed)}.",
-            "evidence": (f"results/{repro_name}/verdict.json (snakemake reproduce, design bracket "
-                         f"{v['reference']}/{v['arm']}/{v['reference']}); raw records in results/{repro_name}/raw/"),
-        })
+        failed = [
+            w
+            for w, ok in (("the median", c["median_inside_ci"]), ("the ratio to the reference", c["ratio_inside_ci"]))
+            if ok is False
+        ]
+        out.append(
+            {
+                "date": date,
+                "claim": (
+                    f"{v['arm']} / {c['workload']} decodes at {_r(o['median'])} tok/s "
+                    f"({o['n']} runs, {_span(o['min'], o['max'])})"
+                    + (f", {_x(o['ratio'])} the {o['reference']} arm" if o.get("ratio") is not None else "")
+                ),
+                "correction": sentence(c) + f". Outside the reproduction's CI: {' and '.join(failed)}.",
+                "evidence": (
+                    f"results/{repro_name}/verdict.json (snakemake reproduce, design bracket "
+                    f"{v['reference']}/{v['arm']}/{v['reference']}); raw records in results/{repro_name}/raw/"
+                ),
+            }
+        )
     return out
 
 

@@ -28,9 +28,9 @@ from bracket import arena, eta, neutrality, prompts, records, secrets, session
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
+from bracket.prompts import unique_prefix
 from bracket.server import log_tail
 from bracket.session import BlockFailed
-from bracket.prompts import unique_prefix
 from bracket.telemetry import Telemetry, summarize
 
 console = Console(stderr=True, highlight=False)
@@ -141,14 +141,28 @@ def _disk_problem(exc: OSError, block: Block, n_blocks: int, partial: Path) -> s
     """One line for a write that failed (a full disk, a file too large, a folder that went away)."""
     n = _count_lines(partial) if partial.exists() else 0
     where = exc.filename or partial
-    return (f"{block_name(block, n_blocks)} stopped: cannot write {where}: {exc.strerror or exc}. The {n} whole "
-            f"records written before are kept; free space (or fix the folder) and run the same target again: this "
-            f"block reruns in a fresh server.")
+    return (
+        f"{block_name(block, n_blocks)} stopped: cannot write {where}: {exc.strerror or exc}. The {n} whole "
+        f"records written before are kept; free space (or fix the folder) and run the same target again: this "
+        f"block reruns in a fresh server."
+    )
 
 
-def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_path: str | Path,
-              meta_path: str | Path, log_path: str | Path, model: str, python: str, root: str | Path = ".",
-              lock_dir: str | Path = "results/.locks", argv: list[str] | None = None) -> Path:
+def run_block(
+    cfg: dict,
+    experiment: str,
+    block: Block,
+    n_blocks: int,
+    *,
+    raw_path: str | Path,
+    meta_path: str | Path,
+    log_path: str | Path,
+    model: str,
+    python: str,
+    root: str | Path = ".",
+    lock_dir: str | Path = "results/.locks",
+    argv: list[str] | None = None,
+) -> Path:
     """Run `block` and write its raw records to `raw_path` and its provenance to `meta_path`.
 
     `argv` replaces the engine adapter's server command (a server started some other way, or a
@@ -160,12 +174,21 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
     # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
     # The block's servers: one, or a second for its prefix-caching arena cells (bracket.arena.servers).
     groups = [(_with_arm(cfg, block.arm, a), names) for a, names in arena.servers(cfg, block.arm)]
-    p = session.plan(groups[0][0], block.arm, model=model, python=python, argv=argv,
-                     name=launch.container_name(experiment, block.arm, block.position))
+    p = session.plan(
+        groups[0][0],
+        block.arm,
+        model=model,
+        python=python,
+        argv=argv,
+        name=launch.container_name(experiment, block.arm, block.position),
+    )
     kept = archive_attempt(raw_path, meta_path, log_path)
     if kept:
-        console.print(f"[yellow]{block_name(block, n_blocks)}: an earlier attempt did not finish; its records are "
-                      f"kept in {kept} and the block starts again in a fresh server[/]", soft_wrap=True)
+        console.print(
+            f"[yellow]{block_name(block, n_blocks)}: an earlier attempt did not finish; its records are "
+            f"kept in {kept} and the block starts again in a fresh server[/]",
+            soft_wrap=True,
+        )
     arm = groups[0][0]["arms"][block.arm]
     try:  # before any server starts: the prompts parse and fit the arm's context
         notes = prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
@@ -177,17 +200,27 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         raise BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}") from None
     server_id = f"{experiment}-p{block.position}-{int(time.time())}"
     meta = {
-        "experiment": experiment, "block": block.position, "arm": block.arm, "round": block.round,
-        "seed": block.seed, "server_id": server_id, "engine": eng["kind"], "launch": eng["launch"],
-        "argv": p.argv, "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
+        "experiment": experiment,
+        "block": block.position,
+        "arm": block.arm,
+        "round": block.round,
+        "seed": block.seed,
+        "server_id": server_id,
+        "engine": eng["kind"],
+        "launch": eng["launch"],
+        "argv": p.argv,
+        "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
         "pinning": p.pinning.record() if p.pinning else None,
         "engine_layout": p.worker.record() if p.worker else None,
         "priority": p.priority,
         "server_state": p.adapter.server_state(p.argv, p.env, arm),  # caches kept between requests, as launched
-        "host": socket.gethostname(), "platform": platform.platform(), "client_python": sys.version.split()[0],
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "client_python": sys.version.split()[0],
         # the CPUs this block (and the server it starts) may run on: a scheduler's job step can confine it
         "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "log": str(log_path), "status": "started",
+        "log": str(log_path),
+        "status": "started",
         "neutrality": neutrality.when_off(cfg, stand_in=argv is not None) or "on",
     }
     design = cfg["design"]
@@ -205,42 +238,93 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
         _write_meta(meta, meta_path)  # a client killed outright still leaves the attempt's provenance
         _link_log(log_path, raw_path)
         writer = records.RecordWriter(partial)
-        console.print(f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
-                      f"{block.round}: starting {eng['kind']}")
+        console.print(
+            f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
+            f"{block.round}: starting {eng['kind']}"
+        )
         left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
         if left:
-            console.print(f"  about {eta.duration(left[0])} left in the experiment, this block included "
-                          f"(at the mean of {left[1]} finished block(s))", soft_wrap=True)
+            console.print(
+                f"  about {eta.duration(left[0])} left in the experiment, this block included "
+                f"(at the mean of {left[1]} finished block(s))",
+                soft_wrap=True,
+            )
 
     def on_start(server):
         meta["pid"] = server.proc.pid
         _write_meta(meta, meta_path)
 
     try:
-        with session.serve(cfg, p, log_path=log_path, lock_dir=Path(lock_dir), cooldown=cooldown,
-                           before_start=before_start, on_start=on_start,
-                           holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
-                           say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)) as s:
+        with session.serve(
+            cfg,
+            p,
+            log_path=log_path,
+            lock_dir=Path(lock_dir),
+            cooldown=cooldown,
+            before_start=before_start,
+            on_start=on_start,
+            holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
+            say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True),
+        ) as s:
             meta["ready_s"] = round(s.ready_s, 2)
             meta["engine"] = p.adapter.kind  # under attach, the engine identified (engine.kind auto)
             meta["started_at"] = s.server.started_at
             with Telemetry(interval_s=0.5) as tel:
-                meta.update(provenance.collect(cfg, p.adapter, s.http, s.base,
-                                               session.served_name(p.adapter, cfg, s.http, s.base),
-                                               model, s.server.notes))
+                meta.update(
+                    provenance.collect(
+                        cfg,
+                        p.adapter,
+                        s.http,
+                        s.base,
+                        session.served_name(p.adapter, cfg, s.http, s.base),
+                        model,
+                        s.server.notes,
+                    )
+                )
                 _write_meta(meta, meta_path)  # written before the first request
-                _measure(groups[0][0], experiment, block, n_blocks, arm, p.adapter,
-                         {n: workloads[n] for n in groups[0][1]}, s.http, s.base, s.server, writer, server_id, req,
-                         design)
+                _measure(
+                    groups[0][0],
+                    experiment,
+                    block,
+                    n_blocks,
+                    arm,
+                    p.adapter,
+                    {n: workloads[n] for n in groups[0][1]},
+                    s.http,
+                    s.base,
+                    s.server,
+                    writer,
+                    server_id,
+                    req,
+                    design,
+                )
                 if meta["neutrality"] == "on":
-                    _neutrality(cfg, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer,
-                                server_id)
+                    _neutrality(
+                        cfg, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer, server_id
+                    )
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
             meta["telemetry"] = summarize(tel.samples)
             meta["telemetry_samples"] = tel.samples
         for i, (cfg_i, names) in enumerate(groups[1:], start=1):
-            _serve_more(cfg_i, experiment, block, n_blocks, names, workloads, meta, meta_path, writer, log_path,
-                        lock_dir, model, python, argv, f"{server_id}-s{i}", req, design)
+            _serve_more(
+                cfg_i,
+                experiment,
+                block,
+                n_blocks,
+                names,
+                workloads,
+                meta,
+                meta_path,
+                writer,
+                log_path,
+                lock_dir,
+                model,
+                python,
+                argv,
+                f"{server_id}-s{i}",
+                req,
+                design,
+            )
         meta["status"] = "complete"
     except BaseException as exc:
         meta["status"] = "failed"
@@ -270,14 +354,20 @@ def run_block(cfg: dict, experiment: str, block: Block, n_blocks: int, *, raw_pa
                 try:
                     kept = archive_attempt(raw_path, meta_path, log_path, copy_log=True)
                 except OSError as exc:  # a full disk: the next attempt sets it aside (it moves, never copies)
-                    console.print(f"[red]{block_name(block, n_blocks)} failed; its records, provenance and server log "
-                                  f"stay beside {escape(str(partial))} ({escape(exc.strerror or str(exc))}) and are "
-                                  f"set aside by the next attempt.[/]", soft_wrap=True)
+                    console.print(
+                        f"[red]{block_name(block, n_blocks)} failed; its records, provenance and server log "
+                        f"stay beside {escape(str(partial))} ({escape(exc.strerror or str(exc))}) and are "
+                        f"set aside by the next attempt.[/]",
+                        soft_wrap=True,
+                    )
                 else:
                     n = _count_lines(kept) if kept.exists() else 0
-                    console.print(f"[red]{block_name(block, n_blocks)} failed; the {n} records it measured, its "
-                                  f"provenance and server log are kept in {escape(str(kept.with_suffix('.*')))}. Run "
-                                  f"the same target again to rerun this block in a fresh server.[/]", soft_wrap=True)
+                    console.print(
+                        f"[red]{block_name(block, n_blocks)} failed; the {n} records it measured, its "
+                        f"provenance and server log are kept in {escape(str(kept.with_suffix('.*')))}. Run "
+                        f"the same target again to rerun this block in a fresh server.[/]",
+                        soft_wrap=True,
+                    )
     partial.rename(raw_path)
     return raw_path
 
@@ -287,27 +377,76 @@ def _with_arm(cfg: dict, arm_name: str, arm: dict) -> dict:
     return cfg if cfg["arms"][arm_name] is arm else {**cfg, "arms": {**cfg["arms"], arm_name: arm}}
 
 
-def _serve_more(cfg, experiment, block, n_blocks, names, workloads, meta, meta_path, writer, log_path, lock_dir,
-                model, python, argv, server_id, req, design) -> None:
+def _serve_more(
+    cfg,
+    experiment,
+    block,
+    n_blocks,
+    names,
+    workloads,
+    meta,
+    meta_path,
+    writer,
+    log_path,
+    lock_dir,
+    model,
+    python,
+    argv,
+    server_id,
+    req,
+    design,
+) -> None:
     """A further server of the block (its prefix-caching arena cells, bracket.arena.servers): launched after the
     first has stopped, its log beside the block's (block-K.sN.log), its command and state in meta["servers"]."""
     arm = cfg["arms"][block.arm]
-    p = session.plan(cfg, block.arm, model=model, python=python, argv=argv,
-                     name=launch.container_name(experiment, block.arm, block.position) + f"-{server_id[-2:]}")
+    p = session.plan(
+        cfg,
+        block.arm,
+        model=model,
+        python=python,
+        argv=argv,
+        name=launch.container_name(experiment, block.arm, block.position) + f"-{server_id[-2:]}",
+    )
     log = Path(log_path).with_name(Path(log_path).stem + f".{server_id.rsplit('-', 1)[-1]}.log")
-    entry = {"server_id": server_id, "workloads": names, "argv": p.argv, "log": str(log),
-             "server_state": p.adapter.server_state(p.argv, p.env, arm)}
+    entry = {
+        "server_id": server_id,
+        "workloads": names,
+        "argv": p.argv,
+        "log": str(log),
+        "server_state": p.adapter.server_state(p.argv, p.env, arm),
+    }
     meta.setdefault("servers", []).append(entry)
-    console.print(f"  block {block.position + 1}/{n_blocks}: a server of its own for {len(names)} prefix-caching "
-                  f"arena cell(s), its prefix cache on")
-    with session.serve(cfg, p, log_path=log, lock_dir=Path(lock_dir),
-                       holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
-                       say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True)) as s:
+    console.print(
+        f"  block {block.position + 1}/{n_blocks}: a server of its own for {len(names)} prefix-caching "
+        f"arena cell(s), its prefix cache on"
+    )
+    with session.serve(
+        cfg,
+        p,
+        log_path=log,
+        lock_dir=Path(lock_dir),
+        holder=f"{experiment} {block_name(block, n_blocks)} in {Path.cwd()}",
+        say=lambda text: console.print(f"[yellow]{escape(text)}[/]", soft_wrap=True),
+    ) as s:
         entry["ready_s"] = round(s.ready_s, 2)
         entry["pid"] = s.server.proc.pid
         _write_meta(meta, meta_path)
-        _measure(cfg, experiment, block, n_blocks, arm, p.adapter, {n: workloads[n] for n in names}, s.http, s.base,
-                 s.server, writer, server_id, req, design)
+        _measure(
+            cfg,
+            experiment,
+            block,
+            n_blocks,
+            arm,
+            p.adapter,
+            {n: workloads[n] for n in names},
+            s.http,
+            s.base,
+            s.server,
+            writer,
+            server_id,
+            req,
+            design,
+        )
 
 
 def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base, writer, server_id):
@@ -318,15 +457,32 @@ def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base
     def tag(workload, pair):
         return unique_prefix(cfg["design"]["seed"], f"{neutrality.CONTROL}:{workload}", pair, per_block)
 
-    for rec in neutrality.run(cfg, experiment, block, adapter, http, base, model_name, server_id, workloads, tag,
-                              draft_budget(cfg["arms"][block.arm])):
+    for rec in neutrality.run(
+        cfg,
+        experiment,
+        block,
+        adapter,
+        http,
+        base,
+        model_name,
+        server_id,
+        workloads,
+        tag,
+        draft_budget(cfg["arms"][block.arm]),
+    ):
         with _signals_deferred():
             writer.append(rec)
-        per_tok = (f"server {1e3 * rec['server_decode_s'] / rec['server_tokens']:.3f} ms/token"
-                   if rec["server_decode_s"] else "no server timing")
+        per_tok = (
+            f"server {1e3 * rec['server_decode_s'] / rec['server_tokens']:.3f} ms/token"
+            if rec["server_decode_s"]
+            else "no server timing"
+        )
         err = f"  [red]{escape(secrets.redact(rec['error']))}[/]" if rec["error"] else ""
-        console.print(f"  block {block.position + 1}/{n_blocks} neutrality pair {rec['pair'] + 1} {rec['body']:<7} "
-                      f"{per_tok}{err}", soft_wrap=True)
+        console.print(
+            f"  block {block.position + 1}/{n_blocks} neutrality pair {rec['pair'] + 1} {rec['body']:<7} "
+            f"{per_tok}{err}",
+            soft_wrap=True,
+        )
 
 
 def _count_lines(path: Path) -> int:
@@ -335,8 +491,9 @@ def _count_lines(path: Path) -> int:
         return sum(line.endswith(b"\n") for line in f)
 
 
-def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id,
-             req, design):
+def _measure(
+    cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id, req, design
+):
     model_name = session.served_name(adapter, cfg, http, base)
     total = design["warmup_runs"] + design["runs_per_block"]
     t0, done, requests = time.monotonic(), 0, total * len(workloads)
@@ -344,26 +501,56 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
         warm = run < design["warmup_runs"]
         for wl_name, texts in workloads.items():
             if not server.alive():
-                raise BlockFailed(f"server exited with code {server.proc.poll()} in the middle of "
-                                  f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
-                                  f"{server.log_path}:\n{log_tail(server.log_path)}")
+                raise BlockFailed(
+                    f"server exited with code {server.proc.poll()} in the middle of "
+                    f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
+                    f"{server.log_path}:\n{log_tail(server.log_path)}"
+                )
             if arena.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
-                for rec in arena.run_cell(cfg, experiment, block, arm, adapter, wl_name, texts, http, base,
-                                          server_id, run, warm, draft_budget(arm)):
+                for rec in arena.run_cell(
+                    cfg,
+                    experiment,
+                    block,
+                    arm,
+                    adapter,
+                    wl_name,
+                    texts,
+                    http,
+                    base,
+                    server_id,
+                    run,
+                    warm,
+                    draft_budget(arm),
+                ):
                     with _signals_deferred():
                         writer.append(rec)
                 continue
             p = texts[run % len(texts)]
             per_block = block.position if cfg["engine"]["launch"] == "attach" else None
-            text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p["prompt"]
+            text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p[
+                "prompt"
+            ]
             measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)
             m = measured.measurement
             check = records.cache_check(measured.cache_check, req)
             rec = records.new_record(
-                experiment=experiment, arm=block.arm, block=block.position, round=block.round,
-                position=block.position, run=run, warmup=warm, workload=wl_name, prompt_id=p["id"],
-                server_id=server_id, draft_budget=draft_budget(arm), max_tokens=req["max_tokens"],
-                host=block.host or None, cache_check=check, **m.fields(), **measured.spec.fields())
+                experiment=experiment,
+                arm=block.arm,
+                block=block.position,
+                round=block.round,
+                position=block.position,
+                run=run,
+                warmup=warm,
+                workload=wl_name,
+                prompt_id=p["id"],
+                server_id=server_id,
+                draft_budget=draft_budget(arm),
+                max_tokens=req["max_tokens"],
+                host=block.host or None,
+                cache_check=check,
+                **m.fields(),
+                **measured.spec.fields(),
+            )
             with _signals_deferred():
                 writer.append(rec)
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"
@@ -373,7 +560,9 @@ def _measure(cfg, experiment, block, n_blocks, arm, adapter, workloads, http, ba
             done += 1
             left = eta.left_in_block(done, requests, time.monotonic() - t0)
             when = f"  ({eta.duration(left)} left in block)" if left else ""
-            console.print(f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}"
-                          f"{when}", soft_wrap=True)
+            console.print(
+                f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}{when}",
+                soft_wrap=True,
+            )
             if m.error and req["on_error"] == "stop":
                 raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")

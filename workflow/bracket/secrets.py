@@ -32,8 +32,9 @@ MASK = "***"
 MIN_LENGTH = 12
 # Names of environment variables whose values are secrets by convention (HF_TOKEN, OPENAI_API_KEY, ...).
 # A whole word of the name, so TOKENIZERS_PARALLELISM is not one.
-SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|APIKEY|AUTH)(?:$|_)",
-                         re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|APIKEY|AUTH)(?:$|_)", re.IGNORECASE
+)
 
 _known: set[str] = set()
 _pattern: re.Pattern | None = None
@@ -52,11 +53,13 @@ def short_problem(name: str, value: str | None) -> str | None:
     """Why the secret in environment variable `name` cannot be used, or None (unset values are checked elsewhere)."""
     if value is None or value == "" or len(value) >= MIN_LENGTH:
         return None
-    return (f"the secret in ${name} is {len(value)} character(s) long; bracket redacts secrets from every file it "
-            f"writes, and a value shorter than {MIN_LENGTH} characters also occurs in measured text and field names, "
-            f"so it cannot be redacted without changing the data. Use a longer key (at least {MIN_LENGTH} "
-            f"characters; `python -c 'import secrets; print(secrets.token_urlsafe(24))'` makes one) and start the "
-            f"server with it (vLLM: --api-key or VLLM_API_KEY), then export it as {name}.")
+    return (
+        f"the secret in ${name} is {len(value)} character(s) long; bracket redacts secrets from every file it "
+        f"writes, and a value shorter than {MIN_LENGTH} characters also occurs in measured text and field names, "
+        f"so it cannot be redacted without changing the data. Use a longer key (at least {MIN_LENGTH} "
+        f"characters; `python -c 'import secrets; print(secrets.token_urlsafe(24))'` makes one) and start the "
+        f"server with it (vLLM: --api-key or VLLM_API_KEY), then export it as {name}."
+    )
 
 
 def _base64_cores(data: bytes) -> set[str]:
@@ -69,7 +72,7 @@ def _base64_cores(data: bytes) -> set[str]:
     out = set()
     for o in range(3):
         enc = base64.b64encode(b"\0" * o + data).decode().rstrip("=")
-        core = enc[-(-8 * o // 6):(8 * (o + len(data))) // 6]
+        core = enc[-(-8 * o // 6) : (8 * (o + len(data))) // 6]
         out.add(core)
         out.add(core.translate(str.maketrans("+/", "-_")))
     return out
@@ -77,8 +80,14 @@ def _base64_cores(data: bytes) -> set[str]:
 
 def forms(value: str) -> set[str]:
     """Every form `value` can take in a record, a log or a URL (see the module's docstring)."""
-    out = {value, json.dumps(value, ensure_ascii=True)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-           quote(value, safe=""), quote(value), quote_plus(value)}
+    out = {
+        value,
+        json.dumps(value, ensure_ascii=True)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+    }
     out |= _base64_cores(value.encode())
     return {f for f in out if f}
 

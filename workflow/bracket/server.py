@@ -115,8 +115,15 @@ class Server:
         # which teardown signals as a whole.
         # That also detaches it from its client: the parent-death signal and the watchdog take the
         # server down when the client is killed outright (SIGKILL runs no teardown).
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         log.close()
         self.watchdog = start_watchdog(self.proc.pid, log_path=self.log_path)
 
@@ -138,7 +145,8 @@ class Server:
                     raise ServerError(
                         f"server exited with code {code} during start-up after {time.monotonic() - t0:.1f} s"
                         + (f": `{said}`" if said else "")
-                        + f"; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                        + f"; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                    )
                 try:
                     if client.get(url).status_code == 200:
                         self.ready_s = time.monotonic() - t0
@@ -149,7 +157,8 @@ class Server:
                     raise ServerError(
                         f"server did not become ready within {timeout_s:.0f} s (process {self.proc.pid} still "
                         f"running, {url} not answering 200); raise engine.startup_timeout_s if the model is "
-                        f"large. Last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                        f"large. Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                    )
                 time.sleep(poll_s)
 
     def alive(self) -> bool:
@@ -213,8 +222,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_watchdog(pgid: int | None, grace_s: float = 5.0, docker: tuple[str, str] | None = None,
-                   env: dict | None = None, log_path: str | Path | None = None) -> subprocess.Popen | None:
+def start_watchdog(
+    pgid: int | None,
+    grace_s: float = 5.0,
+    docker: tuple[str, str] | None = None,
+    env: dict | None = None,
+    log_path: str | Path | None = None,
+) -> subprocess.Popen | None:
     """A process, in a session of its own, that stops group `pgid` (or the container `docker` =
     (docker program, container name)) if this process dies, then redacts the secrets this process
     knows from `log_path` (bracket/watchdog.py). The secrets travel on its stdin, never its argv."""
@@ -224,9 +238,14 @@ def start_watchdog(pgid: int | None, grace_s: float = 5.0, docker: tuple[str, st
     known = sorted(s for s in secrets.known() if "\n" not in s)
     log = ["--log", str(log_path)] if log_path and known else []
     try:
-        proc = subprocess.Popen([sys.executable, "-S", str(WATCHDOG), str(os.getpid()), *target, str(grace_s), *log],
-                                env=env, stdin=subprocess.PIPE if log else subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", str(WATCHDOG), str(os.getpid()), *target, str(grace_s), *log],
+            env=env,
+            stdin=subprocess.PIPE if log else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:
         return None
     if log:

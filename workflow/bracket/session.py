@@ -21,11 +21,11 @@ So the rules are written once:
 from __future__ import annotations
 
 import contextlib
-import socket
 import fcntl
 import os
 import re
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +46,8 @@ class BlockFailed(RuntimeError):
 class Credentials:
     """What a session needs from the caller's environment: secrets for the server, headers for requests."""
 
-    env: dict[str, str] = field(default_factory=dict)       # name -> value, given to the server
-    headers: dict[str, str] = field(default_factory=dict)   # sent on every request
+    env: dict[str, str] = field(default_factory=dict)  # name -> value, given to the server
+    headers: dict[str, str] = field(default_factory=dict)  # sent on every request
 
     @property
     def names(self) -> list[str]:
@@ -68,18 +68,22 @@ def credentials(cfg: dict, adapter) -> Credentials:
     out = Credentials()
     for name in eng["secret_env"]:
         if name not in os.environ:
-            raise BlockFailed(f"engine.secret_env names {name!r}, but it is not set in this environment; "
-                              f"export it before running.")
+            raise BlockFailed(
+                f"engine.secret_env names {name!r}, but it is not set in this environment; export it before running."
+            )
         out.env[name] = os.environ[name]
     name = eng.get("api_key_env")
     if name:
         key = os.environ.get(name)
         if not key:
-            raise BlockFailed(f"engine.api_key_env names {name!r}, but it is not set (or empty) in this "
-                              f"environment; export it before running.")
+            raise BlockFailed(
+                f"engine.api_key_env names {name!r}, but it is not set (or empty) in this "
+                f"environment; export it before running."
+            )
         if not adapter.api_key_env:
-            raise BlockFailed(f"engine.kind {eng['kind']!r} takes no API key by environment; "
-                              f"leave engine.api_key_env empty.")
+            raise BlockFailed(
+                f"engine.kind {eng['kind']!r} takes no API key by environment; leave engine.api_key_env empty."
+            )
         out.env[adapter.api_key_env] = key
         out.headers["Authorization"] = f"Bearer {key}"
     for env_name, value in [(n, out.env[n]) for n in eng["secret_env"]] + ([(name, key)] if name else []):
@@ -100,8 +104,10 @@ def ensure_port_free(eng: dict) -> None:
     """Before a launch: the engine's port must be free (an attached server is expected to hold it)."""
     owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
     if owner:
-        raise BlockFailed(f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
-                          f"engine.port to a free port.")
+        raise BlockFailed(
+            f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
+            f"engine.port to a free port."
+        )
 
 
 def host_lock_dir(root: str | Path = "results") -> Path:
@@ -166,8 +172,10 @@ def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None)
         except BlockingIOError:
             waited_for = os.pread(fd, 1000, 0).decode(errors="replace").strip() or "another process"
             if say:
-                say(f"waiting for the host-wide lock {path}: another measurement uses this host's cores "
-                    f"({waited_for}); blocks on one host run one at a time")
+                say(
+                    f"waiting for the host-wide lock {path}: another measurement uses this host's cores "
+                    f"({waited_for}); blocks on one host run one at a time"
+                )
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{holder}, pid {os.getpid()}\n".encode(), 0)
@@ -182,6 +190,7 @@ def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None)
 @contextlib.contextmanager
 def terminate_on_signal():
     """Turn SIGTERM into SystemExit so `finally` blocks (server teardown) run."""
+
     def handler(signum, frame):
         raise SystemExit(128 + signum)
 
@@ -209,8 +218,16 @@ class Plan:
     host_lock: dict | None = None  # the host-wide lock once held: its path and how long the block waited
 
 
-def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
-         argv: list[str] | None = None, extra_args: list[str] = ()) -> Plan:
+def plan(
+    cfg: dict,
+    arm_name: str,
+    *,
+    model: str,
+    python: str,
+    name: str,
+    argv: list[str] | None = None,
+    extra_args: list[str] = (),
+) -> Plan:
     """The launch of `arm_name`: natively, inside `docker run`, or attached (no command).
 
     `argv` replaces the adapter's command (a server started some other way, or a stand-in in tests);
@@ -232,8 +249,17 @@ def plan(cfg: dict, arm_name: str, *, model: str, python: str, name: str,
     env.update(pinning.server_env(pin))
     env.update(work.env() if work else {})
     env.update(creds.env)
-    return Plan(adapter, list(argv) if argv is not None else None, env, launch.base_url(cfg), creds, pin, work, nice,
-                {"nice": nice} if nice is not None else None)
+    return Plan(
+        adapter,
+        list(argv) if argv is not None else None,
+        env,
+        launch.base_url(cfg),
+        creds,
+        pin,
+        work,
+        nice,
+        {"nice": nice} if nice is not None else None,
+    )
 
 
 @dataclass
@@ -251,11 +277,18 @@ class Session:
 
 
 @contextlib.contextmanager
-def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
-          before_start: Callable[[], None] | None = None,
-          on_start: Callable[[object], None] | None = None,
-          cooldown: Callable[[], None] | None = None,
-          holder: str = "bracket", say: Callable[[str], None] | None = None):
+def serve(
+    cfg: dict,
+    p: Plan,
+    *,
+    log_path: Path,
+    lock_dir: Path,
+    before_start: Callable[[], None] | None = None,
+    on_start: Callable[[object], None] | None = None,
+    cooldown: Callable[[], None] | None = None,
+    holder: str = "bracket",
+    say: Callable[[str], None] | None = None,
+):
     """A fresh server under the port lock and the host-wide lock (host_lock_path; `holder` names this
     session in it, `say` hears whom it waits for): yields a ready Session; stops it and redacts its log after.
 
@@ -265,8 +298,7 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
     """
     eng = cfg["engine"]
     log_path = Path(log_path)
-    with port_lock(lock_dir, eng["port"]), host_lock(host_lock_path(cfg), holder, say) as held, \
-            terminate_on_signal():
+    with port_lock(lock_dir, eng["port"]), host_lock(host_lock_path(cfg), holder, say) as held, terminate_on_signal():
         p.host_lock = held
         if cooldown:
             cooldown()
@@ -275,8 +307,9 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
         log_path.write_text("")
         if before_start:
             before_start()
-        server = launch.make_server(cfg, p.adapter, argv=p.argv, env=p.env, log_path=log_path, base_url=p.base,
-                                    secret_names=p.creds.names)
+        server = launch.make_server(
+            cfg, p.adapter, argv=p.argv, env=p.env, log_path=log_path, base_url=p.base, secret_names=p.creds.names
+        )
         try:
             server.start()
             if p.nice is not None:  # the server's session: its autogroup (the process nice came with `nice -n`)
@@ -288,9 +321,14 @@ def serve(cfg: dict, p: Plan, *, log_path: Path, lock_dir: Path,
                 ready = server.wait_ready(eng["startup_timeout_s"])
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
-            p.adapter = getattr(server, "adapter", None) or p.adapter  # an attached server's engine, identified once it answered
-            with pinning.client(p.pinning), priority.client_nice(p.nice, p.priority or {}), \
-                    httpx.Client(timeout=10.0, headers=p.creds.headers) as http:
+            p.adapter = (
+                getattr(server, "adapter", None) or p.adapter
+            )  # an attached server's engine, identified once it answered
+            with (
+                pinning.client(p.pinning),
+                priority.client_nice(p.nice, p.priority or {}),
+                httpx.Client(timeout=10.0, headers=p.creds.headers) as http,
+            ):
                 yield Session(p, server, http, ready)
         finally:
             server.stop()

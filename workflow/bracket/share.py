@@ -17,9 +17,20 @@ from pathlib import Path
 # What a runnable workflow holds, relative to its root (the same layout as the repository): the
 # notebooks the README runs (the article, the design) and the report fixture the article notebook
 # opens on as it ships (its parameters' defaults).
-WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/scripts", "workflow/schemas", "workflow/envs",
-                  "workflow/profiles", "notebooks/article.ipynb", "notebooks/article.py", "notebooks/design.ipynb",
-                  "notebooks/design.py", "experiments", "tests/data/report/probe")
+WORKFLOW_FILES = (
+    "Snakefile",
+    "workflow/rules",
+    "workflow/scripts",
+    "workflow/schemas",
+    "workflow/envs",
+    "workflow/profiles",
+    "notebooks/article.ipynb",
+    "notebooks/article.py",
+    "notebooks/design.ipynb",
+    "notebooks/design.py",
+    "experiments",
+    "tests/data/report/probe",
+)
 
 
 def _is_root(path: Path) -> bool:
@@ -39,7 +50,8 @@ def root() -> Path:
     raise FileNotFoundError(
         "bracket's workflow files (Snakefile, workflow/schemas) are neither beside the package nor under "
         f"{' or '.join(str(Path(p) / 'share' / 'bracket') for p in prefixes if p)}; reinstall with "
-        "`pip install .` from a clone, or work in the clone itself (`pip install -e .`).")
+        "`pip install .` from a clone, or work in the clone itself (`pip install -e .`)."
+    )
 
 
 def schema_path() -> Path:

@@ -27,8 +27,13 @@ def label(jobs: list[tuple[str, dict]]) -> str:
     exps = sorted({str(w["exp"]) for _, w in jobs if w.get("exp")})
     rules = sorted({rule for rule, _ in jobs})
     blocks = sorted(int(w["k"]) for rule, w in jobs if rule == "block" and "k" in w)
-    what = (f"block{blocks[0]}" if len(blocks) == 1 and len(jobs) == 1 else
-            f"blocks{blocks[0]}-{blocks[-1]}" if blocks and len(blocks) == len(jobs) else "+".join(rules))
+    what = (
+        f"block{blocks[0]}"
+        if len(blocks) == 1 and len(jobs) == 1
+        else f"blocks{blocks[0]}-{blocks[-1]}"
+        if blocks and len(blocks) == len(jobs)
+        else "+".join(rules)
+    )
     return ".".join([*exps[:1], what]) if exps else what
 
 

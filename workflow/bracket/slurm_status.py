@@ -58,8 +58,10 @@ def plugin_state(state: str, requeue: bool = False) -> str:
 def failure_message(jobid: str, state: str, job: str, rerun: str) -> str:
     """What the user reads when job `jobid` ended in `state`: the job, the state, why, and what to run."""
     meaning = FAILED.get(base_state(state), "it ended without completing")
-    return (f"SLURM job {jobid} ({job}) ended {state.strip()}: {meaning}. A block keeps what it measured "
-            f"(results/EXPERIMENT/raw/failed/); resume with `{rerun}`, which reruns only the unfinished jobs.")
+    return (
+        f"SLURM job {jobid} ({job}) ended {state.strip()}: {meaning}. A block keeps what it measured "
+        f"(results/EXPERIMENT/raw/failed/); resume with `{rerun}`, which reruns only the unfinished jobs."
+    )
 
 
 def rerun_command(argv: list[str] | None = None) -> str:

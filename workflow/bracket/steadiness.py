@@ -31,9 +31,11 @@ def probe(seconds: float = 10.0, size_bytes: int = 128 * 2**20, window_s: float 
     import numpy as np
 
     if seconds < MIN_SECONDS or window_s <= 0 or window_s * 2 > seconds or size_bytes < 2**20:
-        raise ValueError(f"the steadiness probe needs at least two windows of at least {MIN_SECONDS} s in all "
-                         f"and a buffer of at least 1 MiB; got {seconds} s, windows of {window_s} s, "
-                         f"{size_bytes} bytes.")
+        raise ValueError(
+            f"the steadiness probe needs at least two windows of at least {MIN_SECONDS} s in all "
+            f"and a buffer of at least 1 MiB; got {seconds} s, windows of {window_s} s, "
+            f"{size_bytes} bytes."
+        )
     src = np.ones(size_bytes // 8, dtype=np.float64)
     dst = np.empty_like(src)
     np.copyto(dst, src)  # fault the pages in before timing
@@ -53,11 +55,14 @@ def summary(windows: list[float], *, seconds: float, window_s: float, nbytes: in
     med = statistics.median(windows)
     return {
         "windows_gbps": [round(w, 3) for w in windows],
-        "median_gbps": med, "low_gbps": min(windows), "high_gbps": max(windows),
+        "median_gbps": med,
+        "low_gbps": min(windows),
+        "high_gbps": max(windows),
         "spread": (max(windows) - min(windows)) / med,
-        "seconds": seconds, "window_s": window_s,
+        "seconds": seconds,
+        "window_s": window_s,
         "method": f"numpy.copyto of {nbytes / 2**20:.0f} MiB back to back for {seconds:g} s, one thread, "
-                  f"rate per {window_s:g} s window (2 x bytes copied: read + write); no server running",
+        f"rate per {window_s:g} s window (2 x bytes copied: read + write); no server running",
     }
 
 
@@ -65,8 +70,10 @@ def reading(s: dict | None, threshold: float) -> str | None:
     """A sentence for the article's warnings when the machine moved by `threshold` or more, else None."""
     if not s or s.get("spread") is None or s["spread"] < threshold:
         return None
-    return (f"this machine is not steady: its memory copy rate, measured before the blocks with no server "
-            f"running, moved {s['spread']:.0%} between {s['window_s']:g} s windows over {s['seconds']:g} s "
-            f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A server's runs and blocks on this machine can "
-            f"differ by as much for the machine's sake alone; for narrower intervals run on a machine with "
-            f"nothing else on it, or add rounds.")
+    return (
+        f"this machine is not steady: its memory copy rate, measured before the blocks with no server "
+        f"running, moved {s['spread']:.0%} between {s['window_s']:g} s windows over {s['seconds']:g} s "
+        f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A server's runs and blocks on this machine can "
+        f"differ by as much for the machine's sake alone; for narrower intervals run on a machine with "
+        f"nothing else on it, or add rounds."
+    )

@@ -43,19 +43,51 @@ from bracket.checkpoint import TensorHeader
 
 # Bits of one element of each safetensors dtype.
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F8_E4M3FN": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E4M3": 8,
+    "F8_E5M2": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FN": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
 }
 
 # Suffixes that carry the module's values (order: longest match first).
 VALUE_SUFFIXES = (".weight_packed", ".qweight", "_blocks", ".weight", ".bias")
 # Suffixes of overhead that belongs to a module: scales, zeros, indices, activation scales.
 OVERHEAD_SUFFIXES = (
-    ".weight_scale_inv", ".weight_scale_2", ".weight_global_scale", ".input_global_scale",
-    ".weight_zero_point", ".weight_g_idx", ".weight_shape", ".weight_scale", ".input_scale",
-    ".output_scale", ".qzeros", ".g_idx", ".scales", ".biases", "_scales",
-    ".k_scale", ".v_scale", ".q_scale", ".prob_scale",
+    ".weight_scale_inv",
+    ".weight_scale_2",
+    ".weight_global_scale",
+    ".input_global_scale",
+    ".weight_zero_point",
+    ".weight_g_idx",
+    ".weight_shape",
+    ".weight_scale",
+    ".input_scale",
+    ".output_scale",
+    ".qzeros",
+    ".g_idx",
+    ".scales",
+    ".biases",
+    "_scales",
+    ".k_scale",
+    ".v_scale",
+    ".q_scale",
+    ".prob_scale",
 )
 
 
@@ -90,7 +122,9 @@ def split_name(name: str) -> tuple[str, str, bool]:
     return name, "", True
 
 
-def group_modules(tensors: list[TensorHeader] | tuple[TensorHeader, ...], *, quant_bits: int = 4, gguf: bool = False) -> list[Module]:
+def group_modules(
+    tensors: list[TensorHeader] | tuple[TensorHeader, ...], *, quant_bits: int = 4, gguf: bool = False
+) -> list[Module]:
     """Group tensors into modules and name each module's format.
 
     ``quant_bits`` is the integer width of GPTQ/AWQ/pack-quantized/MLX checkpoints (from the
@@ -138,7 +172,9 @@ def classify_format(key: str, tensors: tuple[TensorHeader, ...], *, quant_bits: 
     if value.dtype == "I8" and scale is not None:
         return Module(key, tensors, "int8", value.numel, 8)
     n = sum(t.numel for t in values)
-    return Module(key, tensors, value.dtype.lower(), n, DTYPE_BITS.get(value.dtype, 8 * value.nbytes / max(1, value.numel)))
+    return Module(
+        key, tensors, value.dtype.lower(), n, DTYPE_BITS.get(value.dtype, 8 * value.nbytes / max(1, value.numel))
+    )
 
 
 def ggml_bits(type_name: str) -> float:

@@ -55,9 +55,14 @@ class Events:
     seen; `error` on the first thing that cannot be read; `end` the time of the read that ended either.
     """
 
-    def __init__(self, sse: bool, new_text: Callable[[dict], str], is_last: Callable[[dict], bool],
-                 on_event: Callable[[dict], None] | None = None,
-                 on_timed_event: Callable[[dict, float], None] | None = None):
+    def __init__(
+        self,
+        sse: bool,
+        new_text: Callable[[dict], str],
+        is_last: Callable[[dict], bool],
+        on_event: Callable[[dict], None] | None = None,
+        on_timed_event: Callable[[dict, float], None] | None = None,
+    ):
         self.sse, self.new_text, self.is_last = sse, new_text, is_last
         self.on_event, self.on_timed_event = on_event, on_timed_event
         self.events: list[dict] = []
@@ -162,8 +167,10 @@ class Events:
                     on_timed(event, now)
                 last = not sse and is_last(event) is True
             except Exception as exc:  # anything a server sends is untrusted: a malformed field ends this record
-                self.error, self.end = (f"a stream event the client cannot read ({type(exc).__name__}): "
-                                        f"{clip(as_text(payload), 200)!r}"), now
+                self.error, self.end = (
+                    (f"a stream event the client cannot read ({type(exc).__name__}): {clip(as_text(payload), 200)!r}"),
+                    now,
+                )
                 return
             if text:
                 self.text_events += 1
@@ -183,8 +190,10 @@ class Events:
     def _check_tail(self, now: float) -> bool:
         if len(self.tail) <= LINE_LIMIT:
             return False
-        self.error = (f"a stream line longer than {LINE_LIMIT >> 20} MiB without a line end: the server does "
-                      f"not frame its events ({clip(as_text(self.tail[:80]), 80)!r}...)")
+        self.error = (
+            f"a stream line longer than {LINE_LIMIT >> 20} MiB without a line end: the server does "
+            f"not frame its events ({clip(as_text(self.tail[:80]), 80)!r}...)"
+        )
         self.tail = b""
         self.end = now
         return True
@@ -192,11 +201,13 @@ class Events:
     def _keep_raw(self, body: bytes) -> None:
         self.size += len(body)
         if len(self.head) < RAW_KEEP:
-            self.head += bytes(body[:RAW_KEEP - len(self.head)])
+            self.head += bytes(body[: RAW_KEEP - len(self.head)])
         self.last = bytes((self.last + body)[-RAW_KEEP:] if len(body) < RAW_KEEP else body[-RAW_KEEP:])
 
     def raw(self) -> str:
         """The body as the server sent it, bounded (first and last RAW_KEEP bytes) and redacted."""
         if self.size <= 2 * RAW_KEEP:
-            return redact(as_text(self.head + self.last[len(self.last) - (self.size - len(self.head)):]))
-        return redact(f"{as_text(self.head)}\n... ({self.size - 2 * RAW_KEEP} bytes left out) ...\n{as_text(self.last)}")
+            return redact(as_text(self.head + self.last[len(self.last) - (self.size - len(self.head)) :]))
+        return redact(
+            f"{as_text(self.head)}\n... ({self.size - 2 * RAW_KEEP} bytes left out) ...\n{as_text(self.last)}"
+        )

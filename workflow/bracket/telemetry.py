@@ -37,8 +37,14 @@ THROTTLE_REASONS = {
     0x100: "display_clock_setting",
 }
 NUMERIC_FIELDS = (
-    "sm_clock_mhz", "mem_clock_mhz", "graphics_clock_mhz", "temp_c", "power_w", "mem_used_bytes",
-    "util_gpu_pct", "util_mem_pct",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "graphics_clock_mhz",
+    "temp_c",
+    "power_w",
+    "mem_used_bytes",
+    "util_gpu_pct",
+    "util_mem_pct",
 )
 _skip_logged = False
 
@@ -63,7 +69,9 @@ def read_sample(nvml, handle, index: int = 0) -> dict:
     """One sample of device ``handle``: every field NVML can report now, None for the rest."""
     mem = _query(nvml.nvmlDeviceGetMemoryInfo, handle)
     util = _query(nvml.nvmlDeviceGetUtilizationRates, handle)
-    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    reasons_fn = (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     mask = _query(reasons_fn, handle)
     return {
         "t": time.time(),
@@ -165,9 +173,7 @@ def summarize(samples: list[dict] | None) -> dict | None:
     out: dict = {"n": len(samples), "duration_s": samples[-1]["t"] - samples[0]["t"], "name": samples[0].get("name")}
     for field in NUMERIC_FIELDS:
         values = [s[field] for s in samples if s.get(field) is not None]
-        out[field] = (
-            {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
-        )
+        out[field] = {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
     seen = sorted({r for s in samples for r in (s.get("throttle_reasons") or [])})
     out["throttle_reasons_seen"] = seen
     return out

@@ -125,8 +125,9 @@ def server(http: httpx.Client, base: str, kind: str, model: str, name: str) -> t
     return counter, ""
 
 
-def server_context(http: httpx.Client, base: str, kind: str, model: str | None = None,
-                   timeout_s: float = 5.0) -> tuple[int, str] | None:
+def server_context(
+    http: httpx.Client, base: str, kind: str, model: str | None = None, timeout_s: float = 5.0
+) -> tuple[int, str] | None:
     """(context in tokens, where it was read) as the attached server reports it, or None."""
     from bracket.engines.base import get_json
 

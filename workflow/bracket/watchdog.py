@@ -72,11 +72,14 @@ def container(client: int, docker: str, name: str, grace: float) -> int:
     pidfd = _open(client)
     while not _client_gone(client, pidfd, 5.0):
         pass
-    for argv, timeout in (([docker, "stop", "-t", str(int(grace)), name], grace + 60),
-                          ([docker, "rm", "-f", name], 120)):
+    for argv, timeout in (
+        ([docker, "stop", "-t", str(int(grace)), name], grace + 60),
+        ([docker, "rm", "-f", name], 120),
+    ):
         try:
-            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=timeout)
+            subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout
+            )
         except (OSError, subprocess.TimeoutExpired):
             pass
     return 0
@@ -86,7 +89,7 @@ def main(argv: list[str]) -> int:
     log = None
     if "--log" in argv:
         i = argv.index("--log")
-        log, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+        log, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
         secrets = [line for line in sys.stdin.buffer.read().split(b"\n") if line]
     if len(argv) > 2 and argv[2] == "--docker":
         code = container(int(argv[1]), argv[3], argv[4], float(argv[5]) if len(argv) > 5 else 5.0)

@@ -33,8 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bracket import modelsource
-from bracket.storage import Module, group_modules
 from bracket.checkpoint import Checkpoint, read_checkpoint, read_hub_checkpoint
+from bracket.storage import Module, group_modules
 
 COMPONENTS = ("backbone", "embedding", "output", "vision", "mtp", "other")
 # Parts a plain text token never reads.
@@ -43,9 +43,12 @@ NOT_READ = ("vision", "mtp", "other")
 # (component, pattern searched in the module key), first match wins. The key is the tensor
 # name without its .weight/.weight_scale/... suffix.
 COMPONENT_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("vision", r"(^|\.)(visual|vision_tower|vision_model|vision_encoder|image_encoder|vision_language_adapter"
-               r"|multi_modal_projector|mm_projector|patch_merger|pre_mm_projector_norm|embed_vision)(\.|$)"
-               r"|^(v|mm)\.|^model\.vision_"),
+    (
+        "vision",
+        r"(^|\.)(visual|vision_tower|vision_model|vision_encoder|image_encoder|vision_language_adapter"
+        r"|multi_modal_projector|mm_projector|patch_merger|pre_mm_projector_norm|embed_vision)(\.|$)"
+        r"|^(v|mm)\.|^model\.vision_",
+    ),
     ("other", r"(^|\.)(audio_tower|audio_model|audio_encoder|embed_audio|speech_encoder)(\.|$)|^a\."),
     ("mtp", r"(^|\.)mtp(\.|$)|(^|\.)nextn(\.|$)"),
     ("output", r"(^|\.)lm_head(\.|$)|^output$|(^|\.)embed_out$"),
@@ -126,7 +129,11 @@ def num_text_layers(ckpt: Checkpoint) -> int | None:
 
 def quant_bits(config: dict) -> int:
     """Integer width of a GPTQ/AWQ/compressed-tensors/MLX checkpoint (4 when the config says nothing)."""
-    for block in (config.get("quantization_config"), config.get("quantization"), text_config(config).get("quantization_config")):
+    for block in (
+        config.get("quantization_config"),
+        config.get("quantization"),
+        text_config(config).get("quantization_config"),
+    ):
         if not isinstance(block, dict):
             continue
         if isinstance(block.get("bits"), int):
@@ -220,22 +227,36 @@ def account(model_path, *, speculative_method: str | None = None, overrides: dic
     row = embedding_row_bytes(by_component["embedding"])
     fraction, experts = active_expert_fraction(ckpt), [m for m in by_component["backbone"] if is_routed_expert(m)]
     if experts and fraction is None:
-        notes.append("routed experts found but the config gives no experts-per-token count: all experts counted as read")
-    read = read_modules(by_component, tied=tied, expert_fraction=fraction if experts else None,
-                        speculative_method=speculative_method)
+        notes.append(
+            "routed experts found but the config gives no experts-per-token count: all experts counted as read"
+        )
+    read = read_modules(
+        by_component, tied=tied, expert_fraction=fraction if experts else None, speculative_method=speculative_method
+    )
     per_token = {part: round(sum(m.nbytes * f for m, f in mods)) for part, mods in read.items()}
     per_token["embedding_row"] = 0 if tied else round(row)
     read_formats = format_table([(m, f) for mods in read.values() for m, f in mods])
     if per_token["embedding_row"]:
-        read_formats["embedding_row"] = {"bytes": per_token["embedding_row"], "weights": 0, "modules": 0,
-                                         "element_bits": None, "bits_per_weight": None}
+        read_formats["embedding_row"] = {
+            "bytes": per_token["embedding_row"],
+            "weights": 0,
+            "modules": 0,
+            "element_bits": None,
+            "bits_per_weight": None,
+        }
     if not by_component["embedding"] and not by_component["output"]:
         notes.append("no embedding or output layer recognised: check the names, or pass overrides")
     if unmatched:
         notes.append(f"{len(unmatched)} module name(s) matched no pattern and count as backbone (see unmatched)")
     output_read = components["embedding"] if tied else components["output"]
-    mtp_read = round(sum(m.nbytes * f for m, f in read_modules(
-        by_component, tied=tied, expert_fraction=fraction if experts else None, speculative_method="mtp")["mtp"]))
+    mtp_read = round(
+        sum(
+            m.nbytes * f
+            for m, f in read_modules(
+                by_component, tied=tied, expert_fraction=fraction if experts else None, speculative_method="mtp"
+            )["mtp"]
+        )
+    )
     return {
         "status": "measured",
         "model": ckpt.path,
@@ -256,8 +277,11 @@ def account(model_path, *, speculative_method: str | None = None, overrides: dic
         "bytes_per_token": sum(per_token.values()),
         "read_formats": read_formats,
         "routed_experts": {
-            "stored_bytes": sum(m.nbytes for m in experts), "active_fraction": fraction,
-        } if experts else None,
+            "stored_bytes": sum(m.nbytes for m in experts),
+            "active_fraction": fraction,
+        }
+        if experts
+        else None,
         "draft_pass_bytes": mtp_read + output_read if components["mtp"] else None,
         "overrides": dict(overrides or {}),
         "unmatched": unmatched[:50],
@@ -286,14 +310,16 @@ def format_table(modules) -> dict[str, dict]:
     return table
 
 
-def read_modules(by_component: dict, *, tied: bool, expert_fraction: float | None,
-                 speculative_method: str | None = None) -> dict[str, list[tuple[Module, float]]]:
+def read_modules(
+    by_component: dict, *, tied: bool, expert_fraction: float | None, speculative_method: str | None = None
+) -> dict[str, list[tuple[Module, float]]]:
     """What one decoded token reads, by part, as (module, fraction read) pairs.
 
     backbone (routed experts at k / E) + output, where a tied output is the embedding matrix
     read in full once (its row lookup lies inside that read); the embedding row of an untied
     model is added by the caller. ``speculative_method="mtp"`` adds the MTP head.
     """
+
     def weighted(mods):
         return [(m, expert_fraction if expert_fraction is not None and is_routed_expert(m) else 1.0) for m in mods]
 
@@ -366,9 +392,18 @@ def write_json(model_path, out_path, cfg: dict) -> dict:
 
 def unknown_account(source: modelsource.Source, reason: str | None = None) -> dict:
     """weights.json when no headers could be read: the status, why, and the key that would give them."""
-    return {"status": "unknown", "model": source.name or None, "source": source.to_dict(),
-            "reason": reason or source.detail, "key": source.key or "engine.model",
-            "bytes_per_token": None, "components": {}, "per_token": {}, "notes": [], "arms": {}}
+    return {
+        "status": "unknown",
+        "model": source.name or None,
+        "source": source.to_dict(),
+        "reason": reason or source.detail,
+        "key": source.key or "engine.model",
+        "bytes_per_token": None,
+        "components": {},
+        "per_token": {},
+        "notes": [],
+        "arms": {},
+    }
 
 
 def account_for_experiment(cfg: dict, root=".", model: str | None = None, remote: bool | None = None) -> dict:

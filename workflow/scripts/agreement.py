@@ -1,4 +1,5 @@
 """Greedy agreement of every arm with the reference (rule `agreement`)."""
+
 from bracket import agreement, config, records
 from bracket.rulelog import rule_log
 

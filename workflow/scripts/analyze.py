@@ -1,10 +1,10 @@
 """Statistics of runs.csv into stats.json (snakemake rule `analyze`)."""
+
 import json
 import sys
 from pathlib import Path
 
 import pandas as pd
-
 from bracket import config, records
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
@@ -16,9 +16,12 @@ with rule_log(snakemake.log[0]) as log:
     if why:
         # The reason first; the records stay (raw/ and runs.csv), and no article presents nothing as a result.
         exp = snakemake.wildcards.exp
-        print(f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/. Finished blocks are "
-              f"not measured again: once the cause is fixed, measure them anew with\n  snakemake --cores 1 "
-              f"report/{exp}/article.html --forcerun block\n", file=sys.stderr)
+        print(
+            f"\n{why}\nEvery record is kept in {snakemake.input[0]} and beside it in raw/. Finished blocks are "
+            f"not measured again: once the cause is fixed, measure them anew with\n  snakemake --cores 1 "
+            f"report/{exp}/article.html --forcerun block\n",
+            file=sys.stderr,
+        )
         sys.exit(1)
     with open(snakemake.input.ceiling) as f:
         ceiling = json.load(f)

@@ -1,4 +1,5 @@
 """The Spark Arena cell's window rates (rule `arena_summary`)."""
+
 from bracket import arena_stats, config, records
 from bracket.rulelog import rule_log
 

@@ -1,9 +1,9 @@
 """Fail when an arm has no valid run (snakemake rule `arms_measured`); the article is already written."""
+
 import json
 import sys
 
 import pandas as pd
-
 from bracket import config, records
 from bracket.rulelog import rule_log
 
@@ -11,10 +11,13 @@ with rule_log(snakemake.log[0]):
     cfg = config.load(snakemake.params.experiment, measured=True)
     missing = records.arms_without_valid_run(pd.read_csv(snakemake.input.runs), list(cfg["arms"]))
     if missing:
-        print(f"\n{', '.join(missing)}: no valid run, so no arm of {snakemake.wildcards.exp} can be named fastest. "
-              f"The article says so in its first lines ({snakemake.input.article}); every record is kept in "
-              f"{snakemake.input.runs} and raw/. Fix the cause (see the article's errors), then measure those "
-              f"blocks anew.\n", file=sys.stderr)
+        print(
+            f"\n{', '.join(missing)}: no valid run, so no arm of {snakemake.wildcards.exp} can be named fastest. "
+            f"The article says so in its first lines ({snakemake.input.article}); every record is kept in "
+            f"{snakemake.input.runs} and raw/. Fix the cause (see the article's errors), then measure those "
+            f"blocks anew.\n",
+            file=sys.stderr,
+        )
         sys.exit(1)
     with open(snakemake.output[0], "w") as f:
         json.dump({"arms": list(cfg["arms"]), "without_valid_run": []}, f)

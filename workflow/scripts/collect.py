@@ -1,10 +1,11 @@
 """Tidy every raw record into runs.csv (snakemake rule `collect`)."""
+
 import json
 from pathlib import Path
 
 from bracket import records
-from bracket.secrets import redact_obj
 from bracket.rulelog import rule_log
+from bracket.secrets import redact_obj
 
 with rule_log(snakemake.log[0]) as log:
     recs = records.read(snakemake.input.blocks)

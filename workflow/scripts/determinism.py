@@ -1,4 +1,5 @@
 """The batch-1 vs batch-2 determinism control in a fresh server (rule `determinism_control`)."""
+
 import sys
 
 from bracket import config, determinism, embedded, runner
@@ -7,9 +8,14 @@ from bracket.rulelog import rule_log
 with rule_log(snakemake.log.control):
     cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
     try:
-        result = determinism.run_control(cfg, snakemake.wildcards.exp, model=snakemake.params.model,
-                                         python=snakemake.params.python, root=snakemake.params.root,
-                                         log_path=snakemake.log.server)
+        result = determinism.run_control(
+            cfg,
+            snakemake.wildcards.exp,
+            model=snakemake.params.model,
+            python=snakemake.params.python,
+            root=snakemake.params.root,
+            log_path=snakemake.log.server,
+        )
     except runner.BlockFailed as exc:
         print(f"\nthe determinism control of {snakemake.wildcards.exp} failed: {exc}", file=sys.stderr)
         sys.exit(1)

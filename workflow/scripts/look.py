@@ -1,4 +1,5 @@
 """An adaptive design's look after round r (snakemake checkpoint `look`): settled or open, and what runs next."""
+
 import json
 
 from bracket import config, design, records
@@ -13,12 +14,18 @@ with rule_log(snakemake.log[0]) as log:
     frame = from_runs(records.tidy(records.read(snakemake.input.blocks)))
     doc = assess(frame, Plan.of(cfg), upto=r)
     # The round this look adds, as schedule.csv drew it before the first block (recorded here as it is decided).
-    nxt = design.from_config(cfg, r + 1)[len(design.from_config(cfg, r)):] if doc["another_round"] else []
-    doc["adds"] = [{"position": b.position, "arm": b.arm, "round": b.round, "seed": b.seed,
-                    **({"host": b.host} if b.host else {})} for b in nxt]
+    nxt = design.from_config(cfg, r + 1)[len(design.from_config(cfg, r)) :] if doc["another_round"] else []
+    doc["adds"] = [
+        {"position": b.position, "arm": b.arm, "round": b.round, "seed": b.seed, **({"host": b.host} if b.host else {})}
+        for b in nxt
+    ]
     with open(snakemake.output[0], "w") as f:
         json.dump(jsonable(doc), f, indent=1, allow_nan=False)
     opened = [f"{c['candidate']} / {c['workload']}" for c in doc["comparisons"] if c["status"] == "open"]
-    log.info("look after round %d: %d comparisons open%s; %s", r, len(opened),
-             f" ({', '.join(opened)})" if opened else "",
-             f"round {r + 1} runs ({len(nxt)} blocks)" if doc["another_round"] else "no further round")
+    log.info(
+        "look after round %d: %d comparisons open%s; %s",
+        r,
+        len(opened),
+        f" ({', '.join(opened)})" if opened else "",
+        f"round {r + 1} runs ({len(nxt)} blocks)" if doc["another_round"] else "no further round",
+    )

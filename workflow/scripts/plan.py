@@ -1,4 +1,5 @@
 """Write the experiment's schedule (snakemake rule `plan`)."""
+
 from bracket import config, design
 from bracket.rulelog import rule_log
 

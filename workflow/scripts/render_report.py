@@ -1,4 +1,5 @@
 """Render the article (snakemake rule `report`)."""
+
 import json
 from pathlib import Path
 
@@ -25,9 +26,12 @@ with rule_log(snakemake.log[0], mode="a"):
             "agreement_json": str(Path(snakemake.input.agreement).resolve()),
             "arena_json": str(Path(snakemake.input.arena).resolve()),
             # Declared only when the control runs (controls.determinism or its target).
-            "determinism_json": str(Path(snakemake.input.determinism[0]).resolve()) if snakemake.input.determinism else "",
-            "verdict_paths": json.dumps(sorted({str(Path(p).resolve()) for p in [*snakemake.input.verdict,
-                                                                                   *snakemake.params.verdicts_done]})),
+            "determinism_json": str(Path(snakemake.input.determinism[0]).resolve())
+            if snakemake.input.determinism
+            else "",
+            "verdict_paths": json.dumps(
+                sorted({str(Path(p).resolve()) for p in [*snakemake.input.verdict, *snakemake.params.verdicts_done]})
+            ),
             "out_dir": str(out_dir.resolve()),
         },
         log_path=snakemake.log[0],

@@ -1,4 +1,5 @@
 """Run one block of the schedule (snakemake rule `block`)."""
+
 import sys
 
 from bracket import config, design, embedded, runner, secrets, session
@@ -11,16 +12,28 @@ with rule_log(snakemake.log.block):
     cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
     blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
     try:
-        runner.run_block(cfg, exp, blocks[k], len(blocks), raw_path=snakemake.output.raw, meta_path=snakemake.output.meta,
-                         log_path=snakemake.log.server, model=snakemake.params.model, python=snakemake.params.python,
-                         root=snakemake.params.root,
-                         lock_dir=session.host_lock_dir())
+        runner.run_block(
+            cfg,
+            exp,
+            blocks[k],
+            len(blocks),
+            raw_path=snakemake.output.raw,
+            meta_path=snakemake.output.meta,
+            log_path=snakemake.log.server,
+            model=snakemake.params.model,
+            python=snakemake.params.python,
+            root=snakemake.params.root,
+            lock_dir=session.host_lock_dir(),
+        )
     except runner.BlockFailed as exc:
         print(f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} failed: {secrets.redact(str(exc))}", file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, SystemExit) as exc:
         # Ctrl-C, or SIGTERM (turned into SystemExit by the runner): the server is already stopped.
         code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
-        print(f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} interrupted; its server was stopped and the records "
-              f"so far are kept. Run the same target again to resume at this block.", file=sys.stderr)
+        print(
+            f"\nblock {k + 1}/{len(blocks)} (block-{k}) of {exp} interrupted; its server was stopped and the records "
+            f"so far are kept. Run the same target again to resume at this block.",
+            file=sys.stderr,
+        )
         sys.exit(code)

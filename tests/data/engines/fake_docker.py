@@ -29,8 +29,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 STATE = Path(os.environ.get("FAKE_DOCKER_STATE", "/tmp/fake-docker"))
-WITH_VALUE = {"--name", "--label", "--pull", "--gpus", "--shm-size", "--ipc", "--network", "-p", "-v", "-e",
-              "--entrypoint", "--cpuset-cpus"}
+WITH_VALUE = {
+    "--name",
+    "--label",
+    "--pull",
+    "--gpus",
+    "--shm-size",
+    "--ipc",
+    "--network",
+    "-p",
+    "-v",
+    "-e",
+    "--entrypoint",
+    "--cpuset-cpus",
+}
 FLAGS = {"-d", "--rm", "-it"}
 
 
@@ -51,13 +63,32 @@ def digest(text: str) -> str:
 
 def payload(image: str, host_port: str) -> list[str]:
     if image == "bracket/reference:test":
-        return [sys.executable, str(ROOT / "bench" / "reference_server.py"), "--host", "127.0.0.1", "--port", host_port,
-                "--tokens-per-event", "4", "--rate", "4000", "--ttft", "0.005"]
+        return [
+            sys.executable,
+            str(ROOT / "bench" / "reference_server.py"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            host_port,
+            "--tokens-per-event",
+            "4",
+            "--rate",
+            "4000",
+            "--ttft",
+            "0.005",
+        ]
     if image == "bracket/crash:test":
-        return [sys.executable, "-c", "import sys; print('INFO 12-01 engine starting'); "
-                "print('api_server.py: error: unrecognized arguments: --bogus-flag', file=sys.stderr); sys.exit(2)"]
-    die(f"Unable to find image '{image}' locally\ndocker: Error response from daemon: pull access denied for "
-        f"{image.split(':')[0]}", 125)
+        return [
+            sys.executable,
+            "-c",
+            "import sys; print('INFO 12-01 engine starting'); "
+            "print('api_server.py: error: unrecognized arguments: --bogus-flag', file=sys.stderr); sys.exit(2)",
+        ]
+    die(
+        f"Unable to find image '{image}' locally\ndocker: Error response from daemon: pull access denied for "
+        f"{image.split(':')[0]}",
+        125,
+    )
 
 
 def cmd_run(args: list[str]) -> None:
@@ -71,7 +102,7 @@ def cmd_run(args: list[str]) -> None:
             die(f"unknown flag: {args[i]}", 125)
         opts.setdefault(args[i], []).append(args[i + 1])
         i += 2
-    image, inner = args[i], args[i + 1:]
+    image, inner = args[i], args[i + 1 :]
     name = opts["--name"][0]
     record(["run", *args], env_present={n: n in os.environ for n in opts.get("-e", [])})
     if (STATE / f"{name}.json").exists():
@@ -79,10 +110,16 @@ def cmd_run(args: list[str]) -> None:
     host_port = opts["-p"][0].split(":")[1] if "-p" in opts else "0"
     argv = payload(image, host_port)
     log = open(STATE / f"{name}.log", "wb")
-    sup = subprocess.Popen([sys.executable, __file__, "_supervise", name, *argv], stdout=log, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
-    (STATE / f"{name}.json").write_text(json.dumps({"pid": sup.pid, "image": image, "entrypoint": opts["--entrypoint"],
-                                                    "inner": inner}))
+    sup = subprocess.Popen(
+        [sys.executable, __file__, "_supervise", name, *argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    (STATE / f"{name}.json").write_text(
+        json.dumps({"pid": sup.pid, "image": image, "entrypoint": opts["--entrypoint"], "inner": inner})
+    )
     print(digest(name))
 
 
@@ -185,8 +222,14 @@ def main(argv: list[str]) -> None:
     cmd, rest = argv[0], argv[1:]
     if cmd == "_supervise":
         return cmd_supervise(rest[0], rest[1:])
-    handlers = {"run": cmd_run, "inspect": cmd_inspect, "image": cmd_image, "logs": cmd_logs, "stop": cmd_stop,
-                "rm": cmd_rm}
+    handlers = {
+        "run": cmd_run,
+        "inspect": cmd_inspect,
+        "image": cmd_image,
+        "logs": cmd_logs,
+        "stop": cmd_stop,
+        "rm": cmd_rm,
+    }
     if cmd not in handlers:
         die(f"fake docker: command {cmd!r} not emulated")
     handlers[cmd](rest)

@@ -1,7 +1,8 @@
 """Run one block against the stand-in engine in its own process, so a test can signal it.
 
-    python drive_block.py TMP PORT RUNS FLAG...      (FLAGs go to fake_engine.py)
+python drive_block.py TMP PORT RUNS FLAG...      (FLAGs go to fake_engine.py)
 """
+
 import sys
 from pathlib import Path
 

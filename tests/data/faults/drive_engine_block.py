@@ -1,7 +1,8 @@
 """Run one block on the real embedded engine in its own process, so a test can kill it.
 
-    python drive_engine_block.py TMP PORT ENGINE_VENV MODEL_DIR RUNS
+python drive_engine_block.py TMP PORT ENGINE_VENV MODEL_DIR RUNS
 """
+
 import sys
 from pathlib import Path
 
@@ -14,5 +15,13 @@ from bracket import design, runner  # noqa: E402
 tmp, port, engine, model, runs = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 cfg = faultkit.experiment(tmp, port, runs=runs, startup_timeout_s=300)
 blocks = design.from_config(cfg)
-runner.run_block(cfg, "killed", blocks[0], 1, model=model, python=str(engine / "bin" / "python"), root="/",
-                 **faultkit.block_paths(tmp))
+runner.run_block(
+    cfg,
+    "killed",
+    blocks[0],
+    1,
+    model=model,
+    python=str(engine / "bin" / "python"),
+    root="/",
+    **faultkit.block_paths(tmp),
+)

@@ -78,9 +78,13 @@ if args.child:
 def echoed_forms(header: str) -> list[str]:
     """The Authorization header's key in the forms a gateway may echo it in (see the module's docstring)."""
     key = header.removeprefix("Bearer ")
-    return [base64.b64encode(header.encode()).decode(), base64.b64encode(key.encode()).decode(),
-            base64.urlsafe_b64encode(f"user:{key}".encode()).decode(), quote(key, safe=""),
-            f"http://user:{quote(key, safe='')}@gateway:8000/v1?api_key={quote_plus(key)}&x=1"]
+    return [
+        base64.b64encode(header.encode()).decode(),
+        base64.b64encode(key.encode()).decode(),
+        base64.urlsafe_b64encode(f"user:{key}".encode()).decode(),
+        quote(key, safe=""),
+        f"http://user:{quote(key, safe='')}@gateway:8000/v1?api_key={quote_plus(key)}&x=1",
+    ]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -138,9 +142,16 @@ class Handler(BaseHTTPRequestHandler):
         if word == "http500":
             return self._json(500, {"error": {"message": "engine core died", "type": "InternalServerError"}})
         if word == "http400":
-            return self._json(400, {"error": {"message": "This model's maximum context length is 2048 tokens. "
-                                                         "However, you requested 1250008 tokens.",
-                                              "type": "BadRequestError"}})
+            return self._json(
+                400,
+                {
+                    "error": {
+                        "message": "This model's maximum context length is 2048 tokens. "
+                        "However, you requested 1250008 tokens.",
+                        "type": "BadRequestError",
+                    }
+                },
+            )
         if word == "http429":
             return self._json(429, {"error": {"message": "too many requests"}})
         if word in ("echo_forms", "echo_forms_text"):
@@ -156,10 +167,19 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         if word == "echo_auth":
-            print(f"upstream rejected request with headers: Authorization: {self.headers.get('Authorization')}",
-                  flush=True)
-            return self._json(500, {"error": {"message": "upstream rejected the request",
-                                              "request_headers": {"Authorization": self.headers.get("Authorization")}}})
+            print(
+                f"upstream rejected request with headers: Authorization: {self.headers.get('Authorization')}",
+                flush=True,
+            )
+            return self._json(
+                500,
+                {
+                    "error": {
+                        "message": "upstream rejected the request",
+                        "request_headers": {"Authorization": self.headers.get("Authorization")},
+                    }
+                },
+            )
         if word == "stall_head":
             self.wfile.write(b"HTTP/1.1 200 OK\r\n")
             self.wfile.flush()
@@ -197,8 +217,12 @@ class Handler(BaseHTTPRequestHandler):
             self._event({"choices": [{"index": 0, "text": text, "finish_reason": finish if last else None}]})
         if word != "no_usage":
             cached = 16 if word == "cache_hit" else 0
-            usage = {"prompt_tokens": 20, "completion_tokens": tokens, "total_tokens": 20 + tokens,
-                     "prompt_tokens_details": {"cached_tokens": cached}}
+            usage = {
+                "prompt_tokens": 20,
+                "completion_tokens": tokens,
+                "total_tokens": 20 + tokens,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
             if word == "key_in_count":
                 usage["prompt_tokens_details"]["cached_tokens"] = self.headers.get("Authorization")
             event = json.dumps({"choices": [], "usage": usage})

@@ -28,35 +28,61 @@ def fake_argv(port: int, *flags: str) -> list[str]:
     return [sys.executable, str(FAKE_ENGINE), "--port", str(port), *flags]
 
 
-def experiment(tmp: Path, port: int, *, runs: int = 3, warmup: int = 0, on_error: str = "continue",
-               workloads=("code",), arms=None, request=None, **engine) -> dict:
+def experiment(
+    tmp: Path,
+    port: int,
+    *,
+    runs: int = 3,
+    warmup: int = 0,
+    on_error: str = "continue",
+    workloads=("code",),
+    arms=None,
+    request=None,
+    **engine,
+) -> dict:
     """A validated experiment aimed at 127.0.0.1:port, with prompts written under `tmp`."""
     from bracket import config
 
     prompts = tmp / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"def f{i}(x):"}) + "\n" for i in range(3)))
-    return config.validate({
-        "engine": {"port": port, "startup_timeout_s": 30, **engine},
-        "arms": arms or {"baseline": {}},
-        "workloads": {w: {"prompts": str(prompts)} for w in workloads},
-        "design": {"rounds": 1, "runs_per_block": runs, "warmup_runs": warmup, "cooldown_s": 0},
-        "request": {"max_tokens": 8, "timeout_s": 10, "on_error": on_error, **(request or {})},
-        "analysis": {"bootstrap_resamples": 200},
-        "controls": {"neutrality": False, "neutrality_off": "the fault tests count a block's requests one by one"},
-    }, source="fault test")
+    return config.validate(
+        {
+            "engine": {"port": port, "startup_timeout_s": 30, **engine},
+            "arms": arms or {"baseline": {}},
+            "workloads": {w: {"prompts": str(prompts)} for w in workloads},
+            "design": {"rounds": 1, "runs_per_block": runs, "warmup_runs": warmup, "cooldown_s": 0},
+            "request": {"max_tokens": 8, "timeout_s": 10, "on_error": on_error, **(request or {})},
+            "analysis": {"bootstrap_resamples": 200},
+            "controls": {"neutrality": False, "neutrality_off": "the fault tests count a block's requests one by one"},
+        },
+        source="fault test",
+    )
 
 
 def block_paths(tmp: Path, k: int = 0) -> dict:
-    return {"raw_path": tmp / "raw" / f"block-{k}.jsonl", "meta_path": tmp / "raw" / f"block-{k}.meta.json",
-            "log_path": tmp / "logs" / f"block-{k}.log", "lock_dir": tmp / "locks"}
+    return {
+        "raw_path": tmp / "raw" / f"block-{k}.jsonl",
+        "meta_path": tmp / "raw" / f"block-{k}.meta.json",
+        "log_path": tmp / "logs" / f"block-{k}.log",
+        "lock_dir": tmp / "locks",
+    }
 
 
 def run(cfg: dict, tmp: Path, argv: list[str], k: int = 0, exp: str = "faults"):
     from bracket import design, runner
 
     blocks = design.from_config(cfg)
-    return runner.run_block(cfg, exp, blocks[k], len(blocks), model="unused", python=sys.executable, root="/",
-                            argv=argv, **block_paths(tmp, k))
+    return runner.run_block(
+        cfg,
+        exp,
+        blocks[k],
+        len(blocks),
+        model="unused",
+        python=sys.executable,
+        root="/",
+        argv=argv,
+        **block_paths(tmp, k),
+    )
 
 
 def attempt(tmp_or_raw: Path, n: int = 1, k: int = 0, ext: str = "jsonl") -> Path:

@@ -41,7 +41,7 @@ def write(directory: Path, tensors, config: dict | None = None, *, shards: int =
     per = -(-len(tensors) // shards)
     weight_map, total = {}, 0
     for i in range(shards):
-        part = tensors[i * per:(i + 1) * per]
+        part = tensors[i * per : (i + 1) * per]
         fname = "model.safetensors" if shards == 1 else f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
         header, offset = {}, 0
         for name, dtype, shape in part:
@@ -66,32 +66,47 @@ def write(directory: Path, tensors, config: dict | None = None, *, shards: int =
 
 # ---- storage formats of one linear layer [out, in] ------------------------------------------
 
+
 def bf16(name, out, inp):
     return [(f"{name}.weight", "BF16", (out, inp))]
 
 
 def fp8(name, out, inp):
     """ModelOpt FP8: E4M3 values, per-tensor FP32 weight and input scales."""
-    return [(f"{name}.weight", "F8_E4M3", (out, inp)), (f"{name}.weight_scale", "F32", ()),
-            (f"{name}.input_scale", "F32", ())]
+    return [
+        (f"{name}.weight", "F8_E4M3", (out, inp)),
+        (f"{name}.weight_scale", "F32", ()),
+        (f"{name}.input_scale", "F32", ()),
+    ]
 
 
 def nvfp4(name, out, inp):
     """ModelOpt NVFP4: two E2M1 values a byte, one E4M3 scale per 16, FP32 global and input scales."""
-    return [(f"{name}.weight", "U8", (out, inp // 2)), (f"{name}.weight_scale", "F8_E4M3", (out, inp // 16)),
-            (f"{name}.weight_scale_2", "F32", ()), (f"{name}.input_scale", "F32", ())]
+    return [
+        (f"{name}.weight", "U8", (out, inp // 2)),
+        (f"{name}.weight_scale", "F8_E4M3", (out, inp // 16)),
+        (f"{name}.weight_scale_2", "F32", ()),
+        (f"{name}.input_scale", "F32", ()),
+    ]
 
 
 def gptq(name, out, inp, group=128):
     """GPTQ int4: qweight [in/8, out], qzeros [in/g, out/8], scales F16 [in/g, out], g_idx [in]."""
-    return [(f"{name}.qweight", "I32", (inp // 8, out)), (f"{name}.qzeros", "I32", (inp // group, out // 8)),
-            (f"{name}.scales", "F16", (inp // group, out)), (f"{name}.g_idx", "I32", (inp,))]
+    return [
+        (f"{name}.qweight", "I32", (inp // 8, out)),
+        (f"{name}.qzeros", "I32", (inp // group, out // 8)),
+        (f"{name}.scales", "F16", (inp // group, out)),
+        (f"{name}.g_idx", "I32", (inp,)),
+    ]
 
 
 def awq(name, out, inp, group=128):
     """AWQ int4 (GEMM): qweight [in, out/8], qzeros [in/g, out/8], scales F16 [in/g, out]."""
-    return [(f"{name}.qweight", "I32", (inp, out // 8)), (f"{name}.qzeros", "I32", (inp // group, out // 8)),
-            (f"{name}.scales", "F16", (inp // group, out))]
+    return [
+        (f"{name}.qweight", "I32", (inp, out // 8)),
+        (f"{name}.qzeros", "I32", (inp // group, out // 8)),
+        (f"{name}.scales", "F16", (inp // group, out)),
+    ]
 
 
 def vec(name, n, dtype="BF16"):
@@ -103,13 +118,25 @@ def vec(name, n, dtype="BF16"):
 Q_HIDDEN, Q_INTER, Q_LAYERS, Q_VOCAB = 5120, 17408, 64, 248320
 
 QWEN35_CONFIG = {
-    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
     "text_config": {
-        "model_type": "qwen3_5_text", "hidden_size": Q_HIDDEN, "intermediate_size": Q_INTER,
-        "num_hidden_layers": Q_LAYERS, "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 48, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
-        "vocab_size": Q_VOCAB, "tie_word_embeddings": False, "mtp_num_hidden_layers": 1,
+        "model_type": "qwen3_5_text",
+        "hidden_size": Q_HIDDEN,
+        "intermediate_size": Q_INTER,
+        "num_hidden_layers": Q_LAYERS,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 48,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "full_attention_interval": 4,
+        "vocab_size": Q_VOCAB,
+        "tie_word_embeddings": False,
+        "mtp_num_hidden_layers": 1,
     },
 }
 
@@ -129,8 +156,12 @@ def qwen35_layer(i: int, prefix: str, mlp_fmt, attn_fmt, lin_fmt, small_fmt=bf16
         t += lin_fmt(f"{a}.in_proj_qkv", 10240, Q_HIDDEN) + lin_fmt(f"{a}.in_proj_z", 6144, Q_HIDDEN)
         t += small_fmt(f"{a}.in_proj_b", 48, Q_HIDDEN) + small_fmt(f"{a}.in_proj_a", 48, Q_HIDDEN)
         t += lin_fmt(f"{a}.out_proj", Q_HIDDEN, 6144)
-        t += [(f"{a}.conv1d.weight", "BF16", (10240, 1, 4)), (f"{a}.A_log", "F32", (48,)),
-              (f"{a}.dt_bias", "BF16", (48,)), (f"{a}.norm.weight", "BF16", (128,))]
+        t += [
+            (f"{a}.conv1d.weight", "BF16", (10240, 1, 4)),
+            (f"{a}.A_log", "F32", (48,)),
+            (f"{a}.dt_bias", "BF16", (48,)),
+            (f"{a}.norm.weight", "BF16", (128,)),
+        ]
     return t
 
 
@@ -141,8 +172,12 @@ def qwen35_vision() -> list:
     t += [(f"{v}.pos_embed.weight", "BF16", (2304, 1152))]
     for b in range(27):
         p = f"{v}.blocks.{b}"
-        for name, out, inp in (("attn.qkv", 3456, 1152), ("attn.proj", 1152, 1152),
-                               ("mlp.linear_fc1", 4304, 1152), ("mlp.linear_fc2", 1152, 4304)):
+        for name, out, inp in (
+            ("attn.qkv", 3456, 1152),
+            ("attn.proj", 1152, 1152),
+            ("mlp.linear_fc1", 4304, 1152),
+            ("mlp.linear_fc2", 1152, 4304),
+        ):
             t += bf16(f"{p}.{name}", out, inp) + vec(f"{p}.{name}.bias", out)
         for norm in ("norm1", "norm2"):
             t += vec(f"{p}.{norm}.weight", 1152) + vec(f"{p}.{norm}.bias", 1152)
@@ -184,6 +219,7 @@ def qwen38_27b_modelopt_nvfp4() -> tuple[list, dict]:
 
 # ---- the embedded test model ------------------------------------------------------------------
 
+
 def embedded_qwen3(layers=4, hidden=256, vocab=4096) -> tuple[list, dict]:
     """What workflow/bracket/embedded/build_model.py saves: Qwen3, tied, bf16, head_dim 64."""
     heads, inter = hidden // 64, hidden * 3
@@ -198,12 +234,19 @@ def embedded_qwen3(layers=4, hidden=256, vocab=4096) -> tuple[list, dict]:
         t += bf16(f"{p}.mlp.gate_proj", inter, hidden) + bf16(f"{p}.mlp.up_proj", inter, hidden)
         t += bf16(f"{p}.mlp.down_proj", hidden, inter)
     t += vec("model.norm.weight", hidden)
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": hidden,
-              "num_hidden_layers": layers, "vocab_size": vocab, "tie_word_embeddings": True}
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "vocab_size": vocab,
+        "tie_word_embeddings": True,
+    }
     return t, config
 
 
 # ---- Llama-3.1-8B, int4 -----------------------------------------------------------------------
+
 
 def llama31_8b(linear=gptq) -> tuple[list, dict]:
     h, inter, vocab = 4096, 14336, 128256
@@ -216,13 +259,18 @@ def llama31_8b(linear=gptq) -> tuple[list, dict]:
         t += linear(f"{p}.mlp.gate_proj", inter, h) + linear(f"{p}.mlp.up_proj", inter, h)
         t += linear(f"{p}.mlp.down_proj", h, inter)
     t += vec("model.norm.weight", h) + bf16("lm_head", vocab, h)
-    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "vocab_size": vocab,
-              "tie_word_embeddings": False,
-              "quantization_config": {"quant_method": linear.__name__, "bits": 4, "group_size": 128}}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 32,
+        "vocab_size": vocab,
+        "tie_word_embeddings": False,
+        "quantization_config": {"quant_method": linear.__name__, "bits": 4, "group_size": 128},
+    }
     return t, config
 
 
 # ---- gpt-oss-20b ------------------------------------------------------------------------------
+
 
 def gpt_oss_20b() -> tuple[list, dict]:
     """24 layers, hidden 2880, 64 query heads and 8 KV heads of 64, 32 experts (4 per token) whose
@@ -238,9 +286,18 @@ def gpt_oss_20b() -> tuple[list, dict]:
         t += bf16(f"{p}.mlp.router", e, h) + vec(f"{p}.mlp.router.bias", e)
         for name, out, inp in (("gate_up_proj", 2 * h, h), ("down_proj", h, h)):
             x = f"{p}.mlp.experts.{name}"
-            t += [(f"{x}_blocks", "U8", (e, out, inp // 32, 16)), (f"{x}_scales", "U8", (e, out, inp // 32)),
-                  (f"{x}_bias", "BF16", (e, out))]
+            t += [
+                (f"{x}_blocks", "U8", (e, out, inp // 32, 16)),
+                (f"{x}_scales", "U8", (e, out, inp // 32)),
+                (f"{x}_bias", "BF16", (e, out)),
+            ]
     t += vec("model.norm.weight", h) + bf16("lm_head", vocab, h)
-    config = {"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 24, "num_local_experts": e,
-              "experts_per_token": 4, "vocab_size": vocab, "tie_word_embeddings": False}
+    config = {
+        "architectures": ["GptOssForCausalLM"],
+        "num_hidden_layers": 24,
+        "num_local_experts": e,
+        "experts_per_token": 4,
+        "vocab_size": vocab,
+        "tie_word_embeddings": False,
+    }
     return t, config

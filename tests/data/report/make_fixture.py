@@ -19,7 +19,6 @@ import shutil
 from pathlib import Path
 
 import yaml
-
 from bracket import ceiling, config, design, records, weights
 from bracket.stats import analyze
 
@@ -53,10 +52,12 @@ EXPERIMENT = {
 # An example entry, so the fixture exercises the ledger; its claim is one a quick reading of the
 # code workload alone would make, and its correction is true of these runs.
 CORRECTIONS = [
-    {"date": "2026-11-29",
-     "claim": "Example entry: ngram_8 is the fastest arm on every workload.",
-     "correction": "ngram_8 has the highest median on code only; on prose and chat ngram_4 does.",
-     "evidence": "stats.json best; the raw tables per workload below."},
+    {
+        "date": "2026-11-29",
+        "claim": "Example entry: ngram_8 is the fastest arm on every workload.",
+        "correction": "ngram_8 has the highest median on code only; on prose and chat ngram_4 does.",
+        "evidence": "stats.json best; the raw tables per workload below.",
+    },
 ]
 
 

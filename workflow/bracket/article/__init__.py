@@ -23,22 +23,21 @@ The package, by theme (each module one idea; this file only gathers their names)
 A new section goes in the module of its theme (or a new one), and into notebooks/article.py.
 """
 
-from bracket.corrections import CORRECTION_KEYS, CorrectionsError, load_corrections  # noqa: F401
-
-from bracket.article.text import *  # noqa: F401,F403
-from bracket.article.elements import *  # noqa: F401,F403
-from bracket.article.inputs import *  # noqa: F401,F403
-from bracket.article.results import *  # noqa: F401,F403
-from bracket.article.headline import *  # noqa: F401,F403
-from bracket.article.ceiling import *  # noqa: F401,F403
-from bracket.article.speculative import *  # noqa: F401,F403
-from bracket.article.drift import *  # noqa: F401,F403
-from bracket.article.hypotheses import *  # noqa: F401,F403
 from bracket.article.advice import *  # noqa: F401,F403
 from bracket.article.caveats import *  # noqa: F401,F403
-from bracket.article.method import *  # noqa: F401,F403
-from bracket.article.raw import *  # noqa: F401,F403
-from bracket.article.figures import *  # noqa: F401,F403
+from bracket.article.ceiling import *  # noqa: F401,F403
 from bracket.article.controls import *  # noqa: F401,F403
+from bracket.article.drift import *  # noqa: F401,F403
+from bracket.article.elements import *  # noqa: F401,F403
+from bracket.article.figures import *  # noqa: F401,F403
+from bracket.article.headline import *  # noqa: F401,F403
+from bracket.article.hypotheses import *  # noqa: F401,F403
+from bracket.article.inputs import *  # noqa: F401,F403
 from bracket.article.looks import *  # noqa: F401,F403
+from bracket.article.method import *  # noqa: F401,F403
 from bracket.article.phases import *  # noqa: F401,F403
+from bracket.article.raw import *  # noqa: F401,F403
+from bracket.article.results import *  # noqa: F401,F403
+from bracket.article.speculative import *  # noqa: F401,F403
+from bracket.article.text import *  # noqa: F401,F403
+from bracket.corrections import CORRECTION_KEYS, CorrectionsError, load_corrections  # noqa: F401

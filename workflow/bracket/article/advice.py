@@ -6,11 +6,11 @@ import shlex
 
 import pandas as pd
 
-from bracket.stats.analyze import recommend
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.headline import aa_test, headline_rows
 from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
+from bracket.stats.analyze import recommend
 
 
 def _flag_groups(argv: list[str]) -> list[tuple[str, ...]]:
@@ -40,7 +40,11 @@ def arm_flags(d: Data, arm: str) -> str:
         flags = [a for g in spec + extra for a in g]
         return shlex.join(flags) if flags else "(no speculative flags)"
     spec = (d.cfg.get("arms", {}).get(arm) or {}).get("speculative")
-    return f"{spec_words(spec, d.cfg.get('engine', {}).get('kind'))} (from the experiment: no launch record)" if spec else "(no speculative flags)"
+    return (
+        f"{spec_words(spec, d.cfg.get('engine', {}).get('kind'))} (from the experiment: no launch record)"
+        if spec
+        else "(no speculative flags)"
+    )
 
 
 def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
@@ -49,14 +53,28 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
     for r in headline_rows(d):
         b = d.stats["best"][r["workload"]]
         use, because = (b["use"], b["use_because"]) if "use" in b else recommend(r["arm"], r["verdict"], d.reference)
-        note = {"reference fastest": "the reference was fastest",
-                "shown faster": f"{ratio(r['ratio'])} the {d.reference}"}.get(
-            because, f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more "
-                     f"runs confirm it")
+        note = {
+            "reference fastest": "the reference was fastest",
+            "shown faster": f"{ratio(r['ratio'])} the {d.reference}",
+        }.get(
+            because,
+            f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more "
+            f"runs confirm it",
+        )
         cell = d.cell(use, r["workload"])
-        rows.append({"workload": r["workload"], "use": use, "flags": arm_flags(d, use),
-                     "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}" if cell else "",
-                     "fastest measured": f"{r['arm']}, {rate(r['median'])}", "why": note, "_fastest": r["arm"]})
+        rows.append(
+            {
+                "workload": r["workload"],
+                "use": use,
+                "flags": arm_flags(d, use),
+                "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}"
+                if cell
+                else "",
+                "fastest measured": f"{r['arm']}, {rate(r['median'])}",
+                "why": note,
+                "_fastest": r["arm"],
+            }
+        )
     t = pd.DataFrame(rows)
     split = not t.empty and t["use"].nunique() > 1
     fastest_split = len({r["arm"] for r in headline_rows(d)}) > 1
@@ -69,25 +87,53 @@ def section_recommendations(d: Data) -> Section | None:
         return None
     s = Section([Heading("Recommendation")])
     if aa_test(d):
-        return s.add(Para((f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between "
-                           "them." if d.stats["aa"]["arms"] else f"None: {d.reference} was the only arm.")
-                          + " Read this experiment as a drift test (the headline and the drift section)."))
+        return s.add(
+            Para(
+                (
+                    f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between them."
+                    if d.stats["aa"]["arms"]
+                    else f"None: {d.reference} was the only arm."
+                )
+                + " Read this experiment as a drift test (the headline and the drift section)."
+            )
+        )
     fastest = list(t["_fastest"])
     if t["use"].nunique() > 1:
-        s.add(Para("The best arm is not the same on every workload, so the recommendation splits by workload "
-                   "rather than shipping one global default:"))
+        s.add(
+            Para(
+                "The best arm is not the same on every workload, so the recommendation splits by workload "
+                "rather than shipping one global default:"
+            )
+        )
     elif split:
-        s.add(Para(f"The fastest arm differs by workload ({'; '.join(f'{a} on {w}' for a, w in zip(fastest, t['workload']))}), "
-                   f"but none was shown faster than the reference at this run count, so the recommendation is "
-                   f"{t['use'].iloc[0]} everywhere until more runs settle it:"))
+        s.add(
+            Para(
+                f"The fastest arm differs by workload ({'; '.join(f'{a} on {w}' for a, w in zip(fastest, t['workload']))}), "
+                f"but none was shown faster than the reference at this run count, so the recommendation is "
+                f"{t['use'].iloc[0]} everywhere until more runs settle it:"
+            )
+        )
     elif (t["use"] == d.reference).all():
-        s.add(Para(f"Keep {t['use'].iloc[0]}: no arm was shown faster than it on any workload measured"
-                   + ("" if not fastest or set(fastest) == {d.reference} else
-                      ", so the highest medians below are measurements, not reasons to switch") + "."))
+        s.add(
+            Para(
+                f"Keep {t['use'].iloc[0]}: no arm was shown faster than it on any workload measured"
+                + (
+                    ""
+                    if not fastest or set(fastest) == {d.reference}
+                    else ", so the highest medians below are measurements, not reasons to switch"
+                )
+                + "."
+            )
+        )
     else:
         s.add(Para(f"The same choice holds on every workload measured: {t['use'].iloc[0]}."))
     s.add(Table(t, "What to run, per workload", "recommendations.csv"))
     if (t["use"] != t["_fastest"]).any():
-        s.add(Para("Where the fastest arm is not the one to use, its advantage was not shown at this run count: "
-                   "the verdict, not the median, decides.", "note"))
+        s.add(
+            Para(
+                "Where the fastest arm is not the one to use, its advantage was not shown at this run count: "
+                "the verdict, not the median, decides.",
+                "note",
+            )
+        )
     return s

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bracket.stats import findings as findings_
 from bracket.article.elements import Bullets, Heading, Para, Section, Table
 from bracket.article.inputs import Data
+from bracket.stats import findings as findings_
 
 
 def group_warnings(findings: list[dict]) -> list[str]:
@@ -17,12 +17,21 @@ def group_warnings(findings: list[dict]) -> list[str]:
 def section_warnings(d: Data) -> Section:
     s = Section([Heading("Warnings the analysis raised")])
     c = d.stats.get("counts") or {}
-    s.add(Para(f"{c.get('total', len(d.runs))} requests: {c.get('valid', 0)} valid, {c.get('warmups', 0)} warmups "
-               f"(kept and marked, left out of the statistics), {c.get('invalid', 0)} invalid."))
+    s.add(
+        Para(
+            f"{c.get('total', len(d.runs))} requests: {c.get('valid', 0)} valid, {c.get('warmups', 0)} warmups "
+            f"(kept and marked, left out of the statistics), {c.get('invalid', 0)} invalid."
+        )
+    )
     reasons = c.get("invalid_by_reason") or {}
     if reasons:
-        s.add(Table(pd.DataFrame({"reason": list(reasons), "runs": list(reasons.values())}),
-                    "Invalid runs by reason (never dropped: each is in the raw table, marked)", "invalid.csv"))
+        s.add(
+            Table(
+                pd.DataFrame({"reason": list(reasons), "runs": list(reasons.values())}),
+                "Invalid runs by reason (never dropped: each is in the raw table, marked)",
+                "invalid.csv",
+            )
+        )
     ws = group_warnings(d.stats["findings"]) if "findings" in d.stats else list(d.stats.get("warnings") or [])
     s.add(Bullets(tuple(ws)) if ws else Para("None."))
     return s

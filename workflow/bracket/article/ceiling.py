@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from bracket import ceiling as _ceiling
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import TIMES, pct, rate, size
-
 
 READ_EVERY_TOKEN = {
     "backbone": "yes",
@@ -19,8 +17,14 @@ READ_EVERY_TOKEN = {
     "mtp": "only with MTP speculation on",
     "other": "no (audio and other encoders)",
 }
-COMPONENT_NAMES = {"backbone": "Language backbone", "embedding": "Token embedding", "output": "Output layer",
-                   "vision": "Vision tower", "mtp": "MTP head", "other": "Other encoders"}
+COMPONENT_NAMES = {
+    "backbone": "Language backbone",
+    "embedding": "Token embedding",
+    "output": "Output layer",
+    "vision": "Vision tower",
+    "mtp": "MTP head",
+    "other": "Other encoders",
+}
 
 
 def byte_account(weights: dict) -> pd.DataFrame:
@@ -33,21 +37,31 @@ def byte_account(weights: dict) -> pd.DataFrame:
         read = READ_EVERY_TOKEN.get(comp, "?")
         if comp == "embedding" and tied:
             read = "yes (tied: it is also the output layer)"
-        rows.append({"Component": COMPONENT_NAMES.get(comp, comp), "Size": size(nbytes), "Read every token?": read,
-                     "bytes": int(nbytes)})
+        rows.append(
+            {
+                "Component": COMPONENT_NAMES.get(comp, comp),
+                "Size": size(nbytes),
+                "Read every token?": read,
+                "bytes": int(nbytes),
+            }
+        )
     return pd.DataFrame(rows, columns=["Component", "Size", "Read every token?", "bytes"])
 
 
 def efficiency_reading(eff: float) -> str:
     if eff > 1:
-        return ("above the ceiling: more than one token per weight read, which only speculative decoding "
-                "(or a wrong byte count) can do")
+        return (
+            "above the ceiling: more than one token per weight read, which only speculative decoding "
+            "(or a wrong byte count) can do"
+        )
     if eff >= 0.7:
         return "bandwidth-bound: the clock mostly measures how long it takes to read the weights"
     if eff >= 0.3:
         return "a large share of each token's time goes to something other than reading weights"
-    return ("far below the ceiling: the time goes to scheduling, sampling and framework overhead, "
-            "not to reading weights, so bandwidth is not what limits this model on this machine")
+    return (
+        "far below the ceiling: the time goes to scheduling, sampling and framework overhead, "
+        "not to reading weights, so bandwidth is not what limits this model on this machine"
+    )
 
 
 def physics(d: Data) -> dict:
@@ -63,12 +77,24 @@ def efficiency_table(d: Data) -> pd.DataFrame:
     """Measured median of each arm without speculation against the plain ceiling, per workload."""
     rows = physics(d)["efficiency"]
     order = {(wl, a): (i, j) for i, wl in enumerate(d.workloads) for j, a in enumerate(d.arms)}
-    rows = sorted((r for r in rows if (r["workload"], r["arm"]) in order),
-                  key=lambda r: order[(r["workload"], r["arm"])])
-    return pd.DataFrame([{"workload": r["workload"], "arm": r["arm"], "median tok/s": rate(r["median"]),
-                          "ceiling tok/s": rate(r["ceiling_tok_s"]), "of the ceiling": pct(r["efficiency"], 0),
-                          "implied GB/s": f"{r['implied_gbps']:.2f}", "_efficiency": r["efficiency"],
-                          "_median": r["median"]} for r in rows])
+    rows = sorted(
+        (r for r in rows if (r["workload"], r["arm"]) in order), key=lambda r: order[(r["workload"], r["arm"])]
+    )
+    return pd.DataFrame(
+        [
+            {
+                "workload": r["workload"],
+                "arm": r["arm"],
+                "median tok/s": rate(r["median"]),
+                "ceiling tok/s": rate(r["ceiling_tok_s"]),
+                "of the ceiling": pct(r["efficiency"], 0),
+                "implied GB/s": f"{r['implied_gbps']:.2f}",
+                "_efficiency": r["efficiency"],
+                "_median": r["median"],
+            }
+            for r in rows
+        ]
+    )
 
 
 def hypotheses(d: Data) -> tuple[float | None, list[dict]]:
@@ -82,10 +108,15 @@ def hypotheses_table(d: Data) -> pd.DataFrame:
     measured, hyp = hypotheses(d)
     rows = []
     for h in hyp:
-        rows.append({"Assumption": h["name"], "Bytes per token": size(h["bytes_per_token"]),
-                     "Ceiling tok/s": rate(h["ceiling_tok_s"]),
-                     f"Measured {rate(measured)} is": pct(h["efficiency"], 0),
-                     "Physically possible?": "yes" if h["possible"] else "no: falsified"})
+        rows.append(
+            {
+                "Assumption": h["name"],
+                "Bytes per token": size(h["bytes_per_token"]),
+                "Ceiling tok/s": rate(h["ceiling_tok_s"]),
+                f"Measured {rate(measured)} is": pct(h["efficiency"], 0),
+                "Physically possible?": "yes" if h["possible"] else "no: falsified",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -94,19 +125,32 @@ def section_ceiling_unknown(w: dict, c: dict) -> Section:
     s = Section([Heading("The ceiling is unknown: no byte account of the model")])
     reason = w.get("reason") or c.get("reason") or "no tensor headers of the model were found"
     key = w.get("key") or c.get("key") or "engine.model"
-    s.add(Para("Every token a model emits requires reading the weights it uses from memory, so single-stream "
-               "decoding has a physical ceiling: bandwidth " + TIMES + " bytes read per token. The bytes come "
-               "from the model's tensor headers, and none could be read for this experiment, so the ceiling is "
-               "unknown and the measured rates below stand without it."))
+    s.add(
+        Para(
+            "Every token a model emits requires reading the weights it uses from memory, so single-stream "
+            "decoding has a physical ceiling: bandwidth " + TIMES + " bytes read per token. The bytes come "
+            "from the model's tensor headers, and none could be read for this experiment, so the ceiling is "
+            "unknown and the measured rates below stand without it."
+        )
+    )
     s.add(Para(f"Why: {reason}.", "warn"))
-    s.add(Para(f"To get it, set {key}; bracket reads the headers from a local directory or .gguf file, the "
-               "local Hugging Face cache for a hub id, a container path mapped through engine.docker.volumes, "
-               "or the hub itself where it is reachable. `bracket weights DIR` prints the account for any "
-               "directory."))
+    s.add(
+        Para(
+            f"To get it, set {key}; bracket reads the headers from a local directory or .gguf file, the "
+            "local Hugging Face cache for a hub id, a container path mapped through engine.docker.volumes, "
+            "or the hub itself where it is reachable. `bracket weights DIR` prints the account for any "
+            "directory."
+        )
+    )
     bw = c.get("bandwidth_gbps")
     if bw:
-        s.add(Para(f"Memory bandwidth was found ({gbps(bw)} GB/s); with the bytes per token, the ceiling would be "
-                   f"{gbps(bw)} GB/s {TIMES} bytes per token.", "note"))
+        s.add(
+            Para(
+                f"Memory bandwidth was found ({gbps(bw)} GB/s); with the bytes per token, the ceiling would be "
+                f"{gbps(bw)} GB/s {TIMES} bytes per token.",
+                "note",
+            )
+        )
     return s
 
 
@@ -120,13 +164,19 @@ def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
     if not m:
         return None
     moved = threshold is not None and m["spread"] >= threshold
-    return Para(f"Before the blocks, with no server running, this machine's memory copy rate ranged "
-                f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
-                f"{m['seconds']:g} s ({pct(m['spread'])} of its median)"
-                + (": a server's runs and blocks on this machine can differ by as much for the machine's "
-                   "sake alone." if moved else
-                   f", under the {pct(threshold, 0)} at which bracket warns." if threshold is not None else "."),
-                "warn" if moved else "")
+    return Para(
+        f"Before the blocks, with no server running, this machine's memory copy rate ranged "
+        f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
+        f"{m['seconds']:g} s ({pct(m['spread'])} of its median)"
+        + (
+            ": a server's runs and blocks on this machine can differ by as much for the machine's sake alone."
+            if moved
+            else f", under the {pct(threshold, 0)} at which bracket warns."
+            if threshold is not None
+            else "."
+        ),
+        "warn" if moved else "",
+    )
 
 
 def section_ceiling(d: Data) -> Section | None:
@@ -136,72 +186,129 @@ def section_ceiling(d: Data) -> Section | None:
     if w.get("status") == "unknown" or not w.get("bytes_per_token"):
         return section_ceiling_unknown(w, c)
     bpt, bw, ceil = w.get("bytes_per_token"), c.get("bandwidth_gbps"), c.get("ceiling_tok_s")
-    head = (f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
-            if ceil else "The byte account")
+    head = (
+        f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
+        if ceil
+        else "The byte account"
+    )
     s = Section([Heading(head)])
-    s.add(Para("Every token a model emits requires reading the weights it uses from memory. That gives "
-               "single-stream decoding a hard physical ceiling: bandwidth " + TIMES + " bytes read per token = "
-               "tokens per second. The denominator comes from the tensor headers, not the file size: parts a "
-               "text token never reads are left out, and the embedding table counts one row per token."))
+    s.add(
+        Para(
+            "Every token a model emits requires reading the weights it uses from memory. That gives "
+            "single-stream decoding a hard physical ceiling: bandwidth " + TIMES + " bytes read per token = "
+            "tokens per second. The denominator comes from the tensor headers, not the file size: parts a "
+            "text token never reads are left out, and the embedding table counts one row per token."
+        )
+    )
     acct = byte_account(w)
-    s.add(Table(acct.drop(columns="bytes"), f"Byte account of {w.get('model', 'the model')}, from tensor headers",
-                "byte_account.csv"))
+    s.add(
+        Table(
+            acct.drop(columns="bytes"),
+            f"Byte account of {w.get('model', 'the model')}, from tensor headers",
+            "byte_account.csv",
+        )
+    )
     stored = w.get("stored_bytes") or acct["bytes"].sum()
     if stored and abs(stored - bpt) > 0.005 * stored:
         s.add(Para(f"The denominator for text-only work is {size(bpt)}, not the {size(stored)} stored."))
     else:
-        s.add(Para(f"A text token reads {size(bpt)}: everything stored"
-                   + (", because the output layer is the embedding matrix itself (tied), read in full once."
-                      if w.get("tied_embeddings") else ".")))
+        s.add(
+            Para(
+                f"A text token reads {size(bpt)}: everything stored"
+                + (
+                    ", because the output layer is the embedding matrix itself (tied), read in full once."
+                    if w.get("tied_embeddings")
+                    else "."
+                )
+            )
+        )
     for note in w.get("notes") or []:
         s.add(Para(f"Note from the account: {note}", "note"))
     if not ceil:
         src = (c.get("bandwidth_source") or {}).get("detail", "")
-        return s.add(Para(f"No memory bandwidth was stated or measured ({src}), so there is no ceiling to "
-                          f"compare against: set hardware.device or hardware.bandwidth_gbps."))
+        return s.add(
+            Para(
+                f"No memory bandwidth was stated or measured ({src}), so there is no ceiling to "
+                f"compare against: set hardware.device or hardware.bandwidth_gbps."
+            )
+        )
     src = c.get("bandwidth_source") or {}
-    src_text = {"user": "stated in the experiment (hardware.bandwidth_gbps)",
-                "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
-                "probe": f"measured by a copy probe: {src.get('method', '')}"}.get(src.get("kind"), src.get("detail", ""))
+    src_text = {
+        "user": "stated in the experiment (hardware.bandwidth_gbps)",
+        "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
+        "probe": f"measured by a copy probe: {src.get('method', '')}",
+    }.get(src.get("kind"), src.get("detail", ""))
     s.add(Para(f"Memory bandwidth: {gbps(bw)} GB/s, {src_text.strip().rstrip(':')}."))
     steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"))
     if steady:
         s.add(steady)
-    s.add(Para(f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
-               f"without speculative decoding."))
+    s.add(
+        Para(
+            f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s. That's the wall for this model on this machine "
+            f"without speculative decoding."
+        )
+    )
     eff = efficiency_table(d)
     if not eff.empty:
         ref = eff[eff["arm"] == d.reference]
         if not ref.empty:
             e = float(ref["_efficiency"].median())
-            s.add(Heading(f"Measured: {rate(float(ref['_median'].median()))} tok/s, "
-                          f"or {pct(e, 0)} of the ceiling", 3))
-            s.add(Para(f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
-                       f"{efficiency_reading(e)}."))
+            s.add(Heading(f"Measured: {rate(float(ref['_median'].median()))} tok/s, or {pct(e, 0)} of the ceiling", 3))
+            s.add(
+                Para(
+                    f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
+                    f"{efficiency_reading(e)}."
+                )
+            )
             meds = ref["_median"]
             if len(meds) > 1:
                 flat = (meds.max() - meds.min()) / meds.median()
-                s.add(Para(f"Across workloads the reference's medians differ by {pct(flat)} "
-                           f"({', '.join(f'{w} {m}' for w, m in zip(ref['workload'], ref['median tok/s']))}). "
-                           + ("That flatness is itself evidence: compute-bound throughput moves when the work "
-                              "changes; a rate set by the weight read doesn't." if flat < 0.05 else
-                              "The rate moves with the work, so something other than the weight read sets it.")))
+                s.add(
+                    Para(
+                        f"Across workloads the reference's medians differ by {pct(flat)} "
+                        f"({', '.join(f'{w} {m}' for w, m in zip(ref['workload'], ref['median tok/s']))}). "
+                        + (
+                            "That flatness is itself evidence: compute-bound throughput moves when the work "
+                            "changes; a rate set by the weight read doesn't."
+                            if flat < 0.05
+                            else "The rate moves with the work, so something other than the weight read sets it."
+                        )
+                    )
+                )
         if (eff["_efficiency"] > 1).any():
-            s.add(Para("An arm without speculation above the ceiling cannot be: check the byte account and the "
-                       "bandwidth before believing either number.", "warn"))
+            s.add(
+                Para(
+                    "An arm without speculation above the ceiling cannot be: check the byte account and the "
+                    "bandwidth before believing either number.",
+                    "warn",
+                )
+            )
         if any((d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms):
-            s.add(Para("Speculative arms are left out of this table: one weight read verifies several drafted "
-                       "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
-                       "note"))
+            s.add(
+                Para(
+                    "Speculative arms are left out of this table: one weight read verifies several drafted "
+                    "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
+                    "note",
+                )
+            )
         s.add(Table(eff, "Measured medians against the ceiling", "efficiency.csv"))
     hyp = hypotheses_table(d)
     if not hyp.empty:
         s.add(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))
-        s.add(Para("If the engine secretly widened the weights before the math, it would read more bytes per "
-                   "token, and the ceiling would fall. A hypothesis whose ceiling lies below the measured rate "
-                   "is physically impossible."))
+        s.add(
+            Para(
+                "If the engine secretly widened the weights before the math, it would read more bytes per "
+                "token, and the ceiling would fall. A hypothesis whose ceiling lies below the measured rate "
+                "is physically impossible."
+            )
+        )
         s.add(Table(hyp, "Ceilings under each precision hypothesis", "precision_hypotheses.csv"))
         if len(set(hyp["Bytes per token"])) == 1:
-            s.add(Para("Here the weights are stored at 16 bits or wider, so the three hypotheses read the same "
-                       "bytes: this check cannot tell them apart on this model.", "note"))
+            s.add(
+                Para(
+                    "Here the weights are stored at 16 bits or wider, so the three hypotheses read the same "
+                    "bytes: this check cannot tell them apart on this model.",
+                    "note",
+                )
+            )
     return s

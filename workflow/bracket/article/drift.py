@@ -19,17 +19,27 @@ def drift_table(d: Data) -> pd.DataFrame:
         if not x:
             continue
         ref = x.get("reference_blocks") or {}
-        rounds = "; ".join(f"{a} {pct(v['change'], 2, True)}" for a, v in (x.get("rounds") or {}).items()
-                           if v.get("change") is not None)
-        rows.append({"workload": wl,
-                     f"{d.reference} first vs last block": pct(x.get("reference_first_vs_last"), 2, True),
-                     "first / last median": span(ref.get("first_median"), ref.get("last_median"), 2) if ref else "",
-                     "trend per block": pct(_expm1(x.get("slope_per_block")), 2, True),
-                     "trend CI": (f"{pct(_expm1(x['slope_ci'][0]), 2, True)} to {pct(_expm1(x['slope_ci'][1]), 2, True)}"
-                                  + (f" ({x['blocks']} blocks, t {x['df']:g} df)" if x.get("blocks") else "")
-                                  if x.get("slope_ci") else ""),
-                     "robust trend (Theil-Sen)": pct(_expm1(x.get("slope_theil_sen")), 2, True),
-                     "round-to-round change": rounds})
+        rounds = "; ".join(
+            f"{a} {pct(v['change'], 2, True)}"
+            for a, v in (x.get("rounds") or {}).items()
+            if v.get("change") is not None
+        )
+        rows.append(
+            {
+                "workload": wl,
+                f"{d.reference} first vs last block": pct(x.get("reference_first_vs_last"), 2, True),
+                "first / last median": span(ref.get("first_median"), ref.get("last_median"), 2) if ref else "",
+                "trend per block": pct(_expm1(x.get("slope_per_block")), 2, True),
+                "trend CI": (
+                    f"{pct(_expm1(x['slope_ci'][0]), 2, True)} to {pct(_expm1(x['slope_ci'][1]), 2, True)}"
+                    + (f" ({x['blocks']} blocks, t {x['df']:g} df)" if x.get("blocks") else "")
+                    if x.get("slope_ci")
+                    else ""
+                ),
+                "robust trend (Theil-Sen)": pct(_expm1(x.get("slope_theil_sen")), 2, True),
+                "round-to-round change": rounds,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -39,27 +49,57 @@ def _expm1(x):
 
 def section_drift(d: Data, figure: Figure | None = None) -> Section:
     s = Section([Heading("Drift: the same configuration, measured again later")])
-    s.add(Para("Alternating blocks instead of running one configuration to completion means drift hits every "
-               "arm alike, and the gap between two visits to the same arm measures the drift itself."))
+    s.add(
+        Para(
+            "Alternating blocks instead of running one configuration to completion means drift hits every "
+            "arm alike, and the gap between two visits to the same arm measures the drift itself."
+        )
+    )
     t = drift_table(d)
-    measured = not t.empty and (t.drop(columns="workload") != "n/a").to_numpy().any() and any(
-        (d.stats.get("drift") or {}).get(w, {}).get("reference_first_vs_last") is not None
-        or (d.stats.get("drift") or {}).get(w, {}).get("slope_per_block") is not None for w in d.workloads)
+    measured = (
+        not t.empty
+        and (t.drop(columns="workload") != "n/a").to_numpy().any()
+        and any(
+            (d.stats.get("drift") or {}).get(w, {}).get("reference_first_vs_last") is not None
+            or (d.stats.get("drift") or {}).get(w, {}).get("slope_per_block") is not None
+            for w in d.workloads
+        )
+    )
     if measured:
         s.add(Table(t, "Drift per workload (changes of the decode rate)", "drift.csv"))
         thr = d.stats.get("noise_threshold")
-        worst = max((abs(v) for w in d.workloads for v in [((d.stats.get("drift") or {}).get(w) or {})
-                     .get("reference_first_vs_last")] if v is not None), default=None)
+        worst = max(
+            (
+                abs(v)
+                for w in d.workloads
+                for v in [((d.stats.get("drift") or {}).get(w) or {}).get("reference_first_vs_last")]
+                if v is not None
+            ),
+            default=None,
+        )
         if worst is not None and thr is not None:
-            s.add(Para(f"The reference moved by up to {pct(worst, 2)} between its first and last blocks, against a "
-                       f"noise threshold of {pct(thr, 0)}: " + ("effects smaller than that cannot be told from drift."
-                                                               if worst > thr else "drift stayed inside the threshold.")))
+            s.add(
+                Para(
+                    f"The reference moved by up to {pct(worst, 2)} between its first and last blocks, against a "
+                    f"noise threshold of {pct(thr, 0)}: "
+                    + (
+                        "effects smaller than that cannot be told from drift."
+                        if worst > thr
+                        else "drift stayed inside the threshold."
+                    )
+                )
+            )
     else:
-        s.add(Para("Each arm ran in one block only, so drift is not measurable here and time is confounded with "
-                   "arm: a difference between arms could be the machine changing. Run two rounds or more "
-                   "(design.rounds) to measure it."
-                   if d.cfg.get("design", {}).get("rounds", 1) != "adaptive" and d.cfg.get("design", {}).get("rounds", 1) < 2 else
-                   "The design could not separate time from arm for any workload; see the warnings."))
+        s.add(
+            Para(
+                "Each arm ran in one block only, so drift is not measurable here and time is confounded with "
+                "arm: a difference between arms could be the machine changing. Run two rounds or more "
+                "(design.rounds) to measure it."
+                if d.cfg.get("design", {}).get("rounds", 1) != "adaptive"
+                and d.cfg.get("design", {}).get("rounds", 1) < 2
+                else "The design could not separate time from arm for any workload; see the warnings."
+            )
+        )
     hosts = d.stats.get("hosts")
     if hosts:
         s.add(*host_parts(hosts))
@@ -71,29 +111,54 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
 def host_parts(hosts: dict) -> list:
     """Hosts as a factor: each host against the first, and each host's own drift."""
     base = hosts.get("baseline")
-    rows = [{"arm": c["arm"], "workload": c["workload"], "host": c["candidate"], "against": c["baseline"],
-             "ratio": f"{c['ratio']:.3f}x", "raw ratio (95% CI)": (f"{c['raw_ratio']:.3f}x ({span(c.get('raw_ci_low'), c.get('raw_ci_high'), 3)})"
-                                    if not _missing(c.get("raw_ratio")) else ""),
-             "verdict rests on": (f"{c.get('basis', 'raw')}, {ci_label(c.get('ci_level'), (c.get('multiplicity') or {}).get('comparisons'))} "
-                                  f"{span(c['ci_low'], c['ci_high'], 3)}"
-                                  if not _missing(c.get("ci_low")) else ""),
-             "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}", "verdict": verdict_cell(c)}
-            for c in hosts.get("comparisons", [])]
-    out = [Heading("Hosts", 3),
-           Para(f"The whole design ran on each of {len(hosts.get('names', []))} hosts ({', '.join(hosts.get('names', []))}) "
-                f"side by side. Each host is compared with {base} on the same arm and workload, like any two arms: "
-                "a ratio from block medians with its CI, a test, and a verdict against the noise band, Holm-adjusted "
-                "across the host comparisons.")]
+    rows = [
+        {
+            "arm": c["arm"],
+            "workload": c["workload"],
+            "host": c["candidate"],
+            "against": c["baseline"],
+            "ratio": f"{c['ratio']:.3f}x",
+            "raw ratio (95% CI)": (
+                f"{c['raw_ratio']:.3f}x ({span(c.get('raw_ci_low'), c.get('raw_ci_high'), 3)})"
+                if not _missing(c.get("raw_ratio"))
+                else ""
+            ),
+            "verdict rests on": (
+                f"{c.get('basis', 'raw')}, {ci_label(c.get('ci_level'), (c.get('multiplicity') or {}).get('comparisons'))} "
+                f"{span(c['ci_low'], c['ci_high'], 3)}"
+                if not _missing(c.get("ci_low"))
+                else ""
+            ),
+            "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}",
+            "verdict": verdict_cell(c),
+        }
+        for c in hosts.get("comparisons", [])
+    ]
+    out = [
+        Heading("Hosts", 3),
+        Para(
+            f"The whole design ran on each of {len(hosts.get('names', []))} hosts ({', '.join(hosts.get('names', []))}) "
+            f"side by side. Each host is compared with {base} on the same arm and workload, like any two arms: "
+            "a ratio from block medians with its CI, a test, and a verdict against the noise band, Holm-adjusted "
+            "across the host comparisons."
+        ),
+    ]
     if rows:
         out.append(Table(pd.DataFrame(rows), f"Each host against {base}", "hosts.csv"))
     drift_rows = []
     for host, per_wl in (hosts.get("drift") or {}).items():
         for wl, v in per_wl.items():
             fl = v.get("reference_first_vs_last")
-            drift_rows.append({"host": host, "workload": wl,
-                               "reference first vs last": "n/a" if fl is None else pct(fl, 2, sign=True),
-                               "trend per block": "n/a" if v.get("slope_per_block") is None
-                               else pct(v["slope_per_block"], 2, sign=True)})
+            drift_rows.append(
+                {
+                    "host": host,
+                    "workload": wl,
+                    "reference first vs last": "n/a" if fl is None else pct(fl, 2, sign=True),
+                    "trend per block": "n/a"
+                    if v.get("slope_per_block") is None
+                    else pct(v["slope_per_block"], 2, sign=True),
+                }
+            )
     if drift_rows:
         out.append(Table(pd.DataFrame(drift_rows), "Drift on each host, in that host's own blocks", "hosts_drift.csv"))
     return out

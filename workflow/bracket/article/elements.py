@@ -66,9 +66,9 @@ class Table:
         object.__setattr__(self, "frame", self.frame[[c for c in self.frame.columns if not str(c).startswith("_")]])
 
     def html(self) -> str:
-        cap = f"<p class=\"caption\">{esc(self.caption)}</p>" if self.caption else ""
+        cap = f'<p class="caption">{esc(self.caption)}</p>' if self.caption else ""
         body = self.frame.to_html(index=False, escape=True, border=0, na_rep="", classes="data")
-        return f"<div class=\"table\">{cap}{body}</div>"
+        return f'<div class="table">{cap}{body}</div>'
 
     def markdown(self) -> str:
         cols = [md_esc(c) for c in self.frame.columns]
@@ -94,7 +94,7 @@ class Figure:
 
     def html(self) -> str:
         cap = f"<figcaption>{esc(self.caption)}</figcaption>" if self.caption else ""
-        return f"<figure><img src=\"{esc(self.path)}\" alt=\"{esc(self.alt)}\">{cap}</figure>"
+        return f'<figure><img src="{esc(self.path)}" alt="{esc(self.alt)}">{cap}</figure>'
 
     def markdown(self) -> str:
         cap = f"\n\n*{md_esc(self.caption)}*" if self.caption else ""

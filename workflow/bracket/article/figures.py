@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 from bracket.article.elements import Figure
 from bracket.article.inputs import Data
 
@@ -41,7 +40,9 @@ def _save(fig, d: Data, name: str) -> str:
 
 def figure_run_sequence(d: Data) -> Figure | None:
     """Every run in schedule order: blocks shaded, arms coloured, warmups and invalid runs hollow."""
-    runs = d.runs.sort_values([c for c in ("position", "started_at") if c in d.runs], kind="stable").reset_index(drop=True)
+    runs = d.runs.sort_values([c for c in ("position", "started_at") if c in d.runs], kind="stable").reset_index(
+        drop=True
+    )
     if runs.empty:
         return None
     plt, sns = _figure_setup()
@@ -51,22 +52,50 @@ def figure_run_sequence(d: Data) -> Figure | None:
         lo, hi = blk["order"].min() - 0.5, blk["order"].max() + 0.5
         if i % 2 == 0:
             ax.axvspan(lo, hi, color="0.92", zorder=0)
-        ax.text((lo + hi) / 2, 1.0, f"block {int(pos)}", transform=ax.get_xaxis_transform(), ha="center",
-                va="bottom", fontsize=7, color="0.35")
+        ax.text(
+            (lo + hi) / 2,
+            1.0,
+            f"block {int(pos)}",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="0.35",
+        )
     pal = _palette(d)
     valid = runs[runs["valid"]]
-    sns.scatterplot(data=valid, x="order", y="decode_tok_s", hue="arm", style="workload", palette=pal,
-                    hue_order=[a for a in d.arms if a in set(runs["arm"])], ax=ax, s=36, zorder=3)
+    sns.scatterplot(
+        data=valid,
+        x="order",
+        y="decode_tok_s",
+        hue="arm",
+        style="workload",
+        palette=pal,
+        hue_order=[a for a in d.arms if a in set(runs["arm"])],
+        ax=ax,
+        s=36,
+        zorder=3,
+    )
     other = runs[~runs["valid"]]
     if not other.empty:
-        ax.scatter(other["order"], other["decode_tok_s"], facecolors="none",
-                   edgecolors=[pal.get(a, "0.5") for a in other["arm"]], s=36, zorder=2, label="warmup / invalid")
+        ax.scatter(
+            other["order"],
+            other["decode_tok_s"],
+            facecolors="none",
+            edgecolors=[pal.get(a, "0.5") for a in other["arm"]],
+            s=36,
+            zorder=2,
+            label="warmup / invalid",
+        )
     ax.set_xlabel("run, in the order it ran")
     ax.set_ylabel("decode tok/s")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
-    return Figure(_save(fig, d, "run_sequence"), "Every run in schedule order",
-                  "Every request in the order it ran. Shaded bands are blocks; colour is the arm, marker the "
-                  "workload; hollow markers are warmups and invalid runs (not in the statistics).")
+    return Figure(
+        _save(fig, d, "run_sequence"),
+        "Every run in schedule order",
+        "Every request in the order it ran. Shaded bands are blocks; colour is the arm, marker the "
+        "workload; hollow markers are warmups and invalid runs (not in the statistics).",
+    )
 
 
 def figure_distributions(d: Data) -> Figure | None:
@@ -80,17 +109,43 @@ def figure_distributions(d: Data) -> Figure | None:
     pal = _palette(d)
     for ax, wl in zip(axes[0], wls):
         sub = valid[valid["workload"] == wl]
-        sns.boxplot(data=sub, x="arm", y="decode_tok_s", order=arms, hue="arm", hue_order=arms, palette=pal,
-                    ax=ax, showfliers=False, boxprops={"alpha": 0.35}, legend=False, width=0.6)
-        sns.stripplot(data=sub, x="arm", y="decode_tok_s", order=arms, hue="arm", hue_order=arms, palette=pal,
-                      ax=ax, size=5, jitter=0.15, legend=False)
+        sns.boxplot(
+            data=sub,
+            x="arm",
+            y="decode_tok_s",
+            order=arms,
+            hue="arm",
+            hue_order=arms,
+            palette=pal,
+            ax=ax,
+            showfliers=False,
+            boxprops={"alpha": 0.35},
+            legend=False,
+            width=0.6,
+        )
+        sns.stripplot(
+            data=sub,
+            x="arm",
+            y="decode_tok_s",
+            order=arms,
+            hue="arm",
+            hue_order=arms,
+            palette=pal,
+            ax=ax,
+            size=5,
+            jitter=0.15,
+            legend=False,
+        )
         ax.set_title(wl)
         ax.set_xlabel("")
         ax.set_ylabel("decode tok/s" if ax is axes[0][0] else "")
         ax.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
-    return Figure(_save(fig, d, "distributions"), "Decode rate per arm and workload",
-                  "Every valid run per arm and workload (points) over its box (quartiles).")
+    return Figure(
+        _save(fig, d, "distributions"),
+        "Decode rate per arm and workload",
+        "Every valid run per arm and workload (points) over its box (quartiles).",
+    )
 
 
 def figure_acceptance(d: Data) -> Figure | None:
@@ -118,6 +173,9 @@ def figure_acceptance(d: Data) -> Figure | None:
     ax.set_ylabel("acceptance length")
     # with arms as markers the legend is long: beside the axes, not over the points
     ax.legend(fontsize=7, frameon=False, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1)} if shared else {}))
-    return Figure(_save(fig, d, "acceptance"), "Acceptance length against draft budget",
-                  "Acceptance length (tokens per verify step) of each valid run against the draft budget, by workload"
-                  + (" (colour) and arm (marker)." if shared else "."))
+    return Figure(
+        _save(fig, d, "acceptance"),
+        "Acceptance length against draft budget",
+        "Acceptance length (tokens per verify step) of each valid run against the draft budget, by workload"
+        + (" (colour) and arm (marker)." if shared else "."),
+    )

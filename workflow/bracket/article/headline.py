@@ -23,18 +23,33 @@ def headline_rows(d: Data) -> list[dict]:
             continue
         ref = d.cell(d.reference, wl)
         comp = d.comparison(b["arm"], wl)
-        rows.append({"workload": wl, "arm": b["arm"], "median": b["median"], "n": b["n"], "min": b["min"],
-                     "max": b["max"], "ratio": b.get("ratio_to_reference"), "ci_low": b.get("ci_low"),
-                     "ci_high": b.get("ci_high"), "verdict": b.get("verdict"),
-                     "ci_level": b.get("ci_level"), "ci_basis": b.get("ci_basis"),
-                     "picked_from": b.get("picked_from"),
-                     "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
-                     "method": (d.stats.get("multiplicity") or {}).get("method"),
-                     "is_reference": b["arm"] == d.reference,
-                     "ref_median": ref["median"] if ref else None, "ref_n": ref["n"] if ref else None,
-                     "ref_min": ref["min"] if ref else None, "ref_max": ref["max"] if ref else None,
-                     "test": comp.get("test") if comp else None, "needed": rounds_needed(comp),
-                     "same_settings": b["arm"] in ((d.stats.get("aa") or {}).get("arms") or [])})
+        rows.append(
+            {
+                "workload": wl,
+                "arm": b["arm"],
+                "median": b["median"],
+                "n": b["n"],
+                "min": b["min"],
+                "max": b["max"],
+                "ratio": b.get("ratio_to_reference"),
+                "ci_low": b.get("ci_low"),
+                "ci_high": b.get("ci_high"),
+                "verdict": b.get("verdict"),
+                "ci_level": b.get("ci_level"),
+                "ci_basis": b.get("ci_basis"),
+                "picked_from": b.get("picked_from"),
+                "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
+                "method": (d.stats.get("multiplicity") or {}).get("method"),
+                "is_reference": b["arm"] == d.reference,
+                "ref_median": ref["median"] if ref else None,
+                "ref_n": ref["n"] if ref else None,
+                "ref_min": ref["min"] if ref else None,
+                "ref_max": ref["max"] if ref else None,
+                "test": comp.get("test") if comp else None,
+                "needed": rounds_needed(comp),
+                "same_settings": b["arm"] in ((d.stats.get("aa") or {}).get("arms") or []),
+            }
+        )
     return rows
 
 
@@ -54,8 +69,10 @@ def headline_sentence(row: dict, reference: str) -> str:
     best = f"{rate(row['median'])} tok/s {runs_phrase(row['n'], row['min'], row['max'])}"
     if row.get("unmeasured"):
         missing = _join(row["unmeasured"])
-        return (f"{row['workload']}: no arm is named fastest, because {missing} had no valid run; the highest "
-                f"median among the arms measured, {row['arm']}'s {best}, is a measurement, not a winner.")
+        return (
+            f"{row['workload']}: no arm is named fastest, because {missing} had no valid run; the highest "
+            f"median among the arms measured, {row['arm']}'s {best}, is a measurement, not a winner."
+        )
     if row["is_reference"]:
         return f"{row['workload']}: the reference {reference} was fastest, {best}; no other arm beat it."
     if row.get("same_settings"):
@@ -63,15 +80,21 @@ def headline_sentence(row: dict, reference: str) -> str:
     if row["verdict"] == "faster":
         text = f"{row['workload']}: {row['arm']}, {best}, {ratio(row['ratio'])} the {reference}"
     else:
-        text = (f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
-                f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}")
+        text = (
+            f"{row['workload']}: no arm was shown faster than the {reference}; the highest median, "
+            f"{row['arm']}'s {best}, is {ratio(row['ratio'])} the {reference}"
+        )
     if row["ci_low"] is not None:
         basis = f"{row['ci_basis']}, " if row.get("ci_basis") else ""
-        text += (f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'), row.get('method'))} "
-                 f"{interval(row['ci_low'], row['ci_high'], 2, row.get('needed', ''))}; verdict: {row['verdict']})")
+        text += (
+            f" ({basis}{ci_label(row.get('ci_level'), row.get('comparisons'), row.get('method'))} "
+            f"{interval(row['ci_low'], row['ci_high'], 2, row.get('needed', ''))}; verdict: {row['verdict']})"
+        )
     if row["ref_median"] is not None:
-        text += (f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
-                 f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}")
+        text += (
+            f". The {reference}, same session: {rate(row['ref_median'])} tok/s "
+            f"{runs_phrase(row['ref_n'], row['ref_min'], row['ref_max'])}"
+        )
     return text + "."
 
 
@@ -99,8 +122,10 @@ def aa_title(d: Data) -> str:
     moved = [c for c in comps if c["verdict"] in ("faster", "slower")]
     if moved:
         top = max(moved, key=lambda c: abs(math.log(c["ratio"])) if c.get("ratio") else 0)
-        return (line + f"; yet {top['candidate']} read '{top['verdict']}' on {top['workload']} "
-                f"({ratio(top['ratio'])}): the same configuration moved between blocks, by drift or an unsteady setup")
+        return (
+            line + f"; yet {top['candidate']} read '{top['verdict']}' on {top['workload']} "
+            f"({ratio(top['ratio'])}): the same configuration moved between blocks, by drift or an unsteady setup"
+        )
     if verdicts == {"no measurable effect"}:
         return line + "; the same configuration measured the same in every comparison (no measurable effect)"
     return line + "; at this run count it cannot yet say how far the same configuration moves (undetermined)"
@@ -111,10 +136,12 @@ def aa_sentence(c: dict, d: Data) -> str:
     basis = c.get("basis") or "raw"
     est = c["ratio"]
     mult = c.get("multiplicity") or d.stats.get("multiplicity") or {}
-    return (f"{c['workload']}: {c['candidate']} against {d.reference}, the same settings: {ratio(est)} ({basis}, "
-            f"{ci_label(c.get('ci_level'), mult.get('comparisons'), mult.get('method'))} "
-            f"{interval(c.get('ci_low'), c.get('ci_high'), 2, rounds_needed(c))}; verdict: "
-            f"{c['verdict']}).")
+    return (
+        f"{c['workload']}: {c['candidate']} against {d.reference}, the same settings: {ratio(est)} ({basis}, "
+        f"{ci_label(c.get('ci_level'), mult.get('comparisons'), mult.get('method'))} "
+        f"{interval(c.get('ci_low'), c.get('ci_high'), 2, rounds_needed(c))}; verdict: "
+        f"{c['verdict']})."
+    )
 
 
 def title_line(d: Data) -> str | None:
@@ -133,8 +160,9 @@ def title_line(d: Data) -> str | None:
     shown = [r for r in rows if not r["is_reference"] and r["ratio"] and r["verdict"] == "faster"]
     if shown:
         top = max(shown, key=lambda r: r["ratio"])
-        line = (f"{top['arm']} reaches {top['median']:.0f} tok/s on {top['workload']}, "
-                f"{top['ref_median']:.0f} with {ref}")
+        line = (
+            f"{top['arm']} reaches {top['median']:.0f} tok/s on {top['workload']}, {top['ref_median']:.0f} with {ref}"
+        )
         rest = [r["workload"] for r in rows if r not in shown]
         return line + (f"; on {_join(rest)} no arm was shown faster" if rest else "")
     others = [r for r in rows if not r["is_reference"] and r["ratio"]]
@@ -142,8 +170,10 @@ def title_line(d: Data) -> str | None:
         return f"{ref} was the fastest on every workload measured"
     top = max(others, key=lambda r: r["ratio"])
     verdict = top["verdict"] or "no verdict at this run count"
-    return (f"No arm was shown faster than {ref}: the largest ratio, {top['arm']}'s {ratio(top['ratio'])} on "
-            f"{top['workload']}, reads '{verdict}'")
+    return (
+        f"No arm was shown faster than {ref}: the largest ratio, {top['arm']}'s {ratio(top['ratio'])} on "
+        f"{top['workload']}, reads '{verdict}'"
+    )
 
 
 def unmeasured(d: Data) -> list[str]:
@@ -153,9 +183,14 @@ def unmeasured(d: Data) -> list[str]:
         return []
     valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
     out = []
-    for kind, col, names in (("arm", "arm", list(d.cfg.get("arms") or [])),
-                             ("workload", "workload", [w for w, spec in (d.cfg.get("workloads") or {}).items()
-                                                       if (spec or {}).get("kind", "single") == "single"])):
+    for kind, col, names in (
+        ("arm", "arm", list(d.cfg.get("arms") or [])),
+        (
+            "workload",
+            "workload",
+            [w for w, spec in (d.cfg.get("workloads") or {}).items() if (spec or {}).get("kind", "single") == "single"],
+        ),
+    ):
         for name in names:
             if not (valid[col] == name).any():
                 tried = runs.loc[(runs[col] == name) & ~runs.get("warmup", False).fillna(False).astype(bool)]
@@ -176,29 +211,53 @@ def section_headline(d: Data) -> Section:
         s.add(Para(problem, "warn"))
     rows = headline_rows(d)
     if not rows:
-        return s.add(Para("No arm produced a valid run, so there is no headline; see the warnings and "
-                          "the raw values below."))
+        return s.add(
+            Para("No arm produced a valid run, so there is no headline; see the warnings and the raw values below.")
+        )
     if aa_test(d) and not d.stats["aa"]["arms"]:
-        s.add(Para(f"One arm, {d.reference}, ran in every block: this experiment compares it with itself over time, "
-                   "a drift test; it recommends no setting. Its median per workload:"))
+        s.add(
+            Para(
+                f"One arm, {d.reference}, ran in every block: this experiment compares it with itself over time, "
+                "a drift test; it recommends no setting. Its median per workload:"
+            )
+        )
         cells = [d.cell(d.reference, wl) for wl in d.workloads]
-        s.add(Bullets(tuple(f"{c['workload']}: {rate(c['median'])} tok/s {runs_phrase(c['n'], c['min'], c['max'])}."
-                            for c in cells if c)))
+        s.add(
+            Bullets(
+                tuple(
+                    f"{c['workload']}: {rate(c['median'])} tok/s {runs_phrase(c['n'], c['min'], c['max'])}."
+                    for c in cells
+                    if c
+                )
+            )
+        )
         return s
     if aa_test(d):
-        s.add(Para(f"Every arm ran the settings of {d.reference} (only their labels differ): this is an A/A test, "
-                   "a drift test. Its comparisons say how far one configuration moves from block to block and how "
-                   "large a difference this setup can resolve (the width of each interval); they recommend no "
-                   "setting. A 'faster' or 'slower' here is drift or an unsteady setup, not an effect."))
-        comps = sorted((c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]),
-                       key=lambda c: (d.workloads.index(c["workload"]) if c["workload"] in d.workloads else 99,
-                                      d.arms.index(c["candidate"]) if c["candidate"] in d.arms else 99))
+        s.add(
+            Para(
+                f"Every arm ran the settings of {d.reference} (only their labels differ): this is an A/A test, "
+                "a drift test. Its comparisons say how far one configuration moves from block to block and how "
+                "large a difference this setup can resolve (the width of each interval); they recommend no "
+                "setting. A 'faster' or 'slower' here is drift or an unsteady setup, not an effect."
+            )
+        )
+        comps = sorted(
+            (c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]),
+            key=lambda c: (
+                d.workloads.index(c["workload"]) if c["workload"] in d.workloads else 99,
+                d.arms.index(c["candidate"]) if c["candidate"] in d.arms else 99,
+            ),
+        )
         if comps:
             s.add(Bullets(tuple(aa_sentence(c, d) for c in comps)))
         return s
-    s.add(Para("The fastest arm per workload, as the median decode rate (completion tokens divided by the "
-               "request's wall time), with its run count and range, and its ratio to the reference measured "
-               "in the same session. Ratios survive drift between sessions; absolute numbers don't."))
+    s.add(
+        Para(
+            "The fastest arm per workload, as the median decode rate (completion tokens divided by the "
+            "request's wall time), with its run count and range, and its ratio to the reference measured "
+            "in the same session. Ratios survive drift between sessions; absolute numbers don't."
+        )
+    )
     missing = unmeasured_arms(d)
     s.add(Bullets(tuple(headline_sentence({**r, "unmeasured": missing}, d.reference) for r in rows)))
     if missing:
@@ -208,7 +267,12 @@ def section_headline(d: Data) -> Section:
         if not r["is_reference"] and r["verdict"] and r["verdict"] != "faster":
             weak.setdefault((r["verdict"], r["test"]), []).append(r["workload"])
     for (verdict, test), wls in weak.items():
-        s.add(Para(f"Read the verdict before the ratio: on {_join(wls)} it is '{verdict}'"
-                   + (f" ({test})" if test else "") + ". A ratio without a verdict is a number, not a result.",
-                   "warn"))
+        s.add(
+            Para(
+                f"Read the verdict before the ratio: on {_join(wls)} it is '{verdict}'"
+                + (f" ({test})" if test else "")
+                + ". A ratio without a verdict is a number, not a result.",
+                "warn",
+            )
+        )
     return s

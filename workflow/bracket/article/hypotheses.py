@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from bracket.article.ceiling import hypotheses
@@ -16,8 +15,15 @@ def k_table(d: Data) -> pd.DataFrame:
     band = k.get("band")
     rows = []
     for r in k.get("rows", []):
-        rows.append({"arm": r["arm"], "workload": r["workload"], "k": f"{r['k']:.3f}", "role": r["role"],
-                     "in band?": r["in_band"] if r["role"] == "test" else "sets the band"})
+        rows.append(
+            {
+                "arm": r["arm"],
+                "workload": r["workload"],
+                "k": f"{r['k']:.3f}",
+                "role": r["role"],
+                "in band?": r["in_band"] if r["role"] == "test" else "sets the band",
+            }
+        )
     t = pd.DataFrame(rows)
     if band and not t.empty:
         t.attrs["band"] = band
@@ -34,26 +40,48 @@ def section_hypotheses(d: Data) -> Section | None:
     if k.get("rows") or k.get("verdict"):
         verdict = k.get("verdict", "untested")
         band = k.get("band")
-        outcomes.append({"hypothesis": "decode = k x baseline x acceptance length, one k for every arm",
-                         "test": f"k of the other arms inside the band {span(band[0], band[1], 3)} set by "
-                                 f"{', '.join(k.get('calibration', []))}" if band else "needs acceptance data",
-                         "outcome": verdict + (f" ({k['reason']})" if k.get("reason") else "")})
+        outcomes.append(
+            {
+                "hypothesis": "decode = k x baseline x acceptance length, one k for every arm",
+                "test": f"k of the other arms inside the band {span(band[0], band[1], 3)} set by "
+                f"{', '.join(k.get('calibration', []))}"
+                if band
+                else "needs acceptance data",
+                "outcome": verdict + (f" ({k['reason']})" if k.get("reason") else ""),
+            }
+        )
     for h in hyp:
-        outcomes.append({"hypothesis": f"the engine reads the weights {h['name']}",
-                         "test": "measured rate below that hypothesis' ceiling",
-                         "outcome": "possible" if h["possible"] else "falsified"})
+        outcomes.append(
+            {
+                "hypothesis": f"the engine reads the weights {h['name']}",
+                "test": "measured rate below that hypothesis' ceiling",
+                "outcome": "possible" if h["possible"] else "falsified",
+            }
+        )
     s.add(Table(pd.DataFrame(outcomes), "Each hypothesis, its test and its outcome", "hypotheses.csv"))
     if k.get("rows"):
         s.add(Heading("The k model", 3))
-        s.add(Para(f"Seed 000's model: decode {chr(8776)} k x baseline x acceptance length, with the baseline the "
-                   f"non-speculative arm {k.get('baseline')} on the same workload. The first half of the speculative "
-                   f"arms set the band; the others test it (within {pct(k.get('tolerance', 0.02), 0)} of an edge is "
-                   f"marginal)."))
+        s.add(
+            Para(
+                f"Seed 000's model: decode {chr(8776)} k x baseline x acceptance length, with the baseline the "
+                f"non-speculative arm {k.get('baseline')} on the same workload. The first half of the speculative "
+                f"arms set the band; the others test it (within {pct(k.get('tolerance', 0.02), 0)} of an edge is "
+                f"marginal)."
+            )
+        )
         s.add(Table(k_table(d), "k per arm and workload", "k_model.csv"))
         if k.get("verdict") == "falsified":
-            s.add(Para("Falsified: acceptance length alone does not predict the decode rate here. The estimate's "
-                       "job was to design the experiment, not to cancel one; the falsification is a result."))
+            s.add(
+                Para(
+                    "Falsified: acceptance length alone does not predict the decode rate here. The estimate's "
+                    "job was to design the experiment, not to cancel one; the falsification is a result."
+                )
+            )
         elif k.get("verdict") == "held":
-            s.add(Para("Held: every tested arm's k fell inside the band, so acceptance length predicted the decode "
-                       "rate within it on this experiment."))
+            s.add(
+                Para(
+                    "Held: every tested arm's k fell inside the band, so acceptance length predicted the decode "
+                    "rate within it on this experiment."
+                )
+            )
     return s

@@ -41,8 +41,9 @@ class Data:
     def workloads(self) -> list[str]:
         """Workloads in the experiment's order, then any others found in the runs."""
         seen = list(self.cfg.get("workloads", {}))
-        return [w for w in seen if w in set(self.runs["workload"])] + \
-            sorted(set(self.runs["workload"].astype(str)) - set(seen))
+        return [w for w in seen if w in set(self.runs["workload"])] + sorted(
+            set(self.runs["workload"].astype(str)) - set(seen)
+        )
 
     @property
     def arms(self) -> list[str]:
@@ -53,8 +54,9 @@ class Data:
         return next((c for c in self.stats.get("cells", []) if c["arm"] == arm and c["workload"] == workload), None)
 
     def comparison(self, arm: str, workload: str) -> dict | None:
-        return next((c for c in self.stats.get("comparisons", [])
-                     if c["candidate"] == arm and c["workload"] == workload), None)
+        return next(
+            (c for c in self.stats.get("comparisons", []) if c["candidate"] == arm and c["workload"] == workload), None
+        )
 
     def label(self, arm: str) -> str:
         lab = (self.cfg.get("arms", {}).get(arm) or {}).get("label")
@@ -66,8 +68,21 @@ def _read_json(path) -> dict | None:
     return json.loads(p.read_text()) if p and p.is_file() else None
 
 
-def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, schedule_csv, meta_dir,
-         corrections_path, out_dir, *, block_files=None, attempts_json=None, model_dir=None) -> Data:
+def load(
+    experiment_path,
+    runs_csv,
+    stats_json,
+    weights_json,
+    ceiling_json,
+    schedule_csv,
+    meta_dir,
+    corrections_path,
+    out_dir,
+    *,
+    block_files=None,
+    attempts_json=None,
+    model_dir=None,
+) -> Data:
     """Read one experiment's files (the report rule's inputs) into a `Data`.
 
     The report rule names every file: `block_files` (the raw records of the blocks the schedule
@@ -96,16 +111,32 @@ def load(experiment_path, runs_csv, stats_json, weights_json, ceiling_json, sche
     build = None
     # A relative model path is relative to the workflow's root (experiments/..).
     roots = [Path(experiment_path).resolve().parent.parent, Path.cwd()]
-    dirs = [Path(model_dir)] if model_dir and Path(model_dir).is_absolute() else \
-        [r / model_dir for r in roots] if model_dir else []
+    dirs = (
+        [Path(model_dir)]
+        if model_dir and Path(model_dir).is_absolute()
+        else [r / model_dir for r in roots]
+        if model_dir
+        else []
+    )
     for cand in [p / "build.json" for p in dirs] + [meta_dir / "model-build.json"]:
         if cand.is_file():
             build = json.loads(cand.read_text())
             break
     name = Path(experiment_path).stem
-    return Data(name=name, cfg=cfg, runs=runs, stats=current(json.loads(Path(stats_json).read_text())),
-                weights=_read_json(weights_json), ceiling=_read_json(ceiling_json),
-                schedule=pd.read_csv(schedule_csv), metas=metas, raw=raw,
-                corrections=load_corrections(corrections_path), corrections_path=str(corrections_path or ""),
-                model_dir=model_dir or None, model_build=build, out_dir=Path(out_dir),
-                failed_attempts=failed_attempts)
+    return Data(
+        name=name,
+        cfg=cfg,
+        runs=runs,
+        stats=current(json.loads(Path(stats_json).read_text())),
+        weights=_read_json(weights_json),
+        ceiling=_read_json(ceiling_json),
+        schedule=pd.read_csv(schedule_csv),
+        metas=metas,
+        raw=raw,
+        corrections=load_corrections(corrections_path),
+        corrections_path=str(corrections_path or ""),
+        model_dir=model_dir or None,
+        model_build=build,
+        out_dir=Path(out_dir),
+        failed_attempts=failed_attempts,
+    )

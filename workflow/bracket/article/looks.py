@@ -42,13 +42,21 @@ def looks_table(seq: dict) -> pd.DataFrame:
 
 
 def settled_table(seq: dict) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "candidate": c["candidate"], "workload": c["workload"], "verdict": c["verdict"] or "open",
-        "settled after round": c["settled_round"] or "",
-        "repeated CI": _rci(c.get("rci_low"), c.get("rci_high")) if c.get("rci_low") is not None else "",
-        "nominal level": f"{c['nominal_level']:.4%}" if c.get("nominal_level") is not None else "",
-        "alpha share": f"{c['level']:.4g}" if c.get("level") is not None else "",
-        "how": c["how"]} for c in seq["comparisons"]])
+    return pd.DataFrame(
+        [
+            {
+                "candidate": c["candidate"],
+                "workload": c["workload"],
+                "verdict": c["verdict"] or "open",
+                "settled after round": c["settled_round"] or "",
+                "repeated CI": _rci(c.get("rci_low"), c.get("rci_high")) if c.get("rci_low") is not None else "",
+                "nominal level": f"{c['nominal_level']:.4%}" if c.get("nominal_level") is not None else "",
+                "alpha share": f"{c['level']:.4g}" if c.get("level") is not None else "",
+                "how": c["how"],
+            }
+            for c in seq["comparisons"]
+        ]
+    )
 
 
 def section_looks(d: Data) -> Section | None:
@@ -59,26 +67,36 @@ def section_looks(d: Data) -> Section | None:
     s = Section([Heading("When to stop: the looks of an adaptive design")])
     s.add(Para(seq["rule"]))
     n_settled = sum(1 for c in seq["comparisons"] if c["status"] == "settled")
-    stop = (f"It stopped after round {seq['rounds_run']}: "
-            + ("every comparison had settled." if seq["rounds_run"] < seq["max_rounds"] and n_settled == len(seq["comparisons"])
-               else f"the budget of {seq['max_rounds']} rounds was spent." if seq["rounds_run"] >= seq["max_rounds"]
-               else f"{len(seq['comparisons']) - n_settled} comparisons are still open (the run stopped early)."))
+    stop = f"It stopped after round {seq['rounds_run']}: " + (
+        "every comparison had settled."
+        if seq["rounds_run"] < seq["max_rounds"] and n_settled == len(seq["comparisons"])
+        else f"the budget of {seq['max_rounds']} rounds was spent."
+        if seq["rounds_run"] >= seq["max_rounds"]
+        else f"{len(seq['comparisons']) - n_settled} comparisons are still open (the run stopped early)."
+    )
     m = seq["family"]
-    recycle = (f" The {m} comparisons start at {seq['alpha']:g} / {m} each; when one settles as faster/slower its "
-               f"share passes to the others (Holm-type recycling, Maurer & Bretz 2013), which are then judged at "
-               f"the larger level on every look so far, so one decisive comparison makes the others easier to "
-               f"settle. This keeps the chance of any false faster/slower, over every look and comparison, at "
-               f"most {seq['alpha']:g}. \"No measurable effect\" is judged on the intervals at {seq['alpha']:g} / "
-               f"{m}, never recycled (a comparison settled as faster has not ruled out an effect beyond the "
-               f"margin), and those all cover the true ratios together with probability at least "
-               f"{1 - seq['alpha']:.0%}: the chance of any wrong \"no measurable effect\" is also at most "
-               f"{seq['alpha']:g}." if m > 1 else
-               f" The intervals cover the true ratio at every look together with probability at least "
-               f"{1 - seq['alpha']:.0%}, so the chance of a wrong verdict (a false faster/slower, or \"no measurable "
-               f"effect\" where the truth lies outside the margin) is at most {seq['alpha']:g}.")
-    s.add(Para(f"{stop} Each interval below is a repeated confidence interval, valid however many looks were "
-               f"taken.{recycle} Early looks use wide intervals (O'Brien-Fleming-type spending keeps the alpha "
-               f"for the end), so only large effects settle early."))
+    recycle = (
+        f" The {m} comparisons start at {seq['alpha']:g} / {m} each; when one settles as faster/slower its "
+        f"share passes to the others (Holm-type recycling, Maurer & Bretz 2013), which are then judged at "
+        f"the larger level on every look so far, so one decisive comparison makes the others easier to "
+        f"settle. This keeps the chance of any false faster/slower, over every look and comparison, at "
+        f'most {seq["alpha"]:g}. "No measurable effect" is judged on the intervals at {seq["alpha"]:g} / '
+        f"{m}, never recycled (a comparison settled as faster has not ruled out an effect beyond the "
+        f"margin), and those all cover the true ratios together with probability at least "
+        f'{1 - seq["alpha"]:.0%}: the chance of any wrong "no measurable effect" is also at most '
+        f"{seq['alpha']:g}."
+        if m > 1
+        else f" The intervals cover the true ratio at every look together with probability at least "
+        f'{1 - seq["alpha"]:.0%}, so the chance of a wrong verdict (a false faster/slower, or "no measurable '
+        f'effect" where the truth lies outside the margin) is at most {seq["alpha"]:g}.'
+    )
+    s.add(
+        Para(
+            f"{stop} Each interval below is a repeated confidence interval, valid however many looks were "
+            f"taken.{recycle} Early looks use wide intervals (O'Brien-Fleming-type spending keeps the alpha "
+            f"for the end), so only large effects settle early."
+        )
+    )
     s.add(Table(looks_table(seq), "Each look: verdict or open, with the repeated CI of the ratio", "stats.json"))
     s.add(Table(settled_table(seq), "When each question settled", "stats.json"))
     return s

@@ -11,10 +11,10 @@ import pandas as pd
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
-from bracket.engines.identify import NAMES
 from bracket.article.neutrality import section_items as neutrality_items
 from bracket.article.phases import arm_state, states_differ
 from bracket.article.text import _missing, _n, pct, spec_words
+from bracket.engines.identify import NAMES
 
 
 def _utc(t) -> str:
@@ -32,9 +32,19 @@ def schedule_table(d: Data) -> pd.DataFrame:
             continue  # an adaptive design's planned round that its looks did not ask for
         m = d.metas.get(int(b.position), {})
         n = int((d.runs["position"] == b.position).sum()) if "position" in d.runs else 0
-        rows.append({"position": int(b.position), "arm": b.arm, "round": int(b.round), "seed": int(b.seed),
-                     "status": m.get("status", "not run"), "ready (s)": m.get("ready_s", ""),
-                     "started (UTC)": _utc(m.get("started_at")), "server": m.get("server_id", ""), "requests": n})
+        rows.append(
+            {
+                "position": int(b.position),
+                "arm": b.arm,
+                "round": int(b.round),
+                "seed": int(b.seed),
+                "status": m.get("status", "not run"),
+                "ready (s)": m.get("ready_s", ""),
+                "started (UTC)": _utc(m.get("started_at")),
+                "server": m.get("server_id", ""),
+                "requests": n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -74,19 +84,30 @@ def served_sentence(d: Data) -> str:
     else:
         kind = _first(d, "engine") or eng.get("kind")
         if kind in (None, "auto", "openai"):
-            who = "an OpenAI-compatible server" + (f" reporting version {', '.join(vs)}" if vs else "") + \
-                  f" (engine.kind: {kind or 'not recorded'}; its engine was not identified)"
+            who = (
+                "an OpenAI-compatible server"
+                + (f" reporting version {', '.join(vs)}" if vs else "")
+                + f" (engine.kind: {kind or 'not recorded'}; its engine was not identified)"
+            )
         else:
             who = ENGINE_NAMES.get(kind, str(kind)) + (f" {', '.join(vs)}" if vs else "")
     if eng.get("embedded"):
-        who += (" (embedded: vLLM's CPU build serving a tiny model trained locally)" if eng.get("kind") == "vllm"
-                else " (embedded: llama-server built by the workflow serving a tiny model trained locally, as GGUF)"
-                if eng.get("kind") == "llamacpp" else " (embedded: the tiny model trained locally)")
+        who += (
+            " (embedded: vLLM's CPU build serving a tiny model trained locally)"
+            if eng.get("kind") == "vllm"
+            else " (embedded: llama-server built by the workflow serving a tiny model trained locally, as GGUF)"
+            if eng.get("kind") == "llamacpp"
+            else " (embedded: the tiny model trained locally)"
+        )
     base = _first(d, "base_url") or eng.get("base_url")
-    how = {"attach": f", attached at {base} (started by hand; bracket started and stopped nothing)" if base
-           else ", attached (started by hand)",
-           "docker": ", in a fresh container per block", "native": ", a fresh process per block",
-           "slurm": ", a fresh process per block"}.get(launch, f", launch {launch}" if launch else "")
+    how = {
+        "attach": f", attached at {base} (started by hand; bracket started and stopped nothing)"
+        if base
+        else ", attached (started by hand)",
+        "docker": ", in a fresh container per block",
+        "native": ", a fresh process per block",
+        "slurm": ", a fresh process per block",
+    }.get(launch, f", launch {launch}" if launch else "")
     served = _first(d, "served_model")
     where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model")
     if where == "embedded":
@@ -118,8 +139,11 @@ def hardware_sentence(d: Data) -> str:
             key = (g.get("name"), g.get("memory_mib"), g.get("driver"))
             by_name[key] = by_name.get(key, 0) + 1
         for (name, mem, driver), n in by_name.items():
-            parts.append(f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
-                         if mem or driver else f"{n} x {name}")
+            parts.append(
+                f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
+                if mem or driver
+                else f"{n} x {name}"
+            )
         if not gpus:
             parts.append("no NVIDIA GPU reported")
         if hi.get("kernel"):
@@ -128,11 +152,16 @@ def hardware_sentence(d: Data) -> str:
         seen.setdefault(text, []).append(str(m.get("host") or ""))
     if not seen:
         return ""
-    lines = [(f"{', '.join(sorted(set(h for h in hosts if h)))}: " if len(seen) > 1 else "") + text
-             for text, hosts in seen.items()]
+    lines = [
+        (f"{', '.join(sorted(set(h for h in hosts if h)))}: " if len(seen) > 1 else "") + text
+        for text, hosts in seen.items()
+    ]
     launch = _first(d, "launch")
-    note = (" This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
-            if launch == "attach" else "")
+    note = (
+        " This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
+        if launch == "attach"
+        else ""
+    )
     return "Hardware: " + "; ".join(lines) + "." + note
 
 
@@ -143,36 +172,59 @@ def cache_sentence(d: Data) -> str:
     g = d.stats.get("guards") or records.guards(d.runs)
     checks = g.get("cache_checks") or {}
     found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
-    who = (ENGINE_NAMES.get(found.get("kind"), found.get("kind")) + (f" {found['version']}" if found.get("version") else "")
-           if found else "the server")
+    who = (
+        ENGINE_NAMES.get(found.get("kind"), found.get("kind"))
+        + (f" {found['version']}" if found.get("version") else "")
+        if found
+        else "the server"
+    )
     ways = []
     if checks.get("reported"):
         ways.append(f"{_n(checks['reported'], 'timed run')} by the cached tokens {who} reported in its response")
     if checks.get("metrics"):
-        ways.append(f"{_n(checks['metrics'], 'timed run')} by {who}'s prefix-cache hit counters on /metrics "
-                    f"(vllm:prefix_cache_hits), read just before and after each single-stream request")
+        ways.append(
+            f"{_n(checks['metrics'], 'timed run')} by {who}'s prefix-cache hit counters on /metrics "
+            f"(vllm:prefix_cache_hits), read just before and after each single-stream request"
+        )
     if checks.get("unique prefix"):
-        ways.append(f"{_n(checks['unique prefix'], 'timed run')} not directly: {who} reported no cached tokens (cache "
-                    f"not reported), so they rest on their prefixes, each unique in the experiment")
+        ways.append(
+            f"{_n(checks['unique prefix'], 'timed run')} not directly: {who} reported no cached tokens (cache "
+            f"not reported), so they rest on their prefixes, each unique in the experiment"
+        )
     if not ways:
         return ""
     hits = g.get("cache_hits") or 0
-    return ("Cache check: " + "; ".join(ways) + "."
-            + (f" {_n(hits, 'run')} showed a cache hit and {'is' if hits == 1 else 'are'} invalid." if hits else ""))
+    return (
+        "Cache check: "
+        + "; ".join(ways)
+        + "."
+        + (f" {_n(hits, 'run')} showed a cache hit and {'is' if hits == 1 else 'are'} invalid." if hits else "")
+    )
 
 
 def launch_sentence(d: Data) -> str:
     """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
     launches = {m.get("launch") for m in d.metas.values()} or {d.cfg.get("engine", {}).get("launch")}
     if launches == {"attach"}:
-        return ("The server was started by hand and only attached to: it was not restarted between blocks, so "
-                "every arm ran with the same server flags, and each block flushed the prefix cache where the "
-                "engine allows it" + ("" if not any(m.get("warnings") for m in d.metas.values())
-                                      else " (see the warnings below: a flush failed)") + ".")
+        return (
+            "The server was started by hand and only attached to: it was not restarted between blocks, so "
+            "every arm ran with the same server flags, and each block flushed the prefix cache where the "
+            "engine allows it"
+            + (
+                ""
+                if not any(m.get("warnings") for m in d.metas.values())
+                else " (see the warnings below: a flush failed)"
+            )
+            + "."
+        )
     if launches == {"docker"}:
         return "A fresh container was started for each block and removed after it."
-    return ("A fresh server process was launched for each block and stopped after it." + layout_sentence(d)
-            + pinning_sentence(d) + priority_sentence(d))
+    return (
+        "A fresh server process was launched for each block and stopped after it."
+        + layout_sentence(d)
+        + pinning_sentence(d)
+        + priority_sentence(d)
+    )
 
 
 def priority_sentence(d: Data) -> str:
@@ -184,8 +236,10 @@ def priority_sentence(d: Data) -> str:
         return " The server's priority differed between blocks: see each block's provenance (priority)."
     pr = json.loads(prios.pop())
     how = [f"{who} {pr[who]}" for who in ("server", "client") if pr.get(who, "set") != "set"]
-    return (f" The server and bracket's client ran at nice {pr['nice']}, their sessions' autogroups too "
-            f"(engine.nice)" + (f"; not everywhere: {'; '.join(how)}" if how else "") + ".")
+    return (
+        f" The server and bracket's client ran at nice {pr['nice']}, their sessions' autogroups too "
+        f"(engine.nice)" + (f"; not everywhere: {'; '.join(how)}" if how else "") + "."
+    )
 
 
 def layout_sentence(d: Data) -> str:
@@ -197,9 +251,11 @@ def layout_sentence(d: Data) -> str:
         return " The engine's process layout differed between blocks: see each block's provenance (engine_layout)."
     w = json.loads(lays.pop())
     n = w["compute_threads"]
-    return (f" The engine ran its model inside the engine core's process on {n} compute thread{'s' if n != 1 else ''} "
-            f"(engine.inproc_worker: auto; {', '.join(f'{k}={v}' for k, v in sorted(w['env'].items()))}), so no "
-            f"scheduler process busy-waited on a core beside the API server and bracket's client.")
+    return (
+        f" The engine ran its model inside the engine core's process on {n} compute thread{'s' if n != 1 else ''} "
+        f"(engine.inproc_worker: auto; {', '.join(f'{k}={v}' for k, v in sorted(w['env'].items()))}), so no "
+        f"scheduler process busy-waited on a core beside the API server and bracket's client."
+    )
 
 
 def pinning_sentence(d: Data) -> str:
@@ -210,8 +266,10 @@ def pinning_sentence(d: Data) -> str:
     if len(pins) > 1:
         return " CPU pinning differed between blocks: see each block's provenance (pinning)."
     p = json.loads(pins.pop())
-    return (f" Its compute thread(s) ran on core(s) {p['compute']} alone; the server's other processes and "
-            f"bracket's client on core(s) {p['server']} (engine.pin_cpus: auto).")
+    return (
+        f" Its compute thread(s) ran on core(s) {p['compute']} alone; the server's other processes and "
+        f"bracket's client on core(s) {p['server']} (engine.pin_cpus: auto)."
+    )
 
 
 def _span3(x: dict | None, digits: int = 0) -> str:
@@ -232,15 +290,23 @@ def telemetry_table(d: Data) -> pd.DataFrame:
         if not isinstance(tel, dict) or not tel.get("n"):
             continue
         power = tel.get("power_w") or {}
-        rows.append({"block": pos, "arm": m.get("arm"), "round": m.get("round"), "device": tel.get("name"),
-                     "samples": tel.get("n"), "SM clock MHz (min–median–max)": _span3(tel.get("sm_clock_mhz")),
-                     "memory clock MHz": _span3(tel.get("mem_clock_mhz")),
-                     "temperature °C (min–median–max)": _span3(tel.get("temp_c")),
-                     "power W, median (max)": f"{power['median']:.0f} ({power['max']:.0f})" if power else "",
-                     "GPU busy %, median": (tel.get("util_gpu_pct") or {}).get("median"),
-                     "throttle reasons": ", ".join(tel.get("throttle_reasons_seen") or []) or "none",
-                     "sm_min": (tel.get("sm_clock_mhz") or {}).get("min"),
-                     "sm_max": (tel.get("sm_clock_mhz") or {}).get("max")})
+        rows.append(
+            {
+                "block": pos,
+                "arm": m.get("arm"),
+                "round": m.get("round"),
+                "device": tel.get("name"),
+                "samples": tel.get("n"),
+                "SM clock MHz (min–median–max)": _span3(tel.get("sm_clock_mhz")),
+                "memory clock MHz": _span3(tel.get("mem_clock_mhz")),
+                "temperature °C (min–median–max)": _span3(tel.get("temp_c")),
+                "power W, median (max)": f"{power['median']:.0f} ({power['max']:.0f})" if power else "",
+                "GPU busy %, median": (tel.get("util_gpu_pct") or {}).get("median"),
+                "throttle reasons": ", ".join(tel.get("throttle_reasons_seen") or []) or "none",
+                "sm_min": (tel.get("sm_clock_mhz") or {}).get("min"),
+                "sm_max": (tel.get("sm_clock_mhz") or {}).get("max"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -253,15 +319,27 @@ def section_telemetry(d: Data) -> Section | None:
     lo, hi = t["sm_min"].min(), t["sm_max"].max()
     busy = [r for r in t["throttle reasons"] if r not in ("none", "gpu_idle")]
     if lo == hi and not busy:
-        s.add(Para(f"The SM clock held at {lo:.0f} MHz in every block, with no throttle reason other than idle: the "
-                   "differences between blocks are not the clock's."))
+        s.add(
+            Para(
+                f"The SM clock held at {lo:.0f} MHz in every block, with no throttle reason other than idle: the "
+                "differences between blocks are not the clock's."
+            )
+        )
     else:
-        s.add(Para(f"The SM clock ranged {lo:.0f}–{hi:.0f} MHz across blocks"
-                   + (f", and the GPU reported throttling ({', '.join(sorted(set(busy)))})" if busy else "")
-                   + ": blocks ran at different speeds of the machine itself; read the drift section with this in "
-                   "mind.", "warn"))
-    s.add(Table(t.drop(columns=["sm_min", "sm_max"]), "NVML samples per block, taken while the block ran",
-                "telemetry.csv"))
+        s.add(
+            Para(
+                f"The SM clock ranged {lo:.0f}–{hi:.0f} MHz across blocks"
+                + (f", and the GPU reported throttling ({', '.join(sorted(set(busy)))})" if busy else "")
+                + ": blocks ran at different speeds of the machine itself; read the drift section with this in "
+                "mind.",
+                "warn",
+            )
+        )
+    s.add(
+        Table(
+            t.drop(columns=["sm_min", "sm_max"]), "NVML samples per block, taken while the block ran", "telemetry.csv"
+        )
+    )
     return s
 
 
@@ -274,19 +352,26 @@ def model_hash_sentence(metas: dict) -> tuple[str, str] | None:
         return None
     digests = sorted({h.get("sha256") for h in hashes if h.get("sha256")})
     files = sorted({str(h.get("file")) for h in hashes if h.get("file")})
-    text = (f"Model weights served ({', '.join(files)}): sha256 {', '.join(digests)}"
-            + (f" in {len(hashes)} of {len(metas)} blocks" if len(hashes) < len(metas) else ", every block") + ". ")
+    text = (
+        f"Model weights served ({', '.join(files)}): sha256 {', '.join(digests)}"
+        + (f" in {len(hashes)} of {len(metas)} blocks" if len(hashes) < len(metas) else ", every block")
+        + ". "
+    )
     if len(digests) > 1:
         return text + "The blocks served different weights: their arms are not comparable.", "warn"
     pins = {h.get("pinned") for h in hashes}
     if pins == {None}:
         return text + "No hash is pinned for this model in the package.", ""
     if all(h.get("matches") for h in hashes):
-        return text + ("It is the hash this package pins for the model (bracket.embedded.MODEL_SHA256): the model "
-                       "a rebuild from the same seed must reproduce."), ""
-    return text + (f"The package pins {', '.join(sorted(p for p in pins if p))} for this model "
-                   "(bracket.embedded.MODEL_SHA256): these are other weights, so the figures here are not those of "
-                   "the published model, and a reproduction against them refuses to compare."), "warn"
+        return text + (
+            "It is the hash this package pins for the model (bracket.embedded.MODEL_SHA256): the model "
+            "a rebuild from the same seed must reproduce."
+        ), ""
+    return text + (
+        f"The package pins {', '.join(sorted(p for p in pins if p))} for this model "
+        "(bracket.embedded.MODEL_SHA256): these are other weights, so the figures here are not those of "
+        "the published model, and a reproduction against them refuses to compare."
+    ), "warn"
 
 
 def _x(span: list | None, digits: int = 2) -> str:
@@ -304,40 +389,61 @@ def conservatism_sentence(d: Data) -> str | None:
     conf = d.stats.get("confidence", 0.95)
     df = c["df"]
     dfs = f"{df[0]:g}" if df[0] == df[1] else f"{df[0]:g}-{df[1]:g}"
-    parts = [f"the t quantile on {dfs} degrees of freedom ({_x(c['df_factor'])}: the noise is estimated "
-             f"from the blocks and requests that ran, not known)"]
+    parts = [
+        f"the t quantile on {dfs} degrees of freedom ({_x(c['df_factor'])}: the noise is estimated "
+        f"from the blocks and requests that ran, not known)"
+    ]
     if c["level_factor"][1] > 1.005:
-        why = ("the adaptive design's repeated-CI boundary at its looks" if d.stats.get("sequential")
-               else f"the multiplicity of {_n(d.stats.get('multiplicity', {}).get('comparisons'), 'comparison')} (Holm)")
-        parts.append(f"the level each interval is drawn at, up to {pct(c['level'][1], 2)} for {why} "
-                     f"({_x(c['level_factor'])})")
+        why = (
+            "the adaptive design's repeated-CI boundary at its looks"
+            if d.stats.get("sequential")
+            else f"the multiplicity of {_n(d.stats.get('multiplicity', {}).get('comparisons'), 'comparison')} (Holm)"
+        )
+        parts.append(
+            f"the level each interval is drawn at, up to {pct(c['level'][1], 2)} for {why} ({_x(c['level_factor'])})"
+        )
     if c["drift_fits"]:
-        parts.append(f"the drift term in {c['drift_fits']} of {c['comparisons']} fits ({_x(c['drift_factor'])}: time "
-                     "takes a degree of freedom and shares the arm's variance)")
+        parts.append(
+            f"the drift term in {c['drift_fits']} of {c['comparisons']} fits ({_x(c['drift_factor'])}: time "
+            "takes a degree of freedom and shares the arm's variance)"
+        )
     pooled = c["pooled"] + c["floored"]
     if pooled and c.get("median_factor"):
         rpb = c["runs_per_block"]
         runs = f"{rpb[0]:.0f}" if round(rpb[0]) == round(rpb[1]) else f"{rpb[0]:.0f}-{rpb[1]:.0f}"
-        how = " and ".join(x for x in (f"{c['pooled']} pooled block and request noise (blocks agreed within it)"
-                                       if c["pooled"] else "",
-                                       f"{c['floored']} took request noise as the floor of a one-df block variance"
-                                       if c["floored"] else "") if x)
-        parts.append(f"request noise's part of the variance where {how}: it is taken as (pi/2) sigma^2 / n, a "
-                     f"median's large-sample variance, which at {runs} runs per block is "
-                     f"{_x(c['median_factor'])} a block median's variance under normal noise (at most "
-                     f"{_x([v ** 0.5 for v in c['median_factor']])} on the width)")
-    head = (f"Where the comparisons' intervals get their width, against the {pct(conf, 0)} interval of an oracle "
-            f"that knew how much servers and requests vary: " + "; ".join(parts)
-            + f". Degrees of freedom, level and drift term together make the intervals {_x(c['total'])} as wide "
-            "as an oracle's.")
+        how = " and ".join(
+            x
+            for x in (
+                f"{c['pooled']} pooled block and request noise (blocks agreed within it)" if c["pooled"] else "",
+                f"{c['floored']} took request noise as the floor of a one-df block variance" if c["floored"] else "",
+            )
+            if x
+        )
+        parts.append(
+            f"request noise's part of the variance where {how}: it is taken as (pi/2) sigma^2 / n, a "
+            f"median's large-sample variance, which at {runs} runs per block is "
+            f"{_x(c['median_factor'])} a block median's variance under normal noise (at most "
+            f"{_x([v**0.5 for v in c['median_factor']])} on the width)"
+        )
+    head = (
+        f"Where the comparisons' intervals get their width, against the {pct(conf, 0)} interval of an oracle "
+        f"that knew how much servers and requests vary: "
+        + "; ".join(parts)
+        + f". Degrees of freedom, level and drift term together make the intervals {_x(c['total'])} as wide "
+        "as an oracle's."
+    )
     if c["band_raised"]:
-        head += (f" Besides, a verdict's interval must clear the noise band, which the fitted drift raised above the "
-                 f"{pct(c['threshold'], 0)} threshold in {c['band_raised']} of {c['comparisons']} comparisons "
-                 f"(to {pct(c['band_max'])} at most).")
+        head += (
+            f" Besides, a verdict's interval must clear the noise band, which the fitted drift raised above the "
+            f"{pct(c['threshold'], 0)} threshold in {c['band_raised']} of {c['comparisons']} comparisons "
+            f"(to {pct(c['band_max'])} at most)."
+        )
     if c["pooled"]:
-        head += (" Each guards against a false verdict when blocks disagree more than they appear to; where they "
-                 "agree closely, as in the pooled fits here, the intervals cover the truth more often than they state "
-                 "(the H200 regime of bench/results/design_efficiency.md, section 2).")
+        head += (
+            " Each guards against a false verdict when blocks disagree more than they appear to; where they "
+            "agree closely, as in the pooled fits here, the intervals cover the truth more often than they state "
+            "(the H200 regime of bench/results/design_efficiency.md, section 2)."
+        )
     return head
 
 
@@ -346,10 +452,16 @@ def gap_sentence(d: Data) -> str | None:
     g = d.stats.get("gaps")
     if not g:
         return None
-    return (f"Blocks followed each other after a median gap of {g['median_s']:.1f} s (max {g['max_s']:.1f} s), "
-            f"from one block's end to the next one's server start on its host; the design's cooldown is "
-            f"{g['cooldown_s']:g} s" + (f", and {g['over']} of {g['n']} gaps exceeded it by more than "
-                                         f"{g['excess_s']:g} s." if g.get("over") else "."))
+    return (
+        f"Blocks followed each other after a median gap of {g['median_s']:.1f} s (max {g['max_s']:.1f} s), "
+        f"from one block's end to the next one's server start on its host; the design's cooldown is "
+        f"{g['cooldown_s']:g} s"
+        + (
+            f", and {g['over']} of {g['n']} gaps exceeded it by more than {g['excess_s']:g} s."
+            if g.get("over")
+            else "."
+        )
+    )
 
 
 def section_method(d: Data) -> Section:
@@ -358,21 +470,36 @@ def section_method(d: Data) -> Section:
     n_blocks = len(schedule_table(d))
     seq = d.stats.get("sequential")
     first = seq.get("first_look", des.get("min_rounds")) if seq else None
-    rounds = (f"adaptive: {_n(seq['rounds_run'], 'round')} run of {first} to {des.get('max_rounds')}, the first look "
-              f"after round {first} (see the looks)" if seq else _n(des.get('rounds'), 'round'))
-    s.add(Para(f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
-               f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
-               f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
-               f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)))
+    rounds = (
+        f"adaptive: {_n(seq['rounds_run'], 'round')} run of {first} to {des.get('max_rounds')}, the first look "
+        f"after round {first} (see the looks)"
+        if seq
+        else _n(des.get("rounds"), "round")
+    )
+    s.add(
+        Para(
+            f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
+            f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
+            f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
+            f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)
+        )
+    )
     gaps = gap_sentence(d)
     if gaps:
         s.add(Para(gaps))
     req = cfg.get("request", {})
-    s.add(Para(f"Requests: max_tokens {req.get('max_tokens')}, temperature {req.get('temperature')}, seed "
-               f"{req.get('seed')}; " + ("each prompt carried a unique prefix, so the prefix cache could not engage. "
-                                         if req.get("unique_prefix") else
-                                         "prompts were sent without a unique prefix, so the prefix cache could engage. ")
-               + "Decode rate = completion_tokens / wall time of the request, never stream events."))
+    s.add(
+        Para(
+            f"Requests: max_tokens {req.get('max_tokens')}, temperature {req.get('temperature')}, seed "
+            f"{req.get('seed')}; "
+            + (
+                "each prompt carried a unique prefix, so the prefix cache could not engage. "
+                if req.get("unique_prefix")
+                else "prompts were sent without a unique prefix, so the prefix cache could engage. "
+            )
+            + "Decode rate = completion_tokens / wall time of the request, never stream events."
+        )
+    )
     s.add(*neutrality_items(d))
     cache = cache_sentence(d)
     if cache:
@@ -394,32 +521,65 @@ def section_method(d: Data) -> Section:
     for arm in d.arms:
         a = cfg.get("arms", {}).get(arm) or {}
         sp = a.get("speculative")
-        arm_rows.append({"arm": arm, "label": a.get("label", ""), "speculative": spec_words(sp, eng.get("kind")),
-                         "extra args": shlex.join(a.get("args") or []), "flags as launched": arm_flags(d, arm),
-                         "server state": arm_state(d, arm)})
-    s.add(Table(pd.DataFrame(arm_rows), "Arms, and the state each one's server kept between requests (as launched)",
-                "arms.csv"))
+        arm_rows.append(
+            {
+                "arm": arm,
+                "label": a.get("label", ""),
+                "speculative": spec_words(sp, eng.get("kind")),
+                "extra args": shlex.join(a.get("args") or []),
+                "flags as launched": arm_flags(d, arm),
+                "server state": arm_state(d, arm),
+            }
+        )
+    s.add(
+        Table(
+            pd.DataFrame(arm_rows),
+            "Arms, and the state each one's server kept between requests (as launched)",
+            "arms.csv",
+        )
+    )
     if states_differ(d):
-        s.add(Para("The arms ran with different server state (the arms table's last column): their TTFT, and with it "
-                   "the decode rate, differ for that reason as well as for the arm's own.", "warn"))
+        s.add(
+            Para(
+                "The arms ran with different server state (the arms table's last column): their TTFT, and with it "
+                "the decode rate, differ for that reason as well as for the arm's own.",
+                "warn",
+            )
+        )
     first = {}
     for pos in sorted(d.metas):
         first.setdefault(d.metas[pos].get("arm"), d.metas[pos])
     for arm, m in first.items():
         if m.get("argv"):
             env = " ".join(f"{k}={v}" for k, v in (m.get("env") or {}).items())
-            s.add(Para(f"Launch command of {arm} (block {m.get('block')}):", "note"),
-                  Pre((env + " \\\n  " if env else "") + shlex.join(m["argv"])))
+            s.add(
+                Para(f"Launch command of {arm} (block {m.get('block')}):", "note"),
+                Pre((env + " \\\n  " if env else "") + shlex.join(m["argv"])),
+            )
     failed = [m for m in d.metas.values() if m.get("status") not in (None, "complete")]
     for m in failed:
-        s.add(Para(f"Block {m.get('block')} ended with status {m.get('status')}; the last lines of its log:", "warn"),
-              Pre(str(m.get("log_tail") or "")))
+        s.add(
+            Para(f"Block {m.get('block')} ended with status {m.get('status')}; the last lines of its log:", "warn"),
+            Pre(str(m.get("log_tail") or "")),
+        )
     if d.failed_attempts:
-        s.add(Para(f"{len(d.failed_attempts)} block attempt(s) failed and were run again in a fresh server; "
-                   "their records are kept beside the raw values but left out of every statistic:", "warn"))
-        rows = [{"block": m.get("block"), "arm": m.get("arm"), "records kept": m.get("records_kept"),
-                 "file": m.get("file"), "error": str(m.get("error") or m.get("status"))[:300]}
-                for m in d.failed_attempts]
+        s.add(
+            Para(
+                f"{len(d.failed_attempts)} block attempt(s) failed and were run again in a fresh server; "
+                "their records are kept beside the raw values but left out of every statistic:",
+                "warn",
+            )
+        )
+        rows = [
+            {
+                "block": m.get("block"),
+                "arm": m.get("arm"),
+                "records kept": m.get("records_kept"),
+                "file": m.get("file"),
+                "error": str(m.get("error") or m.get("status"))[:300],
+            }
+            for m in d.failed_attempts
+        ]
         s.add(Table(pd.DataFrame(rows), "Failed block attempts", "failed_attempts.csv"))
     model_dir = d.model_dir if d.model_dir not in (None, "", "embedded") else None  # "embedded": the schema default
     if model_dir or d.model_build:
@@ -428,21 +588,33 @@ def section_method(d: Data) -> Section:
             s.add(Para(f"Its files: {model_dir}."))
         if d.model_build:
             b = d.model_build
-            s.add(Para(f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "
-                       f"{b.get('vocab')}, {b.get('steps')} training steps of batch {b.get('batch')} x "
-                       f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, "
-                       + (f"final loss {b['final_loss']:.2f}" if isinstance(b.get("final_loss"), (int, float))
-                          else "untrained (no final loss)")
-                       + f", seed {b.get('seed')}, {b.get('build_seconds')} s "
-                       f"with torch {b.get('torch')}."
-                       if "layers" in b else "Build record (build.json):"))
+            s.add(
+                Para(
+                    f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "
+                    f"{b.get('vocab')}, {b.get('steps')} training steps of batch {b.get('batch')} x "
+                    f"{b.get('seq_len')} tokens at lr {b.get('lr')} on {b.get('corpus', 'its corpus')}, "
+                    + (
+                        f"final loss {b['final_loss']:.2f}"
+                        if isinstance(b.get("final_loss"), (int, float))
+                        else "untrained (no final loss)"
+                    )
+                    + f", seed {b.get('seed')}, {b.get('build_seconds')} s "
+                    f"with torch {b.get('torch')}."
+                    if "layers" in b
+                    else "Build record (build.json):"
+                )
+            )
             if "layers" not in b:
                 s.add(Pre(json.dumps(b, indent=1)))
     a = cfg.get("analysis", {})
-    s.add(Para(f"Analysis: medians with {d.stats.get('resamples', a.get('bootstrap_resamples'))} bootstrap resamples "
-               f"at {pct(d.stats.get('confidence', 0.95), 0)} confidence, analysis seed {d.stats.get('seed')} (each "
-               f"statistic derives its own stream from it), noise threshold {pct(d.stats.get('noise_threshold'), 0)}, "
-               f"spread warning above {pct(d.stats.get('spread_warning'), 0)}."))
+    s.add(
+        Para(
+            f"Analysis: medians with {d.stats.get('resamples', a.get('bootstrap_resamples'))} bootstrap resamples "
+            f"at {pct(d.stats.get('confidence', 0.95), 0)} confidence, analysis seed {d.stats.get('seed')} (each "
+            f"statistic derives its own stream from it), noise threshold {pct(d.stats.get('noise_threshold'), 0)}, "
+            f"spread warning above {pct(d.stats.get('spread_warning'), 0)}."
+        )
+    )
     width = conservatism_sentence(d)
     if width:
         s.add(Para(width))

@@ -17,44 +17,72 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
         return None
     status = str(n.get("status", ""))
     if status.startswith("off"):
-        return (f"The neutrality control, which compares bracket's request with the plainest request that yields "
-                f"the same tokens, was {status}; this article does not show what bracket's request cost the "
-                f"engine.", "warn")
+        return (
+            f"The neutrality control, which compares bracket's request with the plainest request that yields "
+            f"the same tokens, was {status}; this article does not show what bracket's request cost the "
+            f"engine.",
+            "warn",
+        )
     if n.get("ratio") is None:
-        return (f"The neutrality control left no pair to compare ({status}): this article does not show what "
-                f"bracket's request cost the engine.", "warn")
-    how = {"server timing": "the server's own timing (" + "; ".join(n.get("timing_sources") or []) + ")",
-           "wall time, after the first token": "the client's time after the first token (the engine reports no "
-                                               "timing of its own)"}.get(n.get("basis"),
-                                                                         "wall time (the engine reports no timing of its own)")
-    what = (f"In every block, after the arm's own requests, the same server answered {_n(n['pairs'], 'pair')} of "
-            f"requests in all ({_n(n['blocks'], 'block')}): bracket's body and the plainest body that yields the "
-            f"same tokens (what llama-benchy or a bare OpenAI client sends: model, prompt, max_tokens, "
-            f"temperature, stream with usage, ignore_eos), on the same prompt, in alternating order, compared on "
-            f"{how}. " + same_sentence(n.get("same_output")))
+        return (
+            f"The neutrality control left no pair to compare ({status}): this article does not show what "
+            f"bracket's request cost the engine.",
+            "warn",
+        )
+    how = {
+        "server timing": "the server's own timing (" + "; ".join(n.get("timing_sources") or []) + ")",
+        "wall time, after the first token": "the client's time after the first token (the engine reports no "
+        "timing of its own)",
+    }.get(n.get("basis"), "wall time (the engine reports no timing of its own)")
+    what = (
+        f"In every block, after the arm's own requests, the same server answered {_n(n['pairs'], 'pair')} of "
+        f"requests in all ({_n(n['blocks'], 'block')}): bracket's body and the plainest body that yields the "
+        f"same tokens (what llama-benchy or a bare OpenAI client sends: model, prompt, max_tokens, "
+        f"temperature, stream with usage, ignore_eos), on the same prompt, in alternating order, compared on "
+        f"{how}. " + same_sentence(n.get("same_output"))
+    )
     per = ""
     if n.get("bracket_ms_per_token") and n.get("plain_ms_per_token"):
-        per = (f" ({n['bracket_ms_per_token']:.3f} against {n['plain_ms_per_token']:.3f} ms per token, medians of "
-               f"the pairs)")
+        per = (
+            f" ({n['bracket_ms_per_token']:.3f} against {n['plain_ms_per_token']:.3f} ms per token, medians of "
+            f"the pairs)"
+        )
     if n.get("ci_low") is None:
-        return (what + f"bracket's request took {pct(n['cost'], 1, sign=True)} per token{per}; with one block there "
-                f"is no block-level interval, so the instrument's cost is not established.", "warn")
-    ci = (f"{pct(n['confidence'], 0)} CI {pct(n['ci_low'] - 1, 1, sign=True)} to "
-          f"{pct(n['ci_high'] - 1, 1, sign=True)}, {n['df']} degrees of freedom between blocks")
+        return (
+            what + f"bracket's request took {pct(n['cost'], 1, sign=True)} per token{per}; with one block there "
+            f"is no block-level interval, so the instrument's cost is not established.",
+            "warn",
+        )
+    ci = (
+        f"{pct(n['confidence'], 0)} CI {pct(n['ci_low'] - 1, 1, sign=True)} to "
+        f"{pct(n['ci_high'] - 1, 1, sign=True)}, {n['df']} degrees of freedom between blocks"
+    )
     if n["ci_low"] > 1.01:
-        return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
-                f"the rates in this article are the engine's under bracket's request, slower than under a plain "
-                f"client's.", "warn")
+        return (
+            what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
+            f"the rates in this article are the engine's under bracket's request, slower than under a plain "
+            f"client's.",
+            "warn",
+        )
     if n["ci_high"] < 0.99:
-        return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
-                f"less than a plain client's, so the rates in this article are the engine's under bracket's "
-                f"request, faster than a plain client would see (the fields bracket adds, and why: the engine "
-                f"adapter's request_body).", "warn")
+        return (
+            what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
+            f"less than a plain client's, so the rates in this article are the engine's under bracket's "
+            f"request, faster than a plain client would see (the fields bracket adds, and why: the engine "
+            f"adapter's request_body).",
+            "warn",
+        )
     if n["ci_low"] >= 0.99 and n["ci_high"] <= 1.01:
-        return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
-                f"within 1 % either way, so the instrument does not change what it measures.", "")
-    return (what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): the "
-            f"interval reaches beyond 1 % on one side, so a cost or a saving of that size is not ruled out.", "")
+        return (
+            what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
+            f"within 1 % either way, so the instrument does not change what it measures.",
+            "",
+        )
+    return (
+        what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): the "
+        f"interval reaches beyond 1 % on one side, so a cost or a saving of that size is not ruled out.",
+        "",
+    )
 
 
 def same_sentence(same: dict | None) -> str:
@@ -63,9 +91,11 @@ def same_sentence(same: dict | None) -> str:
         return ""
     if same["same"] == same["of"]:
         return f"Both bodies gave the same tokens in all {_n(same['of'], 'pair')}. "
-    return (f"The two bodies gave the same tokens in {same['same']} of {_n(same['of'], 'pair')}: in the others "
-            f"bracket's fields changed the output itself, so those pairs compare different work (on a speculative "
-            f"arm, a different acceptance). ")
+    return (
+        f"The two bodies gave the same tokens in {same['same']} of {_n(same['of'], 'pair')}: in the others "
+        f"bracket's fields changed the output itself, so those pairs compare different work (on a speculative "
+        f"arm, a different acceptance). "
+    )
 
 
 def section_items(d: Data) -> list[Para]:

@@ -36,18 +36,26 @@ def phase_table(d: Data) -> pd.DataFrame:
         where = {True: "TTFT", False: "decode", None: ""}[r.get("in_ttft")]
         if r["arm"] == d.reference:
             where = "reference"
-        rows.append({
-            "workload": r["workload"], "arm": r["arm"], "runs": r["n"],
-            "TTFT ms (CI)": _with_ci(_ms(r["ttft_s"]), r["ttft_ci_low"], r["ttft_ci_high"], 1, 1000.0),
-            "TTFT vs reference (CI)": _with_ci(ratio(r.get("ttft_ratio")), r.get("ttft_ratio_ci_low"),
-                                               r.get("ttft_ratio_ci_high"), 2) if r["arm"] != d.reference else "",
-            "decode phase tg tok/s (CI)": _with_ci(rate(r["tg_tok_s"]), r["tg_ci_low"], r["tg_ci_high"]),
-            "tg vs reference": ratio(r.get("tg_ratio")) if r["arm"] != d.reference else "",
-            "decode rate tok/s (CI)": _with_ci(rate(r["decode_tok_s"]), r["decode_ci_low"], r["decode_ci_high"]),
-            "decode rate vs reference": ratio(r.get("decode_ratio")) if r["arm"] != d.reference else "",
-            "TTFT share of wall time": pct(r.get("ttft_share")),
-            "difference lives in": where,
-            "_in_ttft": r.get("in_ttft") is True})
+        rows.append(
+            {
+                "workload": r["workload"],
+                "arm": r["arm"],
+                "runs": r["n"],
+                "TTFT ms (CI)": _with_ci(_ms(r["ttft_s"]), r["ttft_ci_low"], r["ttft_ci_high"], 1, 1000.0),
+                "TTFT vs reference (CI)": _with_ci(
+                    ratio(r.get("ttft_ratio")), r.get("ttft_ratio_ci_low"), r.get("ttft_ratio_ci_high"), 2
+                )
+                if r["arm"] != d.reference
+                else "",
+                "decode phase tg tok/s (CI)": _with_ci(rate(r["tg_tok_s"]), r["tg_ci_low"], r["tg_ci_high"]),
+                "tg vs reference": ratio(r.get("tg_ratio")) if r["arm"] != d.reference else "",
+                "decode rate tok/s (CI)": _with_ci(rate(r["decode_tok_s"]), r["decode_ci_low"], r["decode_ci_high"]),
+                "decode rate vs reference": ratio(r.get("decode_ratio")) if r["arm"] != d.reference else "",
+                "TTFT share of wall time": pct(r.get("ttft_share")),
+                "difference lives in": where,
+                "_in_ttft": r.get("in_ttft") is True,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -59,22 +67,38 @@ def section_phases(d: Data) -> Section | None:
         return None
     s = Section([Heading("Time to first token apart from decode", 3)])
     margin = ph.get("margin")
-    s.add(Para("The decode rate counts the whole request, so it carries the time to the first token and whatever "
-               "the server does before a prefill (a prompt cache saved per task, a prefix cache that engages). "
-               "Beside it: TTFT, and the decode phase alone (tg = (tokens - 1) / (last token - first token), "
-               "llama-benchy's definition). Ratios are each arm's over the reference, from block medians with "
-               f"their CI. An arm's difference is said to live in TTFT when its TTFT ratio lies more than "
-               f"{pct(margin, 0)} further from 1 than its tg ratio does (|ln TTFT ratio| > |ln tg ratio| + "
-               f"ln(1 + {margin:g}), analysis.phase_margin) and the TTFT ratio's CI excludes 1."))
+    s.add(
+        Para(
+            "The decode rate counts the whole request, so it carries the time to the first token and whatever "
+            "the server does before a prefill (a prompt cache saved per task, a prefix cache that engages). "
+            "Beside it: TTFT, and the decode phase alone (tg = (tokens - 1) / (last token - first token), "
+            "llama-benchy's definition). Ratios are each arm's over the reference, from block medians with "
+            f"their CI. An arm's difference is said to live in TTFT when its TTFT ratio lies more than "
+            f"{pct(margin, 0)} further from 1 than its tg ratio does (|ln TTFT ratio| > |ln tg ratio| + "
+            f"ln(1 + {margin:g}), analysis.phase_margin) and the TTFT ratio's CI excludes 1."
+        )
+    )
     flagged = t[t["_in_ttft"]]
     if flagged.empty:
-        s.add(Para("No arm's TTFT moved further from the reference than its decode phase did by more than that "
-                   "margin: the decode rates above compare decoding, not server state."))
+        s.add(
+            Para(
+                "No arm's TTFT moved further from the reference than its decode phase did by more than that "
+                "margin: the decode rates above compare decoding, not server state."
+            )
+        )
     else:
-        cells = ", ".join(f"{r['arm']} on {r['workload']} (TTFT {r['TTFT vs reference (CI)']}, tg {r['tg vs reference']},"
-                          f" decode rate {r['decode rate vs reference']})" for _, r in flagged.iterrows())
-        s.add(Para(f"The difference lives in TTFT, not in decode, for {cells}: read the tg ratio for the decode "
-                   "effect, and the arms table's server state for what else differed between the arms.", "warn"))
+        cells = ", ".join(
+            f"{r['arm']} on {r['workload']} (TTFT {r['TTFT vs reference (CI)']}, tg {r['tg vs reference']},"
+            f" decode rate {r['decode rate vs reference']})"
+            for _, r in flagged.iterrows()
+        )
+        s.add(
+            Para(
+                f"The difference lives in TTFT, not in decode, for {cells}: read the tg ratio for the decode "
+                "effect, and the arms table's server state for what else differed between the arms.",
+                "warn",
+            )
+        )
     s.add(Table(t, "TTFT, decode phase and decode rate per arm (median, CI)", "phases.csv"))
     return s
 
@@ -110,8 +134,9 @@ def arm_state(d: Data, arm: str) -> str:
         st = m.get("server_state")
         if st is None and m.get("engine"):
             try:
-                st = engines.get(m["engine"]).server_state(m.get("argv"), m.get("env") or {},
-                                                           (d.cfg.get("arms") or {}).get(arm) or {})
+                st = engines.get(m["engine"]).server_state(
+                    m.get("argv"), m.get("env") or {}, (d.cfg.get("arms") or {}).get(arm) or {}
+                )
             except (KeyError, ValueError):
                 st = None
         text = state_words(st)

@@ -53,23 +53,40 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
         if not c:
             continue
         comp = d.comparison(arm, workload)
-        rows.append({
-            "arm": arm, "runs": c["n"], "blocks": "" if c.get("blocks") is None else c["blocks"],
-            "median tok/s": rate(c["median"]),
-            "95% CI": interval(c.get("ci_low"), c.get("ci_high"), 2), "min–max": span(c["min"], c["max"], 2),
-            "spread": pct(c.get("spread")),
-            f"ratio to {d.reference}": "1 (reference)" if arm == d.reference else ratio(comp["ratio"]) if comp else "n/a",
-            "raw ratio (95% CI)": (f"{ratio(comp['raw_ratio'])} "
-                                   f"({interval(comp.get('raw_ci_low'), comp.get('raw_ci_high'), 2)})"
-                                   if comp and not _missing(comp.get("raw_ratio")) else ""),
-            "drift-adjusted (95% CI)": (f"{ratio(comp['drift_adjusted_ratio'])} "
-                                        f"({interval(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
-                                        if comp and not _missing(comp.get("drift_adjusted_ratio")) else ""),
-            "verdict rests on": (f"{comp.get('basis', 'raw')}, {ci_label(comp.get('ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
-                                 f"{interval(comp['ci_low'], comp['ci_high'], 2)}"
-                                 if comp and not _missing(comp.get("ci_low")) else ""),
-            "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
-        })
+        rows.append(
+            {
+                "arm": arm,
+                "runs": c["n"],
+                "blocks": "" if c.get("blocks") is None else c["blocks"],
+                "median tok/s": rate(c["median"]),
+                "95% CI": interval(c.get("ci_low"), c.get("ci_high"), 2),
+                "min–max": span(c["min"], c["max"], 2),
+                "spread": pct(c.get("spread")),
+                f"ratio to {d.reference}": "1 (reference)"
+                if arm == d.reference
+                else ratio(comp["ratio"])
+                if comp
+                else "n/a",
+                "raw ratio (95% CI)": (
+                    f"{ratio(comp['raw_ratio'])} ({interval(comp.get('raw_ci_low'), comp.get('raw_ci_high'), 2)})"
+                    if comp and not _missing(comp.get("raw_ratio"))
+                    else ""
+                ),
+                "drift-adjusted (95% CI)": (
+                    f"{ratio(comp['drift_adjusted_ratio'])} "
+                    f"({interval(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
+                    if comp and not _missing(comp.get("drift_adjusted_ratio"))
+                    else ""
+                ),
+                "verdict rests on": (
+                    f"{comp.get('basis', 'raw')}, {ci_label(comp.get('ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
+                    f"{interval(comp['ci_low'], comp['ci_high'], 2)}"
+                    if comp and not _missing(comp.get("ci_low"))
+                    else ""
+                ),
+                "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -77,32 +94,48 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
     if not d.stats.get("cells"):
         return None
     s = Section([Heading("Results per workload")])
-    s.add(Para("Median of the valid timed runs, its CI, the range, and spread = (max " + DASH + " min) / median. "
-               "Each block is a fresh server, so the block is the unit: with two blocks or more the CI of an arm's "
-               "median and of each ratio come from the blocks' medians (OLS on their logs, Student t on the "
-               "blocks' degrees of freedom, pooled with the request noise only when blocks agree); with one block "
-               "a CI covers request noise only. The raw ratio and the drift-adjusted one (a linear trend in "
-               "time removed) are both shown; 'verdict rests on' names the one the verdict uses and gives its CI "
-               "at the level multiplicity leaves it. 'Faster' or 'slower' needs that CI wholly outside the noise band; "
-               "'no measurable effect' needs it within twice the band on both sides, so that it rules out any "
-               "effect larger than that; 'undetermined' means the data support neither (one block per arm, arm "
-               "confounded with time, too few blocks, or a CI reaching past twice the band) and says how many "
-               "rounds would."))
+    s.add(
+        Para(
+            "Median of the valid timed runs, its CI, the range, and spread = (max " + DASH + " min) / median. "
+            "Each block is a fresh server, so the block is the unit: with two blocks or more the CI of an arm's "
+            "median and of each ratio come from the blocks' medians (OLS on their logs, Student t on the "
+            "blocks' degrees of freedom, pooled with the request noise only when blocks agree); with one block "
+            "a CI covers request noise only. The raw ratio and the drift-adjusted one (a linear trend in "
+            "time removed) are both shown; 'verdict rests on' names the one the verdict uses and gives its CI "
+            "at the level multiplicity leaves it. 'Faster' or 'slower' needs that CI wholly outside the noise band; "
+            "'no measurable effect' needs it within twice the band on both sides, so that it rules out any "
+            "effect larger than that; 'undetermined' means the data support neither (one block per arm, arm "
+            "confounded with time, too few blocks, or a CI reaching past twice the band) and says how many "
+            "rounds would."
+        )
+    )
     mult = d.stats.get("multiplicity") or {}
     if mult.get("comparisons"):
         m = mult["comparisons"]
-        s.add(Para(f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
-                   + ((f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
-                       f"(group-sequential, each comparison starting at alpha / {m}; a comparison settled as faster or slower "
-                       f"passes its alpha to the others), so the chance of any false 'faster' or 'slower' among them, over "
-                       f"every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}, and so is the chance of any "
-                       f"wrong 'no measurable effect'; see the looks")
-                      if str(mult.get("method", "")).startswith("group-sequential") else
-                      (f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
-                       f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
-                       if m > 1 else ""))
-                   + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
-                   + ".", "note"))
+        s.add(
+            Para(
+                f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
+                + (
+                    (
+                        f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
+                        f"(group-sequential, each comparison starting at alpha / {m}; a comparison settled as faster or slower "
+                        f"passes its alpha to the others), so the chance of any false 'faster' or 'slower' among them, over "
+                        f"every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}, and so is the chance of any "
+                        f"wrong 'no measurable effect'; see the looks"
+                    )
+                    if str(mult.get("method", "")).startswith("group-sequential")
+                    else (
+                        f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
+                        f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                        if m > 1
+                        else ""
+                    )
+                )
+                + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
+                + ".",
+                "note",
+            )
+        )
     for wl in d.workloads:
         t = results_table(d, wl)
         if t.empty:
@@ -117,9 +150,14 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         for c in d.stats.get("cells", []):
             m2 = c.get("modes")
             if c["workload"] == wl and m2:
-                s.add(Para(f"{c['arm']} has two modes ({m2['where']}): {m2['low_n']} runs near "
-                           f"{rate(m2['low_median'])} and {m2['high_n']} near {rate(m2['high_median'])} tok/s; its "
-                           f"median depends on how many runs took each path, so read both.", "warn"))
+                s.add(
+                    Para(
+                        f"{c['arm']} has two modes ({m2['where']}): {m2['low_n']} runs near "
+                        f"{rate(m2['low_median'])} and {m2['high_n']} near {rate(m2['high_median'])} tok/s; its "
+                        f"median depends on how many runs took each path, so read both.",
+                        "warn",
+                    )
+                )
     if figure:
         s.add(figure)
     return s

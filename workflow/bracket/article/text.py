@@ -6,9 +6,6 @@ import html
 import math
 import re
 
-
-
-
 DASH = "\u2013"
 TIMES = "\u00f7"
 
@@ -46,8 +43,8 @@ def _end(v: float, digits: int) -> str:
     CI on one degree of freedom) reads as such rather than as a hundred digits or a false 0.00."""
     if abs(v) >= 1e6:
         return f"{v:.1e}"
-    if 0 < abs(v) < 0.5 * 10 ** -digits:
-        return f"<{10 ** -digits:.{digits}f}"
+    if 0 < abs(v) < 0.5 * 10**-digits:
+        return f"<{10**-digits:.{digits}f}"
     return f"{v:.{digits}f}"
 
 
@@ -133,7 +130,9 @@ def spec_words(sp: dict | None, engine: str | None = None) -> str:
         if (sp.get("engine_method") or "ngram-simple") == "ngram-simple":
             words += f", ngram-simple: a {sp.get('prompt_lookup_max') or 3}-token match"
         else:
-            words += f", {sp['engine_method']}: 1{DASH}{sp.get('draft_tokens')} tokens a draft, llama.cpp's own match length"
+            words += (
+                f", {sp['engine_method']}: 1{DASH}{sp.get('draft_tokens')} tokens a draft, llama.cpp's own match length"
+            )
     elif sp.get("method") == "ngram" and engine in (None, "vllm"):
         words += f", lookup {sp.get('prompt_lookup_min')}{DASH}{sp.get('prompt_lookup_max')} tokens"
     elif sp.get("method") == "ngram":  # SGLang takes no lookup setting from bracket (engines/sglang.py)

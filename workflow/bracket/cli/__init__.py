@@ -13,11 +13,11 @@ import importlib
 import sys
 
 COMMAND_MODULES = [
-    "bracket.cli.launch",    # bracket launch: print the server command a block runs
-    "bracket.cli.stats",     # bracket summarize / compare: statistics on raw values from anywhere
-    "bracket.cli.physics",   # bracket weights / ceiling: byte account and decode ceilings
-    "bracket.cli.setup",     # bracket workflow / check: a runnable workflow, an experiment checked
-    "bracket.cli.export",    # bracket export: cells as llama-benchy or vllm bench serve JSON
+    "bracket.cli.launch",  # bracket launch: print the server command a block runs
+    "bracket.cli.stats",  # bracket summarize / compare: statistics on raw values from anywhere
+    "bracket.cli.physics",  # bracket weights / ceiling: byte account and decode ceilings
+    "bracket.cli.setup",  # bracket workflow / check: a runnable workflow, an experiment checked
+    "bracket.cli.export",  # bracket export: cells as llama-benchy or vllm bench serve JSON
 ]
 
 
@@ -42,5 +42,3 @@ def main(argv: list[str] | None = None) -> int:
     except (ExperimentError, FileNotFoundError, ValueError) as exc:
         print(f"bracket {args.command}: {exc}", file=sys.stderr)
         return 2
-
-

@@ -20,10 +20,13 @@ def export_cmd(args) -> int:
             raise ValueError(f"{src} has cells of several arms ({', '.join(arms)}); name one with --arm")
         doc = interop.export_arena(arena, arm, model=args.model)
     else:
-        recs = [r for r in records.read([Path(p) for p in args.source])
-                if not r.get("control")  # the neutrality control's requests are no arm's
-                and (args.arm is None or r.get("arm") == args.arm)
-                and (args.workload is None or r.get("workload") == args.workload)]
+        recs = [
+            r
+            for r in records.read([Path(p) for p in args.source])
+            if not r.get("control")  # the neutrality control's requests are no arm's
+            and (args.arm is None or r.get("arm") == args.arm)
+            and (args.workload is None or r.get("workload") == args.workload)
+        ]
         doc = interop.export_vllm(recs, max_concurrency=args.concurrency, model=args.model or "bracket-model")
     interop.write(doc, args.output)
     print(f"wrote {args.output} ({args.format} schema)")
@@ -32,8 +35,10 @@ def export_cmd(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "export", help="write cells as llama-benchy JSON (from arena.json) or vllm bench serve JSON (from raw .jsonl)",
-        description="Export bracket's cells for the community's tools; `bracket summarize` reads both back.")
+        "export",
+        help="write cells as llama-benchy JSON (from arena.json) or vllm bench serve JSON (from raw .jsonl)",
+        description="Export bracket's cells for the community's tools; `bracket summarize` reads both back.",
+    )
     p.add_argument("format", choices=["llama-benchy", "vllm"])
     p.add_argument("source", nargs="+", help="results/NAME/arena.json (llama-benchy) or raw .jsonl files (vllm)")
     p.add_argument("-o", "--output", required=True, help="JSON file to write")

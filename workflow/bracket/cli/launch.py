@@ -21,13 +21,23 @@ def launch_command(cfg: dict, arm: str, experiment: str = "experiment") -> str:
     eng = cfg["engine"]
     adapter = engines.get(eng["kind"])
     if eng["launch"] == "attach":
-        return (f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(cfg)}; "
-                f"start the server there yourself, with the same flags for every arm.")
+        return (
+            f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(cfg)}; "
+            f"start the server there yourself, with the same flags for every arm."
+        )
     if eng.get("api_key_env") and not adapter.api_key_env:  # as a block would refuse it
-        raise ValueError(f"engine.kind {eng['kind']!r} takes no API key by environment; "
-                         f"leave engine.api_key_env empty.")
-    argv = launch.server_argv(cfg, adapter, cfg["arms"][arm], model_dir(cfg), engine_python(cfg),
-                              name=launch.container_name(experiment, arm), env_names=session.secret_names(cfg, adapter))
+        raise ValueError(
+            f"engine.kind {eng['kind']!r} takes no API key by environment; leave engine.api_key_env empty."
+        )
+    argv = launch.server_argv(
+        cfg,
+        adapter,
+        cfg["arms"][arm],
+        model_dir(cfg),
+        engine_python(cfg),
+        name=launch.container_name(experiment, arm),
+        env_names=session.secret_names(cfg, adapter),
+    )
     env = launch.launch_env(cfg, adapter, cfg["arms"][arm])
     secret = " ".join(f"{name}=${name}" for name in eng["secret_env"])
     if eng.get("api_key_env") and adapter.api_key_env:
@@ -49,6 +59,10 @@ def register(sub) -> None:
     p = sub.add_parser("launch", help="print the exact server command a block of ARM runs")
     p.add_argument("experiment", help="experiment name (experiments/NAME.yaml) or path")
     p.add_argument("arm")
-    p.add_argument("--print", action="store_true", default=True,
-                   help="print the command (the only mode: blocks are launched by the workflow)")
+    p.add_argument(
+        "--print",
+        action="store_true",
+        default=True,
+        help="print the command (the only mode: blocks are launched by the workflow)",
+    )
     p.set_defaults(func=_launch)

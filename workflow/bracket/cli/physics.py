@@ -11,28 +11,42 @@ GB = 1e9
 
 
 def register(subparsers) -> None:
-    w = subparsers.add_parser("weights", help="bytes per component and bytes read per token, from tensor headers",
-                              description=weights.__doc__.splitlines()[0])
+    w = subparsers.add_parser(
+        "weights",
+        help="bytes per component and bytes read per token, from tensor headers",
+        description=weights.__doc__.splitlines()[0],
+    )
     _model_args(w)
     w.set_defaults(func=run_weights)
 
-    c = subparsers.add_parser("ceiling", help="decode ceiling under each precision hypothesis",
-                              description=ceiling.__doc__.splitlines()[0])
+    c = subparsers.add_parser(
+        "ceiling", help="decode ceiling under each precision hypothesis", description=ceiling.__doc__.splitlines()[0]
+    )
     _model_args(c)
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--bandwidth", type=float, metavar="GBPS", help="memory bandwidth in GB/s")
     src.add_argument("--device", metavar="NAME", help=f"bandwidth from the table: {', '.join(bandwidth.known_names())}")
-    src.add_argument("--probe", action="store_true", help="measure bandwidth with a copy probe (CUDA if present, else CPU)")
+    src.add_argument(
+        "--probe", action="store_true", help="measure bandwidth with a copy probe (CUDA if present, else CPU)"
+    )
     c.add_argument("--measured", type=float, metavar="TOKS", help="measured decode rate, tokens/s")
     c.set_defaults(func=run_ceiling)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", metavar="MODEL_DIR",
-                   help="model directory (safetensors, sharded or not), .gguf file, or a hub id in the local HF cache")
+    p.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        help="model directory (safetensors, sharded or not), .gguf file, or a hub id in the local HF cache",
+    )
     p.add_argument("--speculative-method", metavar="METHOD", help="count the MTP head as read when METHOD is mtp")
-    p.add_argument("--override", action="append", default=[], metavar="REGEX=COMPONENT",
-                   help="classify tensors matching REGEX as COMPONENT (backbone, embedding, output, vision, mtp, other)")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="REGEX=COMPONENT",
+        help="classify tensors matching REGEX as COMPONENT (backbone, embedding, output, vision, mtp, other)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -56,14 +70,17 @@ def _model_path(name: str) -> str:
         return name
     snap = modelsource.hf_cache_snapshot(name)
     if snap is None:
-        raise FileNotFoundError(f"{name} is neither a path on this host nor a hub id in the local Hugging Face "
-                                f"cache ({modelsource.cache_dir()}); give the model's directory or .gguf file.")
+        raise FileNotFoundError(
+            f"{name} is neither a path on this host nor a hub id in the local Hugging Face "
+            f"cache ({modelsource.cache_dir()}); give the model's directory or .gguf file."
+        )
     return snap
 
 
 def _account(args) -> dict:
-    return weights.account(_model_path(args.model_dir), speculative_method=args.speculative_method,
-                           overrides=_overrides(args.override))
+    return weights.account(
+        _model_path(args.model_dir), speculative_method=args.speculative_method, overrides=_overrides(args.override)
+    )
 
 
 def run_weights(args) -> int:
@@ -80,19 +97,28 @@ def format_account(acct: dict) -> str:
     read = {"backbone", "output"} | ({"embedding"} if acct["tied_embeddings"] else set())
     if acct["per_token"].get("mtp"):
         read.add("mtp")
-    lines = [f"{acct['model']}  ({acct['format']}, {len(acct['files'])} file(s), {acct['tensors']} tensors)", "",
-             f"{'component':<11}{'GB':>9}{'bits/w':>8}  read per token   formats"]
+    lines = [
+        f"{acct['model']}  ({acct['format']}, {len(acct['files'])} file(s), {acct['tensors']} tensors)",
+        "",
+        f"{'component':<11}{'GB':>9}{'bits/w':>8}  read per token   formats",
+    ]
     for comp, nbytes in acct["components"].items():
         if not nbytes:
             continue
         how = "yes" if comp in read else ("one row" if comp == "embedding" else "no")
         if comp == "backbone" and acct.get("routed_experts"):
             how = f"experts at {acct['routed_experts']['active_fraction']:.3g}"
-        fmts = ", ".join(f"{f} {r['bytes'] / nbytes:.0%}" for f, r in sorted(acct["formats"][comp].items(), key=lambda kv: -kv[1]["bytes"]))
+        fmts = ", ".join(
+            f"{f} {r['bytes'] / nbytes:.0%}"
+            for f, r in sorted(acct["formats"][comp].items(), key=lambda kv: -kv[1]["bytes"])
+        )
         bits = acct["bits_per_weight"][comp]
         lines.append(f"{comp:<11}{nbytes / GB:>9.3f}{bits if bits is None else round(bits, 2):>8}  {how:<16} {fmts}")
-    lines += ["", f"stored {acct['stored_bytes'] / GB:.3f} GB; read per token {acct['bytes_per_token'] / GB:.3f} GB"
-              + (" (output tied to the embedding)" if acct["tied_embeddings"] else "")]
+    lines += [
+        "",
+        f"stored {acct['stored_bytes'] / GB:.3f} GB; read per token {acct['bytes_per_token'] / GB:.3f} GB"
+        + (" (output tied to the embedding)" if acct["tied_embeddings"] else ""),
+    ]
     if acct.get("draft_pass_bytes"):
         lines.append(f"each MTP draft token reads {acct['draft_pass_bytes'] / GB:.3f} GB (MTP head + output layer)")
     lines += [f"note: {n}" for n in acct["notes"]]
@@ -118,8 +144,11 @@ def run_ceiling(args) -> int:
 def format_ceiling(result: dict) -> str:
     src = result["bandwidth_source"]
     where = src.get("citation") or src.get("method") or src.get("detail") or src["kind"]
-    lines = [f"bandwidth {result['bandwidth_gbps']:.1f} GB/s ({src['kind']}: {where})", "",
-             f"{'hypothesis':<22}{'GB/token':>9}{'ceiling tok/s':>15}{'efficiency':>12}  verdict"]
+    lines = [
+        f"bandwidth {result['bandwidth_gbps']:.1f} GB/s ({src['kind']}: {where})",
+        "",
+        f"{'hypothesis':<22}{'GB/token':>9}{'ceiling tok/s':>15}{'efficiency':>12}  verdict",
+    ]
     for h in result["hypotheses"]:
         eff = "" if h["efficiency"] is None else f"{h['efficiency']:.0%}"
         verdict = "" if h["possible"] is None else ("possible" if h["possible"] else "impossible: measured exceeds it")

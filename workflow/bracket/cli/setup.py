@@ -15,9 +15,11 @@ def _workflow(args) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    print(f"wrote {len(written)} files of the workflow into {result['dir']} (from {result['source']}); "
-          f"existing files were {'replaced' if args.overwrite else 'kept'}.\n"
-          f"next: cd {args.dir} && snakemake --cores 1 smoke")
+    print(
+        f"wrote {len(written)} files of the workflow into {result['dir']} (from {result['source']}); "
+        f"existing files were {'replaced' if args.overwrite else 'kept'}.\n"
+        f"next: cd {args.dir} && snakemake --cores 1 smoke"
+    )
     return 0
 
 
@@ -48,14 +50,18 @@ def _check(args) -> int:
 
 
 def register(sub) -> None:
-    w = sub.add_parser("workflow", help="write a runnable copy of the workflow (Snakefile, rules, notebook, "
-                                        "experiments) into DIR")
+    w = sub.add_parser(
+        "workflow", help="write a runnable copy of the workflow (Snakefile, rules, notebook, experiments) into DIR"
+    )
     w.add_argument("dir", metavar="DIR")
     w.add_argument("--overwrite", action="store_true", help="replace files that already exist")
     w.add_argument("--json", action="store_true", help="machine-readable output")
     w.set_defaults(func=_workflow)
-    c = sub.add_parser("check", help="before running: the model, mounts and engine program on this host, and "
-                                     "where the byte account will come from")
+    c = sub.add_parser(
+        "check",
+        help="before running: the model, mounts and engine program on this host, and "
+        "where the byte account will come from",
+    )
     c.add_argument("experiment", help="experiment name (experiments/NAME.yaml) or path")
     c.add_argument("--root", default=".", help="the workflow's root, for relative paths (default .)")
     c.add_argument("--offline", action="store_true", help="do not ask the hub")

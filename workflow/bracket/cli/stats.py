@@ -6,32 +6,47 @@ import argparse
 import dataclasses
 import json
 
+from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
-from bracket.stats.multiplicity import holm
 from bracket.stats.cells import cell_summaries, compare_arms, valid_rows
-from bracket.stats import defaults as D
+from bracket.stats.multiplicity import holm
 
 DEFAULT_SEED = D.SEED
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("raw", nargs="+", metavar="RAW",
-                   help="runs.csv, raw .jsonl, a CSV with arm,value[,workload,block,round,position], "
-                        "llama-benchy JSON or vllm bench serve --save-detailed JSON")
+    p.add_argument(
+        "raw",
+        nargs="+",
+        metavar="RAW",
+        help="runs.csv, raw .jsonl, a CSV with arm,value[,workload,block,round,position], "
+        "llama-benchy JSON or vllm bench serve --save-detailed JSON",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--metric", default="tg_throughput",
-                   help="llama-benchy reports: the metric to import (tg_throughput, the default; pp_throughput, "
-                        "tg_req_throughput, pp_req_throughput, peak_throughput, peak_req_throughput, ttfr, "
-                        "est_ppt, e2e_ttft)")
+    p.add_argument(
+        "--metric",
+        default="tg_throughput",
+        help="llama-benchy reports: the metric to import (tg_throughput, the default; pp_throughput, "
+        "tg_req_throughput, pp_req_throughput, peak_throughput, peak_req_throughput, ttfr, "
+        "est_ppt, e2e_ttft)",
+    )
     p.add_argument("--confidence", type=float, default=D.CONFIDENCE, help=f"CI level (default {D.CONFIDENCE})")
     p.add_argument("--resamples", type=int, default=D.RESAMPLES, help=f"bootstrap resamples (default {D.RESAMPLES})")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed, recorded in the output")
-    p.add_argument("--noise-threshold", type=float, default=D.NOISE_THRESHOLD,
-                   help=f"smallest relative effect called real (default {D.NOISE_THRESHOLD})")
-    p.add_argument("--no-pool", dest="pool", action="store_false",
-                   help="textbook block-level analysis: never pool block noise with request noise, even "
-                        "when blocks agree (see bracket.stats.blocks)")
+    p.add_argument(
+        "--noise-threshold",
+        type=float,
+        default=D.NOISE_THRESHOLD,
+        help=f"smallest relative effect called real (default {D.NOISE_THRESHOLD})",
+    )
+    p.add_argument(
+        "--no-pool",
+        dest="pool",
+        action="store_false",
+        help="textbook block-level analysis: never pool block noise with request noise, even "
+        "when blocks agree (see bracket.stats.blocks)",
+    )
 
 
 def benchy_tables(paths) -> str:
@@ -51,8 +66,10 @@ def benchy_tables(paths) -> str:
             for arm in arms:
                 out.append(f"{path}, arm {arm}:\n\n" + interop.benchy_markdown(interop.export_arena(doc, arm)))
         else:
-            raise ValueError(f"{path}: --format llama-benchy reads a llama-benchy report ('benchmarks') or bracket's "
-                             f"results/NAME/arena.json ('cells').")
+            raise ValueError(
+                f"{path}: --format llama-benchy reads a llama-benchy report ('benchmarks') or bracket's "
+                f"results/NAME/arena.json ('cells')."
+            )
     return "\n\n".join(out)
 
 
@@ -61,25 +78,34 @@ def summarize_cmd(args) -> int:
         print(benchy_tables(args.raw))
         return 0
     frame = io.load(args.raw, metric=args.metric)
-    cells = cell_summaries(frame, seed=args.seed, confidence=args.confidence,
-                           n_resamples=args.resamples, spread_warning=args.spread_warning,
-                           precision=args.noise_threshold, pool=args.pool)
+    cells = cell_summaries(
+        frame,
+        seed=args.seed,
+        confidence=args.confidence,
+        n_resamples=args.resamples,
+        spread_warning=args.spread_warning,
+        precision=args.noise_threshold,
+        pool=args.pool,
+    )
     if not cells:
         raise ValueError(f"no valid runs in {', '.join(args.raw)}; {len(frame)} rows, all invalid.")
     if args.json:
-        print(json.dumps(jsonable([{"arm": a, "workload": w, **dataclasses.asdict(s)} for a, w, s in cells]),
-                         indent=2))
+        print(json.dumps(jsonable([{"arm": a, "workload": w, **dataclasses.asdict(s)} for a, w, s in cells]), indent=2))
         return 0
     pct = round(args.confidence * 100)
     aw = max([16] + [len(str(a)) for a, _, _ in cells])  # imported cells carry long names (interop)
     ww = max([12] + [len(str(w)) for _, w, _ in cells])
-    print(f"{'arm':<{aw}} {'workload':<{ww}} {'n':>4} {'blocks':>6} {'median':>10} {f'{pct}% CI':>21} "
-          f"{'min':>9} {'max':>9} {'spread':>7}")
+    print(
+        f"{'arm':<{aw}} {'workload':<{ww}} {'n':>4} {'blocks':>6} {'median':>10} {f'{pct}% CI':>21} "
+        f"{'min':>9} {'max':>9} {'spread':>7}"
+    )
     for a, w, s in cells:
         ci = f"{s.ci_low:.4g} - {s.ci_high:.4g}" if s.ci_low is not None else "n/a"
         nb = "?" if s.blocks is None else str(s.blocks)
-        print(f"{a:<{aw}} {w:<{ww}} {s.n:>4} {nb:>6} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
-              f"{s.spread:>7.2%}")
+        print(
+            f"{a:<{aw}} {w:<{ww}} {s.n:>4} {nb:>6} {s.median:>10.4f} {ci:>21} {s.min:>9.4g} {s.max:>9.4g} "
+            f"{s.spread:>7.2%}"
+        )
     for a, w, s in cells:
         print(f"CI: {a} / {w}: {s.method}")
     for a, w, s in cells:
@@ -111,11 +137,21 @@ def compare_cmd(args) -> int:
     workloads = [args.workload] if args.workload else sorted(v["workload"].unique())
     results = []
     for wl in workloads:
-        c = compare_arms(frame, args.baseline, args.candidate, wl, seed=args.seed,
-                         reference=args.baseline, confidence=args.confidence,
-                         n_resamples=args.resamples, noise_threshold=args.noise_threshold, pool=args.pool)
-        results.append({"workload": wl, "baseline": args.baseline, "candidate": args.candidate,
-                        **dataclasses.asdict(c)})
+        c = compare_arms(
+            frame,
+            args.baseline,
+            args.candidate,
+            wl,
+            seed=args.seed,
+            reference=args.baseline,
+            confidence=args.confidence,
+            n_resamples=args.resamples,
+            noise_threshold=args.noise_threshold,
+            pool=args.pool,
+        )
+        results.append(
+            {"workload": wl, "baseline": args.baseline, "candidate": args.candidate, **dataclasses.asdict(c)}
+        )
     holm(results, args.confidence, family="the workloads compared here")
     if args.json:
         print(json.dumps(jsonable(results), indent=2))  # always a list: one shape per command
@@ -127,20 +163,30 @@ def compare_cmd(args) -> int:
         print(f"{r['workload']}: {r['candidate']} vs {r['baseline']}: {r['verdict']}")
         if r["ci_low"] is not None:
             mult = r.get("multiplicity") or {}
-            adj = (f", Holm-adjusted over {mult['comparisons']} comparisons"
-                   if mult.get("method") == "holm" else "")
-            print(f"  verdict rests on: {r['basis']} ratio {r['ratio']:.4f}x, {r['ci_level'] * 100:.4g}% CI "
-                  f"{_ci(r['ci_low'], r['ci_high'])}{adj}")
-        print(f"  raw ratio       {r['raw_ratio']:.4f}x  {pct} CI {_ci(r['raw_ci_low'], r['raw_ci_high'])}  "
-              f"({r['ci_method']})")
+            adj = f", Holm-adjusted over {mult['comparisons']} comparisons" if mult.get("method") == "holm" else ""
+            print(
+                f"  verdict rests on: {r['basis']} ratio {r['ratio']:.4f}x, {r['ci_level'] * 100:.4g}% CI "
+                f"{_ci(r['ci_low'], r['ci_high'])}{adj}"
+            )
+        print(
+            f"  raw ratio       {r['raw_ratio']:.4f}x  {pct} CI {_ci(r['raw_ci_low'], r['raw_ci_high'])}  "
+            f"({r['ci_method']})"
+        )
         if r["drift_adjusted_ratio"] is not None:
-            print(f"  drift-adjusted  {r['drift_adjusted_ratio']:.4f}x  {pct} CI "
-                  f"{_ci(r['drift_adjusted_ci_low'], r['drift_adjusted_ci_high'])}")
-        pb = "" if r["p_beyond_band"] is None else (
-            f"; p beyond the band = {r['p_beyond_band']:.3g} (adjusted {r['p_adjusted']:.3g})")
+            print(
+                f"  drift-adjusted  {r['drift_adjusted_ratio']:.4f}x  {pct} CI "
+                f"{_ci(r['drift_adjusted_ci_low'], r['drift_adjusted_ci_high'])}"
+            )
+        pb = (
+            ""
+            if r["p_beyond_band"] is None
+            else (f"; p beyond the band = {r['p_beyond_band']:.3g} (adjusted {r['p_adjusted']:.3g})")
+        )
         print(f"  p = {p} ({r['test']}){pb}")
-        print(f"  blocks {r['blocks_baseline']} + {r['blocks_candidate']}, runs {r['n_baseline']} + "
-              f"{r['n_candidate']}; drift {drift}; noise band +/-{r['noise_band']:.2%}")
+        print(
+            f"  blocks {r['blocks_baseline']} + {r['blocks_candidate']}, runs {r['n_baseline']} + "
+            f"{r['n_candidate']}; drift {drift}; noise band +/-{r['noise_band']:.2%}"
+        )
         if r["verdict"] == "undetermined":
             print(f"  undetermined: {r['undetermined_reason']}")
         for n in r["notes"]:
@@ -150,17 +196,31 @@ def compare_cmd(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("summarize", help="per cell: n, blocks, median with block-level CI, min, max, spread, modes",
-                              description="Summarize each arm x workload cell of raw values.")
+    p = subparsers.add_parser(
+        "summarize",
+        help="per cell: n, blocks, median with block-level CI, min, max, spread, modes",
+        description="Summarize each arm x workload cell of raw values.",
+    )
     _common(p)
-    p.add_argument("--format", choices=["table", "llama-benchy"], default="table",
-                   help="llama-benchy: llama-benchy's own markdown table (its --format md) of a llama-benchy "
-                        "report or of each arm of results/NAME/arena.json")
-    p.add_argument("--spread-warning", type=float, default=D.SPREAD_WARNING,
-                   help=f"spread above which the run count cannot pin the median (default {D.SPREAD_WARNING})")
+    p.add_argument(
+        "--format",
+        choices=["table", "llama-benchy"],
+        default="table",
+        help="llama-benchy: llama-benchy's own markdown table (its --format md) of a llama-benchy "
+        "report or of each arm of results/NAME/arena.json",
+    )
+    p.add_argument(
+        "--spread-warning",
+        type=float,
+        default=D.SPREAD_WARNING,
+        help=f"spread above which the run count cannot pin the median (default {D.SPREAD_WARNING})",
+    )
     p.set_defaults(func=summarize_cmd)
-    c = subparsers.add_parser("compare", help="block-level ratio with CI, test, drift, verdict (or undetermined, with the rounds needed)",
-                              description="Compare a candidate arm with a baseline arm.")
+    c = subparsers.add_parser(
+        "compare",
+        help="block-level ratio with CI, test, drift, verdict (or undetermined, with the rounds needed)",
+        description="Compare a candidate arm with a baseline arm.",
+    )
     _common(c)
     c.add_argument("--baseline", required=True, help="arm compared against")
     c.add_argument("--candidate", required=True, help="arm under test")

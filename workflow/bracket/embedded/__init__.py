@@ -41,8 +41,9 @@ def llama_server(root: str | Path = ".") -> str:
     try:
         return json.loads(path.read_text())["llama_server"]
     except (OSError, ValueError, KeyError):
-        raise FileNotFoundError(f"{path} is missing or unreadable: build llama.cpp first "
-                                f"(snakemake --cores 1 {LLAMACPP_BUILD})") from None
+        raise FileNotFoundError(
+            f"{path} is missing or unreadable: build llama.cpp first (snakemake --cores 1 {LLAMACPP_BUILD})"
+        ) from None
 
 
 def llamacpp_build_dir(root: str | Path = ".") -> Path:
@@ -71,8 +72,7 @@ def model_dir(cfg: dict) -> str:
     if not cfg["engine"]["embedded"]:
         return cfg["engine"]["model"]
     m = cfg["engine"]["embedded_model"]
-    name = (f"resources/models/tiny-qwen3-s{m['seed']}-l{m['layers']}-h{m['hidden']}"
-            f"-v{m['vocab']}-t{m['train_steps']}")
+    name = f"resources/models/tiny-qwen3-s{m['seed']}-l{m['layers']}-h{m['hidden']}-v{m['vocab']}-t{m['train_steps']}"
     # llama.cpp serves the same model converted to GGUF, a file beside the model's folder.
     return f"{name}.gguf" if cfg["engine"]["kind"] == "llamacpp" else name
 
@@ -150,8 +150,12 @@ def model_hash(path: str | Path | None) -> dict | None:
         return None
     digest = file_sha256(f)
     expected = pinned(path)
-    return {"file": f.name, "sha256": digest, "pinned": expected,
-            "matches": None if expected is None else digest == expected}
+    return {
+        "file": f.name,
+        "sha256": digest,
+        "pinned": expected,
+        "matches": None if expected is None else digest == expected,
+    }
 
 
 def pin_entry(model_dir: str | Path) -> dict[str, dict[str, str]]:

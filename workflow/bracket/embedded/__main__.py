@@ -1,4 +1,5 @@
 """Print the MODEL_SHA256 entry of a built embedded model: python -m bracket.embedded resources/models/NAME"""
+
 import json
 import sys
 

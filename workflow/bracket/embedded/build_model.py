@@ -45,9 +45,15 @@ N_CODE_FILES = 300
 SPECIAL = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
 # Set before torch or tokenizers load: one code path for torch's vectorised kernels and MKL's BLAS
 # (conditional numerical reproducibility), and a single-threaded tokenizer trainer.
-DETERMINISTIC_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "TOKENIZERS_PARALLELISM": "false",
-                     "RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": str(TRAIN_THREADS),
-                     "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}
+DETERMINISTIC_ENV = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2,STRICT",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAYON_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": str(TRAIN_THREADS),
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+    "PYTHONHASHSEED": "0",
+}
 
 
 def sha256(path: Path) -> str:
@@ -79,17 +85,31 @@ def train_tokenizer(texts: list[str], vocab: int, out: Path):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     tok.save(str(out / "tokenizer.json"))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_token": None,
-        "model_max_length": 2048, "add_bos_token": False, "clean_up_tokenization_spaces": False,
-    }, indent=1))
-    (out / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|endoftext|>",
-                                                             "pad_token": "<|endoftext|>"}))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "eos_token": "<|endoftext|>",
+                "pad_token": "<|endoftext|>",
+                "bos_token": None,
+                "model_max_length": 2048,
+                "add_bos_token": False,
+                "clean_up_tokenization_spaces": False,
+            },
+            indent=1,
+        )
+    )
+    (out / "special_tokens_map.json").write_text(
+        json.dumps({"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"})
+    )
     return tok
 
 
@@ -119,14 +139,24 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
 
     heads = max(1, hidden // 64)
     config = Qwen3Config(
-        vocab_size=tok.get_vocab_size(), hidden_size=hidden, intermediate_size=hidden * 3,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
-        head_dim=64, max_position_embeddings=2048, rope_theta=10000.0, tie_word_embeddings=True,
-        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=64,
+        max_position_embeddings=2048,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=eos,
     )
     model = Qwen3ForCausalLM(config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
+
     def lr_factor(s: int) -> float:
         """Linear warm-up over 20 steps, flat, then linear decay over the last fifth to 10%."""
         return min(1.0, (s + 1) / 20) * min(1.0, max(0.1, 5 * (1 - s / max(steps, 1))))
@@ -136,7 +166,7 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
     losses = []
     for step in range(steps):
         starts = torch.randint(0, len(data) - SEQ_LEN - 1, (BATCH,), generator=gen)
-        batch = torch.stack([data[s:s + SEQ_LEN] for s in starts.tolist()])
+        batch = torch.stack([data[s : s + SEQ_LEN] for s in starts.tolist()])
         loss = model(input_ids=batch, labels=batch).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -151,28 +181,40 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
     model.save_pretrained(out, safe_serialization=True)
     GenerationConfig(eos_token_id=eos, pad_token_id=eos, do_sample=False).save_pretrained(out)
     info = {
-        "seed": seed, "layers": layers, "hidden": hidden, "vocab": tok.get_vocab_size(), "steps": steps,
-        "seq_len": SEQ_LEN, "batch": BATCH, "lr": LR, "corpus_tokens": len(ids),
+        "seed": seed,
+        "layers": layers,
+        "hidden": hidden,
+        "vocab": tok.get_vocab_size(),
+        "steps": steps,
+        "seq_len": SEQ_LEN,
+        "batch": BATCH,
+        "lr": LR,
+        "corpus_tokens": len(ids),
         "corpus": f"first {N_CODE_FILES} stdlib .py files + pydoc_data.topics, Python {sys.version.split()[0]}",
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if losses else None,
-        "losses_every_10": losses[::10], "build_seconds": round(time.time() - t0, 1),
-        "torch": torch.__version__, "threads": TRAIN_THREADS,
-        "python": platform.python_version(), "machine": platform.machine(),
+        "losses_every_10": losses[::10],
+        "build_seconds": round(time.time() - t0, 1),
+        "torch": torch.__version__,
+        "threads": TRAIN_THREADS,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "env": {k: os.environ.get(k) for k in DETERMINISTIC_ENV},
     }
     import tokenizers
     import transformers
+
     info["transformers"], info["tokenizers"] = transformers.__version__, tokenizers.__version__
-    info["sha256"] = {f.name: sha256(f) for f in sorted(out.iterdir())
-                      if f.is_file() and f.name != "build.json"}
+    info["sha256"] = {f.name: sha256(f) for f in sorted(out.iterdir()) if f.is_file() and f.name != "build.json"}
     (out / "build.json").write_text(json.dumps(info, indent=1))
     return info
 
 
 def main(argv=None) -> int:
     missing = {k: v for k, v in DETERMINISTIC_ENV.items() if os.environ.get(k) != v}
-    if argv is None and missing and "torch" not in sys.modules:  # they only act when set before torch loads: run again with them
+    if (
+        argv is None and missing and "torch" not in sys.modules
+    ):  # they only act when set before torch loads: run again with them
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **DETERMINISTIC_ENV})
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)

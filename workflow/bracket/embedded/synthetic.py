@@ -48,11 +48,19 @@ def tensor_shapes(shape: dict, n_vocab: int) -> list[tuple[str, tuple[int, ...]]
     out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (n_vocab, h))]
     for i in range(shape["layers"]):
         b = f"blk.{i}."
-        out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (shape["heads"] * hd, h)),
-                (b + "attn_k.weight", (shape["kv_heads"] * hd, h)), (b + "attn_v.weight", (shape["kv_heads"] * hd, h)),
-                (b + "attn_output.weight", (h, shape["heads"] * hd)), (b + "attn_q_norm.weight", (hd,)),
-                (b + "attn_k_norm.weight", (hd,)), (b + "ffn_norm.weight", (h,)),
-                (b + "ffn_gate.weight", (ffn, h)), (b + "ffn_up.weight", (ffn, h)), (b + "ffn_down.weight", (h, ffn))]
+        out += [
+            (b + "attn_norm.weight", (h,)),
+            (b + "attn_q.weight", (shape["heads"] * hd, h)),
+            (b + "attn_k.weight", (shape["kv_heads"] * hd, h)),
+            (b + "attn_v.weight", (shape["kv_heads"] * hd, h)),
+            (b + "attn_output.weight", (h, shape["heads"] * hd)),
+            (b + "attn_q_norm.weight", (hd,)),
+            (b + "attn_k_norm.weight", (hd,)),
+            (b + "ffn_norm.weight", (h,)),
+            (b + "ffn_gate.weight", (ffn, h)),
+            (b + "ffn_up.weight", (ffn, h)),
+            (b + "ffn_down.weight", (h, ffn)),
+        ]
     return out + [("output_norm.weight", (h,)), ("output.weight", (n_vocab, h))]
 
 
@@ -151,10 +159,18 @@ def write(source: Path, out: Path, shape_name: str = "8b", seed: int = 0) -> dic
         total += arr.nbytes
     w.close()
     tmp.replace(out)
-    summary = {"path": str(out), "shape": shape_name, "seed": seed, "tensors": len(shapes), "vocab": n_vocab,
-               "weight_bytes": total, "seconds": round(time.time() - t0, 1)}
-    print(f"wrote {out}: {len(shapes)} tensors, {total / 1e9:.2f} GB of weights, vocab {n_vocab}, "
-          f"{summary['seconds']} s")
+    summary = {
+        "path": str(out),
+        "shape": shape_name,
+        "seed": seed,
+        "tensors": len(shapes),
+        "vocab": n_vocab,
+        "weight_bytes": total,
+        "seconds": round(time.time() - t0, 1),
+    }
+    print(
+        f"wrote {out}: {len(shapes)} tensors, {total / 1e9:.2f} GB of weights, vocab {n_vocab}, {summary['seconds']} s"
+    )
     return summary
 
 
@@ -166,8 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     if not (a.source / "gguf-py").is_dir() or not (a.source / "models" / "ggml-vocab-qwen2.gguf").is_file():
-        ap.error(f"{a.source} is not a llama.cpp source with gguf-py/ and models/ggml-vocab-qwen2.gguf "
-                 f"(the llamacpp_build rule's record names it: source_dir)")
+        ap.error(
+            f"{a.source} is not a llama.cpp source with gguf-py/ and models/ggml-vocab-qwen2.gguf "
+            f"(the llamacpp_build rule's record names it: source_dir)"
+        )
     write(a.source, a.out, a.shape, a.seed)
 
 

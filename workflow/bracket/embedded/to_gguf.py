@@ -10,6 +10,7 @@ pre-tokenizer of `tokenizers` with its default GPT-2 split pattern, which llama.
 so that name is given explicitly.
 Imports nothing from bracket.
 """
+
 import runpy
 import sys
 from pathlib import Path

@@ -14,8 +14,13 @@ from bracket.engines.openai import OpenAI
 from bracket.engines.sglang import SGLang
 from bracket.engines.vllm import VLLM
 
-ENGINES: dict[str, type[Engine]] = {"vllm": VLLM, "sglang": SGLang, "llamacpp": LlamaCpp, "ollama": Ollama,
-                                    "openai": OpenAI}
+ENGINES: dict[str, type[Engine]] = {
+    "vllm": VLLM,
+    "sglang": SGLang,
+    "llamacpp": LlamaCpp,
+    "ollama": Ollama,
+    "openai": OpenAI,
+}
 
 
 def get(kind: str) -> Engine:

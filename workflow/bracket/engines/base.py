@@ -52,12 +52,21 @@ class SpecFields:
         verify_steps = None if verify_steps is None else int(verify_steps)
         accepted = None if accepted is None else int(accepted)
         al = 1 + accepted / verify_steps if verify_steps and accepted is not None else None
-        return cls(draft_tokens=None if draft_tokens is None else int(draft_tokens), accepted_tokens=accepted,
-                   verify_steps=verify_steps, acceptance_length=al, source=source)
+        return cls(
+            draft_tokens=None if draft_tokens is None else int(draft_tokens),
+            accepted_tokens=accepted,
+            verify_steps=verify_steps,
+            acceptance_length=al,
+            source=source,
+        )
 
     def fields(self) -> dict:
-        return {"draft_tokens": self.draft_tokens, "accepted_tokens": self.accepted_tokens,
-                "verify_steps": self.verify_steps, "acceptance_length": self.acceptance_length}
+        return {
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "verify_steps": self.verify_steps,
+            "acceptance_length": self.acceptance_length,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,18 +142,23 @@ class Engine:
         spec = arm.get("speculative")
         if spec:
             if not spec.get("engine_method") and spec["method"] not in self.spec_methods:
-                out.append(f"arms.{name}.speculative.method {spec['method']!r} is not available on {self.kind}; "
-                           f"it offers {', '.join(sorted(self.spec_methods)) or 'no speculative decoding'}"
-                           + (" (or name the engine's own method in speculative.engine_method)"
-                              if self.spec_methods else ""))
+                out.append(
+                    f"arms.{name}.speculative.method {spec['method']!r} is not available on {self.kind}; "
+                    f"it offers {', '.join(sorted(self.spec_methods)) or 'no speculative decoding'}"
+                    + (" (or name the engine's own method in speculative.engine_method)" if self.spec_methods else "")
+                )
             for key in ("steps", "topk"):
                 if spec.get(key) is not None and key not in self.spec_keys:
-                    out.append(f"arms.{name}.speculative.{key} has no {self.kind} equivalent; remove it "
-                               f"(it is an SGLang setting)")
+                    out.append(
+                        f"arms.{name}.speculative.{key} has no {self.kind} equivalent; remove it "
+                        f"(it is an SGLang setting)"
+                    )
         for key, value in (arm.get("server") or {}).items():
             if value is not None and key not in self.server_keys:
-                out.append(f"arms.{name}.server.{key} has no {self.kind} switch; remove it or pass the "
-                           f"engine's own flag in arms.{name}.args")
+                out.append(
+                    f"arms.{name}.server.{key} has no {self.kind} switch; remove it or pass the "
+                    f"engine's own flag in arms.{name}.args"
+                )
         return out
 
     # ---- readiness ------------------------------------------------------------------------------------
@@ -181,21 +195,35 @@ class Engine:
         field beyond them that pins the token count. No seed, no top_k/top_p/min_p, no cache switch:
         the neutrality control measures what bracket's own additions cost the server.
         """
-        return {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
-                "temperature": request["temperature"], "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}
+        return {
+            "model": model_name,
+            "prompt": prompt,
+            "max_tokens": request["max_tokens"],
+            "temperature": request["temperature"],
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
 
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         """The server's own decode time of one request, from its events or /metrics read around it; None: none."""
         return None
 
-    def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float,
-                       on_event) -> Measurement:
+    def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
         """Send one control request (bracket's body or the plain one) and time it; OpenAI-style streams here."""
         return stream_completion(http, url, body, timeout_s, on_event=on_event)
 
-    def control(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
-                arm: dict | None, body: str) -> tuple[Measurement, ServerTiming | None]:
+    def control(
+        self,
+        http: httpx.Client,
+        base: str,
+        model_name: str,
+        prompt: str,
+        request: dict,
+        seed: int,
+        arm: dict | None,
+        body: str,
+    ) -> tuple[Measurement, ServerTiming | None]:
         """One request of the neutrality control: `body` "bracket" (request_body) or "plain" (plain_body).
 
         Both go through the same client and the same timing; only the body (and, where the engine's own
@@ -237,8 +265,16 @@ class Engine:
         """Per-request speculative values carried by the response's own events; None when absent."""
         return None
 
-    def measure(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
-                arm: dict | None = None) -> Measured:
+    def measure(
+        self,
+        http: httpx.Client,
+        base: str,
+        model_name: str,
+        prompt: str,
+        request: dict,
+        seed: int,
+        arm: dict | None = None,
+    ) -> Measured:
         """Send one streamed request of `arm` and time it.
 
         OpenAI-style engines: /v1/completions through the shared client. Per-request acceptance
@@ -259,8 +295,9 @@ class Engine:
         counters = speculative or (self.attached and type(self).cache_hits is not Engine.cache_hits)
         text0 = get_text(http, base + "/metrics") or "" if counters else ""
         bound = tokens_per_event_bound(speculative, (arm.get("speculative") or {}).get("draft_tokens"))
-        m = stream_completion(http, base + self.request_path, body, request["timeout_s"], on_event=keep,
-                              max_tokens_per_event=bound)
+        m = stream_completion(
+            http, base + self.request_path, body, request["timeout_s"], on_event=keep, max_tokens_per_event=bound
+        )
         text1 = get_text(http, base + "/metrics") or "" if counters else ""
         before = self.spec_counters(text0) if speculative else None
         after = self.spec_counters(text1) if speculative else None
@@ -275,10 +312,12 @@ class Engine:
         if spec is not None and before is not None and after is not None:
             spec = self.reconcile(spec, before, after)
         if spec is None and before is not None and after is not None:
-            spec = SpecFields.from_counts(verify_steps=after.drafts - before.drafts,
-                                          accepted=after.accepted - before.accepted,
-                                          draft_tokens=after.draft_tokens - before.draft_tokens,
-                                          source="/metrics counters, before and after the request")
+            spec = SpecFields.from_counts(
+                verify_steps=after.drafts - before.drafts,
+                accepted=after.accepted - before.accepted,
+                draft_tokens=after.draft_tokens - before.draft_tokens,
+                source="/metrics counters, before and after the request",
+            )
         return Measured(m, spec or SpecFields(), cache_check)
 
     def adjust(self, m: Measurement, events: list[dict]) -> None:
@@ -332,8 +371,9 @@ def listed_models(http: httpx.Client, base: str) -> list[str]:
     return [str(d["id"])[:200] for d in data if isinstance(d, dict) and isinstance(d.get("id"), (str, int))]
 
 
-def get_json(http: httpx.Client, url: str, timeout_s: float = 5.0, method: str = "GET",
-             body: dict | None = None) -> dict | list | None:
+def get_json(
+    http: httpx.Client, url: str, timeout_s: float = 5.0, method: str = "GET", body: dict | None = None
+) -> dict | list | None:
     """A JSON answer, or None when the route is absent, fails or is not JSON."""
     try:
         r = http.request(method, url, json=body, timeout=timeout_s)

@@ -23,8 +23,13 @@ from dataclasses import asdict, dataclass
 import httpx
 
 KNOWN = ("vllm", "llamacpp", "sglang", "ollama")
-NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp (llama-server)", "sglang": "SGLang", "ollama": "Ollama",
-         "openai": "a generic OpenAI-compatible server"}
+NAMES = {
+    "vllm": "vLLM",
+    "llamacpp": "llama.cpp (llama-server)",
+    "sglang": "SGLang",
+    "ollama": "Ollama",
+    "openai": "a generic OpenAI-compatible server",
+}
 
 
 class Unreachable(RuntimeError):
@@ -35,9 +40,9 @@ class Unreachable(RuntimeError):
 class Identity:
     """What an attached server is: the adapter's kind, its version as it states it, and the evidence."""
 
-    kind: str                 # vllm, llamacpp, sglang, ollama, or openai (none of them)
+    kind: str  # vllm, llamacpp, sglang, ollama, or openai (none of them)
     version: str | None
-    evidence: str             # the route and the field that told it, in words
+    evidence: str  # the route and the field that told it, in words
 
     @property
     def name(self) -> str:
@@ -76,8 +81,11 @@ def identify(http: httpx.Client, base: str, timeout_s: float = 3.0) -> Identity:
     base = base.rstrip("/")
     props = _json(_get(http, base + "/props", timeout_s))
     if isinstance(props, dict) and ("default_generation_settings" in props or "build_info" in props):
-        return Identity("llamacpp", _short(props.get("build_info")), "GET /props answered with build_info and "
-                                                                     "default_generation_settings")
+        return Identity(
+            "llamacpp",
+            _short(props.get("build_info")),
+            "GET /props answered with build_info and default_generation_settings",
+        )
     for path in ("/server_info", "/get_server_info"):
         info = _json(_get(http, base + path, timeout_s))
         if isinstance(info, dict) and isinstance(info.get("internal_states"), list) and "version" in info:
@@ -89,11 +97,14 @@ def identify(http: httpx.Client, base: str, timeout_s: float = 3.0) -> Identity:
     metrics = _get(http, base + "/metrics", timeout_s)
     text = metrics.text if metrics is not None and metrics.status_code == 200 else ""
     if isinstance(ver, dict) and ver.get("version") is not None and "\nvllm:" in "\n" + text:
-        return Identity("vllm", _short(ver["version"]), "GET /version answered with a version and /metrics "
-                                                        "names its samples vllm:")
-    return Identity("openai", _short(ver.get("version")) if isinstance(ver, dict) else None,
-                    "none of /props, /server_info, /api/version, /version with vllm: metrics answered as an "
-                    "engine bracket knows")
+        return Identity(
+            "vllm", _short(ver["version"]), "GET /version answered with a version and /metrics names its samples vllm:"
+        )
+    return Identity(
+        "openai",
+        _short(ver.get("version")) if isinstance(ver, dict) else None,
+        "none of /props, /server_info, /api/version, /version with vllm: metrics answered as an engine bracket knows",
+    )
 
 
 def contradiction(declared: str, found: Identity, base: str) -> str | None:
@@ -104,9 +115,13 @@ def contradiction(declared: str, found: Identity, base: str) -> str | None:
     if declared in ("auto", "openai") or declared == found.kind:
         return None
     if found.kind == "openai":
-        return (f"engine.kind is {declared}, but the server at {base} does not answer as {NAMES[declared]} "
-                f"({found.evidence}); set engine.kind: auto (or openai) to measure it as a generic "
-                f"OpenAI-compatible server, or set engine.base_url to where {NAMES[declared]} listens.")
-    return (f"engine.kind is {declared}, but the server at {base} is {found.name}"
-            f"{f' {found.version}' if found.version else ''} ({found.evidence}); set engine.kind: {found.kind} "
-            f"(or auto), or set engine.base_url to where {NAMES[declared]} listens.")
+        return (
+            f"engine.kind is {declared}, but the server at {base} does not answer as {NAMES[declared]} "
+            f"({found.evidence}); set engine.kind: auto (or openai) to measure it as a generic "
+            f"OpenAI-compatible server, or set engine.base_url to where {NAMES[declared]} listens."
+        )
+    return (
+        f"engine.kind is {declared}, but the server at {base} is {found.name}"
+        f"{f' {found.version}' if found.version else ''} ({found.evidence}); set engine.kind: {found.kind} "
+        f"(or auto), or set engine.base_url to where {NAMES[declared]} listens."
+    )

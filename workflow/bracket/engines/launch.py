@@ -75,8 +75,9 @@ def docker_argv(cfg: dict, inner_argv: list[str], env_names: list[str], name: st
     return argv + ["--entrypoint", inner_argv[0], d["image"], *inner_argv[1:]]
 
 
-def server_argv(cfg: dict, adapter: Engine, arm: dict, model: str, python: str, *, name: str,
-                env_names: list[str] = ()) -> list[str]:
+def server_argv(
+    cfg: dict, adapter: Engine, arm: dict, model: str, python: str, *, name: str, env_names: list[str] = ()
+) -> list[str]:
     """The exact command a block runs: the engine's own, wrapped in `docker run`, or none under attach."""
     launch = cfg["engine"]["launch"]
     if launch == "attach":
@@ -115,8 +116,9 @@ class NativeServer(Server):
             try:
                 info = self.adapter.after_ready(http, self.base_url, self.model_name, timeout_s=timeout_s)
             except httpx.HTTPError as exc:
-                raise ServerError(f"{self.adapter.kind} answered its health check but failed after it: "
-                                  f"{type(exc).__name__}: {exc}") from None
+                raise ServerError(
+                    f"{self.adapter.kind} answered its health check but failed after it: {type(exc).__name__}: {exc}"
+                ) from None
         if info:
             self.notes["after_ready"] = info
 
@@ -130,8 +132,13 @@ class Container:
         self.returncode: int | None = None
 
     def inspect(self, fmt: str) -> object:
-        r = subprocess.run([self.docker, "inspect", "--format", fmt, self.name], capture_output=True, text=True,
-                           env=self.env, timeout=60)
+        r = subprocess.run(
+            [self.docker, "inspect", "--format", fmt, self.name],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
         if r.returncode != 0:
             return None
         try:
@@ -200,16 +207,25 @@ class DockerServer(NativeServer):
         cid = (r.stdout.strip().splitlines() or [""])[-1]
         image_id = self.proc.inspect("{{json .Image}}")
         digests = _image_digests(self.docker, self.argv[self.argv.index("--entrypoint") + 2], env)
-        self.notes["container"] = {"name": self.name, "id": cid or None,
-                                   "image": self.argv[self.argv.index("--entrypoint") + 2],
-                                   "image_id": image_id, "image_digests": digests}
+        self.notes["container"] = {
+            "name": self.name,
+            "id": cid or None,
+            "image": self.argv[self.argv.index("--entrypoint") + 2],
+            "image_id": image_id,
+            "image_digests": digests,
+        }
         # The container is the docker daemon's, not a process of ours: should this process be killed
         # outright (no teardown), the watchdog stops and removes it.
         self.watchdog = start_watchdog(None, docker=(self.docker, self.name), env=env, log_path=self.log_path)
         with open(self.log_path, "ab") as log:
-            self._follower = subprocess.Popen([self.docker, "logs", "-f", self.name], stdout=log,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                              start_new_session=True)
+            self._follower = subprocess.Popen(
+                [self.docker, "logs", "-f", self.name],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         self.proc.poll()
 
     def wait_ready(self, timeout_s: float, poll_s: float = 1.0) -> float:
@@ -221,8 +237,13 @@ class DockerServer(NativeServer):
     def sync_log(self) -> None:
         """Replace the followed log by the container's whole log (both streams), once it has stopped."""
         self._stop_follower()
-        r = subprocess.run([self.docker, "logs", self.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           env=self._env(), timeout=120)
+        r = subprocess.run(
+            [self.docker, "logs", self.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self._env(),
+            timeout=120,
+        )
         if r.returncode == 0:
             self.log_path.write_bytes(r.stdout)
 
@@ -248,8 +269,12 @@ class DockerServer(NativeServer):
             return
         env = self._env()
         if self.proc.returncode is None or self._follower is not None:
-            subprocess.run([self.docker, "stop", "-t", str(int(grace_s)), self.name], capture_output=True, env=env,
-                           timeout=grace_s + 60)
+            subprocess.run(
+                [self.docker, "stop", "-t", str(int(grace_s)), self.name],
+                capture_output=True,
+                env=env,
+                timeout=grace_s + 60,
+            )
             self.sync_log()
         subprocess.run([self.docker, "rm", "-f", self.name], capture_output=True, env=env, timeout=120)
         self._stop_follower()
@@ -257,8 +282,13 @@ class DockerServer(NativeServer):
 
 
 def _image_digests(docker: str, image: str, env: dict) -> list[str] | None:
-    r = subprocess.run([docker, "image", "inspect", "--format", "{{json .RepoDigests}}", image],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{json .RepoDigests}}", image],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     try:
         return json.loads(r.stdout) if r.returncode == 0 else None
     except ValueError:
@@ -310,8 +340,10 @@ class AttachedServer(NativeServer):
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(f"engine.launch is attach: bracket started no server; it attached to "
-                                 f"{self.base_url}, whose log is wherever you started it.\n")
+        self.log_path.write_text(
+            f"engine.launch is attach: bracket started no server; it attached to "
+            f"{self.base_url}, whose log is wherever you started it.\n"
+        )
         self.started_at = time.time()
         self.proc = _Attached()
 
@@ -327,16 +359,22 @@ class AttachedServer(NativeServer):
                     raise ServerError(
                         f"nothing listens at {self.base_url}: connections were refused for {ATTACH_REFUSED_S:.0f} s "
                         f"(engine.launch is attach, so bracket starts no server); start the server there, or set "
-                        f"engine.base_url to where it listens")
+                        f"engine.base_url to where it listens"
+                    )
                 if self.heartbeat_s > 0 and time.monotonic() >= next_beat:
-                    print(f"  waiting for the attached server at {self.base_url}: {time.monotonic() - t0:.0f} s "
-                          f"(of at most {timeout_s:.0f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"  waiting for the attached server at {self.base_url}: {time.monotonic() - t0:.0f} s "
+                        f"(of at most {timeout_s:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     next_beat += self.heartbeat_s
                 if time.monotonic() - t0 > timeout_s:
                     raise ServerError(
                         f"no {self.adapter.kind} server is ready at {self.base_url} (engine.launch is attach, so "
                         f"bracket starts none): start it, or set engine.base_url to where it listens; waited "
-                        f"{timeout_s:.0f} s (engine.startup_timeout_s)")
+                        f"{timeout_s:.0f} s (engine.startup_timeout_s)"
+                    )
                 time.sleep(poll_s)
         self._identify()
         self._after_ready(max(timeout_s - (time.monotonic() - t0), 30.0))
@@ -345,9 +383,11 @@ class AttachedServer(NativeServer):
             flushed = self.adapter.flush_cache(http, self.base_url, self.model_name)
         self.notes["cache_flush"] = flushed
         if not flushed.startswith("flushed") and not self.unique_prefixes:
-            warning = (f"attach: the prefix cache of {self.base_url} was not flushed ({flushed}), and "
-                       f"request.unique_prefix is false, so the same prompts run in every block and a later block "
-                       f"may be served from what an earlier one left; set request.unique_prefix: true.")
+            warning = (
+                f"attach: the prefix cache of {self.base_url} was not flushed ({flushed}), and "
+                f"request.unique_prefix is false, so the same prompts run in every block and a later block "
+                f"may be served from what an earlier one left; set request.unique_prefix: true."
+            )
             self.notes.setdefault("warnings", []).append(warning)
             print(warning, file=sys.stderr)
         self.ready_s = time.monotonic() - t0
@@ -377,19 +417,44 @@ class AttachedServer(NativeServer):
         pass
 
 
-def make_server(cfg: dict, adapter: Engine, *, argv: list[str], env: dict[str, str], log_path, base_url: str,
-                secret_names: list[str]) -> NativeServer:
+def make_server(
+    cfg: dict,
+    adapter: Engine,
+    *,
+    argv: list[str],
+    env: dict[str, str],
+    log_path,
+    base_url: str,
+    secret_names: list[str],
+) -> NativeServer:
     """The server object for a block under engine.launch; the runner treats all three alike."""
     kind = {"native": NativeServer, "docker": DockerServer, "attach": AttachedServer}[cfg["engine"]["launch"]]
     if kind is DockerServer and "--name" not in argv:
         kind = NativeServer  # a command given in place of the adapter's (tests, engine overrides)
     key = os.environ.get(cfg["engine"].get("api_key_env") or "")
     if kind is AttachedServer:
-        return AttachedServer(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
-                              secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg),
-                              headers={"Authorization": f"Bearer {key}"} if key else {}, cfg=cfg,
-                              declared_kind=cfg["engine"]["kind"],
-                              unique_prefixes=bool(cfg["request"].get("unique_prefix", True)))
-    return kind(argv=argv, env=env, log_path=log_path, base_url=base_url, health_path=adapter.health_path,
-                secret_names=secret_names, adapter=adapter, model_name=adapter.request_model(cfg),
-                headers={"Authorization": f"Bearer {key}"} if key else {})
+        return AttachedServer(
+            argv=argv,
+            env=env,
+            log_path=log_path,
+            base_url=base_url,
+            health_path=adapter.health_path,
+            secret_names=secret_names,
+            adapter=adapter,
+            model_name=adapter.request_model(cfg),
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            cfg=cfg,
+            declared_kind=cfg["engine"]["kind"],
+            unique_prefixes=bool(cfg["request"].get("unique_prefix", True)),
+        )
+    return kind(
+        argv=argv,
+        env=env,
+        log_path=log_path,
+        base_url=base_url,
+        health_path=adapter.health_path,
+        secret_names=secret_names,
+        adapter=adapter,
+        model_name=adapter.request_model(cfg),
+        headers={"Authorization": f"Bearer {key}"} if key else {},
+    )

@@ -22,12 +22,29 @@ from pathlib import Path
 import httpx
 
 from bracket.client import Measurement
-from bracket.engines.base import (SERVED_NAME, Engine, ServerTiming, SpecCounters, SpecFields, as_int, get_json,
-                                  greedy, neutral_sampling, prometheus_sums)
-from bracket.engines.base import last_flag, state_record
+from bracket.engines.base import (
+    SERVED_NAME,
+    Engine,
+    ServerTiming,
+    SpecCounters,
+    SpecFields,
+    as_int,
+    get_json,
+    greedy,
+    last_flag,
+    neutral_sampling,
+    prometheus_sums,
+    state_record,
+)
 
-METHODS = {"ngram": "ngram-simple", "draft_model": "draft-simple", "eagle3": "draft-eagle3", "mtp": "draft-mtp",
-           "dflash": "draft-dflash", "dspark": "draft-dspark"}
+METHODS = {
+    "ngram": "ngram-simple",
+    "draft_model": "draft-simple",
+    "eagle3": "draft-eagle3",
+    "mtp": "draft-mtp",
+    "dflash": "draft-dflash",
+    "dspark": "draft-dspark",
+}
 
 DRAFTS = "llamacpp:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
@@ -47,8 +64,12 @@ def spec_from_timings(timings: dict) -> SpecFields | None:
     if drafted is None or accepted is None:
         return None
     steps = n - 1 - accepted if n is not None and n - 1 - accepted > 0 else None
-    return SpecFields.from_counts(verify_steps=steps, accepted=accepted, draft_tokens=drafted,
-                                  source="response timings (verify steps = predicted_n - 1 - draft_n_accepted)")
+    return SpecFields.from_counts(
+        verify_steps=steps,
+        accepted=accepted,
+        draft_tokens=drafted,
+        source="response timings (verify steps = predicted_n - 1 - draft_n_accepted)",
+    )
 
 
 def spec_argv(spec: dict) -> list[str]:
@@ -83,10 +104,12 @@ def never_drafts(name: str, spec: dict | None) -> list[str]:
     size_n = spec.get("prompt_lookup_max") or 3
     if spec["draft_tokens"] >= size_n:
         return []
-    return [f"arms.{name}.speculative: ngram-simple drafts only when it can copy at least as many tokens as it "
-            f"matched (prompt_lookup_max {size_n}), so a draft budget of {spec['draft_tokens']} never drafts and "
-            f"the arm would measure the baseline; raise draft_tokens to {size_n} or more, or lower "
-            f"prompt_lookup_max to {spec['draft_tokens']}"]
+    return [
+        f"arms.{name}.speculative: ngram-simple drafts only when it can copy at least as many tokens as it "
+        f"matched (prompt_lookup_max {size_n}), so a draft budget of {spec['draft_tokens']} never drafts and "
+        f"the arm would measure the baseline; raise draft_tokens to {size_n} or more, or lower "
+        f"prompt_lookup_max to {spec['draft_tokens']}"
+    ]
 
 
 def build_record(executable: str | None) -> dict | None:
@@ -131,8 +154,10 @@ class LlamaCpp(Engine):
         out = super().check_arm(name, arm)
         cp = (arm.get("server") or {}).get("chunked_prefill")
         if isinstance(cp, bool):
-            out.append(f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
-                       f"batch size in tokens (an integer, passed as --batch-size) or remove the key")
+            out.append(
+                f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
+                f"batch size in tokens (an integer, passed as --batch-size) or remove the key"
+            )
         return out
 
     def check_drafts(self, name: str, arm: dict) -> list[str]:
@@ -141,10 +166,23 @@ class LlamaCpp(Engine):
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]
         s = arm.get("server") or {}
-        argv = [eng.get("executable") or "llama-server", "-m", model, "--host", eng["host"],
-                "--port", str(eng["port"]), "--alias", SERVED_NAME, "--seed", str(cfg["request"]["seed"]),
-                # one slot: the whole context for one stream, and no cross-slot nondeterminism (issue #7052)
-                "--parallel", "1", "--metrics"]
+        argv = [
+            eng.get("executable") or "llama-server",
+            "-m",
+            model,
+            "--host",
+            eng["host"],
+            "--port",
+            str(eng["port"]),
+            "--alias",
+            SERVED_NAME,
+            "--seed",
+            str(cfg["request"]["seed"]),
+            # one slot: the whole context for one stream, and no cross-slot nondeterminism (issue #7052)
+            "--parallel",
+            "1",
+            "--metrics",
+        ]
         if s.get("context_length") is not None:
             argv += ["--ctx-size", str(s["context_length"])]
         if s.get("kv_cache_dtype") is not None:
@@ -188,12 +226,22 @@ class LlamaCpp(Engine):
         # that every prompt shares are reused (cached_tokens 1-2, measured on the H200), and the cache
         # guard rightly rejects the run. Prefix caching is measured only when an arm asks for it.
         caching = ((arm or {}).get("server") or {}).get("prefix_caching") is True
-        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
-                **neutral_sampling(request, top_k_all=0), "repeat_penalty": 1.0}
+        body = {
+            "model": model_name,
+            "prompt": prompt,
+            "max_tokens": request["max_tokens"],
+            **neutral_sampling(request, top_k_all=0),
+            "repeat_penalty": 1.0,
+        }
         if not greedy(request):
             body["seed"] = seed
-        return {**body, "ignore_eos": True, "cache_prompt": caching, "stream": True,
-                "stream_options": {"include_usage": True}}
+        return {
+            **body,
+            "ignore_eos": True,
+            "cache_prompt": caching,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
 
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         return timing_from_timings(last_timings(events))
@@ -218,8 +266,13 @@ class LlamaCpp(Engine):
         ram = last_flag(argv, ("--cache-ram", "-cram"))
         ram_mib = ram[1] if ram else (env or {}).get("LLAMA_ARG_CACHE_RAM")
         how = [f"cache_prompt {'true' if reuse else 'false'} in each request"]
-        how.append(f"{ram[0]} {ram[1]}" if ram else f"LLAMA_ARG_CACHE_RAM={ram_mib}" if ram_mib is not None
-                   else "--cache-ram not set (8192 MiB)")
+        how.append(
+            f"{ram[0]} {ram[1]}"
+            if ram
+            else f"LLAMA_ARG_CACHE_RAM={ram_mib}"
+            if ram_mib is not None
+            else "--cache-ram not set (8192 MiB)"
+        )
         try:
             ram_on = int(ram_mib if ram_mib is not None else 8192) != 0
         except ValueError:
@@ -237,14 +290,20 @@ class LlamaCpp(Engine):
         drafted, accepted = after.draft_tokens - before.draft_tokens, after.accepted - before.accepted
         if spec.draft_tokens == drafted and spec.accepted_tokens == accepted:
             return replace(spec, source=f"{spec.source}; /metrics deltas agree")
-        warnings.warn(f"llama.cpp timings report {spec.draft_tokens} drafted / {spec.accepted_tokens} accepted, "
-                      f"its /metrics deltas {drafted:.0f} / {accepted:.0f}; the /metrics values are kept",
-                      stacklevel=2)
+        warnings.warn(
+            f"llama.cpp timings report {spec.draft_tokens} drafted / {spec.accepted_tokens} accepted, "
+            f"its /metrics deltas {drafted:.0f} / {accepted:.0f}; the /metrics values are kept",
+            stacklevel=2,
+        )
         # Every token is a target token or an accepted draft: the steps follow from the accepted count.
-        steps = (spec.verify_steps + spec.accepted_tokens - accepted if spec.verify_steps is not None
-                 and spec.accepted_tokens is not None else after.drafts - before.drafts)
-        return SpecFields.from_counts(verify_steps=steps, accepted=accepted, draft_tokens=drafted,
-                                      source="/metrics deltas (timings disagreed)")
+        steps = (
+            spec.verify_steps + spec.accepted_tokens - accepted
+            if spec.verify_steps is not None and spec.accepted_tokens is not None
+            else after.drafts - before.drafts
+        )
+        return SpecFields.from_counts(
+            verify_steps=steps, accepted=accepted, draft_tokens=drafted, source="/metrics deltas (timings disagreed)"
+        )
 
     def spec_from_stream(self, events: list[dict]) -> SpecFields | None:
         t = last_timings(events)
@@ -268,8 +327,10 @@ class LlamaCpp(Engine):
             except httpx.HTTPError as exc:
                 return f"failed on slot {sid}: {type(exc).__name__}"
             if r.status_code == 501:  # measured: slot actions, erase included, need a save path
-                return ("not available: llama-server runs slot actions (erase included) only when started with "
-                        "--slot-save-path DIR")
+                return (
+                    "not available: llama-server runs slot actions (erase included) only when started with "
+                    "--slot-save-path DIR"
+                )
             if r.status_code != 200:
                 return f"failed on slot {sid}: HTTP {r.status_code}"
             erased.append(sid)

@@ -16,10 +16,18 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.engines.base import (Engine, Measured, ServerTiming, SpecFields, as_int, get_json, greedy,
-                                  neutral_sampling)
-from bracket.engines.base import state_record
 from bracket.client import Counts, Measurement, timed_stream
+from bracket.engines.base import (
+    Engine,
+    Measured,
+    ServerTiming,
+    SpecFields,
+    as_int,
+    get_json,
+    greedy,
+    neutral_sampling,
+    state_record,
+)
 from bracket.server import ServerError
 
 METHODS = {"draft_model": "Modelfile DRAFT", "mtp": "draft-mtp", "dflash": "draft-dflash"}
@@ -30,10 +38,12 @@ def counts(events: list[dict]) -> Counts:
     last = events[-1] if events else {}
     if not last.get("done"):
         return Counts()
-    return Counts(completion_tokens=as_int(last.get("eval_count")),
-                  prompt_tokens=as_int(last.get("prompt_eval_count")),
-                  cached_tokens=None,  # not exposed; prompt_eval_count includes cached tokens (llama-server backend)
-                  finish_reason=last.get("done_reason"))
+    return Counts(
+        completion_tokens=as_int(last.get("eval_count")),
+        prompt_tokens=as_int(last.get("prompt_eval_count")),
+        cached_tokens=None,  # not exposed; prompt_eval_count includes cached tokens (llama-server backend)
+        finish_reason=last.get("done_reason"),
+    )
 
 
 class Ollama(Engine):
@@ -48,20 +58,28 @@ class Ollama(Engine):
         out = super().check_arm(name, arm)
         spec = arm.get("speculative") or {}
         if spec.get("model"):
-            out.append(f"arms.{name}.speculative.model: Ollama takes its draft model from the Modelfile's DRAFT "
-                       f"line; create the model with it (ollama create) and remove speculative.model")
+            out.append(
+                f"arms.{name}.speculative.model: Ollama takes its draft model from the Modelfile's DRAFT "
+                f"line; create the model with it (ollama create) and remove speculative.model"
+            )
         return out
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        return [cfg["engine"].get("executable") or "ollama", "serve"] + list(cfg["engine"]["args"]) \
+        return (
+            [cfg["engine"].get("executable") or "ollama", "serve"]
+            + list(cfg["engine"]["args"])
             + list(arm.get("args", []))
+        )
 
     def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
         eng = cfg["engine"]
         s = arm.get("server") or {}
-        env = {"OLLAMA_HOST": f"{eng['host']}:{eng['port']}",
-               "OLLAMA_NUM_PARALLEL": "1",  # one request at a time, batch 1
-               "OLLAMA_KEEP_ALIVE": "-1", "OLLAMA_NO_CLOUD": "1"}
+        env = {
+            "OLLAMA_HOST": f"{eng['host']}:{eng['port']}",
+            "OLLAMA_NUM_PARALLEL": "1",  # one request at a time, batch 1
+            "OLLAMA_KEEP_ALIVE": "-1",
+            "OLLAMA_NO_CLOUD": "1",
+        }
         if s.get("context_length") is not None:
             env["OLLAMA_CONTEXT_LENGTH"] = str(s["context_length"])
         if s.get("kv_cache_dtype") is not None:
@@ -85,8 +103,11 @@ class Ollama(Engine):
         # llama.cpp walk the whole vocabulary per token), repeat_penalty 1 unless the Modelfile sets
         # one. Greedy: no top_k, the default chain a plain client gets (never 0); repeat_penalty 1 keeps
         # a Modelfile's penalty from changing the tokens. A seed only where something is drawn.
-        options = {"num_predict": request["max_tokens"], **neutral_sampling(request, top_k_all=0),
-                   "repeat_penalty": 1.0}
+        options = {
+            "num_predict": request["max_tokens"],
+            **neutral_sampling(request, top_k_all=0),
+            "repeat_penalty": 1.0,
+        }
         if not greedy(request):
             options["seed"] = seed
         arm = arm or {}
@@ -95,18 +116,38 @@ class Ollama(Engine):
         if arm.get("speculative"):
             options["draft_num_predict"] = arm["speculative"]["draft_tokens"]
         # raw: the prompt as given, with no chat template, like /v1/completions elsewhere
-        return {"model": model_name, "prompt": prompt, "raw": True, "stream": True, "keep_alive": -1,
-                "options": options}
+        return {
+            "model": model_name,
+            "prompt": prompt,
+            "raw": True,
+            "stream": True,
+            "keep_alive": -1,
+            "options": options,
+        }
 
     def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
         # A plain client of Ollama's own route: model, prompt, length and temperature. raw keeps bracket's
         # prompt (no chat template) so both bodies yield the same tokens; Ollama has no ignore_eos.
-        return {"model": model_name, "prompt": prompt, "raw": True, "stream": True,
-                "options": {"num_predict": request["max_tokens"], "temperature": request["temperature"]}}
+        return {
+            "model": model_name,
+            "prompt": prompt,
+            "raw": True,
+            "stream": True,
+            "options": {"num_predict": request["max_tokens"], "temperature": request["temperature"]},
+        }
 
     def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
-        m, _ = timed_stream(http, url, body, timeout_s, framing="ndjson", new_text=lambda e: e.get("response") or "",
-                            is_last=lambda e: e.get("done") is True, counts=counts, on_event=on_event)
+        m, _ = timed_stream(
+            http,
+            url,
+            body,
+            timeout_s,
+            framing="ndjson",
+            new_text=lambda e: e.get("response") or "",
+            is_last=lambda e: e.get("done") is True,
+            counts=counts,
+            on_event=on_event,
+        )
         return m
 
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
@@ -117,21 +158,37 @@ class Ollama(Engine):
             return None
         return ServerTiming(seconds=ns / 1e9, tokens=n, source="Ollama eval_duration / eval_count")
 
-    def measure(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
-                arm: dict | None = None) -> Measured:
+    def measure(
+        self,
+        http: httpx.Client,
+        base: str,
+        model_name: str,
+        prompt: str,
+        request: dict,
+        seed: int,
+        arm: dict | None = None,
+    ) -> Measured:
         body = self.request_body(model_name, prompt, request, seed, arm)
-        m, _ = timed_stream(http, base + self.request_path, body, request["timeout_s"], framing="ndjson",
-                            new_text=lambda e: e.get("response") or "", is_last=lambda e: e.get("done") is True,
-                            counts=counts)
+        m, _ = timed_stream(
+            http,
+            base + self.request_path,
+            body,
+            request["timeout_s"],
+            framing="ndjson",
+            new_text=lambda e: e.get("response") or "",
+            is_last=lambda e: e.get("done") is True,
+            counts=counts,
+        )
         return Measured(m, SpecFields())
 
     def _load(self, http: httpx.Client, base: str, model_name: str, keep_alive: int, timeout_s: float) -> dict:
-        r = http.post(base + "/api/generate", json={"model": model_name, "keep_alive": keep_alive},
-                      timeout=timeout_s)
+        r = http.post(base + "/api/generate", json={"model": model_name, "keep_alive": keep_alive}, timeout=timeout_s)
         if r.status_code == 404:
-            raise ServerError(f"Ollama at {base} has no model {model_name!r}: create it first (ollama create "
-                              f"{model_name} -f Modelfile, from a local GGUF) or set engine.model to one that "
-                              f"`ollama list` shows")
+            raise ServerError(
+                f"Ollama at {base} has no model {model_name!r}: create it first (ollama create "
+                f"{model_name} -f Modelfile, from a local GGUF) or set engine.model to one that "
+                f"`ollama list` shows"
+            )
         if r.status_code != 200:
             raise ServerError(f"Ollama could not load {model_name!r}: HTTP {r.status_code} {r.text[:300]}")
         return r.json()
@@ -154,5 +211,7 @@ class Ollama(Engine):
         show = get_json(http, base + "/api/show", method="POST", body={"model": model_name})
         if isinstance(show, dict):
             show = {k: v for k, v in show.items() if k not in ("license", "tensors")}
-        return {"engine_version": ver.get("version") if isinstance(ver, dict) else None,
-                "server_info": show if isinstance(show, dict) else None}
+        return {
+            "engine_version": ver.get("version") if isinstance(ver, dict) else None,
+            "server_info": show if isinstance(show, dict) else None,
+        }

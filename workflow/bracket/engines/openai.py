@@ -13,9 +13,16 @@ import httpx
 
 from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
-from bracket.engines.base import (Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy,
-                                  neutral_sampling)
-from bracket.engines.base import state_record
+from bracket.engines.base import (
+    Engine,
+    ServerTiming,
+    SpecCounters,
+    SpecFields,
+    get_json,
+    greedy,
+    neutral_sampling,
+    state_record,
+)
 
 
 class OpenAI(Engine):
@@ -24,12 +31,15 @@ class OpenAI(Engine):
     api_key_env = "OPENAI_API_KEY"  # only the Bearer header matters: nothing is launched
     spec_methods = {m: m for m in ("ngram", "draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "suffix")}
     spec_keys = frozenset({"steps", "topk"})
-    server_keys = frozenset({"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching",
-                             "chunked_prefill"})  # declarations only: the server was started by hand
+    server_keys = frozenset(
+        {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
+    )  # declarations only: the server was started by hand
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        raise ValueError("engine.kind openai attaches to a running server and launches nothing; "
-                         "set engine.launch: attach and engine.base_url")
+        raise ValueError(
+            "engine.kind openai attaches to a running server and launches nothing; "
+            "set engine.launch: attach and engine.base_url"
+        )
 
     def ready(self, http: httpx.Client, base: str) -> bool:
         for path in ("/health", "/v1/models"):
@@ -42,15 +52,19 @@ class OpenAI(Engine):
 
     def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
         """An attached server keeps the state it was started with: bracket can only flush its cache per block."""
-        return state_record("unknown", ["as the server was started by hand; its prefix cache flushed before each "
-                                        "block where the engine allows it"])
+        return state_record(
+            "unknown",
+            [
+                "as the server was started by hand; its prefix cache flushed before each "
+                "block where the engine allows it"
+            ],
+        )
 
     def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
         # The server's kind is unknown: only fields every OpenAI-compatible engine reads alike. Greedy:
         # temperature 0 alone (no top_k: its cheap value and its spelling differ by engine). A seed
         # only where something is drawn; ignore_eos and the usage chunk as for every engine.
-        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
-                **neutral_sampling(request)}
+        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], **neutral_sampling(request)}
         if not greedy(request):
             body["seed"] = seed
         return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
@@ -75,5 +89,7 @@ class OpenAI(Engine):
     def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
         ver = get_json(http, base + "/version")
         models = get_json(http, base + "/v1/models")
-        return {"engine_version": ver.get("version") if isinstance(ver, dict) else None,
-                "server_info": {"models": models} if models is not None else None}
+        return {
+            "engine_version": ver.get("version") if isinstance(ver, dict) else None,
+            "server_info": {"models": models} if models is not None else None,
+        }

@@ -50,9 +50,14 @@ def model_fingerprint(path: str | Path | None) -> dict | None:
     p = Path(path)
     if not p.exists():
         return None
-    files = [p] if p.is_file() else sorted(
-        [f for f in p.iterdir() if f.name in CONFIG_FILES or f.suffix in (".safetensors", ".gguf")],
-        key=lambda f: f.name)
+    files = (
+        [p]
+        if p.is_file()
+        else sorted(
+            [f for f in p.iterdir() if f.name in CONFIG_FILES or f.suffix in (".safetensors", ".gguf")],
+            key=lambda f: f.name,
+        )
+    )
     h = hashlib.sha256()
     parts = []
     for f in files:
@@ -81,7 +86,7 @@ def host_model_path(cfg: dict, model: str) -> str:
     for vol in eng["docker"].get("volumes", []):
         bits = vol.split(":")
         if len(bits) >= 2 and (model == bits[1] or model.startswith(bits[1].rstrip("/") + "/")):
-            return bits[0].rstrip("/") + model[len(bits[1].rstrip("/")):]
+            return bits[0].rstrip("/") + model[len(bits[1].rstrip("/")) :]
     return model
 
 
@@ -91,8 +96,12 @@ def gpu_driver(timeout_s: float = 10.0) -> list[dict] | None:
     if not exe:
         return None
     try:
-        r = subprocess.run([exe, "--query-gpu=index,name,driver_version,memory.total,pci.bus_id",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=timeout_s)
+        r = subprocess.run(
+            [exe, "--query-gpu=index,name,driver_version,memory.total,pci.bus_id", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:
@@ -101,8 +110,7 @@ def gpu_driver(timeout_s: float = 10.0) -> list[dict] | None:
     for line in r.stdout.strip().splitlines():
         bits = [b.strip() for b in line.split(",")]
         if len(bits) >= 5:
-            out.append({"index": bits[0], "name": bits[1], "driver": bits[2], "memory_mib": bits[3],
-                        "bus_id": bits[4]})
+            out.append({"index": bits[0], "name": bits[1], "driver": bits[2], "memory_mib": bits[3], "bus_id": bits[4]})
     return out or None
 
 
@@ -123,8 +131,9 @@ def host_info() -> dict:
     return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gib": mem, "kernel": platform.release()}
 
 
-def collect(cfg: dict, adapter: Engine, http: httpx.Client, base: str, model_name: str, model: str,
-            notes: dict | None = None) -> dict:
+def collect(
+    cfg: dict, adapter: Engine, http: httpx.Client, base: str, model_name: str, model: str, notes: dict | None = None
+) -> dict:
     """Provenance fields for a block's meta, read from the running server and this host.
 
     `version` and `models` keep the raw answers of /version and /v1/models (what earlier records

@@ -20,13 +20,28 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.engines.base import (SERVED_NAME, Engine, Measured, SpecFields, as_int, get_json,
-                                  greedy, neutral_sampling)
-from bracket.engines.base import state_record
 from bracket.client import Counts, Measurement, stream_completion, timed_stream
+from bracket.engines.base import (
+    SERVED_NAME,
+    Engine,
+    Measured,
+    SpecFields,
+    as_int,
+    get_json,
+    greedy,
+    neutral_sampling,
+    state_record,
+)
 
-METHODS = {"ngram": "NGRAM", "draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
-           "dflash": "DFLASH", "dspark": "DSPARK"}
+METHODS = {
+    "ngram": "NGRAM",
+    "draft_model": "STANDALONE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+    "dflash": "DFLASH",
+    "dspark": "DSPARK",
+}
 # Algorithms that draft autoregressively: steps and topk apply.
 TREE_DRAFTERS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 # Algorithms whose draft is one block of a trained size: draft_tokens is that size.
@@ -46,8 +61,12 @@ def spec_flags(spec: dict) -> list[str]:
         out += ["--speculative-draft-model-path", spec["model"]]
     if algo.upper() in TREE_DRAFTERS:
         # SGLang wants steps, topk and draft tokens set together, or none of them.
-        out += ["--speculative-num-steps", str(spec.get("steps") or spec["draft_tokens"]),
-                "--speculative-eagle-topk", str(spec.get("topk") or 1)]
+        out += [
+            "--speculative-num-steps",
+            str(spec.get("steps") or spec["draft_tokens"]),
+            "--speculative-eagle-topk",
+            str(spec.get("topk") or 1),
+        ]
     else:
         if spec.get("steps") is not None:
             out += ["--speculative-num-steps", str(spec["steps"])]
@@ -117,7 +136,7 @@ class _Text:
     def __call__(self, event: dict) -> str:
         t = event.get("text") or ""
         if t.startswith(self.text):  # cumulative: each chunk repeats what came before
-            new, self.text = t[len(self.text):], t
+            new, self.text = t[len(self.text) :], t
         else:  # --incremental-streaming-output
             new, self.text = t, self.text + t
         return new
@@ -125,10 +144,12 @@ class _Text:
 
 def counts(events: list[dict]) -> Counts:
     meta = (events[-1].get("meta_info") or {}) if events else {}
-    return Counts(completion_tokens=as_int(meta.get("completion_tokens")),
-                  prompt_tokens=as_int(meta.get("prompt_tokens")),
-                  cached_tokens=as_int(meta.get("cached_tokens")),
-                  finish_reason=finish_type(meta.get("finish_reason")))
+    return Counts(
+        completion_tokens=as_int(meta.get("completion_tokens")),
+        prompt_tokens=as_int(meta.get("prompt_tokens")),
+        cached_tokens=as_int(meta.get("cached_tokens")),
+        finish_reason=finish_type(meta.get("finish_reason")),
+    )
 
 
 class SGLang(Engine):
@@ -137,15 +158,28 @@ class SGLang(Engine):
     api_key_env = None  # SGLang takes --api-key on argv only, which would be recorded
     spec_methods = METHODS
     spec_keys = frozenset({"steps", "topk"})
-    server_keys = frozenset({"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching",
-                             "chunked_prefill"})
+    server_keys = frozenset(
+        {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
+    )
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]
-        argv = [python, "-m", "sglang.launch_server", "--model-path", model, "--served-model-name", SERVED_NAME,
-                "--host", eng["host"], "--port", str(eng["port"]),
-                "--random-seed", str(cfg["request"]["seed"]),
-                "--enable-cache-report"]
+        argv = [
+            python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--served-model-name",
+            SERVED_NAME,
+            "--host",
+            eng["host"],
+            "--port",
+            str(eng["port"]),
+            "--random-seed",
+            str(cfg["request"]["seed"]),
+            "--enable-cache-report",
+        ]
         argv += server_flags(arm.get("server"))
         if arm.get("speculative"):
             argv += spec_flags(arm["speculative"])
@@ -166,19 +200,39 @@ class SGLang(Engine):
         # a model's generation_config would supply one, changing the tokens and adding the penalizer
         # (penaltylib's BatchedRepetitionPenalizer is required only where a value is not 1.0).
         # ignore_eos: the output length is part of the workload.
-        sp = {"max_new_tokens": request["max_tokens"], "ignore_eos": True, "repetition_penalty": 1.0,
-              **neutral_sampling(request, top_k_all=-1)}
+        sp = {
+            "max_new_tokens": request["max_tokens"],
+            "ignore_eos": True,
+            "repetition_penalty": 1.0,
+            **neutral_sampling(request, top_k_all=-1),
+        }
         if not greedy(request):
             # Older releases reject sampling_seed; greedy decoding needs no seed.
             sp["sampling_seed"] = seed
         return {"text": prompt, "sampling_params": sp, "stream": True}
 
-    def measure(self, http: httpx.Client, base: str, model_name: str, prompt: str, request: dict, seed: int,
-                arm: dict | None = None) -> Measured:
+    def measure(
+        self,
+        http: httpx.Client,
+        base: str,
+        model_name: str,
+        prompt: str,
+        request: dict,
+        seed: int,
+        arm: dict | None = None,
+    ) -> Measured:
         speculative = bool((arm or {}).get("speculative"))
         body = self.request_body(model_name, prompt, request, seed, arm)
-        m, events = timed_stream(http, base + self.request_path, body, request["timeout_s"], framing="sse",
-                                 new_text=_Text(), is_last=lambda e: False, counts=counts)
+        m, events = timed_stream(
+            http,
+            base + self.request_path,
+            body,
+            request["timeout_s"],
+            framing="sse",
+            new_text=_Text(),
+            is_last=lambda e: False,
+            counts=counts,
+        )
         spec = None
         if speculative:
             # 0.5.23 puts the spec fields on the final chunk only; the oldest releases on every chunk.
@@ -192,8 +246,17 @@ class SGLang(Engine):
         # bracket's body goes to the native /generate; the plain one to /v1/completions, as a plain client's
         # does. Neither stream carries a decode time of the server's: the control compares wall time.
         if url.endswith(self.request_path):
-            m, _ = timed_stream(http, url, body, timeout_s, framing="sse", new_text=_Text(), is_last=lambda e: False,
-                                counts=counts, on_event=on_event)
+            m, _ = timed_stream(
+                http,
+                url,
+                body,
+                timeout_s,
+                framing="sse",
+                new_text=_Text(),
+                is_last=lambda e: False,
+                counts=counts,
+                on_event=on_event,
+            )
             return m
         return stream_completion(http, url, body, timeout_s, on_event=on_event)
 
@@ -208,5 +271,8 @@ class SGLang(Engine):
         info = get_json(http, base + "/server_info") or get_json(http, base + "/get_server_info")
         model = get_json(http, base + "/model_info") or get_json(http, base + "/get_model_info")
         version = info.get("version") if isinstance(info, dict) else None
-        return {"engine_version": version, "server_info": info if isinstance(info, dict) else None,
-                "model_info": model if isinstance(model, dict) else None}
+        return {
+            "engine_version": version,
+            "server_info": info if isinstance(info, dict) else None,
+            "model_info": model if isinstance(model, dict) else None,
+        }

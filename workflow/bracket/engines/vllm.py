@@ -15,9 +15,18 @@ import json
 
 import httpx
 
-from bracket.engines.base import (Engine, ServerTiming, SpecCounters, SpecFields, get_json, greedy, neutral_sampling,
-                                  prometheus_sums)
-from bracket.engines.base import last_flag, state_record
+from bracket.engines.base import (
+    Engine,
+    ServerTiming,
+    SpecCounters,
+    SpecFields,
+    get_json,
+    greedy,
+    last_flag,
+    neutral_sampling,
+    prometheus_sums,
+    state_record,
+)
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -52,8 +61,11 @@ def decode_from_metrics(before: str | None, after: str | None) -> ServerTiming |
     seconds, tokens = a[DECODE_SUM] - b[DECODE_SUM], int(round(a[GEN_SUM] - b[GEN_SUM])) - 1
     if seconds <= 0 or tokens <= 0:
         return None
-    return ServerTiming(seconds=seconds, tokens=tokens,
-                        source="vLLM /metrics request_decode_time_seconds / (request_generation_tokens - 1)")
+    return ServerTiming(
+        seconds=seconds,
+        tokens=tokens,
+        source="vLLM /metrics request_decode_time_seconds / (request_generation_tokens - 1)",
+    )
 
 
 def speculative_config(spec: dict) -> dict:
@@ -95,18 +107,31 @@ class VLLM(Engine):
     kind = "vllm"
     api_key_env = "VLLM_API_KEY"  # guards /v1/*; /health, /metrics and /version stay open
     spec_methods = METHODS
-    server_keys = frozenset({"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching",
-                             "chunked_prefill"})
+    server_keys = frozenset(
+        {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
+    )
 
     def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
         eng = cfg["engine"]
         server = arm.get("server") or {}
-        argv = [python, "-m", "vllm.entrypoints.openai.api_server",
-                "--model", model, "--served-model-name", "bracket-model",
-                "--host", eng["host"], "--port", str(eng["port"]),
-                "--seed", str(cfg["request"]["seed"]),
-                "--generation-config", "vllm",
-                "--enable-prompt-tokens-details"]
+        argv = [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--served-model-name",
+            "bracket-model",
+            "--host",
+            eng["host"],
+            "--port",
+            str(eng["port"]),
+            "--seed",
+            str(cfg["request"]["seed"]),
+            "--generation-config",
+            "vllm",
+            "--enable-prompt-tokens-details",
+        ]
         if eng["embedded"]:
             # What the CPU build needs on a small shared machine (DESIGN.md, "Engines").
             argv += ["--dtype", "bfloat16", "--enforce-eager"]
@@ -127,9 +152,14 @@ class VLLM(Engine):
     def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
         env = {}
         if cfg["engine"]["embedded"]:
-            env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu",
-                   "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-                   "DO_NOT_TRACK": "1"}
+            env = {
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "VLLM_TARGET_DEVICE": "cpu",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+            }
         env.update(super().launch_env(cfg, arm))
         return env
 
@@ -144,8 +174,13 @@ class VLLM(Engine):
         ignore_eos: the output length is part of the workload (finish_reason "length").
         stream_options.include_usage: the final chunk's usage, which the record's token counts read.
         """
-        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"],
-                **neutral_sampling(request, top_k_all=-1), "repetition_penalty": 1.0}
+        body = {
+            "model": model_name,
+            "prompt": prompt,
+            "max_tokens": request["max_tokens"],
+            **neutral_sampling(request, top_k_all=-1),
+            "repetition_penalty": 1.0,
+        }
         if not greedy(request):
             body["seed"] = seed
         return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
@@ -181,10 +216,12 @@ class VLLM(Engine):
         for event in reversed(events):
             sd = (event.get("metrics") or {}).get("speculative_decoding")
             if isinstance(sd, dict) and sd.get("num_spec_steps") is not None:
-                return SpecFields.from_counts(verify_steps=sd["num_spec_steps"],
-                                              accepted=sd.get("num_accepted_draft_tokens"),
-                                              draft_tokens=sd.get("num_draft_tokens"),
-                                              source="response metrics.speculative_decoding")
+                return SpecFields.from_counts(
+                    verify_steps=sd["num_spec_steps"],
+                    accepted=sd.get("num_accepted_draft_tokens"),
+                    draft_tokens=sd.get("num_draft_tokens"),
+                    source="response metrics.speculative_decoding",
+                )
         return None
 
     def flush_cache(self, http: httpx.Client, base: str, model_name: str) -> str:
@@ -207,5 +244,7 @@ class VLLM(Engine):
     def provenance(self, http: httpx.Client, base: str, model_name: str) -> dict:
         ver = get_json(http, base + "/version")
         info = get_json(http, base + "/server_info")  # dev mode only; the launch argv is recorded anyway
-        return {"engine_version": ver.get("version") if isinstance(ver, dict) else None,
-                "server_info": info if isinstance(info, dict) else None}
+        return {
+            "engine_version": ver.get("version") if isinstance(ver, dict) else None,
+            "server_info": info if isinstance(info, dict) else None,
+        }

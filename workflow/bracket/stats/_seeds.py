@@ -28,8 +28,10 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
     if rng is None:
-        raise ValueError("`rng` is None: pass an integer seed or a numpy Generator so the result can be "
-                         "reproduced (bracket records the seed in stats.json).")
+        raise ValueError(
+            "`rng` is None: pass an integer seed or a numpy Generator so the result can be "
+            "reproduced (bracket records the seed in stats.json)."
+        )
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
     raise TypeError(f"`rng` must be an int seed or numpy.random.Generator, got {type(rng).__name__}.")

@@ -14,29 +14,30 @@ from bracket import steadiness
 from bracket.ceiling import measured
 from bracket.records import guards
 from bracket.stats import conservatism
-from bracket.stats import sequential as seq
+from bracket.stats import defaults as D
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
+from bracket.stats import sequential as seq
 from bracket.stats import speculative as spec
+from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Finding, texts
-from bracket.stats.gaps import block_gaps, findings as gap_findings
+from bracket.stats.gaps import block_gaps
+from bracket.stats.gaps import findings as gap_findings
 from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
-from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
-from bracket.stats import defaults as D
 
 VALUE = "decode_tok_s"
 REASON_HINTS = {
     "warmup": None,
     "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
     "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
-                             "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
-                             "SGLang with --enable-cache-report, or set request.cache_guard: auto",
+    "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
+    "SGLang with --enable-cache-report, or set request.cache_guard: auto",
     "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
-                  "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
+    "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
     "early stop": "the output length was not pinned: the engine must honour ignore_eos",
     "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
     "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
@@ -68,10 +69,14 @@ def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
     under its first reason (an early stop is also short of max_tokens; it is one invalid run, not two)."""
     kinds = frame.loc[~frame["valid"], "invalid_kind"].replace("", "unknown")
     reasons = Counter(k for k in kinds if k != "warmup")
-    warm = int(pd.Series(runs.get("warmup", False)).fillna(False).astype(bool).sum()) \
-        if "warmup" in runs else 0
-    return {"total": int(len(frame)), "valid": int(frame["valid"].sum()), "warmups": warm,
-            "invalid": int((~frame["valid"]).sum()) - warm, "invalid_by_reason": dict(sorted(reasons.items()))}
+    warm = int(pd.Series(runs.get("warmup", False)).fillna(False).astype(bool).sum()) if "warmup" in runs else 0
+    return {
+        "total": int(len(frame)),
+        "valid": int(frame["valid"].sum()),
+        "warmups": warm,
+        "invalid": int((~frame["valid"]).sum()) - warm,
+        "invalid_by_reason": dict(sorted(reasons.items())),
+    }
 
 
 def _draft_budgets(cfg: dict, frame: pd.DataFrame) -> dict:
@@ -102,8 +107,7 @@ def same_settings(cfg: dict) -> dict | None:
     reference = cfg.get("reference") or next(iter(arms), None)
 
     def settings(arm):
-        return json.dumps({k: v for k, v in (arms.get(arm) or {}).items() if k != "label"}, sort_keys=True,
-                          default=str)
+        return json.dumps({k: v for k, v in (arms.get(arm) or {}).items() if k != "label"}, sort_keys=True, default=str)
 
     if len(arms) == 1:  # the reference alone, compared with itself block by block: drift and nothing else
         return {"reference": reference, "arms": [], "all": True}
@@ -113,9 +117,13 @@ def same_settings(cfg: dict) -> dict | None:
     return {"reference": reference, "arms": same, "all": len(same) == len(arms) - 1}
 
 
-def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control: pd.DataFrame | None = None,
-            metas: list[dict] | None = None) -> dict:
-
+def analyze(
+    runs: pd.DataFrame,
+    cfg: dict,
+    ceiling: dict | None = None,
+    control: pd.DataFrame | None = None,
+    metas: list[dict] | None = None,
+) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
     Only rows with valid == True enter statistics; the value is decode_tok_s
@@ -258,28 +266,46 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
     reference = cfg.get("reference") or next(iter(cfg["arms"]))
     frame = from_runs(runs)
     valid = valid_rows(frame)
-    out: dict = {"seed": seed, "confidence": conf, "resamples": R, "value": VALUE,
-                 "reference": reference, "design": cfg.get("design", {}).get("kind"),
-                 "noise_threshold": thr, "spread_warning": spread_warn,
-                 "aa": same_settings(cfg), "counts": _counts(runs, frame)}
+    out: dict = {
+        "seed": seed,
+        "confidence": conf,
+        "resamples": R,
+        "value": VALUE,
+        "reference": reference,
+        "design": cfg.get("design", {}).get("kind"),
+        "noise_threshold": thr,
+        "spread_warning": spread_warn,
+        "aa": same_settings(cfg),
+        "counts": _counts(runs, frame),
+    }
     warnings: list[Finding] = []
     if valid.empty:
-        out.update(cells=[], comparisons=[], drift={}, speculative=[], levels=[], best={}, hosts=None, phases=None, conservatism=None,
-                   k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"})
+        out.update(
+            cells=[],
+            comparisons=[],
+            drift={},
+            speculative=[],
+            levels=[],
+            best={},
+            hosts=None,
+            phases=None,
+            conservatism=None,
+            k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"},
+        )
         none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
         out["findings"], out["warnings"] = [none.record()], [none.text()]
         return jsonable(out)
 
-    cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R,
-                           spread_warning=spread_warn, precision=thr)
+    cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R, spread_warning=spread_warn, precision=thr)
     out["cells"] = [{"arm": arm, "workload": wl, **dataclasses.asdict(s)} for arm, wl, s in cells]
     medians = {(arm, wl): s.median for arm, wl, s in cells}
     for arm, wl, s in cells:
         warnings += [Finding("cell", w, arm=arm, workload=wl) for w in s.warnings]
 
     workloads = sorted(valid["workload"].unique())
-    out["hosts"], host_warnings = hosts_section(runs, frame, cfg, reference, seed=seed, confidence=conf,
-                                                n_resamples=R, noise_threshold=thr)
+    out["hosts"], host_warnings = hosts_section(
+        runs, frame, cfg, reference, seed=seed, confidence=conf, n_resamples=R, noise_threshold=thr
+    )
     warnings += host_warnings
     out["drift"] = {}
     for wl in workloads:
@@ -287,39 +313,62 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         ref = first_vs_last(sub, reference)
         tr = trend(sub, reference, confidence=conf)
         out["drift"][wl] = {
-            "reference_first_vs_last": ref["change"] if ref else None, "reference_blocks": ref,
+            "reference_first_vs_last": ref["change"] if ref else None,
+            "reference_blocks": ref,
             "rounds": round_changes(sub),
             "slope_per_block": tr.slope if tr else None,
             "slope_ci": list(tr.slope_ci) if tr and tr.slope_ci else None,
-            "slope_p": tr.slope_p if tr else None, "effects": tr.effects if tr else {},
-            "cov_type": tr.cov_type if tr else None, "blocks": tr.blocks if tr else None,
-            "df": tr.df if tr else None, "slope_theil_sen": tr.slope_theil_sen if tr else None}
+            "slope_p": tr.slope_p if tr else None,
+            "effects": tr.effects if tr else {},
+            "cov_type": tr.cov_type if tr else None,
+            "blocks": tr.blocks if tr else None,
+            "df": tr.df if tr else None,
+            "slope_theil_sen": tr.slope_theil_sen if tr else None,
+        }
         # With several hosts the first and last blocks ran on different machines: drift is per host.
         if ref and abs(ref["change"]) > thr and out["hosts"] is None:
-            warnings.append(Finding(
-                "drift", f"the reference {reference} moved {ref['change']:+.2%} between its first and last "
-                f"blocks, more than the {thr:.0%} noise threshold: raw ratios cannot tell smaller effects "
-                f"from drift, and the drift-adjusted ones remove only a linear trend. Lengthen "
-                f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.", workload=wl))
+            warnings.append(
+                Finding(
+                    "drift",
+                    f"the reference {reference} moved {ref['change']:+.2%} between its first and last "
+                    f"blocks, more than the {thr:.0%} noise threshold: raw ratios cannot tell smaller effects "
+                    f"from drift, and the drift-adjusted ones remove only a linear trend. Lengthen "
+                    f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.",
+                    workload=wl,
+                )
+            )
 
     out["comparisons"] = []
     for wl in workloads:
         arms_here = sorted(valid.loc[valid["workload"] == wl, "arm"].unique())
         if reference not in arms_here:
-            warnings.append(Finding("not compared", f"the reference {reference} has no valid runs, so nothing "
-                                                    f"is compared.", workload=wl))
+            warnings.append(
+                Finding(
+                    "not compared", f"the reference {reference} has no valid runs, so nothing is compared.", workload=wl
+                )
+            )
             continue
         for arm in arms_here:
             if arm == reference:
                 continue
             try:
-                c = compare_arms(frame, reference, arm, wl, seed=seed, reference=reference,
-                                 confidence=conf, n_resamples=R, noise_threshold=thr)
+                c = compare_arms(
+                    frame,
+                    reference,
+                    arm,
+                    wl,
+                    seed=seed,
+                    reference=reference,
+                    confidence=conf,
+                    n_resamples=R,
+                    noise_threshold=thr,
+                )
             except ValueError as exc:
                 warnings.append(Finding("not compared", f"not compared: {exc}", arm=arm, vs=reference, workload=wl))
                 continue
-            out["comparisons"].append({"workload": wl, "baseline": reference, "candidate": arm,
-                                       **dataclasses.asdict(c)})
+            out["comparisons"].append(
+                {"workload": wl, "baseline": reference, "candidate": arm, **dataclasses.asdict(c)}
+            )
     out["sequential"] = None
     if cfg.get("design", {}).get("rounds") == "adaptive":
         # looked at after every round: the verdicts are the looks', on repeated CIs (bracket.stats.sequential)
@@ -327,23 +376,38 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         out["multiplicity"] = seq.apply(out["comparisons"], out["sequential"], FAMILY)
     else:
         m = holm(out["comparisons"], conf)
-        out["multiplicity"] = {"method": "holm" if m > 1 else "none", "comparisons": m, "family": FAMILY,
-                               "confidence": conf,
-                               "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None)}
+        out["multiplicity"] = {
+            "method": "holm" if m > 1 else "none",
+            "comparisons": m,
+            "family": FAMILY,
+            "confidence": conf,
+            "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None),
+        }
     out["conservatism"] = conservatism.summary(out["comparisons"], conf, thr)
     for c in out["comparisons"]:
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
-        warnings += [Finding("comparison", n, **where) for n in c["notes"]
-                     if not n.startswith(("one block", "no block", "arm is confounded", "blocks leave"))]
+        warnings += [
+            Finding("comparison", n, **where)
+            for n in c["notes"]
+            if not n.startswith(("one block", "no block", "arm is confounded", "blocks leave"))
+        ]
         if c["verdict"] == "undetermined":
             warnings.append(Finding("undetermined", f"undetermined: {c['undetermined_reason']}.", **where))
-    out["undetermined"] = [{"workload": c["workload"], "candidate": c["candidate"],
-                            "reason": c["undetermined_reason"], "rounds_needed": c["rounds_needed"],
-                            "rounds_needed_for": c["rounds_needed_for"]}
-                           for c in out["comparisons"] if c["verdict"] == "undetermined"]
+    out["undetermined"] = [
+        {
+            "workload": c["workload"],
+            "candidate": c["candidate"],
+            "reason": c["undetermined_reason"],
+            "rounds_needed": c["rounds_needed"],
+            "rounds_needed_for": c["rounds_needed_for"],
+        }
+        for c in out["comparisons"]
+        if c["verdict"] == "undetermined"
+    ]
 
-    out["phases"], phase_findings = _phases(runs, reference, seed=seed, confidence=conf, n_resamples=R,
-                                            margin=float(a.get("phase_margin", D.PHASE_MARGIN)))
+    out["phases"], phase_findings = _phases(
+        runs, reference, seed=seed, confidence=conf, n_resamples=R, margin=float(a.get("phase_margin", D.PHASE_MARGIN))
+    )
     warnings += phase_findings
     out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
     never = spec.never_drafted(runs)
@@ -352,19 +416,26 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         if (r["arm"], r["workload"]) in silent:
             r["reading"] = "never drafted: the engine proposed no draft token, so this arm measured the baseline"
     # an arm that drafted on no workload is not a budget: the table of budgets leaves it out
-    mute = {c["arm"] for c in never} - {a for a, w in
-                                        valid[["arm", "workload"]].drop_duplicates().itertuples(index=False)
-                                        if (a, w) not in silent}
-    out["budget_groups"] = [{"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
-                            for label, arms in spec.budget_groups({a: v for a, v in cfg["arms"].items()
-                                                                   if a not in mute})]
+    mute = {c["arm"] for c in never} - {
+        a for a, w in valid[["arm", "workload"]].drop_duplicates().itertuples(index=False) if (a, w) not in silent
+    }
+    out["budget_groups"] = [
+        {"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
+        for label, arms in spec.budget_groups({a: v for a, v in cfg["arms"].items() if a not in mute})
+    ]
     out["never_drafted"] = never
     for c in never:
-        warnings.append(Finding("never drafted", f"{c['runs']} valid runs of a speculative arm (draft budget "
-                                                 f"{c['draft_budget']}) proposed no draft token: the engine never "
-                                                 f"drafted, so the arm measures the baseline under another label; "
-                                                 f"check the arm's speculative settings against the engine's.",
-                                arm=c["arm"], workload=c["workload"]))
+        warnings.append(
+            Finding(
+                "never drafted",
+                f"{c['runs']} valid runs of a speculative arm (draft budget "
+                f"{c['draft_budget']}) proposed no draft token: the engine never "
+                f"drafted, so the arm measures the baseline under another label; "
+                f"check the arm's speculative settings against the engine's.",
+                arm=c["arm"],
+                workload=c["workload"],
+            )
+        )
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
@@ -380,30 +451,58 @@ def analyze(runs: pd.DataFrame, cfg: dict, ceiling: dict | None = None, control:
         out["neutrality"] = {"status": f"off: {c.get('neutrality_off')}"}
     else:
         cost = neutral.instrument_cost(control, conf) if control is not None else None
-        out["neutrality"] = {"status": "on" if cost else "no records: the blocks ran no control pairs "
-                             "(a stand-in server, or results from before the control)", **(cost or {})}
+        out["neutrality"] = {
+            "status": "on"
+            if cost
+            else "no records: the blocks ran no control pairs (a stand-in server, or results from before the control)",
+            **(cost or {}),
+        }
         warnings += neutral.findings(cost)
     unreported = out["guards"]["cache_unreported_unique"]
     if unreported:
-        warnings.append(Finding("cache", f"the server reported no cached tokens for {unreported} timed "
-                                         f"run{'s' if unreported > 1 else ''}; each prompt began with a prefix no "
-                                         f"other request of the experiment carried, so no prefix cache could serve "
-                                         f"it, and the runs are counted (request.cache_guard: strict would refuse "
-                                         f"them)."))
+        warnings.append(
+            Finding(
+                "cache",
+                f"the server reported no cached tokens for {unreported} timed "
+                f"run{'s' if unreported > 1 else ''}; each prompt began with a prefix no "
+                f"other request of the experiment carried, so no prefix cache could serve "
+                f"it, and the runs are counted (request.cache_guard: strict would refuse "
+                f"them).",
+            )
+        )
 
     if cfg.get("design", {}).get("kind") == "sequential":
-        warnings.append(Finding("design", "design.kind is sequential: every arm ran in one stretch of time, so "
-                                          "drift and arm are confounded; use abab or abba."))
+        warnings.append(
+            Finding(
+                "design",
+                "design.kind is sequential: every arm ran in one stretch of time, so "
+                "drift and arm are confounded; use abab or abba.",
+            )
+        )
     for arm, wl, hits, total in first_run_slow(frame):
-        warnings.append(Finding("warmup", f"the first timed run was the slowest in {hits} of {total} blocks: "
-                                          f"raise design.warmup_runs.", arm=arm, workload=wl))
-    exp = str(runs["experiment"].dropna().iloc[0]) if "experiment" in runs and runs["experiment"].notna().any() \
+        warnings.append(
+            Finding(
+                "warmup",
+                f"the first timed run was the slowest in {hits} of {total} blocks: raise design.warmup_runs.",
+                arm=arm,
+                workload=wl,
+            )
+        )
+    exp = (
+        str(runs["experiment"].dropna().iloc[0])
+        if "experiment" in runs and runs["experiment"].notna().any()
         else "NAME"
+    )
     for reason, n in out["counts"]["invalid_by_reason"].items():
         hint = REASON_HINTS.get(reason)  # reason is a kind (records.INVALID_KINDS)
         hint = hint.replace("NAME", exp) if hint else hint
-        warnings.append(Finding("invalid", f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of "
-                                           f"statistics" + (f": {hint}." if hint else ".")))
+        warnings.append(
+            Finding(
+                "invalid",
+                f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of "
+                f"statistics" + (f": {hint}." if hint else "."),
+            )
+        )
     out["findings"], out["warnings"] = [f.record() for f in warnings], texts(warnings)
     return jsonable(out)
 
@@ -413,8 +512,11 @@ def _phases(runs, reference, *, seed, confidence, n_resamples, margin):
     if "ttft_s" not in runs.columns:  # a table from elsewhere (a CSV of arm/value) has no phases
         return None, []
     rows = ph.phases(runs, reference, seed=seed, confidence=confidence, n_resamples=n_resamples, margin=margin)
-    return {"margin": margin, "rule": "|ln(TTFT ratio)| > |ln(tg ratio)| + ln(1 + margin), TTFT ratio CI excludes 1",
-            "rows": rows}, ph.findings(rows, reference, margin)
+    return {
+        "margin": margin,
+        "rule": "|ln(TTFT ratio)| > |ln(tg ratio)| + ln(1 + margin), TTFT ratio CI excludes 1",
+        "rows": rows,
+    }, ph.findings(rows, reference, margin)
 
 
 def _speculative(cfg, valid, medians, reference):
@@ -422,32 +524,45 @@ def _speculative(cfg, valid, medians, reference):
     rows = []
     for arm in [a for a in cfg["arms"] if a in budgets] + sorted(set(budgets) - set(cfg["arms"])):
         for wl, sub in valid[valid["arm"] == arm].groupby("workload", sort=True):
-            acc = spec.acceptance(sub["draft_tokens"], sub["accepted_tokens"], sub["verify_steps"],
-                                  sub["acceptance_length"])
+            acc = spec.acceptance(
+                sub["draft_tokens"], sub["accepted_tokens"], sub["verify_steps"], sub["acceptance_length"]
+            )
             sat = spec.saturation(acc.acceptance_length, budgets[arm]) if acc.acceptance_length else None
-            rows.append({"arm": arm, "workload": str(wl), "draft_budget": budgets[arm],
-                         "acceptance_length": acc.acceptance_length,
-                         "acceptance_rate": acc.acceptance_rate, "saturation": sat,
-                         "reading": spec.reading(sat) if sat is not None else None,
-                         "source": acc.source})
+            rows.append(
+                {
+                    "arm": arm,
+                    "workload": str(wl),
+                    "draft_budget": budgets[arm],
+                    "acceptance_length": acc.acceptance_length,
+                    "acceptance_rate": acc.acceptance_rate,
+                    "saturation": sat,
+                    "reading": spec.reading(sat) if sat is not None else None,
+                    "source": acc.source,
+                }
+            )
     plain = [a for a in cfg["arms"] if a not in budgets]
     base = reference if reference in plain else (plain[0] if plain else None)
     k_model = {"baseline": base, "band": None, "calibration": [], "rows": [], "tolerance": 0.02}
     spec_arms = [a for a in cfg["arms"] if a in budgets]
     if base is None:
-        return rows, {**k_model, "verdict": "untested",
-                      "reason": "no arm without speculative decoding to serve as the baseline"}
+        return rows, {
+            **k_model,
+            "verdict": "untested",
+            "reason": "no arm without speculative decoding to serve as the baseline",
+        }
     ks = []
     for r in rows:
         m, b = medians.get((r["arm"], r["workload"])), medians.get((base, r["workload"]))
         if m and b and r["acceptance_length"]:
-            ks.append({"arm": r["arm"], "workload": r["workload"],
-                       "k": spec.k_factor(m, b, r["acceptance_length"])})
+            ks.append({"arm": r["arm"], "workload": r["workload"], "k": spec.k_factor(m, b, r["acceptance_length"])})
     calib = spec_arms[: math.ceil(len(spec_arms) / 2)]
     calib_ks = [x["k"] for x in ks if x["arm"] in calib]
     if not calib_ks:
-        return rows, {**k_model, "verdict": "untested",
-                      "reason": "no acceptance data (draft/accepted/verify counters) for the calibration arms"}
+        return rows, {
+            **k_model,
+            "verdict": "untested",
+            "reason": "no acceptance data (draft/accepted/verify counters) for the calibration arms",
+        }
     band = spec.band_from(calib_ks)
     marks = []
     for x in ks:
@@ -470,8 +585,7 @@ def _levels(runs, cfg, valid):
             lv = levels(sub["value"].to_numpy(), sub["block"].to_numpy(), block_cost_runs=cost)
         except ValueError:
             continue
-        out.append({"arm": str(arm), "workload": str(wl), "block_cost_runs": cost,
-                    **dataclasses.asdict(lv)})
+        out.append({"arm": str(arm), "workload": str(wl), "block_cost_runs": cost, **dataclasses.asdict(lv)})
     return out
 
 
@@ -505,13 +619,22 @@ def _best(cells, comparisons, medians, reference):
         else:
             est = of_medians
         use, why = recommend(top["arm"], comp["verdict"] if comp else None, reference)
-        best[wl] = {"arm": top["arm"], "median": top["median"], "n": top["n"], "min": top["min"],
-                    "use": use, "use_because": why,
-                    "max": top["max"], "ratio_to_reference": est, "ratio_of_medians": of_medians,
-                    "ci_low": comp["ci_low"] if comp else None,
-                    "ci_high": comp["ci_high"] if comp else None,
-                    "ci_level": comp["ci_level"] if comp else None,
-                    "ci_basis": comp["basis"] if comp else None,
-                    "picked_from": len(here), "verdict": comp["verdict"] if comp else None,
-                    "undetermined_reason": comp["undetermined_reason"] if comp else None}
+        best[wl] = {
+            "arm": top["arm"],
+            "median": top["median"],
+            "n": top["n"],
+            "min": top["min"],
+            "use": use,
+            "use_because": why,
+            "max": top["max"],
+            "ratio_to_reference": est,
+            "ratio_of_medians": of_medians,
+            "ci_low": comp["ci_low"] if comp else None,
+            "ci_high": comp["ci_high"] if comp else None,
+            "ci_level": comp["ci_level"] if comp else None,
+            "ci_basis": comp["basis"] if comp else None,
+            "picked_from": len(here),
+            "verdict": comp["verdict"] if comp else None,
+            "undetermined_reason": comp["undetermined_reason"] if comp else None,
+        }
     return best

@@ -51,13 +51,25 @@ def block_table(values, blocks, positions=None, center: str = "median") -> pd.Da
     its mean moves with the share of runs on each path, smoothly, as a sum of runs does.
     """
     v = np.asarray(values, dtype=float)
-    df = pd.DataFrame({"block": np.asarray(blocks), "y": np.log(v),
-                       "position": np.nan if positions is None else np.asarray(positions, dtype=float)})
+    df = pd.DataFrame(
+        {
+            "block": np.asarray(blocks),
+            "y": np.log(v),
+            "position": np.nan if positions is None else np.asarray(positions, dtype=float),
+        }
+    )
     g = df.groupby("block", sort=True)
     ym = g["y"].mean() if center == "mean" else g["y"].median()
     df["dev"] = (df["y"] - df["block"].map(ym)).abs()
-    out = pd.DataFrame({"n": g.size(), "ym": ym, "mad": df.groupby("block", sort=True)["dev"].median(),
-                        "var": g["y"].var(ddof=1), "position": g["position"].mean()}).reset_index()
+    out = pd.DataFrame(
+        {
+            "n": g.size(),
+            "ym": ym,
+            "mad": df.groupby("block", sort=True)["dev"].median(),
+            "var": g["y"].var(ddof=1),
+            "position": g["position"].mean(),
+        }
+    ).reset_index()
     out.attrs["center"] = center
     return out
 
@@ -103,10 +115,10 @@ class BlockFit:
     df: float
     blocks: int
     parameters: int
-    between_var: float | None   # residual variance of block medians (block-level, df = blocks - parameters)
-    within_var: float | None    # variance of a block median from within-block noise alone
+    between_var: float | None  # residual variance of block medians (block-level, df = blocks - parameters)
+    within_var: float | None  # variance of a block median from within-block noise alone
     pooled: bool
-    vif: float                  # variance inflation of the coefficient from the other regressors
+    vif: float  # variance inflation of the coefficient from the other regressors
     method: str
 
     def ci(self, confidence: float) -> tuple[float, float] | None:
@@ -139,8 +151,14 @@ class BlockFit:
         return float(min(1.0, 2 * min(up, down)))
 
 
-def fit(table: pd.DataFrame, X: np.ndarray, column: int, *, pool: bool = True,
-        within: tuple[float | None, float] | None = None) -> BlockFit:
+def fit(
+    table: pd.DataFrame,
+    X: np.ndarray,
+    column: int,
+    *,
+    pool: bool = True,
+    within: tuple[float | None, float] | None = None,
+) -> BlockFit:
     """OLS of the block medians `table.ym` on X; the coefficient in `column` with its block-level SE.
 
     `within` is (variance, df) from `within_variance` (computed from `table` when None). With
@@ -158,8 +176,15 @@ def fit(table: pd.DataFrame, X: np.ndarray, column: int, *, pool: bool = True,
     df_b = m - np.linalg.matrix_rank(X)
     s2_b = float(((y - X @ beta) ** 2).sum() / df_b) if df_b > 0 else None
     w, df_w = within if within is not None else within_variance(table)
-    v_w = None if w is None else (w * float(np.mean(1.0 / table["n"].to_numpy(float)))
-                                  if table.attrs.get("center") == "mean" else median_variance(w, table["n"]))
+    v_w = (
+        None
+        if w is None
+        else (
+            w * float(np.mean(1.0 / table["n"].to_numpy(float)))
+            if table.attrs.get("center") == "mean"
+            else median_variance(w, table["n"])
+        )
+    )
     pooled = False
     if s2_b is None:
         var, df, method = None, 0.0, "no residual degrees of freedom at the block level"
@@ -171,16 +196,27 @@ def fit(table: pd.DataFrame, X: np.ndarray, column: int, *, pool: bool = True,
             # of the verdicts it pooled be false (issue 29). Not pooled; a block median still varies at
             # least as much as request noise alone makes it, so that is the variance's floor.
             var = v_w
-            method = (f"OLS on {what}, t with {df_b} df; block variance below the within-block "
-                      f"noise, which is its floor (not pooled on {df_b} df)")
-        elif pool and df_b >= MIN_POOL_DF and v_w is not None and v_w > 0 and df_w > 0 and \
-                s2_b / v_w < stats.f.ppf(1 - POOL_ALPHA, df_b, df_w):
+            method = (
+                f"OLS on {what}, t with {df_b} df; block variance below the within-block "
+                f"noise, which is its floor (not pooled on {df_b} df)"
+            )
+        elif (
+            pool
+            and df_b >= MIN_POOL_DF
+            and v_w is not None
+            and v_w > 0
+            and df_w > 0
+            and s2_b / v_w < stats.f.ppf(1 - POOL_ALPHA, df_b, df_w)
+        ):
             var = (df_b * s2_b + df_w * v_w) / (df_b + df_w)
             df, pooled = df_b + df_w, True
-            method = (f"OLS on {what}; block variance not above within-block noise "
-                      f"(F test at {POOL_ALPHA:g}), pooled with it: t with {df:g} df")
-    return BlockFit(float(beta[column]), math.sqrt(var * c) if var is not None else None, df, m, p,
-                    s2_b, v_w, pooled, vif, method)
+            method = (
+                f"OLS on {what}; block variance not above within-block noise "
+                f"(F test at {POOL_ALPHA:g}), pooled with it: t with {df:g} df"
+            )
+    return BlockFit(
+        float(beta[column]), math.sqrt(var * c) if var is not None else None, df, m, p, s2_b, v_w, pooled, vif, method
+    )
 
 
 def theil_sen_within(table: pd.DataFrame, groups) -> float | None:

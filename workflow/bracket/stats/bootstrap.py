@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from bracket.stats._seeds import as_generator
 from bracket.stats import defaults as D
+from bracket.stats._seeds import as_generator
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,7 @@ class Sample:
         b = np.zeros(v.size, dtype=int) if blocks is None else np.asarray(blocks)
         p = np.full(v.size, np.nan) if positions is None else np.asarray(positions, dtype=float)
         if b.shape != v.shape or p.shape != v.shape:
-            raise ValueError(f"values, blocks and positions must have the same length "
-                             f"({v.size}, {b.size}, {p.size}).")
+            raise ValueError(f"values, blocks and positions must have the same length ({v.size}, {b.size}, {p.size}).")
         return cls(v, b, p)
 
     @property
@@ -76,8 +75,8 @@ def _resample_hierarchical(s: Sample, n_resamples: int, rng: np.random.Generator
     table = np.full((ids.size, nmax), np.nan)
     pos = np.full((ids.size, nmax), np.nan)
     for i, g in enumerate(groups):
-        table[i, :g.size] = s.values[g]
-        pos[i, :g.size] = s.positions[g]
+        table[i, : g.size] = s.values[g]
+        pos[i, : g.size] = s.positions[g]
     pick = rng.integers(0, ids.size, size=(n_resamples, ids.size))
     n_pick = sizes[pick]
     j = np.floor(rng.random((n_resamples, ids.size, nmax)) * n_pick[..., None]).astype(int)
@@ -120,9 +119,14 @@ def _percentile_ci(log_ratios: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(np.exp(lo)), float(np.exp(hi))
 
 
-def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float = D.CONFIDENCE,
-                     n_resamples: int = D.RESAMPLES, rng: np.random.Generator | int | None = None
-                     ) -> RatioBootstrap:
+def ratio_of_medians(
+    baseline: Sample,
+    candidate: Sample,
+    *,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    rng: np.random.Generator | int | None = None,
+) -> RatioBootstrap:
     """Bootstrap CI of median(candidate) / median(baseline), raw and drift-adjusted.
 
     Parameters
@@ -163,15 +167,16 @@ def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float =
     if identified:
         y = [np.log(baseline.values), np.log(candidate.values)]
         slope = float(within_arm_slope(y, [baseline.positions, candidate.positions]))
-        adj = float(np.median(candidate.values * np.exp(-slope * candidate.positions))
-                    / np.median(baseline.values * np.exp(-slope * baseline.positions)))
+        adj = float(
+            np.median(candidate.values * np.exp(-slope * candidate.positions))
+            / np.median(baseline.values * np.exp(-slope * baseline.positions))
+        )
     # Draw the arms in an order fixed by their data, not their role, so that swapping baseline
     # and candidate gives the same resamples and an exactly inverted interval.
     swapped = _key(baseline) > _key(candidate)
     if baseline.n_blocks >= 2 and candidate.n_blocks >= 2:
         first, second = (candidate, baseline) if swapped else (baseline, candidate)
-        draws = [_resample_hierarchical(first, n_resamples, gen),
-                 _resample_hierarchical(second, n_resamples, gen)]
+        draws = [_resample_hierarchical(first, n_resamples, gen), _resample_hierarchical(second, n_resamples, gen)]
         (va, pa), (vb, pb) = draws[::-1] if swapped else draws
         lo, hi = _percentile_ci(np.log(np.nanmedian(vb, axis=1) / np.nanmedian(va, axis=1)), alpha)
         alo = ahi = None
@@ -179,17 +184,36 @@ def ratio_of_medians(baseline: Sample, candidate: Sample, *, confidence: float =
             g = within_arm_slope([np.log(va), np.log(vb)], [pa, pb])
             # HACK: replicates that cannot identify the slope borrow the full-data slope.
             g = np.where(np.isnan(g), slope, g)[:, None]
-            adj_r = (np.nanmedian(vb * np.exp(-g * pb), axis=1)
-                     / np.nanmedian(va * np.exp(-g * pa), axis=1))
+            adj_r = np.nanmedian(vb * np.exp(-g * pb), axis=1) / np.nanmedian(va * np.exp(-g * pa), axis=1)
             alo, ahi = _percentile_ci(np.log(adj_r), alpha)
-        return RatioBootstrap(ratio, lo, hi, adj, alo, ahi, slope,
-                              "hierarchical percentile (blocks, then requests)", n_resamples, confidence)
+        return RatioBootstrap(
+            ratio,
+            lo,
+            hi,
+            adj,
+            alo,
+            ahi,
+            slope,
+            "hierarchical percentile (blocks, then requests)",
+            n_resamples,
+            confidence,
+        )
     if baseline.values.size < 2 or candidate.values.size < 2:
-        raise ValueError(f"a ratio CI needs at least 2 runs per arm, got {baseline.values.size} and "
-                         f"{candidate.values.size}; measure more runs.")
+        raise ValueError(
+            f"a ratio CI needs at least 2 runs per arm, got {baseline.values.size} and "
+            f"{candidate.values.size}; measure more runs."
+        )
     data = (candidate.values, baseline.values) if swapped else (baseline.values, candidate.values)
-    res = stats.bootstrap(data, _log_ratio_stat, n_resamples=n_resamples, confidence_level=confidence,
-                          method="percentile", vectorized=True, rng=gen)
+    res = stats.bootstrap(
+        data,
+        _log_ratio_stat,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        rng=gen,
+    )
     lo, hi = sorted(float(np.exp((-1 if swapped else 1) * q)) for q in res.confidence_interval)
-    return RatioBootstrap(ratio, lo, hi, adj, None, None, slope,
-                          "percentile (requests, independent arms)", n_resamples, confidence)
+    return RatioBootstrap(
+        ratio, lo, hi, adj, None, None, slope, "percentile (requests, independent arms)", n_resamples, confidence
+    )

@@ -11,21 +11,28 @@ import math
 import numpy as np
 import pandas as pd
 
+from bracket.stats import defaults as D
 from bracket.stats._seeds import derive_seed
 from bracket.stats.bootstrap import Sample
 from bracket.stats.compare import Comparison, compare, comparison_drift
 from bracket.stats.drift import first_vs_last, round_changes
 from bracket.stats.summary import CellSummary, summarize
-from bracket.stats import defaults as D
 
 
 def valid_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["valid"].astype(bool)]
 
 
-def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = D.CONFIDENCE,
-                   n_resamples: int = D.RESAMPLES, spread_warning: float = D.SPREAD_WARNING,
-                   precision: float = D.NOISE_THRESHOLD, pool: bool = True) -> list[tuple[str, str, CellSummary]]:
+def cell_summaries(
+    frame: pd.DataFrame,
+    *,
+    seed: int,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    spread_warning: float = D.SPREAD_WARNING,
+    precision: float = D.NOISE_THRESHOLD,
+    pool: bool = True,
+) -> list[tuple[str, str, CellSummary]]:
     """Summaries of every (arm, workload) cell, sorted by workload then arm.
 
     Each cell's bootstrap draws from derive_seed(seed, "cell", arm, workload), so adding an arm
@@ -37,40 +44,77 @@ def cell_summaries(frame: pd.DataFrame, *, seed: int, confidence: float = D.CONF
         s = derive_seed(seed, "cell", arm, workload)
         blocks = sub["block"].to_numpy() if sub["block"].notna().all() else None
         unit = str(sub["unit"].iloc[0]) if "unit" in sub and sub["unit"].notna().all() else "requests"
-        out.append((str(arm), str(workload), summarize(
-            sub["value"].to_numpy(), confidence=confidence, n_resamples=n_resamples, rng=s,
-            spread_warning=spread_warning, precision=precision, seed=s, blocks=blocks, pool=pool, unit=unit)))
+        out.append(
+            (
+                str(arm),
+                str(workload),
+                summarize(
+                    sub["value"].to_numpy(),
+                    confidence=confidence,
+                    n_resamples=n_resamples,
+                    rng=s,
+                    spread_warning=spread_warning,
+                    precision=precision,
+                    seed=s,
+                    blocks=blocks,
+                    pool=pool,
+                    unit=unit,
+                ),
+            )
+        )
     return out
 
 
 def _sample(sub: pd.DataFrame) -> Sample:
     blocks = sub["block"] if sub["block"].notna().all() else None
     positions = sub["position"] if sub["position"].notna().all() else None
-    return Sample.of(sub["value"].to_numpy(), None if blocks is None else blocks.to_numpy(),
-                     None if positions is None else positions.to_numpy())
+    return Sample.of(
+        sub["value"].to_numpy(),
+        None if blocks is None else blocks.to_numpy(),
+        None if positions is None else positions.to_numpy(),
+    )
 
 
-def compare_arms(frame: pd.DataFrame, baseline: str, candidate: str, workload: str, *, seed: int,
-                 reference: str | None = None, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-                 noise_threshold: float = D.NOISE_THRESHOLD, pool: bool = True) -> Comparison:
+def compare_arms(
+    frame: pd.DataFrame,
+    baseline: str,
+    candidate: str,
+    workload: str,
+    *,
+    seed: int,
+    reference: str | None = None,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    noise_threshold: float = D.NOISE_THRESHOLD,
+    pool: bool = True,
+) -> Comparison:
     """Compare two arms on one workload; drift from their rounds, else the reference's blocks."""
     v = valid_rows(frame)
     v = v[v["workload"] == workload]
     arms = sorted(v["arm"].unique())
     for name, label in ((baseline, "baseline"), (candidate, "candidate")):
         if name not in arms:
-            raise ValueError(f"{label} arm {name!r} has no valid runs on workload {workload!r}; "
-                             f"arms with valid runs there: {', '.join(arms) or 'none'}.")
+            raise ValueError(
+                f"{label} arm {name!r} has no valid runs on workload {workload!r}; "
+                f"arms with valid runs there: {', '.join(arms) or 'none'}."
+            )
     if baseline == candidate:
         raise ValueError(f"baseline and candidate are both {baseline!r}; compare two different arms.")
     rc = round_changes(v)
     ref = first_vs_last(v, reference) if reference and reference in arms else None
-    drift = comparison_drift(rc[baseline]["change"], rc[candidate]["change"],
-                             ref["change"] if ref else None)
+    drift = comparison_drift(rc[baseline]["change"], rc[candidate]["change"], ref["change"] if ref else None)
     s = derive_seed(seed, "compare", baseline, candidate, workload)
-    return compare(_sample(v[v["arm"] == baseline]), _sample(v[v["arm"] == candidate]), drift=drift,
-                   noise_threshold=noise_threshold, confidence=confidence,
-                   n_resamples=n_resamples, rng=s, seed=s, pool=pool)
+    return compare(
+        _sample(v[v["arm"] == baseline]),
+        _sample(v[v["arm"] == candidate]),
+        drift=drift,
+        noise_threshold=noise_threshold,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        rng=s,
+        seed=s,
+        pool=pool,
+    )
 
 
 def first_run_slow(frame: pd.DataFrame) -> list[tuple[str, str, int, int]]:

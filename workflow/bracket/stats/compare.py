@@ -26,9 +26,9 @@ import pandas as pd
 from scipy import stats
 
 from bracket.stats import blocks as bl
+from bracket.stats import defaults as D
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.modes import bimodal
-from bracket.stats import defaults as D
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
@@ -87,21 +87,20 @@ class Comparison:
     undetermined_reason: str | None = None
     rounds_needed: int | None = None
     rounds_needed_for: str | None = None
-    estimate: float | None = None       # log ratio on the basis
+    estimate: float | None = None  # log ratio on the basis
     se: float | None = None
     df: float | None = None
     pooled: bool | None = None
-    block_var: float | None = None      # variance of a block median: between-block residual
-    within_var: float | None = None     # ... and from within-block noise alone
-    thin_reason: str | None = None      # too few block df: undetermined unless the CI clears the band
-    vif: float | None = None            # variance inflation of the arm by the drift term (confounding)
-    modes: dict | None = None           # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
+    block_var: float | None = None  # variance of a block median: between-block residual
+    within_var: float | None = None  # ... and from within-block noise alone
+    thin_reason: str | None = None  # too few block df: undetermined unless the CI clears the band
+    vif: float | None = None  # variance inflation of the arm by the drift term (confounding)
+    modes: dict | None = None  # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
     block_statistic: str | None = None  # what each block is reduced to
 
 
-def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float,
-            alpha: float) -> str:
-    """"faster" / "slower" only when p < alpha and the whole CI clears the band; else no effect.
+def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float, alpha: float) -> str:
+    """ "faster" / "slower" only when p < alpha and the whole CI clears the band; else no effect.
 
     faster: p < alpha and ci_low > 1 + band;  slower: p < alpha and ci_high < 1 / (1 + band).
     The lower edge 1 / (1 + band) (about 1 - band) makes the rule symmetric: swapping the arms
@@ -118,8 +117,9 @@ def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: fl
     return NO_EFFECT
 
 
-def comparison_drift(round_change_base: float | None, round_change_cand: float | None,
-                     reference_change: float | None) -> float | None:
+def comparison_drift(
+    round_change_base: float | None, round_change_cand: float | None, reference_change: float | None
+) -> float | None:
     """The measured drift that sets the noise band of one comparison on the raw basis.
 
     The larger |first round -> last round| change of the two arms (A/B/A/B: the gap between
@@ -174,8 +174,15 @@ def clears(lo: float, hi: float, band: float) -> str | None:
     return None
 
 
-def decide(estimate: float | None, se: float | None, df: float | None, band: float, level: float,
-           structural: str | None, thin: str | None) -> tuple[str, float | None, float | None]:
+def decide(
+    estimate: float | None,
+    se: float | None,
+    df: float | None,
+    band: float,
+    level: float,
+    structural: str | None,
+    thin: str | None,
+) -> tuple[str, float | None, float | None]:
     """The verdict and the ratio CI at `level` it rests on.
 
     `structural` (one block per arm, confounded with time) makes it undetermined whatever the
@@ -202,10 +209,18 @@ def too_wide(lo: float, hi: float, band: float) -> bool:
     return lo < 1 / (1 + WIDE * band) or hi > 1 + WIDE * band
 
 
-def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
-            noise_threshold: float = D.NOISE_THRESHOLD, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-            rng: np.random.Generator | int | None = None, seed: int | None = None,
-            pool: bool = True) -> Comparison:
+def compare(
+    baseline: Sample,
+    candidate: Sample,
+    *,
+    drift: float | None = None,
+    noise_threshold: float = D.NOISE_THRESHOLD,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    rng: np.random.Generator | int | None = None,
+    seed: int | None = None,
+    pool: bool = True,
+) -> Comparison:
     """Compare candidate with baseline, the block as the unit.
 
     Parameters
@@ -245,9 +260,16 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
     notes = []
     rom = float(np.median(candidate.values) / np.median(baseline.values))
     n_b, n_c = baseline.n_blocks, candidate.n_blocks
-    common = dict(n_baseline=int(baseline.values.size), n_candidate=int(candidate.values.size),
-                  blocks_baseline=n_b, blocks_candidate=n_c, confidence=confidence,
-                  n_resamples=n_resamples, seed=seed, ratio_of_medians=rom)
+    common = dict(
+        n_baseline=int(baseline.values.size),
+        n_candidate=int(candidate.values.size),
+        blocks_baseline=n_b,
+        blocks_candidate=n_c,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ratio_of_medians=rom,
+    )
     if n_b < 2 or n_c < 2:
         boot = ratio_of_medians(baseline, candidate, confidence=confidence, n_resamples=n_resamples, rng=rng)
         tb_b = bl.block_table(baseline.values, baseline.blocks)
@@ -256,28 +278,52 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
         r, target = _rounds(floor, math.log(rom), band, confidence)
-        reason = (f"{'one block' if min(n_b, n_c) == 1 else 'no block'} for "
-                  f"{'each arm' if max(n_b, n_c) < 2 else 'one arm'}: how much fresh servers differ is "
-                  f"not measured, and arm is confounded with time; run the arms interleaved "
-                  f"(design.kind: abab) for at least {max(r or 3, 3)} rounds")
+        reason = (
+            f"{'one block' if min(n_b, n_c) == 1 else 'no block'} for "
+            f"{'each arm' if max(n_b, n_c) < 2 else 'one arm'}: how much fresh servers differ is "
+            f"not measured, and arm is confounded with time; run the arms interleaved "
+            f"(design.kind: abab) for at least {max(r or 3, 3)} rounds"
+        )
         notes.append(reason + " (the CI shown covers request noise only)")
         # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
-        return Comparison(ratio=rom, ci_low=None, ci_high=None, ci_level=None,
-                          raw_ratio=rom, raw_ci_low=boot.ci_low, raw_ci_high=boot.ci_high, p_value=None,
-                          test="none: a test needs two blocks per arm", drift=drift,
-                          drift_per_block=None, noise_band=band, verdict=UNDETERMINED,
-                          drift_adjusted_ratio=None, drift_adjusted_ci_low=None,
-                          drift_adjusted_ci_high=None, basis="raw",
-                          ci_method=f"{boot.method}; requests only, block-to-block variation unmeasured",
-                          notes=tuple(notes), undetermined_reason=reason, rounds_needed=max(r or 3, 3),
-                          rounds_needed_for=target + " (a lower bound: block noise unmeasured)",
-                          within_var=floor or None, **common)
-    modes = {name: m for name, s in (("baseline", baseline), ("candidate", candidate))
-             if (m := bimodal(s.values, s.blocks)) is not None}
+        return Comparison(
+            ratio=rom,
+            ci_low=None,
+            ci_high=None,
+            ci_level=None,
+            raw_ratio=rom,
+            raw_ci_low=boot.ci_low,
+            raw_ci_high=boot.ci_high,
+            p_value=None,
+            test="none: a test needs two blocks per arm",
+            drift=drift,
+            drift_per_block=None,
+            noise_band=band,
+            verdict=UNDETERMINED,
+            drift_adjusted_ratio=None,
+            drift_adjusted_ci_low=None,
+            drift_adjusted_ci_high=None,
+            basis="raw",
+            ci_method=f"{boot.method}; requests only, block-to-block variation unmeasured",
+            notes=tuple(notes),
+            undetermined_reason=reason,
+            rounds_needed=max(r or 3, 3),
+            rounds_needed_for=target + " (a lower bound: block noise unmeasured)",
+            within_var=floor or None,
+            **common,
+        )
+    modes = {
+        name: m
+        for name, s in (("baseline", baseline), ("candidate", candidate))
+        if (m := bimodal(s.values, s.blocks)) is not None
+    }
     two_paths = any(m.where == "within blocks" for m in modes.values())
-    tb = bl.block_table(np.r_[baseline.values, candidate.values],
-                        np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]],
-                        np.r_[baseline.positions, candidate.positions], center="mean" if two_paths else "median")
+    tb = bl.block_table(
+        np.r_[baseline.values, candidate.values],
+        np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]],
+        np.r_[baseline.positions, candidate.positions],
+        center="mean" if two_paths else "median",
+    )
     arm = np.array([k.startswith("c") for k in tb["block"]], dtype=float)
     # Runs on two paths inside blocks: block medians jump between the paths with the mix (false verdicts
     # 9-14 % when blocks agree closely, issue 29), and the MAD sees one path only. Block means of log rate
@@ -301,16 +347,22 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         basis = "raw"
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
         if drift is None:
-            notes.append("no arm was measured twice, so drift is unknown and the band is the stated "
-                         "threshold; interleave the arms (design.kind: abab) to measure it")
+            notes.append(
+                "no arm was measured twice, so drift is unknown and the band is the stated "
+                "threshold; interleave the arms (design.kind: abab) to measure it"
+            )
     structural = thin = None
     if basis_fit.vif > CONFOUNDED_VIF:
-        structural = (f"arm is confounded with time (the drift term inflates the arm's variance "
-                      f"{basis_fit.vif:.1f}-fold, as in a sequential design): interleave the arms "
-                      f"(design.kind: abab)")
+        structural = (
+            f"arm is confounded with time (the drift term inflates the arm's variance "
+            f"{basis_fit.vif:.1f}-fold, as in a sequential design): interleave the arms "
+            f"(design.kind: abab)"
+        )
     elif basis_fit.df < 2:
-        thin = (f"{basis_fit.blocks} blocks leave {basis_fit.df:g} degree of freedom for block-to-block "
-                f"noise, too few to tell an effect from it")
+        thin = (
+            f"{basis_fit.blocks} blocks leave {basis_fit.df:g} degree of freedom for block-to-block "
+            f"noise, too few to tell an effect from it"
+        )
     band_log = (-math.log(1 + band), math.log(1 + band))
     p_band = basis_fit.p_beyond(*band_log)
     v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
@@ -324,39 +376,70 @@ def compare(baseline: Sample, candidate: Sample, *, drift: float | None = None,
         notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
     for name, m in modes.items():
         share = m.high_n / (m.low_n + m.high_n)
-        notes.append(f"two modes in the {name} ({m.where}): {m.low_n} runs near {m.low_median:.4g} "
-                     f"({1 - share:.0%}) and {m.high_n} near {m.high_median:.4g} ({share:.0%}), "
-                     f"{m.high_median / m.low_median - 1:.1%} apart"
-                     + ("; the comparison uses block means of log rate, which move with the mix of the "
-                        "two paths smoothly, not block medians, which jump between them" if two_paths else
-                        "; each block settled on one path, so block medians already carry the split"))
-    test = (f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
-            f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}")
+        notes.append(
+            f"two modes in the {name} ({m.where}): {m.low_n} runs near {m.low_median:.4g} "
+            f"({1 - share:.0%}) and {m.high_n} near {m.high_median:.4g} ({share:.0%}), "
+            f"{m.high_median / m.low_median - 1:.1%} apart"
+            + (
+                "; the comparison uses block means of log rate, which move with the mix of the "
+                "two paths smoothly, not block medians, which jump between them"
+                if two_paths
+                else "; each block settled on one path, so block medians already carry the split"
+            )
+        )
+    test = (
+        f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
+        f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}"
+    )
     basis_ci = adj_ci if adj is not None else raw_ci
     if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
         vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
     return Comparison(
-        ratio=math.exp(basis_fit.estimate), ci_low=vlo, ci_high=vhi,
-        ci_level=confidence if vlo is not None else None, raw_ratio=math.exp(raw.estimate),
-        raw_ci_low=math.exp(raw_ci[0]) if raw_ci else None, raw_ci_high=math.exp(raw_ci[1]) if raw_ci else None,
-        p_value=basis_fit.p_value(), test=test,
-        drift=drift, drift_per_block=slope, noise_band=band, verdict=v,
+        ratio=math.exp(basis_fit.estimate),
+        ci_low=vlo,
+        ci_high=vhi,
+        ci_level=confidence if vlo is not None else None,
+        raw_ratio=math.exp(raw.estimate),
+        raw_ci_low=math.exp(raw_ci[0]) if raw_ci else None,
+        raw_ci_high=math.exp(raw_ci[1]) if raw_ci else None,
+        p_value=basis_fit.p_value(),
+        test=test,
+        drift=drift,
+        drift_per_block=slope,
+        noise_band=band,
+        verdict=v,
         drift_adjusted_ratio=math.exp(adj.estimate) if adj is not None else None,
         drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
-        drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None, basis=basis,
-        ci_method=basis_fit.method, notes=tuple(notes), p_beyond_band=p_band, p_adjusted=p_band,
+        drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None,
+        basis=basis,
+        ci_method=basis_fit.method,
+        notes=tuple(notes),
+        p_beyond_band=p_band,
+        p_adjusted=p_band,
         multiplicity={"method": "none", "comparisons": 1},
-        undetermined_reason=reason, rounds_needed=r, rounds_needed_for=target, estimate=basis_fit.estimate,
-        se=basis_fit.se, df=basis_fit.df, pooled=basis_fit.pooled, block_var=basis_fit.between_var,
-        within_var=basis_fit.within_var, thin_reason=thin, vif=basis_fit.vif,
+        undetermined_reason=reason,
+        rounds_needed=r,
+        rounds_needed_for=target,
+        estimate=basis_fit.estimate,
+        se=basis_fit.se,
+        df=basis_fit.df,
+        pooled=basis_fit.pooled,
+        block_var=basis_fit.between_var,
+        within_var=basis_fit.within_var,
+        thin_reason=thin,
+        vif=basis_fit.vif,
         modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
-        block_statistic="mean of log rate (two paths)" if two_paths else "median of log rate", **common)
+        block_statistic="mean of log rate (two paths)" if two_paths else "median of log rate",
+        **common,
+    )
 
 
 def wide_reason(lo: float, hi: float, band: float) -> str:
     edge = 1 + WIDE * band
-    return (f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor stays within {WIDE:g} x it "
-            f"({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise")
+    return (
+        f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor stays within {WIDE:g} x it "
+        f"({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
+    )
 
 
 def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:

@@ -49,13 +49,20 @@ def sources(c: dict, confidence: float) -> dict | None:
     floored = "floor" in str(c.get("ci_method") or "")
     request_part = bool(c.get("pooled")) or floored
     runs = (c.get("n_baseline", 0) + c.get("n_candidate", 0)) / max(
-        (c.get("blocks_baseline") or 0) + (c.get("blocks_candidate") or 0), 1)
+        (c.get("blocks_baseline") or 0) + (c.get("blocks_candidate") or 0), 1
+    )
     med = not str(c.get("block_statistic") or "").startswith("mean") and request_part and runs >= 1
-    return {"df": float(df), "df_factor": t0 / float(stats.norm.ppf(0.5 + confidence / 2)),
-            "level": float(level), "level_factor": float(stats.t.ppf(0.5 + level / 2, df)) / t0,
-            "drift_factor": math.sqrt(c["vif"]) if c.get("basis") == "drift-adjusted" and c.get("vif") else 1.0,
-            "pooled": bool(c.get("pooled")), "floored": floored,
-            "runs_per_block": runs, "median_factor": median_factor(max(int(round(runs)), 1)) if med else None}
+    return {
+        "df": float(df),
+        "df_factor": t0 / float(stats.norm.ppf(0.5 + confidence / 2)),
+        "level": float(level),
+        "level_factor": float(stats.t.ppf(0.5 + level / 2, df)) / t0,
+        "drift_factor": math.sqrt(c["vif"]) if c.get("basis") == "drift-adjusted" and c.get("vif") else 1.0,
+        "pooled": bool(c.get("pooled")),
+        "floored": floored,
+        "runs_per_block": runs,
+        "median_factor": median_factor(max(int(round(runs)), 1)) if med else None,
+    }
 
 
 def summary(comparisons: list[dict], confidence: float, threshold: float) -> dict | None:
@@ -71,13 +78,25 @@ def summary(comparisons: list[dict], confidence: float, threshold: float) -> dic
     def span(key, pick=lambda s: True):
         v = [s[key] for _, s in rows if pick(s) and s[key] is not None]
         return [min(v), max(v)] if v else None
+
     raised = [c["noise_band"] for c, _ in rows if (c.get("noise_band") or 0.0) > threshold * (1 + 1e-9)]
-    return {"comparisons": len(rows), "df": span("df"), "df_factor": span("df_factor"),
-            "level": span("level"), "level_factor": span("level_factor"),
-            "drift_factor": span("drift_factor", lambda s: s["drift_factor"] > 1.0),
-            "drift_fits": sum(s["drift_factor"] > 1.0 for _, s in rows),
-            "pooled": sum(s["pooled"] for _, s in rows), "floored": sum(s["floored"] for _, s in rows),
-            "runs_per_block": span("runs_per_block"), "median_factor": span("median_factor"),
-            "band_raised": len(raised), "band_max": max(raised) if raised else None, "threshold": threshold,
-            "total": [min(s["df_factor"] * s["level_factor"] * s["drift_factor"] for _, s in rows),
-                      max(s["df_factor"] * s["level_factor"] * s["drift_factor"] for _, s in rows)]}
+    return {
+        "comparisons": len(rows),
+        "df": span("df"),
+        "df_factor": span("df_factor"),
+        "level": span("level"),
+        "level_factor": span("level_factor"),
+        "drift_factor": span("drift_factor", lambda s: s["drift_factor"] > 1.0),
+        "drift_fits": sum(s["drift_factor"] > 1.0 for _, s in rows),
+        "pooled": sum(s["pooled"] for _, s in rows),
+        "floored": sum(s["floored"] for _, s in rows),
+        "runs_per_block": span("runs_per_block"),
+        "median_factor": span("median_factor"),
+        "band_raised": len(raised),
+        "band_max": max(raised) if raised else None,
+        "threshold": threshold,
+        "total": [
+            min(s["df_factor"] * s["level_factor"] * s["drift_factor"] for _, s in rows),
+            max(s["df_factor"] * s["level_factor"] * s["drift_factor"] for _, s in rows),
+        ],
+    }

@@ -29,11 +29,21 @@ def current_comparison(c: dict) -> dict:
     adjusted = c.get("basis") == "drift-adjusted" and c.get("drift_adjusted_ratio") is not None
     lo, hi, level = (c.get(k) for k in OLD)
     if lo is None and min(c.get("blocks_baseline") or 0, c.get("blocks_candidate") or 0) >= 2:
-        lo, hi = ((c.get("drift_adjusted_ci_low"), c.get("drift_adjusted_ci_high")) if adjusted
-                  else (c.get("ci_low"), c.get("ci_high")))
+        lo, hi = (
+            (c.get("drift_adjusted_ci_low"), c.get("drift_adjusted_ci_high"))
+            if adjusted
+            else (c.get("ci_low"), c.get("ci_high"))
+        )
         level = c.get("confidence") if lo is not None else None
-    new.update(ratio=c["drift_adjusted_ratio"] if adjusted else c.get("ratio"), ci_low=lo, ci_high=hi,
-               ci_level=level, raw_ratio=c.get("ratio"), raw_ci_low=c.get("ci_low"), raw_ci_high=c.get("ci_high"))
+    new.update(
+        ratio=c["drift_adjusted_ratio"] if adjusted else c.get("ratio"),
+        ci_low=lo,
+        ci_high=hi,
+        ci_level=level,
+        raw_ratio=c.get("ratio"),
+        raw_ci_low=c.get("ci_low"),
+        raw_ci_high=c.get("ci_high"),
+    )
     return new
 
 

@@ -57,9 +57,13 @@ def first_vs_last(df: pd.DataFrame, arm: str) -> dict | None:
         return None
     first = values[position == positions[0]]
     last = values[position == positions[-1]]
-    return {"first_position": int(positions[0]), "last_position": int(positions[-1]),
-            "first_median": _skipna_median(first), "last_median": _skipna_median(last),
-            "change": log_change(first, last)}
+    return {
+        "first_position": int(positions[0]),
+        "last_position": int(positions[-1]),
+        "first_median": _skipna_median(first),
+        "last_median": _skipna_median(last),
+        "change": log_change(first, last),
+    }
 
 
 def _skipna_median(values: np.ndarray) -> float:
@@ -133,8 +137,9 @@ def trend(df: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE)
     tb = bl.block_table(d["value"].to_numpy(float), d["key"].to_numpy(), d["position"].to_numpy(float))
     arm_of = tb["block"].str.rsplit("|", n=1).str[0].to_numpy()
     arms = [reference] + sorted(a for a in set(arm_of) if a != reference)
-    X = np.column_stack([np.ones(len(tb))] + [(arm_of == a).astype(float) for a in arms[1:]]
-                        + [tb["position"].to_numpy(float)])
+    X = np.column_stack(
+        [np.ones(len(tb))] + [(arm_of == a).astype(float) for a in arms[1:]] + [tb["position"].to_numpy(float)]
+    )
     within_v = bl.within_variance(tb)
     f = bl.fit(tb, X, X.shape[1] - 1, within=within_v)
     ci = f.ci(confidence)
@@ -142,9 +147,20 @@ def trend(df: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE)
     for k, a in enumerate(arms[1:], start=1):
         fa = bl.fit(tb, X, k, within=within_v)
         ca = fa.ci(confidence)
-        effects[str(a)] = {"ratio": float(np.exp(fa.estimate)),
-                           "ci_low": float(np.exp(ca[0])) if ca else None,
-                           "ci_high": float(np.exp(ca[1])) if ca else None, "p_value": fa.p_value()}
-    return Trend(slope=f.estimate, slope_ci=(float(ci[0]), float(ci[1])) if ci else None,
-                 slope_p=f.p_value(), effects=effects, n=int(len(d)), cov_type=f.method,
-                 blocks=int(len(tb)), df=f.df, slope_theil_sen=bl.theil_sen_within(tb, arm_of))
+        effects[str(a)] = {
+            "ratio": float(np.exp(fa.estimate)),
+            "ci_low": float(np.exp(ca[0])) if ca else None,
+            "ci_high": float(np.exp(ca[1])) if ca else None,
+            "p_value": fa.p_value(),
+        }
+    return Trend(
+        slope=f.estimate,
+        slope_ci=(float(ci[0]), float(ci[1])) if ci else None,
+        slope_p=f.p_value(),
+        effects=effects,
+        n=int(len(d)),
+        cov_type=f.method,
+        blocks=int(len(tb)),
+        df=f.df,
+        slope_theil_sen=bl.theil_sen_within(tb, arm_of),
+    )

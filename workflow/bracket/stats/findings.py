@@ -13,20 +13,22 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str                  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine,
-                               # instrument (bracket.stats.neutrality: what bracket's request costs the engine)
-                               # server state (bracket.stats.phases: an arm's difference lives in TTFT)
-                               # cache (the server reported no cached tokens: runs rest on unique prefixes)
-                               # coherence (bracket.arena_coherence: the model failed llama-benchy's question)
+    kind: str  # cell, drift, comparison, undetermined, not compared, design, warmup, invalid, host, machine,
+    # instrument (bracket.stats.neutrality: what bracket's request costs the engine)
+    # server state (bracket.stats.phases: an arm's difference lives in TTFT)
+    # cache (the server reported no cached tokens: runs rest on unique prefixes)
+    # coherence (bracket.arena_coherence: the model failed llama-benchy's question)
     message: str
     arm: str | None = None
-    vs: str | None = None      # the arm or host it was compared with
+    vs: str | None = None  # the arm or host it was compared with
     workload: str | None = None
     host: str | None = None
-    values: dict | None = None  # the numbers the message states, for whoever writes its own sentence (kept out of `where`)
+    values: dict | None = (
+        None  # the numbers the message states, for whoever writes its own sentence (kept out of `where`)
+    )
 
     def where(self) -> str | None:
-        """"arm / workload", "arm vs reference / workload", "host vs host / arm / workload", or None."""
+        """ "arm / workload", "arm vs reference / workload", "host vs host / arm / workload", or None."""
         who = self.host or self.arm
         if who and self.vs:
             who = f"{who} vs {self.vs}"

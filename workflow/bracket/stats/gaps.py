@@ -53,25 +53,41 @@ def block_gaps(metas: list[dict], cooldown_s: float, excess_s: float = EXCESS_S)
     for host, ms in sorted(by_host.items()):
         ms = sorted(ms, key=lambda m: m["started_at"])
         for a, b in zip(ms, ms[1:]):
-            rows.append({"host": host, "after": a.get("block"), "before": b.get("block"),
-                         "gap_s": round(b["started_at"] - a["ended_at"], 3)})
+            rows.append(
+                {
+                    "host": host,
+                    "after": a.get("block"),
+                    "before": b.get("block"),
+                    "gap_s": round(b["started_at"] - a["ended_at"], 3),
+                }
+            )
     if not rows:
         return None
     values = [r["gap_s"] for r in rows]
-    return {"n": len(values), "median_s": round(statistics.median(values), 3), "max_s": max(values),
-            "cooldown_s": float(cooldown_s), "excess_s": float(excess_s),
-            "over": sum(v > cooldown_s + excess_s for v in values), "gaps": rows}
+    return {
+        "n": len(values),
+        "median_s": round(statistics.median(values), 3),
+        "max_s": max(values),
+        "cooldown_s": float(cooldown_s),
+        "excess_s": float(excess_s),
+        "over": sum(v > cooldown_s + excess_s for v in values),
+        "gaps": rows,
+    }
 
 
 def findings(gaps: dict | None) -> list[Finding]:
     """One finding when some gap exceeds the cooldown by more than the rule's excess (module docstring)."""
     if not gaps or not gaps["over"]:
         return []
-    msg = (f"{gaps['over']} of {gaps['n']} gaps between consecutive blocks exceeded the design's cooldown "
-           f"({gaps['cooldown_s']:g} s) by more than {gaps['excess_s']:g} s (longest {gaps['max_s']:.0f} s, median "
-           f"{gaps['median_s']:.0f} s): the blocks were further apart in time than the design asked, so drift "
-           f"between them weighs more. On SLURM, run each host's blocks in one allocation "
-           f"(cluster.allocation: per_host); a rerun after an interruption also leaves such a gap.")
-    return [Finding("design", msg, values={k: gaps[k] for k in ("n", "over", "median_s", "max_s", "cooldown_s",
-                                                                  "excess_s")})]
-
+    msg = (
+        f"{gaps['over']} of {gaps['n']} gaps between consecutive blocks exceeded the design's cooldown "
+        f"({gaps['cooldown_s']:g} s) by more than {gaps['excess_s']:g} s (longest {gaps['max_s']:.0f} s, median "
+        f"{gaps['median_s']:.0f} s): the blocks were further apart in time than the design asked, so drift "
+        f"between them weighs more. On SLURM, run each host's blocks in one allocation "
+        f"(cluster.allocation: per_host); a rerun after an interruption also leaves such a gap."
+    )
+    return [
+        Finding(
+            "design", msg, values={k: gaps[k] for k in ("n", "over", "median_s", "max_s", "cooldown_s", "excess_s")}
+        )
+    ]

@@ -18,12 +18,12 @@ import dataclasses
 
 import pandas as pd
 
-from bracket.stats._seeds import derive_seed
-from bracket.stats.findings import Finding
-from bracket.stats.drift import first_vs_last, round_changes, trend
-from bracket.stats.multiplicity import holm
-from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats import defaults as D
+from bracket.stats._seeds import derive_seed
+from bracket.stats.cells import compare_arms, valid_rows
+from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.findings import Finding
+from bracket.stats.multiplicity import holm
 
 
 def host_names(runs: pd.DataFrame, cfg: dict) -> list[str]:
@@ -42,8 +42,10 @@ def with_slots(frame: pd.DataFrame, hosts: pd.Series) -> pd.DataFrame:
     schedule; ranking instead also holds when some blocks are missing.
     """
     if len(hosts) != len(frame):
-        raise ValueError(f"`hosts` has {len(hosts)} rows but the frame has {len(frame)}; pass the runs "
-                         f"table the frame was built from.")
+        raise ValueError(
+            f"`hosts` has {len(hosts)} rows but the frame has {len(frame)}; pass the runs "
+            f"table the frame was built from."
+        )
     out = frame.copy()
     out["host"] = hosts.to_numpy()
     out["slot"] = out.groupby("host")["position"].rank(method="dense") - 1
@@ -66,18 +68,27 @@ def host_drift(frame: pd.DataFrame, reference: str, *, confidence: float = D.CON
             ref = first_vs_last(timed, reference)
             tr = trend(timed, reference, confidence=confidence)
             per_wl[str(wl)] = {
-                "reference_first_vs_last": ref["change"] if ref else None, "reference_blocks": ref,
+                "reference_first_vs_last": ref["change"] if ref else None,
+                "reference_blocks": ref,
                 "rounds": round_changes(sub),
                 "slope_per_block": tr.slope if tr else None,
                 "slope_ci": list(tr.slope_ci) if tr and tr.slope_ci else None,
-                "slope_p": tr.slope_p if tr else None}
+                "slope_p": tr.slope_p if tr else None,
+            }
         out[str(host)] = per_wl
     return out
 
 
-def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, seed: int,
-                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[list[dict], list[str]]:
+def compare_hosts(
+    frame: pd.DataFrame,
+    hosts: list[str],
+    arms: list[str],
+    *,
+    seed: int,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    noise_threshold: float = D.NOISE_THRESHOLD,
+) -> tuple[list[dict], list[str]]:
     """Each host against the first, per arm and workload, with `bracket.stats.cells.compare_arms`.
 
     Within one arm the hosts take the place of arms (ratio = median on host j / median on the
@@ -95,21 +106,39 @@ def compare_hosts(frame: pd.DataFrame, hosts: list[str], arms: list[str], *, see
         for wl in sorted(valid_rows(as_arms)["workload"].unique()):
             for host in hosts[1:]:
                 try:
-                    c = compare_arms(as_arms, base, host, wl, seed=derive_seed(seed, "hosts", arm),
-                                     reference=base, confidence=confidence, n_resamples=n_resamples,
-                                     noise_threshold=noise_threshold)
+                    c = compare_arms(
+                        as_arms,
+                        base,
+                        host,
+                        wl,
+                        seed=derive_seed(seed, "hosts", arm),
+                        reference=base,
+                        confidence=confidence,
+                        n_resamples=n_resamples,
+                        noise_threshold=noise_threshold,
+                    )
                 except ValueError as exc:
-                    notes.append(Finding("not compared", f"not compared: {exc}", host=host, vs=base, arm=arm,
-                                         workload=str(wl)))
+                    notes.append(
+                        Finding("not compared", f"not compared: {exc}", host=host, vs=base, arm=arm, workload=str(wl))
+                    )
                     continue
-                rows.append({"arm": arm, "workload": str(wl), "baseline": base, "candidate": host,
-                             **dataclasses.asdict(c)})
+                rows.append(
+                    {"arm": arm, "workload": str(wl), "baseline": base, "candidate": host, **dataclasses.asdict(c)}
+                )
     return rows, notes
 
 
-def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference: str, *, seed: int,
-                  confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-                  noise_threshold: float = D.NOISE_THRESHOLD) -> tuple[dict | None, list[Finding]]:
+def hosts_section(
+    runs: pd.DataFrame,
+    frame: pd.DataFrame,
+    cfg: dict,
+    reference: str,
+    *,
+    seed: int,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    noise_threshold: float = D.NOISE_THRESHOLD,
+) -> tuple[dict | None, list[Finding]]:
     """stats.json's `hosts` section and its warnings; (None, []) when the runs name fewer than two hosts.
 
     Keys: names (hosts in the experiment's order; the first is the baseline), baseline,
@@ -123,24 +152,38 @@ def hosts_section(runs: pd.DataFrame, frame: pd.DataFrame, cfg: dict, reference:
     framed = with_slots(frame, runs["host"].reset_index(drop=True))
     framed = framed[framed["host"].isin(names)]  # runs without a named host take no part
     arms = [reference] + [a for a in cfg["arms"] if a != reference]
-    comparisons, warnings = compare_hosts(framed, names, arms, seed=seed, confidence=confidence,
-                                          n_resamples=n_resamples, noise_threshold=noise_threshold)
+    comparisons, warnings = compare_hosts(
+        framed, names, arms, seed=seed, confidence=confidence, n_resamples=n_resamples, noise_threshold=noise_threshold
+    )
     holm(comparisons, confidence, family="every host comparison (hosts x arms x workloads)")
     drift = host_drift(framed, reference, confidence=confidence)
     for c in comparisons:
         if c["arm"] == reference and c["verdict"] in ("faster", "slower"):
-            warnings.append(Finding(
-                "host", f"the same configuration ran {c['verdict']} on {c['candidate']} (ratio "
-                f"{c['ratio']:.3f}, CI {c['ci_low']:.3f} to {c['ci_high']:.3f}): the hosts differ, so "
-                f"pooled arm comparisons mix machines; read each host's results, or find the cause (clocks, "
-                f"drivers, cooling, other tenants).", host=c["candidate"], vs=c["baseline"], arm=reference,
-                workload=c["workload"]))
+            warnings.append(
+                Finding(
+                    "host",
+                    f"the same configuration ran {c['verdict']} on {c['candidate']} (ratio "
+                    f"{c['ratio']:.3f}, CI {c['ci_low']:.3f} to {c['ci_high']:.3f}): the hosts differ, so "
+                    f"pooled arm comparisons mix machines; read each host's results, or find the cause (clocks, "
+                    f"drivers, cooling, other tenants).",
+                    host=c["candidate"],
+                    vs=c["baseline"],
+                    arm=reference,
+                    workload=c["workload"],
+                )
+            )
     for host, per_wl in drift.items():
         for wl, d in per_wl.items():
             change = d["reference_first_vs_last"]
             if change is not None and abs(change) > noise_threshold:
-                warnings.append(Finding(
-                    "drift", f"the reference {reference} moved {change:+.2%} between its first and last "
-                    f"blocks on this host, more than the {noise_threshold:.0%} noise threshold; keep the host "
-                    f"otherwise idle (cluster.exclusive) and lengthen design.cooldown_s.", host=host, workload=wl))
+                warnings.append(
+                    Finding(
+                        "drift",
+                        f"the reference {reference} moved {change:+.2%} between its first and last "
+                        f"blocks on this host, more than the {noise_threshold:.0%} noise threshold; keep the host "
+                        f"otherwise idle (cluster.exclusive) and lengthen design.cooldown_s.",
+                        host=host,
+                        workload=wl,
+                    )
+                )
     return {"names": names, "baseline": names[0], "drift": drift, "comparisons": comparisons}, warnings

@@ -50,8 +50,10 @@ def from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     reported) but every statistic filters on `valid`.
     """
     if "decode_tok_s" not in runs.columns:
-        raise ValueError(f"the runs table has no decode_tok_s column (columns: {list(runs.columns)}); "
-                         f"build it with bracket.records.tidy.")
+        raise ValueError(
+            f"the runs table has no decode_tok_s column (columns: {list(runs.columns)}); "
+            f"build it with bracket.records.tidy."
+        )
     df = pd.DataFrame(index=runs.index)
     df["arm"] = runs["arm"].astype(str)
     df["workload"] = runs["workload"].astype(str) if "workload" in runs else "all"
@@ -114,8 +116,10 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
     """A generic table with `arm` and `value` (and optionally workload, block, round, position)."""
     missing = [c for c in ("arm", "value") if c not in table.columns]
     if missing:
-        raise ValueError(f"{source}: needs columns 'arm' and 'value' (or be a bracket runs.csv with "
-                         f"decode_tok_s); missing {missing}, found {list(table.columns)}.")
+        raise ValueError(
+            f"{source}: needs columns 'arm' and 'value' (or be a bracket runs.csv with "
+            f"decode_tok_s); missing {missing}, found {list(table.columns)}."
+        )
     df = pd.DataFrame(index=table.index)
     df["arm"] = table["arm"].astype(str)
     df["workload"] = table["workload"].astype(str) if "workload" in table else "all"
@@ -135,12 +139,14 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
 def _llama_benchy(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> pd.DataFrame:
     # One cell per (pp, tg, depth, concurrency, phase), named with the metric (bracket.interop).
     from bracket import interop
+
     return pd.DataFrame(interop.llama_benchy_rows(doc, arm, block, metric))
 
 
 def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
     # One cell per input and output length, concurrency and rate (bracket.interop).
     from bracket import interop
+
     return pd.DataFrame(interop.vllm_rows(doc, arm, block))
 
 
@@ -153,11 +159,14 @@ def load(paths, metric: str = "tg_throughput") -> pd.DataFrame:
     frames = []
     for block, path in enumerate(paths):
         if not path.is_file():
-            raise FileNotFoundError(f"no file at {path}; pass runs.csv, a raw .jsonl, a CSV with arm "
-                                    f"and value columns, or a llama-benchy / vllm bench JSON.")
+            raise FileNotFoundError(
+                f"no file at {path}; pass runs.csv, a raw .jsonl, a CSV with arm "
+                f"and value columns, or a llama-benchy / vllm bench JSON."
+            )
         suffix = path.suffix.lower()
         if suffix == ".jsonl":
             from bracket import records
+
             recs = records.read([path])
             if not recs:
                 raise ValueError(f"{path}: no records.")
@@ -169,14 +178,17 @@ def load(paths, metric: str = "tg_throughput") -> pd.DataFrame:
             elif isinstance(doc, dict) and {"output_lens", "ttfts", "itls"} <= set(doc):
                 frames.append(from_table(_vllm_bench(doc, path.stem, block), str(path)))
             elif isinstance(doc, dict) and "output_throughput" in doc:
-                raise ValueError(f"{path}: a vllm bench result without per-request values; re-run "
-                                 f"`vllm bench serve` with --save-result --save-detailed.")
+                raise ValueError(
+                    f"{path}: a vllm bench result without per-request values; re-run "
+                    f"`vllm bench serve` with --save-result --save-detailed."
+                )
             else:
-                raise ValueError(f"{path}: JSON of unknown shape; expected llama-benchy's report "
-                                 f"('benchmarks') or vllm bench serve's detailed result "
-                                 f"('output_lens', 'ttfts', 'itls').")
+                raise ValueError(
+                    f"{path}: JSON of unknown shape; expected llama-benchy's report "
+                    f"('benchmarks') or vllm bench serve's detailed result "
+                    f"('output_lens', 'ttfts', 'itls')."
+                )
         else:
             table = pd.read_csv(path)
-            frames.append(from_runs(table) if "decode_tok_s" in table.columns
-                          else from_table(table, str(path)))
+            frames.append(from_runs(table) if "decode_tok_s" in table.columns else from_table(table, str(path)))
     return pd.concat(frames, ignore_index=True)

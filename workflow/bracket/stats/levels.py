@@ -43,14 +43,15 @@ def variance_components(values, blocks) -> tuple[float, float, int, float]:
     ids = np.unique(b)
     m, N = ids.size, y.size
     if m < 2 or N - m < 1:
-        raise ValueError(f"variance components need at least 2 blocks and a block with 2 runs; got "
-                         f"{m} blocks and {N} runs.")
+        raise ValueError(
+            f"variance components need at least 2 blocks and a block with 2 runs; got {m} blocks and {N} runs."
+        )
     groups = [y[b == i] for i in ids]
     n = np.array([g.size for g in groups], dtype=float)
     means = np.array([g.mean() for g in groups])
     msw = sum(((g - g.mean()) ** 2).sum() for g in groups) / (N - m)
     msb = (n * (means - y.mean()) ** 2).sum() / (m - 1)
-    n0 = (N - (n ** 2).sum() / N) / (m - 1)
+    n0 = (N - (n**2).sum() / N) / (m - 1)
     return float(max(0.0, (msb - msw) / n0)), float(msw), int(m), float(N / m)
 
 
@@ -68,17 +69,23 @@ def levels(values, blocks, *, block_cost_runs: float = 5.0) -> Levels:
     share = between / total if total > 0 else 0.0
     if between <= 0:
         best = None
-        advice = ("blocks agree within run-to-run noise: runs within a block are as good as new "
-                  "blocks; keep the blocks you need to measure drift and add runs per block.")
+        advice = (
+            "blocks agree within run-to-run noise: runs within a block are as good as new "
+            "blocks; keep the blocks you need to measure drift and add runs per block."
+        )
     else:
         best = max(1, int(round(math.sqrt(block_cost_runs * within / between))))
         if best < n:
-            advice = (f"{share:.0%} of the variance is between blocks: use more blocks with fewer "
-                      f"runs each (about {best} run{'s' if best > 1 else ''} per block; now {n:g}); "
-                      f"raise design.rounds.")
+            advice = (
+                f"{share:.0%} of the variance is between blocks: use more blocks with fewer "
+                f"runs each (about {best} run{'s' if best > 1 else ''} per block; now {n:g}); "
+                f"raise design.rounds."
+            )
         elif best > n:
-            advice = (f"blocks differ little ({share:.0%} of the variance): more runs per block "
-                      f"(about {best}) buy a narrower CI more cheaply than more blocks.")
+            advice = (
+                f"blocks differ little ({share:.0%} of the variance): more runs per block "
+                f"(about {best}) buy a narrower CI more cheaply than more blocks."
+            )
         else:
             advice = f"{n:g} runs per block balances block and run noise; add blocks to narrow the CI."
     return Levels(m, n, between, within, share, best, advice)

@@ -15,8 +15,9 @@ those levels clears the band exactly when Holm rejects.
 from __future__ import annotations
 
 import numpy as np
-from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
+
 from bracket.stats import defaults as D
+from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
 
 FAMILY = "every comparison of the experiment with a test (arms x workloads)"
 
@@ -44,8 +45,11 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
     multiplicity {method, comparisons, family, level}.
     """
     alpha = 1 - confidence
-    idx = [i for i, r in enumerate(rows) if r.get("p_beyond_band") is not None and r.get("se") is not None
-           and r.get("vif", 1.0) <= CONFOUNDED_VIF]
+    idx = [
+        i
+        for i, r in enumerate(rows)
+        if r.get("p_beyond_band") is not None and r.get("se") is not None and r.get("vif", 1.0) <= CONFOUNDED_VIF
+    ]
     m = len(idx)
     if m == 0:
         return 0
@@ -60,22 +64,31 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
         level[j] = 1 - alpha / (m - (step if stop is None else stop))
     for j, i in enumerate(idx):
         r = rows[i]
-        v, lo, hi = decide(r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None,
-                           r.get("thin_reason"))
+        v, lo, hi = decide(
+            r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None, r.get("thin_reason")
+        )
         if lo is not None:
             r.update(ci_low=lo, ci_high=hi, ci_level=float(level[j]))
-        r.update(verdict=v, p_adjusted=float(p_adj[j]),
-                 multiplicity={"method": "holm" if m > 1 else "none", "comparisons": m, "family": family,
-                               "level": float(level[j])})
+        r.update(
+            verdict=v,
+            p_adjusted=float(p_adj[j]),
+            multiplicity={
+                "method": "holm" if m > 1 else "none",
+                "comparisons": m,
+                "family": family,
+                "level": float(level[j]),
+            },
+        )
         if m > 1:  # rounds for a CI at this comparison's Holm level, as the one shown beside it
             var = max(r.get("block_var") or 0.0, r.get("within_var") or 0.0)
-            r["rounds_needed"], r["rounds_needed_for"] = _rounds(var, r["estimate"], r["noise_band"],
-                                                                 float(level[j]))
+            r["rounds_needed"], r["rounds_needed_for"] = _rounds(var, r["estimate"], r["noise_band"], float(level[j]))
         if v != UNDETERMINED:
             r["undetermined_reason"] = None
         else:
-            r["undetermined_reason"] = with_rounds(r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
-                                                   r.get("rounds_needed"),
-                                                   r.get("rounds_needed_for") or "",
-                                                   min(r["blocks_baseline"], r["blocks_candidate"]))
+            r["undetermined_reason"] = with_rounds(
+                r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
+                r.get("rounds_needed"),
+                r.get("rounds_needed_for") or "",
+                min(r["blocks_baseline"], r["blocks_candidate"]),
+            )
     return m

@@ -41,7 +41,9 @@ def per_token_s(table: pd.DataFrame) -> tuple[pd.Series, str]:
         return server / tokens, "server timing"
     wall = pd.to_numeric(valid["wall_s"], errors="coerce")
     n = pd.to_numeric(valid["completion_tokens"], errors="coerce")
-    ttft = pd.to_numeric(valid["ttft_s"], errors="coerce") if "ttft_s" in valid else pd.Series(float("nan"), valid.index)
+    ttft = (
+        pd.to_numeric(valid["ttft_s"], errors="coerce") if "ttft_s" in valid else pd.Series(float("nan"), valid.index)
+    )
     if len(valid) and ttft.notna().all() and (n > 1).all() and (wall > ttft).all():
         return (wall - ttft) / (n - 1), "wall time, after the first token"
     return wall / n, "wall time"
@@ -61,13 +63,28 @@ def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> di
     t, basis = per_token_s(table)
     valid = table.loc[t.index].assign(t=t.to_numpy())
     wide = valid.pivot_table(index=["position", "pair"], columns="body", values="t", aggfunc="first")
-    out = {"basis": basis, "confidence": confidence, "invalid": int((~table["valid"]).sum()),
-           "timing_sources": sorted({str(s) for s in table["server_timing"].dropna()}),
-           "records": int(len(table))}
+    out = {
+        "basis": basis,
+        "confidence": confidence,
+        "invalid": int((~table["valid"]).sum()),
+        "timing_sources": sorted({str(s) for s in table["server_timing"].dropna()}),
+        "records": int(len(table)),
+    }
     if not {"bracket", "plain"} <= set(wide.columns):
-        return {**out, "ratio": None, "cost": None, "ci_low": None, "ci_high": None, "df": None, "blocks": 0,
-                "pairs": 0, "per_block": [], "bracket_ms_per_token": None, "plain_ms_per_token": None,
-                "same_output": None}
+        return {
+            **out,
+            "ratio": None,
+            "cost": None,
+            "ci_low": None,
+            "ci_high": None,
+            "df": None,
+            "blocks": 0,
+            "pairs": 0,
+            "per_block": [],
+            "bracket_ms_per_token": None,
+            "plain_ms_per_token": None,
+            "same_output": None,
+        }
     wide = wide.dropna(subset=["bracket", "plain"])
     wide = wide[(wide["bracket"] > 0) & (wide["plain"] > 0)]
     d = np.log(wide["bracket"] / wide["plain"])
@@ -84,13 +101,23 @@ def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> di
     ratio = math.exp(mean) if B else None
     sha = valid.pivot_table(index=["position", "pair"], columns="body", values="output_sha256", aggfunc="first")
     same = sha.dropna(subset=["bracket", "plain"]) if {"bracket", "plain"} <= set(sha.columns) else sha.iloc[:0]
-    return {**out, "ratio": ratio, "cost": ratio - 1 if ratio is not None else None, "ci_low": lo, "ci_high": hi,
-            "df": B - 1 if B >= 2 else None, "blocks": B, "pairs": int(len(d)),
-            "bracket_ms_per_token": 1e3 * float(wide["bracket"].median()) if len(wide) else None,
-            "plain_ms_per_token": 1e3 * float(wide["plain"].median()) if len(wide) else None,
-            "same_output": {"same": int((same["bracket"] == same["plain"]).sum()), "of": int(len(same))},
-            "per_block": [{"block": int(pos), "arm": str(arms.get(pos)), "pairs": int(row["size"]),
-                           "ratio": math.exp(row["mean"])} for pos, row in by_block.iterrows()]}
+    return {
+        **out,
+        "ratio": ratio,
+        "cost": ratio - 1 if ratio is not None else None,
+        "ci_low": lo,
+        "ci_high": hi,
+        "df": B - 1 if B >= 2 else None,
+        "blocks": B,
+        "pairs": int(len(d)),
+        "bracket_ms_per_token": 1e3 * float(wide["bracket"].median()) if len(wide) else None,
+        "plain_ms_per_token": 1e3 * float(wide["plain"].median()) if len(wide) else None,
+        "same_output": {"same": int((same["bracket"] == same["plain"]).sum()), "of": int(len(same))},
+        "per_block": [
+            {"block": int(pos), "arm": str(arms.get(pos)), "pairs": int(row["size"]), "ratio": math.exp(row["mean"])}
+            for pos, row in by_block.iterrows()
+        ],
+    }
 
 
 def findings(cost: dict | None, threshold: float = THRESHOLD) -> list[Finding]:
@@ -104,9 +131,14 @@ def findings(cost: dict | None, threshold: float = THRESHOLD) -> list[Finding]:
         way = "faster than"
     else:
         return []
-    return [Finding("instrument", f"bracket's request cost the server {cost['cost']:+.1%} per token against the "
-                                  f"plainest request that yields the same tokens ({cost['confidence']:.0%} CI "
-                                  f"{cost['ci_low'] - 1:+.1%} to {cost['ci_high'] - 1:+.1%}, {cost['blocks']} "
-                                  f"blocks, {cost['basis']}): every rate in this experiment is the engine's "
-                                  f"under bracket's request, {way} under a plain client's; see the engine "
-                                  f"adapter's request_body.")]
+    return [
+        Finding(
+            "instrument",
+            f"bracket's request cost the server {cost['cost']:+.1%} per token against the "
+            f"plainest request that yields the same tokens ({cost['confidence']:.0%} CI "
+            f"{cost['ci_low'] - 1:+.1%} to {cost['ci_high'] - 1:+.1%}, {cost['blocks']} "
+            f"blocks, {cost['basis']}): every rate in this experiment is the engine's "
+            f"under bracket's request, {way} under a plain client's; see the engine "
+            f"adapter's request_body.",
+        )
+    ]

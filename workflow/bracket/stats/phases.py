@@ -49,14 +49,20 @@ def metric_frame(runs: pd.DataFrame, column: str) -> pd.DataFrame:
     without a positive value of `column` (a one-token output has no tg) is left out as well.
     """
     if column not in runs.columns:
-        raise ValueError(f"the runs table has no {column} column (columns: {list(runs.columns)}); "
-                         f"rebuild it with bracket.records.tidy from the raw records.")
+        raise ValueError(
+            f"the runs table has no {column} column (columns: {list(runs.columns)}); "
+            f"rebuild it with bracket.records.tidy from the raw records."
+        )
     swapped = runs.drop(columns=["decode_tok_s"], errors="ignore").assign(decode_tok_s=runs[column])
     return from_runs(swapped)
 
 
-def lives_in_ttft(ttft_ratio: float | None, ttft_ci: tuple[float | None, float | None], tg_ratio: float | None,
-                  margin: float = D.PHASE_MARGIN) -> bool | None:
+def lives_in_ttft(
+    ttft_ratio: float | None,
+    ttft_ci: tuple[float | None, float | None],
+    tg_ratio: float | None,
+    margin: float = D.PHASE_MARGIN,
+) -> bool | None:
     """Whether an arm's difference from the reference is in TTFT rather than in decode (module docstring).
 
     Parameters
@@ -129,8 +135,15 @@ def _ratio(frame: pd.DataFrame, reference: str, arm: str, workload: str, **kw) -
     return c.raw_ratio, c.raw_ci_low, c.raw_ci_high
 
 
-def phases(runs: pd.DataFrame, reference: str, *, seed: int = D.SEED, confidence: float = D.CONFIDENCE,
-           n_resamples: int = D.RESAMPLES, margin: float = D.PHASE_MARGIN) -> list[PhaseRow]:
+def phases(
+    runs: pd.DataFrame,
+    reference: str,
+    *,
+    seed: int = D.SEED,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    margin: float = D.PHASE_MARGIN,
+) -> list[PhaseRow]:
     """Per (arm, workload): TTFT, tg and decode rate with CIs and ratios to `reference` (module docstring).
 
     Rows are sorted by workload, then the reference first, then the other arms by name.
@@ -140,16 +153,18 @@ def phases(runs: pd.DataFrame, reference: str, *, seed: int = D.SEED, confidence
         raise ValueError("the runs table has no decode_tok_s column; build it with bracket.records.tidy.")
     cells = {}
     for m, frame in frames.items():
-        for arm, wl, s in cell_summaries(frame, seed=derive_seed(seed, "phases", m), confidence=confidence,
-                                         n_resamples=n_resamples):
+        for arm, wl, s in cell_summaries(
+            frame, seed=derive_seed(seed, "phases", m), confidence=confidence, n_resamples=n_resamples
+        ):
             cells[(m, arm, wl)] = s
     share = _ttft_share(runs)
     keys = sorted({(wl, arm) for (_, arm, wl) in cells}, key=lambda k: (k[0], k[1] != reference, k[1]))
     rows = []
     for wl, arm in keys:
         c = {m: cells.get((m, arm, wl)) for m in METRICS}
-        row = dict(arm=arm, workload=wl, n=c["decode_tok_s"].n if c["decode_tok_s"] else 0,
-                   ttft_share=share.get((arm, wl)))
+        row = dict(
+            arm=arm, workload=wl, n=c["decode_tok_s"].n if c["decode_tok_s"] else 0, ttft_share=share.get((arm, wl))
+        )
         for m, name in (("ttft_s", "ttft"), ("tg_tok_s", "tg"), ("decode_tok_s", "decode")):
             s = c[m]
             row[m] = s.median if s else None
@@ -158,11 +173,19 @@ def phases(runs: pd.DataFrame, reference: str, *, seed: int = D.SEED, confidence
             for m, name in (("ttft_s", "ttft"), ("tg_tok_s", "tg"), ("decode_tok_s", "decode")):
                 r = (None, None, None)
                 if m in frames:
-                    r = _ratio(frames[m], reference, arm, wl, seed=derive_seed(seed, "phases", m),
-                               confidence=confidence, n_resamples=n_resamples)
+                    r = _ratio(
+                        frames[m],
+                        reference,
+                        arm,
+                        wl,
+                        seed=derive_seed(seed, "phases", m),
+                        confidence=confidence,
+                        n_resamples=n_resamples,
+                    )
                 row[f"{name}_ratio"], row[f"{name}_ratio_ci_low"], row[f"{name}_ratio_ci_high"] = r
-            row["in_ttft"] = lives_in_ttft(row["ttft_ratio"], (row["ttft_ratio_ci_low"], row["ttft_ratio_ci_high"]),
-                                           row["tg_ratio"], margin)
+            row["in_ttft"] = lives_in_ttft(
+                row["ttft_ratio"], (row["ttft_ratio_ci_low"], row["ttft_ratio_ci_high"]), row["tg_ratio"], margin
+            )
         rows.append(PhaseRow(**row))
     return rows
 
@@ -170,10 +193,14 @@ def phases(runs: pd.DataFrame, reference: str, *, seed: int = D.SEED, confidence
 def _ttft_share(runs: pd.DataFrame) -> dict:
     if not {"ttft_s", "wall_s"} <= set(runs.columns):
         return {}
-    valid = runs["valid"].map(lambda v: str(v).strip().lower() in ("true", "1")) if "valid" in runs \
+    valid = (
+        runs["valid"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+        if "valid" in runs
         else pd.Series(True, index=runs.index)
-    sub = runs[valid].assign(_share=pd.to_numeric(runs["ttft_s"], errors="coerce")
-                             / pd.to_numeric(runs["wall_s"], errors="coerce"))
+    )
+    sub = runs[valid].assign(
+        _share=pd.to_numeric(runs["ttft_s"], errors="coerce") / pd.to_numeric(runs["wall_s"], errors="coerce")
+    )
     sub = sub[np.isfinite(sub["_share"])]
     return {(str(a), str(w)): float(g["_share"].median()) for (a, w), g in sub.groupby(["arm", "workload"])}
 
@@ -184,14 +211,27 @@ def findings(rows: list[PhaseRow], reference: str, margin: float = D.PHASE_MARGI
     for r in rows:
         if not r.in_ttft:
             continue
-        values = {"ttft_ratio": r.ttft_ratio, "ttft_ratio_ci_low": r.ttft_ratio_ci_low,
-                  "ttft_ratio_ci_high": r.ttft_ratio_ci_high, "tg_ratio": r.tg_ratio,
-                  "decode_ratio": r.decode_ratio, "margin": margin}
-        out.append(Finding(
-            "server state",
-            f"TTFT x{r.ttft_ratio:.2f} the reference's but the decode phase (tg) x{r.tg_ratio:.2f}: the difference "
-            f"lives in TTFT (server state or prefill), not in decode, by more than the {margin:.0%} margin "
-            f"(analysis.phase_margin); compare the arms' server state (arms.X.server.prefix_caching) before "
-            f"reading the decode rate" + (f" (x{r.decode_ratio:.2f})" if r.decode_ratio else "") + " as the arm's effect.",
-            arm=r.arm, vs=reference, workload=r.workload, values=values))
+        values = {
+            "ttft_ratio": r.ttft_ratio,
+            "ttft_ratio_ci_low": r.ttft_ratio_ci_low,
+            "ttft_ratio_ci_high": r.ttft_ratio_ci_high,
+            "tg_ratio": r.tg_ratio,
+            "decode_ratio": r.decode_ratio,
+            "margin": margin,
+        }
+        out.append(
+            Finding(
+                "server state",
+                f"TTFT x{r.ttft_ratio:.2f} the reference's but the decode phase (tg) x{r.tg_ratio:.2f}: the difference "
+                f"lives in TTFT (server state or prefill), not in decode, by more than the {margin:.0%} margin "
+                f"(analysis.phase_margin); compare the arms' server state (arms.X.server.prefix_caching) before "
+                f"reading the decode rate"
+                + (f" (x{r.decode_ratio:.2f})" if r.decode_ratio else "")
+                + " as the arm's effect.",
+                arm=r.arm,
+                vs=reference,
+                workload=r.workload,
+                values=values,
+            )
+        )
     return out

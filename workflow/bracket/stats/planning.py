@@ -18,17 +18,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from scipy import stats
 
 from bracket import config
 from bracket.design import draw
+from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
 from bracket.stats.io import from_runs, from_table
 from bracket.stats.levels import variance_components
 from bracket.stats.sequential import Plan, assess
 from bracket.stats.simulate import simulate
-from bracket.stats.cells import compare_arms, valid_rows
-from scipy import stats
 
 #: Power below which the notebook writes a design only with a warning in the file and the notebook.
 MIN_POWER = 0.8
@@ -53,11 +53,21 @@ def pilot_noise(runs: pd.DataFrame, reference: str | None = None) -> tuple[pd.Da
     reference = reference or str(frame["arm"].iloc[0])
     rows = []
     for (arm, wl), sub in frame.groupby(["arm", "workload"], sort=True):
-        between, within, m, n = variance_components(sub["value"].to_numpy(), sub["block"].to_numpy()) \
-            if sub["block"].nunique() >= 2 else (math.nan, _within(sub), sub["block"].nunique(), len(sub))
-        rows.append({"arm": arm, "workload": wl, "blocks": int(m), "runs per block": round(float(n), 1),
-                     "between-block sd": math.sqrt(between) if between == between else None,
-                     "within-block sd": math.sqrt(within) if within == within else None})
+        between, within, m, n = (
+            variance_components(sub["value"].to_numpy(), sub["block"].to_numpy())
+            if sub["block"].nunique() >= 2
+            else (math.nan, _within(sub), sub["block"].nunique(), len(sub))
+        )
+        rows.append(
+            {
+                "arm": arm,
+                "workload": wl,
+                "blocks": int(m),
+                "runs per block": round(float(n), 1),
+                "between-block sd": math.sqrt(between) if between == between else None,
+                "within-block sd": math.sqrt(within) if within == within else None,
+            }
+        )
     table = pd.DataFrame(rows)
     two = table[table["blocks"] >= 2]
     drifts = []
@@ -66,12 +76,18 @@ def pilot_noise(runs: pd.DataFrame, reference: str | None = None) -> tuple[pd.Da
         if t is not None and t.slope_theil_sen is not None:
             drifts.append(abs(t.slope_theil_sen))
     band = block_noise(frame)
-    noise = {"block_sd": band["high"] if band else None, "block_sd_point": band["point"] if band else None,
-             "block_sd_low": band["low"] if band else None, "block_sd_high": band["high"] if band else None,
-             "block_df": band["df"] if band else None, "block_sd_level": NOISE_LEVEL,
-             "block_sd_median_of_cells": float(two["between-block sd"].median()) if not two.empty else None,
-             "run_sd": float(table["within-block sd"].dropna().median()) if table["within-block sd"].notna().any() else None,
-             "drift": max(drifts) if drifts else None, "source": "pilot"}
+    noise = {
+        "block_sd": band["high"] if band else None,
+        "block_sd_point": band["point"] if band else None,
+        "block_sd_low": band["low"] if band else None,
+        "block_sd_high": band["high"] if band else None,
+        "block_df": band["df"] if band else None,
+        "block_sd_level": NOISE_LEVEL,
+        "block_sd_median_of_cells": float(two["between-block sd"].median()) if not two.empty else None,
+        "run_sd": float(table["within-block sd"].dropna().median()) if table["within-block sd"].notna().any() else None,
+        "drift": max(drifts) if drifts else None,
+        "source": "pilot",
+    }
     return table, noise
 
 
@@ -100,8 +116,14 @@ def block_noise(frame: pd.DataFrame, level: float = NOISE_LEVEL) -> dict | None:
                 continue
             groups = [y[b == i] for i in ids]
             n = np.array([g.size for g in groups], float)
-            per.append(((n * (np.array([g.mean() for g in groups]) - y.mean()) ** 2).sum() / (m - 1),
-                        sum(((g - g.mean()) ** 2).sum() for g in groups) / (N - m), (N - (n ** 2).sum() / N) / (m - 1), m))
+            per.append(
+                (
+                    (n * (np.array([g.mean() for g in groups]) - y.mean()) ** 2).sum() / (m - 1),
+                    sum(((g - g.mean()) ** 2).sum() for g in groups) / (N - m),
+                    (N - (n**2).sum() / N) / (m - 1),
+                    m,
+                )
+            )
         if per:
             msb.append(np.mean([p[0] for p in per]))
             msw.append(np.mean([p[1] for p in per]))
@@ -113,9 +135,14 @@ def block_noise(frame: pd.DataFrame, level: float = NOISE_LEVEL) -> dict | None:
     MSB = float(np.dot(dfs, msb) / df)
     MSW, n0 = float(np.mean(msw)), float(np.mean(n0s))
     a = (1 - level) / 2
-    sd = (lambda v: math.sqrt(max(v, 0.0) / n0))  # noqa: E731
-    return {"point": sd(MSB - MSW), "low": sd(MSB * df / stats.chi2.isf(a, df) - MSW),
-            "high": sd(MSB * df / stats.chi2.ppf(a, df) - MSW), "df": df, "level": level}
+    sd = lambda v: math.sqrt(max(v, 0.0) / n0)  # noqa: E731
+    return {
+        "point": sd(MSB - MSW),
+        "low": sd(MSB * df / stats.chi2.isf(a, df) - MSW),
+        "high": sd(MSB * df / stats.chi2.ppf(a, df) - MSW),
+        "df": df,
+        "level": level,
+    }
 
 
 def _within(sub: pd.DataFrame) -> float:
@@ -128,8 +155,18 @@ def _verdicts(frame: pd.DataFrame, rounds: int, arms: int = 2) -> str:
     return compare_arms(sub, "A", "B", "sim", seed=1, reference="A", n_resamples=200).verdict
 
 
-def design_grid(*, block_sd: float, run_sd: float, drift: float, effect: float, rounds=(2, 3, 4, 6, 8),
-                runs=(3, 5, 10), reps: int = 100, seed: int = 1, kind: str = "abab") -> pd.DataFrame:
+def design_grid(
+    *,
+    block_sd: float,
+    run_sd: float,
+    drift: float,
+    effect: float,
+    rounds=(2, 3, 4, 6, 8),
+    runs=(3, 5, 10),
+    reps: int = 100,
+    seed: int = 1,
+    kind: str = "abab",
+) -> pd.DataFrame:
     """Fixed designs: per (rounds, runs per block), over `reps` simulated A/B experiments each.
 
     false positive: "faster"/"slower" with no true effect; power: the right direction with a true
@@ -142,10 +179,22 @@ def design_grid(*, block_sd: float, run_sd: float, drift: float, effect: float, 
         tally = {r: {"null_false": 0, "power": 0, "null_same": 0, "undetermined": 0} for r in rounds}
         rng = np.random.default_rng([seed, n])
         for i in range(reps):
-            null = from_table(simulate(kind, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd, drift=drift,
-                                       rng=rng, seed=i))
-            eff = from_table(simulate(kind, effect=effect, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd,
-                                      drift=drift, rng=rng, seed=i))
+            null = from_table(
+                simulate(kind, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd, drift=drift, rng=rng, seed=i)
+            )
+            eff = from_table(
+                simulate(
+                    kind,
+                    effect=effect,
+                    rounds=top,
+                    runs=n,
+                    block_sd=block_sd,
+                    run_sd=run_sd,
+                    drift=drift,
+                    rng=rng,
+                    seed=i,
+                )
+            )
             right = FASTER if effect > 1 else SLOWER
             for r in rounds:
                 v0, v1 = _verdicts(null, r), _verdicts(eff, r)
@@ -155,26 +204,68 @@ def design_grid(*, block_sd: float, run_sd: float, drift: float, effect: float, 
                 tally[r]["undetermined"] += v1 == UNDETERMINED
         for r in rounds:
             t = tally[r]
-            out.append({"design": f"fixed {r} rounds", "rounds": r, "runs per block": n, "blocks": 2 * r,
-                        "false faster/slower": t["null_false"] / reps, "power": t["power"] / reps,
-                        "no effect settled": t["null_same"] / reps, "undetermined (effect)": t["undetermined"] / reps,
-                        "mean rounds (effect)": float(r), "mean rounds (no effect)": float(r)})
+            out.append(
+                {
+                    "design": f"fixed {r} rounds",
+                    "rounds": r,
+                    "runs per block": n,
+                    "blocks": 2 * r,
+                    "false faster/slower": t["null_false"] / reps,
+                    "power": t["power"] / reps,
+                    "no effect settled": t["null_same"] / reps,
+                    "undetermined (effect)": t["undetermined"] / reps,
+                    "mean rounds (effect)": float(r),
+                    "mean rounds (no effect)": float(r),
+                }
+            )
     return pd.DataFrame(out)
 
 
-def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float, runs: int = 5,
-                 min_rounds: int = 2, max_rounds: int = 8, margin: float | None = None, alpha: float = 0.05,
-                 reps: int = 100, seed: int = 1, kind: str = "abab") -> dict:
+def adaptive_row(
+    *,
+    block_sd: float,
+    run_sd: float,
+    drift: float,
+    effect: float,
+    runs: int = 5,
+    min_rounds: int = 2,
+    max_rounds: int = 8,
+    margin: float | None = None,
+    alpha: float = 0.05,
+    reps: int = 100,
+    seed: int = 1,
+    kind: str = "abab",
+) -> dict:
     """An adaptive design (bracket.stats.sequential) on the same kind of simulated experiments; named by
     the rounds it may stop after (its first look, `Plan.first_look`, to max_rounds)."""
-    plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind=kind, seed=1, min_rounds=min_rounds,
-                max_rounds=max_rounds, margin=margin, alpha=alpha)
+    plan = Plan(
+        arms=("A", "B"),
+        reference="A",
+        workloads=("sim",),
+        kind=kind,
+        seed=1,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+        margin=margin,
+        alpha=alpha,
+    )
     rng = np.random.default_rng([seed, runs, 7])
     t = {"null_false": 0, "null_same": 0, "power": 0, "undetermined": 0, "r1": 0, "r0": 0}
     for i in range(reps):
         for eff in (1.0, effect):
-            frame = from_table(simulate(kind, effect=eff, rounds=max_rounds, runs=runs, block_sd=block_sd,
-                                        run_sd=run_sd, drift=drift, rng=rng, seed=i))
+            frame = from_table(
+                simulate(
+                    kind,
+                    effect=eff,
+                    rounds=max_rounds,
+                    runs=runs,
+                    block_sd=block_sd,
+                    run_sd=run_sd,
+                    drift=drift,
+                    rng=rng,
+                    seed=i,
+                )
+            )
             [c] = assess(frame, plan)["comparisons"]
             used = c["settled_round"] or max_rounds
             if eff == 1.0:
@@ -185,10 +276,18 @@ def adaptive_row(*, block_sd: float, run_sd: float, drift: float, effect: float,
                 t["power"] += c["verdict"] == (FASTER if effect > 1 else SLOWER)
                 t["undetermined"] += c["verdict"] == UNDETERMINED
                 t["r1"] += used
-    return {"design": f"adaptive {plan.first_look}-{max_rounds} rounds", "rounds": max_rounds, "runs per block": runs,
-            "blocks": 2 * max_rounds, "false faster/slower": t["null_false"] / reps, "power": t["power"] / reps,
-            "no effect settled": t["null_same"] / reps, "undetermined (effect)": t["undetermined"] / reps,
-            "mean rounds (effect)": t["r1"] / reps, "mean rounds (no effect)": t["r0"] / reps}
+    return {
+        "design": f"adaptive {plan.first_look}-{max_rounds} rounds",
+        "rounds": max_rounds,
+        "runs per block": runs,
+        "blocks": 2 * max_rounds,
+        "false faster/slower": t["null_false"] / reps,
+        "power": t["power"] / reps,
+        "no effect settled": t["null_same"] / reps,
+        "undetermined (effect)": t["undetermined"] / reps,
+        "mean rounds (effect)": t["r1"] / reps,
+        "mean rounds (no effect)": t["r0"] / reps,
+    }
 
 
 def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dict:
@@ -213,28 +312,47 @@ def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dic
         for m in metas:
             if _num(m.get("ended_at")) and _num(ends.get(m.get("block"))):
                 teardown.append(float(m["ended_at"]) - float(ends[m["block"]]))
-    spans = sorted((float(m["started_at"]), float(m["ended_at"])) for m in metas
-                   if _num(m.get("started_at")) and _num(m.get("ended_at")))
+    spans = sorted(
+        (float(m["started_at"]), float(m["ended_at"]))
+        for m in metas
+        if _num(m.get("started_at")) and _num(m.get("ended_at"))
+    )
     gaps = [nxt[0] - cur[1] for cur, nxt in zip(spans, spans[1:])]
-    med = (lambda x: float(np.median(x)) if x else None)
-    return {"request_s": {str(k): float(v) for k, v in per_wl.items()}, "start_s": med(ready),
-            "teardown_s": med([t for t in teardown if t >= 0]), "gap_s": med([g for g in gaps if g >= 0]),
-            "wall_s": spans[-1][1] - spans[0][0] if spans else None, "blocks": len(spans)}
+    med = lambda x: float(np.median(x)) if x else None
+    return {
+        "request_s": {str(k): float(v) for k, v in per_wl.items()},
+        "start_s": med(ready),
+        "teardown_s": med([t for t in teardown if t >= 0]),
+        "gap_s": med([g for g in gaps if g >= 0]),
+        "wall_s": spans[-1][1] - spans[0][0] if spans else None,
+        "blocks": len(spans),
+    }
 
 
 def _num(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def wall_time(timings: dict, *, arms: int, blocks: int, runs_per_block: int, warmup_runs: int, cooldown_s: float,
-              start_s: float | None = None) -> float:
+def wall_time(
+    timings: dict,
+    *,
+    arms: int,
+    blocks: int,
+    runs_per_block: int,
+    warmup_runs: int,
+    cooldown_s: float,
+    start_s: float | None = None,
+) -> float:
     """Seconds an experiment of `blocks` blocks takes: per block a server start, warmups and timed runs of
     every workload and the server's teardown; between blocks the cooldown, or the pilot's measured gap from
     one block's end to the next one's launch when that is longer (it includes the cooldown and the
     workflow's own overhead)."""
     start = timings.get("start_s") if start_s is None else start_s
-    per_block = ((start or 0.0) + (timings.get("teardown_s") or 0.0)
-                 + (warmup_runs + runs_per_block) * sum(timings["request_s"].values()))
+    per_block = (
+        (start or 0.0)
+        + (timings.get("teardown_s") or 0.0)
+        + (warmup_runs + runs_per_block) * sum(timings["request_s"].values())
+    )
     return blocks * per_block + max(blocks - 1, 0) * max(cooldown_s, timings.get("gap_s") or 0.0)
 
 
@@ -247,9 +365,11 @@ def power_warning(power: float | None, block_sd: float, min_power: float = MIN_P
     """The warning a design below `min_power` carries into its file and the notebook, else None."""
     if power is None or power >= min_power:
         return None
-    return (f"this design's power is {power:.0%} at a between-block sd of {block_sd:.2%} (the upper end of "
-            f"the pilot's interval), below the {min_power:.0%} asked: expect it to leave the effect "
-            f"undetermined often; add rounds or choose an adaptive design with a larger max_rounds")
+    return (
+        f"this design's power is {power:.0%} at a between-block sd of {block_sd:.2%} (the upper end of "
+        f"the pilot's interval), below the {min_power:.0%} asked: expect it to leave the effect "
+        f"undetermined often; add rounds or choose an adaptive design with a larger max_rounds"
+    )
 
 
 def write_design(experiment_path: str | Path, out_path: str | Path, design: dict, warning: str | None = None) -> dict:
@@ -262,7 +382,9 @@ def write_design(experiment_path: str | Path, out_path: str | Path, design: dict
             raw["design"].pop(k, None)
     cfg = config.validate(raw, source=str(out_path))
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(f"# design chosen in notebooks/design.py from {Path(experiment_path).name}\n"
-                              + (f"# WARNING: {warning}\n" if warning else "")
-                              + yaml.safe_dump(raw, sort_keys=False))
+    Path(out_path).write_text(
+        f"# design chosen in notebooks/design.py from {Path(experiment_path).name}\n"
+        + (f"# WARNING: {warning}\n" if warning else "")
+        + yaml.safe_dump(raw, sort_keys=False)
+    )
     return cfg

@@ -64,18 +64,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bracket.stats import defaults as D
 from bracket import design as bdesign
+from bracket.stats import defaults as D
 from bracket.stats.blocks import MIN_POOL_DF
-from bracket.stats.compare import FASTER, NO_EFFECT, UNDETERMINED, WIDE, CONFOUNDED_VIF, clears
+from bracket.stats.compare import CONFOUNDED_VIF, FASTER, NO_EFFECT, UNDETERMINED, WIDE, clears
 from bracket.stats.spending import cached_boundaries
 
 #: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
 #: (a round added later never reorders the ones run); sequential is not one, and is a control anyway.
 ADAPTIVE_KINDS = ("abab", "abba", "bracket", "random")
 OPEN, SETTLED = "open", "settled"
-METHOD = ("group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
-          "across comparisons (Maurer & Bretz 2013)")
+METHOD = (
+    "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
+    "across comparisons (Maurer & Bretz 2013)"
+)
 
 
 def pair_factor(blocks: list[bdesign.Block], baseline: str, candidate: str) -> float:
@@ -105,26 +107,38 @@ class Plan:
     min_rounds: int
     max_rounds: int
     alpha: float = 0.05
-    margin: float | None = None      # equivalence margin; None: WIDE x the comparison's noise band
+    margin: float | None = None  # equivalence margin; None: WIDE x the comparison's noise band
     noise_threshold: float = 0.01
     hosts: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in ADAPTIVE_KINDS:
-            raise ValueError(f"an adaptive design needs an interleaved kind ({', '.join(ADAPTIVE_KINDS)}), "
-                             f"got {self.kind!r}: a sequential design confounds arm with time at every look")
+            raise ValueError(
+                f"an adaptive design needs an interleaved kind ({', '.join(ADAPTIVE_KINDS)}), "
+                f"got {self.kind!r}: a sequential design confounds arm with time at every look"
+            )
         if not 2 <= self.min_rounds <= self.max_rounds:
-            raise ValueError(f"need 2 <= min_rounds <= max_rounds, got min_rounds {self.min_rounds} and "
-                             f"max_rounds {self.max_rounds}: one round leaves block noise unmeasured")
+            raise ValueError(
+                f"need 2 <= min_rounds <= max_rounds, got min_rounds {self.min_rounds} and "
+                f"max_rounds {self.max_rounds}: one round leaves block noise unmeasured"
+            )
 
     @classmethod
     def of(cls, cfg: dict) -> Plan:
         d, a = cfg["design"], cfg.get("analysis", {})
-        return cls(arms=tuple(cfg["arms"]), reference=cfg["reference"], workloads=tuple(cfg["workloads"]),
-                   kind=d["kind"], seed=int(d["seed"]), min_rounds=int(d["min_rounds"]),
-                   max_rounds=int(d["max_rounds"]), alpha=round(1 - float(a.get("confidence", D.CONFIDENCE)), 12),
-                   margin=d.get("margin"), noise_threshold=float(a.get("noise_threshold", 0.01)),
-                   hosts=tuple(cfg.get("hosts") or ()))
+        return cls(
+            arms=tuple(cfg["arms"]),
+            reference=cfg["reference"],
+            workloads=tuple(cfg["workloads"]),
+            kind=d["kind"],
+            seed=int(d["seed"]),
+            min_rounds=int(d["min_rounds"]),
+            max_rounds=int(d["max_rounds"]),
+            alpha=round(1 - float(a.get("confidence", D.CONFIDENCE)), 12),
+            margin=d.get("margin"),
+            noise_threshold=float(a.get("noise_threshold", 0.01)),
+            hosts=tuple(cfg.get("hosts") or ()),
+        )
 
     @property
     def first_look(self) -> int:
@@ -172,19 +186,24 @@ class Plan:
         """The stopping rule in words (for the article and stats.json)."""
         margin = f"+/-{self.margin:.1%}" if self.margin else f"+/-{WIDE:g} x its noise band"
         m = self.comparisons
-        share = (f"spending {self.alpha:g} / {m} per comparison to begin with; when a comparison settles as "
-                 f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
-                 f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
-                 if m > 1 else f"spending {self.alpha:g}")
-        return (f"After each round from {self.first_look} to {self.max_rounds}, each of the {m} "
-                f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
-                f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
-                f"interval clears the noise band, as no measurable effect when the interval at "
-                f"{self.alpha:g} / {m} (never recycled) lies within {margin}; another round runs "
-                f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
-                f"stays estimable), and at {self.max_rounds} rounds the open ones are undetermined. "
-                f"Over every look and comparison, the chance of any false faster/slower is at most "
-                f"{self.alpha:g}, and so is the chance of any wrong no measurable effect.")
+        share = (
+            f"spending {self.alpha:g} / {m} per comparison to begin with; when a comparison settles as "
+            f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
+            f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
+            if m > 1
+            else f"spending {self.alpha:g}"
+        )
+        return (
+            f"After each round from {self.first_look} to {self.max_rounds}, each of the {m} "
+            f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
+            f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
+            f"interval clears the noise band, as no measurable effect when the interval at "
+            f"{self.alpha:g} / {m} (never recycled) lies within {margin}; another round runs "
+            f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
+            f"stays estimable), and at {self.max_rounds} rounds the open ones are undetermined. "
+            f"Over every look and comparison, the chance of any false faster/slower is at most "
+            f"{self.alpha:g}, and so is the chance of any wrong no measurable effect."
+        )
 
 
 def _r(x: float) -> str:
@@ -198,8 +217,17 @@ def rci(estimate: float, se: float, df: float, boundary: float) -> tuple[float, 
     return math.exp(estimate - hw), math.exp(estimate + hw)
 
 
-def judge(estimate: float | None, se: float | None, df: float | None, band: float, boundary: float,
-          margin: float, final: bool, structural: str | None = None, eq_boundary: float | None = None) -> dict:
+def judge(
+    estimate: float | None,
+    se: float | None,
+    df: float | None,
+    band: float,
+    boundary: float,
+    margin: float,
+    final: bool,
+    structural: str | None = None,
+    eq_boundary: float | None = None,
+) -> dict:
     """One comparison at one look: the repeated CIs and what they settle.
 
     `boundary` is the difference test's (at the comparison's current, possibly recycled, level): its
@@ -209,33 +237,65 @@ def judge(estimate: float | None, se: float | None, df: float | None, band: floa
     (the equivalence one for "no measurable effect", else the difference one).
     """
     eq_boundary = boundary if eq_boundary is None else eq_boundary
-    out = {"rci_low": None, "rci_high": None, "nominal_level": float(1 - 2 * stats.norm.sf(boundary)),
-           "boundary_z": float(boundary), "eq_boundary_z": float(eq_boundary), "margin": margin,
-           "noise_band": band, "estimate": estimate, "se": se, "df": df, "structural": structural}
+    out = {
+        "rci_low": None,
+        "rci_high": None,
+        "nominal_level": float(1 - 2 * stats.norm.sf(boundary)),
+        "boundary_z": float(boundary),
+        "eq_boundary_z": float(eq_boundary),
+        "margin": margin,
+        "noise_band": band,
+        "estimate": estimate,
+        "se": se,
+        "df": df,
+        "structural": structural,
+    }
     if structural or estimate is None or se is None or not df:
         why = structural or "no block-level degrees of freedom yet"
-        return {**out, "status": SETTLED if final else OPEN, "verdict": UNDETERMINED if final else None,
-                "how": f"budget spent: {why}" if final else f"open: {why}"}
+        return {
+            **out,
+            "status": SETTLED if final else OPEN,
+            "verdict": UNDETERMINED if final else None,
+            "how": f"budget spent: {why}" if final else f"open: {why}",
+        }
     lo, hi = rci(estimate, se, df, boundary)
     out.update(rci_low=lo, rci_high=hi)
     v = clears(lo, hi, band)
     if v:
-        return {**out, "status": SETTLED, "verdict": v,
-                "how": f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if v == FASTER else 'below'} the "
-                       f"{band:.1%} noise band"}
+        return {
+            **out,
+            "status": SETTLED,
+            "verdict": v,
+            "how": f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if v == FASTER else 'below'} the "
+            f"{band:.1%} noise band",
+        }
     elo, ehi = rci(estimate, se, df, eq_boundary)
     if elo >= 1 / (1 + margin) and ehi <= 1 + margin:
-        return {**out, "status": SETTLED, "verdict": NO_EFFECT, "rci_low": elo, "rci_high": ehi,
-                "nominal_level": float(1 - 2 * stats.norm.sf(eq_boundary)),
-                "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(elo)}-{_r(ehi)} lies inside it"}
+        return {
+            **out,
+            "status": SETTLED,
+            "verdict": NO_EFFECT,
+            "rci_low": elo,
+            "rci_high": ehi,
+            "nominal_level": float(1 - 2 * stats.norm.sf(eq_boundary)),
+            "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(elo)}-{_r(ehi)} lies inside it",
+        }
     eq = "" if eq_boundary == boundary else f" (at the equivalence level {_r(elo)}-{_r(ehi)})"
     if final:
-        return {**out, "status": SETTLED, "verdict": UNDETERMINED,
-                "how": f"budget spent: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band "
-                       f"nor lies within +/-{margin:.1%}{eq}"}
-    return {**out, "status": OPEN, "verdict": None,
-            "how": f"open: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies "
-                   f"within +/-{margin:.1%}{eq}"}
+        return {
+            **out,
+            "status": SETTLED,
+            "verdict": UNDETERMINED,
+            "how": f"budget spent: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band "
+            f"nor lies within +/-{margin:.1%}{eq}",
+        }
+    return {
+        **out,
+        "status": OPEN,
+        "verdict": None,
+        "how": f"open: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies "
+        f"within +/-{margin:.1%}{eq}",
+    }
 
 
 def rounds_available(frame: pd.DataFrame, plan: Plan) -> int:
@@ -263,13 +323,23 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
         from bracket.stats.cells import compare_arms
 
         def compare_fn(sub, base, cand, wl):
-            return compare_arms(sub, base, cand, wl, seed=plan.seed, reference=plan.reference,
-                                confidence=1 - plan.alpha, n_resamples=200, noise_threshold=plan.noise_threshold)
+            return compare_arms(
+                sub,
+                base,
+                cand,
+                wl,
+                seed=plan.seed,
+                reference=plan.reference,
+                confidence=1 - plan.alpha,
+                n_resamples=200,
+                noise_threshold=plan.noise_threshold,
+            )
+
     have = rounds_available(frame, plan) if upto is None else upto
     rounds_run = min(have, plan.max_rounds)
     state = {(wl, c): None for wl in plan.workloads for c in plan.candidates}
     history = {key: [] for key in state}
-    rejected = 0          # comparisons settled as faster/slower: their alpha has passed to the others
+    rejected = 0  # comparisons settled as faster/slower: their alpha has passed to the others
     looks = []
     for k, r in enumerate(plan.looks):
         if r > rounds_run:
@@ -277,22 +347,39 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
         n_blocks = len(plan.blocks(r))
         sub = frame[pd.to_numeric(frame["position"], errors="coerce") < n_blocks]
         final = r == plan.max_rounds
-        now = {}          # this look's statistics of every open comparison
+        now = {}  # this look's statistics of every open comparison
         for (wl, cand), done in state.items():
             if done is not None:
                 continue
             try:
                 comp = compare_fn(sub, plan.reference, cand, wl)
             except ValueError as exc:  # no valid runs for an arm yet
-                now[(wl, cand)] = dict(estimate=None, se=None, df=None, noise_band=plan.noise_threshold,
-                                       margin=plan.margin or 0.0, structural=str(exc), look=k + 1, ratio=None)
+                now[(wl, cand)] = dict(
+                    estimate=None,
+                    se=None,
+                    df=None,
+                    noise_band=plan.noise_threshold,
+                    margin=plan.margin or 0.0,
+                    structural=str(exc),
+                    look=k + 1,
+                    ratio=None,
+                )
                 continue
-            structural = ("arm confounded with time" if comp.vif and comp.vif > CONFOUNDED_VIF
-                          else None) if comp.se is not None else "fewer than two blocks per arm"
-            now[(wl, cand)] = dict(estimate=comp.estimate, se=comp.se, df=comp.df, noise_band=comp.noise_band,
-                                   margin=plan.margin if plan.margin else WIDE * comp.noise_band,
-                                   structural=structural, look=k + 1,
-                                   ratio=math.exp(comp.estimate) if comp.estimate is not None else None)
+            structural = (
+                ("arm confounded with time" if comp.vif and comp.vif > CONFOUNDED_VIF else None)
+                if comp.se is not None
+                else "fewer than two blocks per arm"
+            )
+            now[(wl, cand)] = dict(
+                estimate=comp.estimate,
+                se=comp.se,
+                df=comp.df,
+                noise_band=comp.noise_band,
+                margin=plan.margin if plan.margin else WIDE * comp.noise_band,
+                structural=structural,
+                look=k + 1,
+                ratio=math.exp(comp.estimate) if comp.estimate is not None else None,
+            )
         # Faster/slower at each comparison's current level, on this look and every earlier one, until no
         # further comparison settles: each that does passes its alpha on, and the open ones are tested
         # again at the larger level (Maurer & Bretz 2013, the sequentially rejective graphical procedure
@@ -308,13 +395,17 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                         continue
                     lo, hi = rci(e["estimate"], e["se"], e["df"], c[e["look"] - 1])
                     if clears(lo, hi, e["noise_band"]):
-                        j = judge(e["estimate"], e["se"], e["df"], e["noise_band"], c[e["look"] - 1], e["margin"],
-                                  final, None)
+                        j = judge(
+                            e["estimate"], e["se"], e["df"], e["noise_band"], c[e["look"] - 1], e["margin"], final, None
+                        )
                         if e["look"] != k + 1:
-                            j["how"] += (f" (the interval of the look after round {plan.looks[e['look'] - 1]}, "
-                                         f"judged again at the level {level:.4g} recycled to it)")
-                        j.update(round=r, look=k + 1, interval_look=e["look"], level=level,
-                                 estimate_ratio=e.get("ratio"))
+                            j["how"] += (
+                                f" (the interval of the look after round {plan.looks[e['look'] - 1]}, "
+                                f"judged again at the level {level:.4g} recycled to it)"
+                            )
+                        j.update(
+                            round=r, look=k + 1, interval_look=e["look"], level=level, estimate_ratio=e.get("ratio")
+                        )
                         history[key].append(j)
                         state[key] = j
                         rejected += 1
@@ -326,34 +417,61 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
         for key, e in now.items():
             if state[key] is not None:
                 continue
-            j = judge(e["estimate"], e["se"], e["df"], e["noise_band"], plan.boundaries(key[1], level)[k],
-                      e["margin"], final, e["structural"], eq_boundary=plan.boundaries(key[1])[k])
+            j = judge(
+                e["estimate"],
+                e["se"],
+                e["df"],
+                e["noise_band"],
+                plan.boundaries(key[1], level)[k],
+                e["margin"],
+                final,
+                e["structural"],
+                eq_boundary=plan.boundaries(key[1])[k],
+            )
             j.update(round=r, look=k + 1, interval_look=k + 1, level=level, estimate_ratio=e.get("ratio"))
             history[key].append(j)
             if j["status"] == SETTLED:
                 state[key] = j
-        looks.append({"round": r, "blocks": n_blocks, "level": level,
-                      "open": sum(1 for v in state.values() if v is None)})
+        looks.append(
+            {"round": r, "blocks": n_blocks, "level": level, "open": sum(1 for v in state.values() if v is None)}
+        )
     comparisons = []
     for (wl, cand), done in state.items():
         last = history[(wl, cand)][-1] if history[(wl, cand)] else None
-        comparisons.append({"workload": wl, "candidate": cand, "baseline": plan.reference,
-                            "status": SETTLED if done else OPEN,
-                            "verdict": done["verdict"] if done else None,
-                            "settled_round": done["round"] if done else None,
-                            "how": (done or last or {}).get("how", "not looked at yet"),
-                            "rci_low": (done or last or {}).get("rci_low"),
-                            "rci_high": (done or last or {}).get("rci_high"),
-                            "nominal_level": (done or last or {}).get("nominal_level"),
-                            "level": (done or last or {}).get("level"),
-                            "looks": history[(wl, cand)]})
+        comparisons.append(
+            {
+                "workload": wl,
+                "candidate": cand,
+                "baseline": plan.reference,
+                "status": SETTLED if done else OPEN,
+                "verdict": done["verdict"] if done else None,
+                "settled_round": done["round"] if done else None,
+                "how": (done or last or {}).get("how", "not looked at yet"),
+                "rci_low": (done or last or {}).get("rci_low"),
+                "rci_high": (done or last or {}).get("rci_high"),
+                "nominal_level": (done or last or {}).get("nominal_level"),
+                "level": (done or last or {}).get("level"),
+                "looks": history[(wl, cand)],
+            }
+        )
     any_open = any(c["status"] == OPEN for c in comparisons)
     another = rounds_run < plan.first_look or (any_open and rounds_run < plan.max_rounds)
-    return {"rule": plan.rule(), "alpha": plan.alpha, "family": plan.comparisons, "recycled": rejected,
-            "min_rounds": plan.min_rounds, "first_look": plan.first_look, "max_rounds": plan.max_rounds, "margin": plan.margin,
-            "spending": "Lan-DeMets O'Brien-Fleming type", "looks": looks, "comparisons": comparisons,
-            "rounds_run": rounds_run, "another_round": another,
-            "next_round": rounds_run + 1 if another else None}
+    return {
+        "rule": plan.rule(),
+        "alpha": plan.alpha,
+        "family": plan.comparisons,
+        "recycled": rejected,
+        "min_rounds": plan.min_rounds,
+        "first_look": plan.first_look,
+        "max_rounds": plan.max_rounds,
+        "margin": plan.margin,
+        "spending": "Lan-DeMets O'Brien-Fleming type",
+        "looks": looks,
+        "comparisons": comparisons,
+        "rounds_run": rounds_run,
+        "another_round": another,
+        "next_round": rounds_run + 1 if another else None,
+    }
 
 
 def apply(rows: list[dict], seq: dict, family: str) -> dict:
@@ -371,17 +489,33 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
         verdict = s["verdict"] if s["status"] == SETTLED else UNDETERMINED
         if s["rci_low"] is not None:
             r.update(ci_low=s["rci_low"], ci_high=s["rci_high"], ci_level=s["nominal_level"])
-        r.update(verdict=verdict, p_adjusted=None,
-                 multiplicity={"method": METHOD, "comparisons": seq["family"], "family": family,
-                               "level": s["nominal_level"], "alpha_share": s.get("level")},
-                 sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]})
+        r.update(
+            verdict=verdict,
+            p_adjusted=None,
+            multiplicity={
+                "method": METHOD,
+                "comparisons": seq["family"],
+                "family": family,
+                "level": s["nominal_level"],
+                "alpha_share": s.get("level"),
+            },
+            sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]},
+        )
         if verdict == UNDETERMINED:
-            why = s["how"] if s["status"] == SETTLED else (
-                f"still open after {seq['rounds_run']} of at most {seq['max_rounds']} rounds ({s['how']})")
-            r["undetermined_reason"] = (f"{why}; raise design.max_rounds or state the smallest difference that "
-                                        f"matters as design.margin")
+            why = (
+                s["how"]
+                if s["status"] == SETTLED
+                else (f"still open after {seq['rounds_run']} of at most {seq['max_rounds']} rounds ({s['how']})")
+            )
+            r["undetermined_reason"] = (
+                f"{why}; raise design.max_rounds or state the smallest difference that matters as design.margin"
+            )
         else:
             r["undetermined_reason"] = None
-    return {"method": METHOD,
-            "comparisons": seq["family"], "family": family, "confidence": 1 - seq["alpha"],
-            "untested": sum(1 for r in rows if (r["workload"], r["candidate"]) not in by_key)}
+    return {
+        "method": METHOD,
+        "comparisons": seq["family"],
+        "family": family,
+        "confidence": 1 - seq["alpha"],
+        "untested": sum(1 for r in rows if (r["workload"], r["candidate"]) not in by_key),
+    }

@@ -25,11 +25,26 @@ from bracket.design import draw
 DESIGNS = ("sequential", "abab", "abba", "random")
 
 
-def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: float = 0.0,
-             step_at: float | None = None, rounds: int = 2, runs: int = 5, block_sd: float = 0.003,
-             run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator, seed: int = 1,
-             first_slow: float = 0.0, wild: int = 0, wild_factor: float = 10.0, two_speed: float = 0.0,
-             fast_share: float = 0.5) -> pd.DataFrame:
+def simulate(
+    design: str,
+    *,
+    effect: float = 1.0,
+    drift: float = 0.0,
+    step: float = 0.0,
+    step_at: float | None = None,
+    rounds: int = 2,
+    runs: int = 5,
+    block_sd: float = 0.003,
+    run_sd: float = 0.005,
+    base: float = 50.0,
+    rng: np.random.Generator,
+    seed: int = 1,
+    first_slow: float = 0.0,
+    wild: int = 0,
+    wild_factor: float = 10.0,
+    two_speed: float = 0.0,
+    fast_share: float = 0.5,
+) -> pd.DataFrame:
     """One simulated A vs B experiment as a tidy frame (arm, block, round, position, run, value).
 
     `drift` is the log change per block (0.01 is 1 % per block); `step` a log jump applied from
@@ -47,14 +62,21 @@ def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: floa
     rows = []
     for b in blocks:
         t = b.position
-        level = np.log(base) + (np.log(effect) if b.arm == "B" else 0.0) + drift * t \
-            + (step if t >= at else 0.0) + rng.normal(0.0, block_sd)
+        level = (
+            np.log(base)
+            + (np.log(effect) if b.arm == "B" else 0.0)
+            + drift * t
+            + (step if t >= at else 0.0)
+            + rng.normal(0.0, block_sd)
+        )
         vals = np.exp(level + rng.normal(0.0, run_sd, size=runs))
         if two_speed:
             vals *= np.where(rng.random(runs) < fast_share, 1.0 + two_speed, 1.0)
         vals[0] *= 1.0 - first_slow
-        rows += [{"arm": b.arm, "workload": "sim", "block": t, "round": b.round, "position": t,
-                  "run": i, "value": float(v)} for i, v in enumerate(vals)]
+        rows += [
+            {"arm": b.arm, "workload": "sim", "block": t, "round": b.round, "position": t, "run": i, "value": float(v)}
+            for i, v in enumerate(vals)
+        ]
     df = pd.DataFrame(rows)
     if wild:
         at = rng.choice(len(df), size=wild, replace=False)
@@ -62,9 +84,20 @@ def simulate(design: str, *, effect: float = 1.0, drift: float = 0.0, step: floa
     return df
 
 
-def simulate_arms(effects: dict[str, float], *, rounds: int, drift: float = 0.0, runs: int = 5,
-                  block_sd: float = 0.003, run_sd: float = 0.005, base: float = 50.0, rng: np.random.Generator,
-                  seed: int = 1, kind: str = "abab", workload: str = "sim") -> pd.DataFrame:
+def simulate_arms(
+    effects: dict[str, float],
+    *,
+    rounds: int,
+    drift: float = 0.0,
+    runs: int = 5,
+    block_sd: float = 0.003,
+    run_sd: float = 0.005,
+    base: float = 50.0,
+    rng: np.random.Generator,
+    seed: int = 1,
+    kind: str = "abab",
+    workload: str = "sim",
+) -> pd.DataFrame:
     """Several arms interleaved (the first is the reference), each with its true ratio `effects[arm]`:
     the model of `simulate` with one effect per arm, for experiments of several comparisons."""
     arms = list(effects)
@@ -73,8 +106,18 @@ def simulate_arms(effects: dict[str, float], *, rounds: int, drift: float = 0.0,
     rows = []
     for b in draw(arms, arms[0], kind, rounds, seed):
         level = np.log(base) + np.log(effects[b.arm]) + drift * b.position + rng.normal(0.0, block_sd)
-        rows += [{"arm": b.arm, "workload": workload, "block": b.position, "round": b.round, "position": b.position,
-                  "run": i, "value": float(v)} for i, v in enumerate(np.exp(level + rng.normal(0.0, run_sd, runs)))]
+        rows += [
+            {
+                "arm": b.arm,
+                "workload": workload,
+                "block": b.position,
+                "round": b.round,
+                "position": b.position,
+                "run": i,
+                "value": float(v),
+            }
+            for i, v in enumerate(np.exp(level + rng.normal(0.0, run_sd, runs)))
+        ]
     return pd.DataFrame(rows)
 
 

@@ -29,11 +29,13 @@ READINGS = (
 def saturation(acceptance_length: float, draft_budget: int) -> float:
     """acceptance length / draft budget. Seed 000: MTP 4.16 / 5 = 83.2 %."""
     if not draft_budget or draft_budget < 1:
-        raise ValueError(f"`draft_budget` must be a positive integer, got {draft_budget!r}; set "
-                         f"arms.NAME.speculative.draft_tokens.")
+        raise ValueError(
+            f"`draft_budget` must be a positive integer, got {draft_budget!r}; set arms.NAME.speculative.draft_tokens."
+        )
     if not acceptance_length >= 1:
-        raise ValueError(f"`acceptance_length` counts the target's own token, so it is at least 1; "
-                         f"got {acceptance_length!r}.")
+        raise ValueError(
+            f"`acceptance_length` counts the target's own token, so it is at least 1; got {acceptance_length!r}."
+        )
     return float(acceptance_length / draft_budget)
 
 
@@ -85,13 +87,15 @@ def k_factor(decode: float, baseline: float, acceptance_length: float) -> float:
     baseline: k = 68.57 / (12.44 x 7.88) = 0.700.
     """
     if baseline <= 0 or acceptance_length <= 0 or decode <= 0:
-        raise ValueError(f"k needs positive decode, baseline and acceptance length, got "
-                         f"{decode!r}, {baseline!r}, {acceptance_length!r}.")
+        raise ValueError(
+            f"k needs positive decode, baseline and acceptance length, got "
+            f"{decode!r}, {baseline!r}, {acceptance_length!r}."
+        )
     return float(decode / (baseline * acceptance_length))
 
 
 def in_band(k: float, band: tuple[float, float], tolerance: float = 0.02) -> str:
-    """"yes" inside [lo, hi]; "marginal" outside by at most `tolerance` of the nearer edge; else "no".
+    """ "yes" inside [lo, hi]; "marginal" outside by at most `tolerance` of the nearer edge; else "no".
 
     Seed 000 called 0.685 against the band 0.69-0.74 marginal (0.7 % below the edge) and 0.610
     no (12 % below). The 2 % default is about the precision of a k built from three medians that
@@ -107,7 +111,7 @@ def in_band(k: float, band: tuple[float, float], tolerance: float = 0.02) -> str
 
 
 def k_verdict(marks: list[str]) -> str:
-    """"falsified" if any tested config is out of band ("no"), "held" if all are in or marginal,
+    """ "falsified" if any tested config is out of band ("no"), "held" if all are in or marginal,
     "untested" if there is nothing to test."""
     if not marks:
         return "untested"
@@ -141,15 +145,22 @@ def budget_groups(arms: dict) -> list[tuple[str, list[tuple[int, str]]]]:
         if not spec:
             continue
         rest = {k: v for k, v in spec.items() if k != "draft_tokens"}
-        key = repr((sorted(rest.items(), key=lambda kv: kv[0]), sorted((arm.get("server") or {}).items()),
-                    list(arm.get("args") or []), sorted((arm.get("env") or {}).items())))
+        key = repr(
+            (
+                sorted(rest.items(), key=lambda kv: kv[0]),
+                sorted((arm.get("server") or {}).items()),
+                list(arm.get("args") or []),
+                sorted((arm.get("env") or {}).items()),
+            )
+        )
         label = spec.get("engine_method") or spec["method"]
         groups.setdefault(key, (label, {}))[1].setdefault(int(spec["draft_tokens"]), name)
     out = [(label, sorted(by_budget.items())) for label, by_budget in groups.values() if len(by_budget) >= 2]
     labels = [lab for lab, _ in out]
     # two groups of one method (another lookup window, say) are told apart by their arms
-    return [(lab if labels.count(lab) == 1 else f"{lab} ({', '.join(a for _, a in arms_)})", arms_)
-            for lab, arms_ in out]
+    return [
+        (lab if labels.count(lab) == 1 else f"{lab} ({', '.join(a for _, a in arms_)})", arms_) for lab, arms_ in out
+    ]
 
 
 def never_drafted(runs) -> list[dict]:
@@ -168,6 +179,12 @@ def never_drafted(runs) -> list[dict]:
     for (arm, wl), sub in r.groupby(["arm", "workload"], sort=True):
         d = pd.to_numeric(sub["draft_tokens"], errors="coerce")
         if len(d) and d.notna().all() and (d == 0).all():
-            out.append({"arm": str(arm), "workload": str(wl), "runs": int(len(d)),
-                        "draft_budget": int(sub["draft_budget"].iloc[0])})
+            out.append(
+                {
+                    "arm": str(arm),
+                    "workload": str(wl),
+                    "runs": int(len(d)),
+                    "draft_budget": int(sub["draft_budget"].iloc[0]),
+                }
+            )
     return out

@@ -19,9 +19,9 @@ import numpy as np
 from scipy import stats
 
 from bracket.stats import blocks as bl
+from bracket.stats import defaults as D
 from bracket.stats._seeds import as_generator
 from bracket.stats.modes import bimodal
-from bracket.stats import defaults as D
 
 #: Modified z-score above which a value is flagged (Iglewicz & Hoaglin 1993); never dropped.
 OUTLIER_Z = 3.5
@@ -50,8 +50,8 @@ class CellSummary:
     method: str = "percentile"
     seed: int | None = None
     blocks: int | None = None
-    center: float | None = None   # exp(mean log block median): the estimate the block-level CI is around
-    modes: dict | None = None     # both modes of a bimodal cell (bracket.stats.modes), else None
+    center: float | None = None  # exp(mean log block median): the estimate the block-level CI is around
+    modes: dict | None = None  # both modes of a bimodal cell (bracket.stats.modes), else None
 
 
 def _values_iv(values) -> np.ndarray:
@@ -59,8 +59,10 @@ def _values_iv(values) -> np.ndarray:
     if x.ndim != 1:
         raise ValueError(f"`values` must be one-dimensional, got shape {x.shape}.")
     if x.size == 0:
-        raise ValueError("`values` is empty: the cell has no valid runs. Check the invalid reasons in "
-                         "runs.csv (warmup, cache hit, early stop, error).")
+        raise ValueError(
+            "`values` is empty: the cell has no valid runs. Check the invalid reasons in "
+            "runs.csv (warmup, cache hit, early stop, error)."
+        )
     if not np.all(np.isfinite(x)):
         bad = x[~np.isfinite(x)][:3]
         raise ValueError(f"`values` contains non-finite numbers ({bad.tolist()}); drop or fix those rows.")
@@ -85,8 +87,13 @@ def spread(values) -> float:
     return float((x.max() - x.min()) / np.median(x))
 
 
-def median_ci(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-              rng: np.random.Generator | int | None = None) -> tuple[float | None, float | None]:
+def median_ci(
+    values,
+    *,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    rng: np.random.Generator | int | None = None,
+) -> tuple[float | None, float | None]:
     """Bootstrap confidence interval of the median (scipy.stats.bootstrap, percentile method).
 
     Notes
@@ -107,8 +114,15 @@ def median_ci(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.
         raise ValueError(f"`n_resamples` must be at least 100, got {n_resamples}.")
     if x.size < 2 or np.ptp(x) == 0:
         return (None, None) if x.size < 2 else (float(x[0]), float(x[0]))
-    res = stats.bootstrap((x,), np.median, n_resamples=n_resamples, confidence_level=confidence,
-                          method="percentile", vectorized=True, rng=as_generator(rng))
+    res = stats.bootstrap(
+        (x,),
+        np.median,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        rng=as_generator(rng),
+    )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -148,10 +162,19 @@ def outliers(values, *, threshold: float = OUTLIER_Z) -> tuple[int, ...]:
     return tuple(int(i) for i in np.flatnonzero(z > threshold))
 
 
-def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.RESAMPLES,
-              rng: np.random.Generator | int | None = None, spread_warning: float = SPREAD_WARNING,
-              precision: float = D.NOISE_THRESHOLD, seed: int | None = None, blocks=None,
-              pool: bool = True, unit: str = "requests") -> CellSummary:
+def summarize(
+    values,
+    *,
+    confidence: float = D.CONFIDENCE,
+    n_resamples: int = D.RESAMPLES,
+    rng: np.random.Generator | int | None = None,
+    spread_warning: float = SPREAD_WARNING,
+    precision: float = D.NOISE_THRESHOLD,
+    seed: int | None = None,
+    blocks=None,
+    pool: bool = True,
+    unit: str = "requests",
+) -> CellSummary:
     """Summarize one cell: n, median + bootstrap CI, min, max, spread, mean, std and warnings.
 
     Parameters
@@ -202,31 +225,60 @@ def summarize(values, *, confidence: float = D.CONFIDENCE, n_resamples: int = D.
         out = outliers(x)
     else:  # a whole mode is not a set of outliers: flag only within each mode
         cut = (two.low_median * two.high_median) ** 0.5
-        out = tuple(sorted(int(i) for part in (np.flatnonzero(x < cut), np.flatnonzero(x >= cut))
-                           if part.size >= 3 for i in part[list(outliers(x[part]))]))
+        out = tuple(
+            sorted(
+                int(i)
+                for part in (np.flatnonzero(x < cut), np.flatnonzero(x >= cut))
+                if part.size >= 3
+                for i in part[list(outliers(x[part]))]
+            )
+        )
     need = runs_needed(x, precision=precision, confidence=confidence) if sp > spread_warning else None
     warns = []
     if x.size < 5:
-        warns.append(f"only {x.size} valid run{'s' if x.size != 1 else ''}: a median needs at least 5, "
-                     f"10 when speculative decoding is on; raise design.runs_per_block or design.rounds.")
+        warns.append(
+            f"only {x.size} valid run{'s' if x.size != 1 else ''}: a median needs at least 5, "
+            f"10 when speculative decoding is on; raise design.runs_per_block or design.rounds."
+        )
     if need is not None:
-        warns.append(f"spread {sp:.1%} is above {spread_warning:.0%}: {x.size} runs will not pin the "
-                     f"median; about {need} runs would pin it to +/-{precision:.0%} "
-                     f"(raise design.runs_per_block or design.rounds).")
+        warns.append(
+            f"spread {sp:.1%} is above {spread_warning:.0%}: {x.size} runs will not pin the "
+            f"median; about {need} runs would pin it to +/-{precision:.0%} "
+            f"(raise design.runs_per_block or design.rounds)."
+        )
     if two is not None:
-        warns.append(f"two modes ({two.where}): {two.low_n} runs near {two.low_median:.4g} and {two.high_n} "
-                     f"near {two.high_median:.4g} ({two.high_median / two.low_median - 1:+.1%}); the median "
-                     f"depends on how many runs took each path, so it is unstable. Report both; the "
-                     f"determinism control (batch=1 vs batch=2) tells two stable paths from an unstable "
-                     f"configuration.")
+        warns.append(
+            f"two modes ({two.where}): {two.low_n} runs near {two.low_median:.4g} and {two.high_n} "
+            f"near {two.high_median:.4g} ({two.high_median / two.low_median - 1:+.1%}); the median "
+            f"depends on how many runs took each path, so it is unstable. Report both; the "
+            f"determinism control (batch=1 vs batch=2) tells two stable paths from an unstable "
+            f"configuration."
+        )
     if out:
-        warns.append(f"{len(out)} run{'s are' if len(out) > 1 else ' is an'} outlier"
-                     f"{'s' if len(out) > 1 else ''} (modified z > {OUTLIER_Z}; kept): "
-                     f"{', '.join(f'{x[i]:.4g}' for i in out)}. Look for background load or a "
-                     f"prompt that decodes differently.")
+        warns.append(
+            f"{len(out)} run{'s are' if len(out) > 1 else ' is an'} outlier"
+            f"{'s' if len(out) > 1 else ''} (modified z > {OUTLIER_Z}; kept): "
+            f"{', '.join(f'{x[i]:.4g}' for i in out)}. Look for background load or a "
+            f"prompt that decodes differently."
+        )
     return CellSummary(
-        n=int(x.size), median=med, ci_low=lo, ci_high=hi, min=float(x.min()), max=float(x.max()),
-        spread=sp, mean=float(x.mean()), std=float(np.std(x, ddof=1)) if x.size > 1 else None,
-        outliers=out, runs_needed=need, warnings=tuple(warns), confidence=confidence,
-        n_resamples=n_resamples, method=method, seed=seed, blocks=n_blocks, center=center,
-        modes=None if two is None else dataclasses.asdict(two))
+        n=int(x.size),
+        median=med,
+        ci_low=lo,
+        ci_high=hi,
+        min=float(x.min()),
+        max=float(x.max()),
+        spread=sp,
+        mean=float(x.mean()),
+        std=float(np.std(x, ddof=1)) if x.size > 1 else None,
+        outliers=out,
+        runs_needed=need,
+        warnings=tuple(warns),
+        confidence=confidence,
+        n_resamples=n_resamples,
+        method=method,
+        seed=seed,
+        blocks=n_blocks,
+        center=center,
+        modes=None if two is None else dataclasses.asdict(two),
+    )
