@@ -75,6 +75,22 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
     assert arena.calibrate(count, words, 0, 256)[0] == 0
 
 
+def test_sizes_are_llama_benchys_context_depth_minus_the_templates_tokens():
+    def tokens(text):  # 1.3 tokens per word
+        return math.ceil(1.3 * len(text.split()))
+
+    def count(context, prompt):  # 9 template tokens around the prompt, 4 more for a system turn
+        return tokens(prompt) + 9 + (tokens(context) + 4 if context else 0)
+
+    # delta_context = count(W, ".") - tokens(W) - tokens(".") = (2 + 9 + 13 + 4) - 13 - 2 = 13, W being 10 words
+    assert arena.benchy_sizes(count, tokens, 512, 128) == (512 - 13, 128)
+    # delta_user = count("", W) - tokens(W) = 13 + 9 - 13 = 9
+    assert arena.benchy_sizes(count, tokens, 0, 128) == (0, 128 - 9)
+    # a context load is then depth + "." as the server counts: 499 + 2 + 9 + 4 = 514 = 512 + tokens(".")
+    ctx, _ = arena.benchy_sizes(count, tokens, 512, 128)
+    assert ctx + tokens(".") + 9 + 4 == 512 + tokens(".")
+
+
 def test_spec_defaults_are_the_leaderboard_cell():
     assert arena.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384,

@@ -159,6 +159,34 @@ def calibrate(count, words: tuple[str, ...], depth: int, pp: int) -> tuple[int, 
     return ctx_words, pp_words
 
 
+# llama-benchy's warmup text (client.py `warmup`): the template's tokens are measured around it.
+WARMUP_TEXT = "Warmup " * 10
+
+
+def benchy_sizes(count, tokens, depth: int, pp: int) -> tuple[int, int]:
+    """(context tokens, prompt tokens) of each user's slices, as llama-benchy 0.4.0 sizes them.
+
+    llama-benchy (its default --adapt-prompt) measures the chat template's tokens with two one-token
+    requests before the cell: delta_user = prompt_tokens(user: W) - tokens(W) and delta_context =
+    prompt_tokens(system: W, user: ".") - tokens(W) - tokens("."), W = WARMUP_TEXT. A cell with a
+    context cuts depth - delta_context tokens of context and pp tokens of prompt; one without, pp -
+    delta_user tokens of prompt. So a context load (context + ".") is depth + 1 tokens as the server
+    counts and an inference request depth + pp. The split matters where the server caches whole
+    blocks: vLLM's CPU build caches 128-token blocks, so a context a few tokens longer than
+    llama-benchy's crosses a block edge that its does not, and the cached share of the prompt differs
+    by a block.
+
+    count(context, prompt) is the server's prompt_tokens for one chat request, tokens(text) its
+    tokenizer's count of a text alone.
+    """
+    if depth == 0:
+        delta_user = count("", WARMUP_TEXT) - tokens(WARMUP_TEXT)
+        return 0, max(1, pp - delta_user)
+    delta_context = count(WARMUP_TEXT, arena_text.CONTEXT_LOAD_PROMPT) - tokens(WARMUP_TEXT)
+    delta_context -= tokens(arena_text.CONTEXT_LOAD_PROMPT)
+    return max(1, depth - delta_context), pp
+
+
 # ---- latency, as llama-benchy measures it ----------------------------------------------------------------
 
 
@@ -258,12 +286,15 @@ def run_cell(
                 raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
             return m.prompt_tokens
 
-        ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
         tokens = arena_text.token_counter(http, base, model)
-        ctx_tokens = tokens(arena_text.join(words[:ctx_words])) if tokens and ctx_words else 0
-        pp_tokens = (
-            tokens(arena_text.join(words[len(words) // 2 : len(words) // 2 + pp_words])) if tokens and pp_words else 0
-        )
+        if tokens:  # token slices of llama-benchy's sizes; the word counts only start the search
+            ctx_tokens, pp_tokens = benchy_sizes(count, tokens, wl["depth"], wl["prompt_tokens"])
+            per_word = tokens(arena_text.join(words[:1000])) / 1000
+            ctx_words = max(1, round(ctx_tokens / per_word)) if ctx_tokens else 0
+            pp_words = max(1, round(pp_tokens / per_word)) if pp_tokens else 0
+        else:  # no tokenizer route (Ollama, SGLang): word counts that make depth + pp as the server counts
+            ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
+            ctx_tokens = pp_tokens = 0
         lat = latency(http, base, model, wl["latency"], req["timeout_s"])
         _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat)
     ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat = _calibrated[key]
