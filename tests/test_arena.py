@@ -4,7 +4,7 @@ validation per engine, and each adapter's own stream on replayed bodies (tests/d
 import math
 
 import pytest
-from bracket import arena, arena_benchy, arena_stats, arena_text, article, config, engines
+from bracket import arena, arena_benchy, arena_stats, arena_text, arena_workload, article, config, engines
 from bracket.config import ExperimentError
 from test_engines import REQ, Recorded, body
 
@@ -76,7 +76,7 @@ def test_calibration_hits_depth_plus_prompt_as_the_server_counts():
 
 
 def test_spec_defaults_are_the_leaderboard_cell():
-    assert arena.spec({"prompts": "p", "kind": "arena"}) == {
+    assert arena_workload.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384,
         "users": 2,
         "tokens": 128,
@@ -88,8 +88,8 @@ def test_spec_defaults_are_the_leaderboard_cell():
         "latency": "none",
         "coherence": True,
     }
-    assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
-    assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
+    assert arena_workload.spec({"kind": "arena", "depth": 0})["depth"] == 0
+    assert arena_workload.is_arena({"kind": "arena"}) and not arena_workload.is_arena({"prompts": "p"})
 
 
 def arena_cfg(kind, **wl):

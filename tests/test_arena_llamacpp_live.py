@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from bracket import arena, arena_stats, config, engines, records
+from bracket import arena, arena_stats, arena_workload, config, engines, records
 from bracket.engines import launch
 from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
 
@@ -94,7 +94,7 @@ def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_rea
         latency="api",
         coherence=False,
     )
-    ((cached_arm, names),) = arena.servers(cfg, "plain")  # the server bracket launches for a prefix cell
+    ((cached_arm, names),) = arena_workload.servers(cfg, "plain")  # the server bracket launches for a prefix cell
     assert names == ["cell"] and cached_arm["server"]["prefix_caching"] is True
     argv, raw = _run(cfg, cached_arm, trained_gguf, tmp_path, "on")
     assert "--no-cache-prompt" not in argv and not [r for r in raw if r.get("control")]  # coherence: false

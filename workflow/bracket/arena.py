@@ -37,89 +37,17 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import threading
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import arena_text, records, session
+from bracket import arena_coherence, arena_text, records, session
+from bracket.arena_stats import window_rate
+from bracket.arena_workload import spec
 
-DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, tuple] = {}
 _coherence_checked: set[str] = set()
-
-
-def spec(wl: dict) -> dict:
-    """The cell of an arena workload: depth, users, tokens, prompt_tokens, api, cache (defaults where absent)."""
-    out = {k: int(wl[k]) if wl.get(k) is not None else v for k, v in DEFAULTS.items()}
-    out["api"] = wl.get("api") or "chat"
-    out["cache"] = wl.get("cache") or "fresh"
-    out["text"] = wl.get("text") or None
-    out["tg_exact"] = True if wl.get("tg_exact") is None else bool(wl["tg_exact"])
-    out["latency"] = wl.get("latency") or "none"
-    out["coherence"] = True if wl.get("coherence") is None else bool(wl["coherence"])
-    return out
-
-
-def is_arena(wl: dict) -> bool:
-    return (wl or {}).get("kind", "single") == "arena"
-
-
-def problems(cfg: dict) -> list[str]:
-    """What makes an arena workload unrunnable on this engine, one sentence each, before anything starts."""
-    out = []
-    kind = cfg["engine"]["kind"]
-    for name, wl in cfg["workloads"].items():
-        if not is_arena(wl):
-            continue
-        s = spec(wl)
-        why = arena_text.chat_refusal(kind) if s["api"] == "chat" else None
-        if why:
-            out.append(
-                f"workloads.{name} is an arena cell with api: chat (llama-benchy's request), but {why}. "
-                f"Set workloads.{name}.api: completions (context and prompt as one text through /generate), "
-                f"or attach to the server's OpenAI-compatible endpoint (engine.kind: openai, engine.launch: "
-                f"attach, engine.base_url)."
-            )
-        if s["text"] and not Path(s["text"]).is_file():
-            out.append(
-                f"workloads.{name}.text is {s['text']!r}, which is not a file; name a long text file "
-                f"(a book) or remove text to use the built-in deterministic text."
-            )
-    from bracket import arena_grid, prompts
-
-    out += arena_grid.context_problems(cfg, lambda arm: prompts.context_length(cfg, arm, None))
-    return out
-
-
-# ---- the server a prefix-caching cell needs ----------------------------------------------------------------
-
-# Engines whose prefix cache is a launch flag of bracket's (off unless an arm turns it on): vLLM
-# --no-enable-prefix-caching, SGLang --disable-radix-cache, llama.cpp --no-cache-prompt --cache-ram 0 (its
-# RAM cache is what keeps several users' contexts when one slot serves them in turn).
-PREFIX_SWITCH = ("vllm", "sglang", "llamacpp")
-
-
-def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
-    """The servers a block of `arm_name` runs, in order: (arm as launched, workload names it serves).
-
-    A prefix-caching arena cell (cache: prefix) needs the engine's prefix cache on, which bracket turns off
-    for every other measurement; so on an engine where that is a launch flag, the block's prefix cells get
-    a server of their own, launched after the others' with arms.ARM.server.prefix_caching true, and the
-    other workloads keep the arm's server as it is. One server where nothing differs: no prefix cell, an
-    arm that turns the cache on itself, an attached server (its state is the user's; the inverted cache
-    guard tells whether it served the contexts), or an engine with no switch (Ollama).
-    """
-    arm = cfg["arms"][arm_name]
-    names = list(cfg["workloads"])
-    prefix = [n for n in names if is_arena(cfg["workloads"][n]) and spec(cfg["workloads"][n])["cache"] == "prefix"]
-    on = (arm.get("server") or {}).get("prefix_caching") is True
-    if not prefix or on or cfg["engine"]["launch"] == "attach" or cfg["engine"]["kind"] not in PREFIX_SWITCH:
-        return [(arm, names)]
-    rest = [n for n in names if n not in prefix]
-    cached = {**arm, "server": {**(arm.get("server") or {}), "prefix_caching": True}}
-    return ([(arm, rest)] if rest else []) + [(cached, prefix)]
 
 
 # ---- calibration -----------------------------------------------------------------------------------------
@@ -329,8 +257,6 @@ def coherence_record(
     timeout_s: float,
 ) -> dict:
     """llama-benchy's coherence check of this server (bracket.arena_coherence), as a control record."""
-    from bracket import arena_coherence
-
     c = arena_coherence.check(http, base, model, timeout_s)
     word = {True: "[green]passed[/]", False: "[red]FAILED[/]", None: "[yellow]not checked[/]"}[c["coherent"]]
     said = escape(repr((c["output_text"] or c["error"] or "")[:80]))  # the server's words, never markup
@@ -364,8 +290,6 @@ def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:
 
 
 def _say(cfg, block, wl, wl_name, run, warm, phase, out, recs) -> None:
-    from bracket.arena_stats import window_rate  # the analysis imports this module's cell definition
-
     w = window_rate(recs)
     tag = "warmup" if warm else f"run {run - cfg['design']['warmup_runs'] + 1}/{cfg['design']['runs_per_block']}"
     rate = f"{w['window_tok_s']:8.1f} tok/s" if w["window_tok_s"] else "   (no rate)"

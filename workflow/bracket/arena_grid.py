@@ -26,7 +26,7 @@ import copy
 import itertools
 
 AXES = ("depth", "prompt_tokens", "tokens", "users")  # llama-benchy --depth, --pp, --tg, --concurrency
-DEFAULTS = {"depth": 16384, "prompt_tokens": 2048, "tokens": 128, "users": 2}  # bracket.arena.DEFAULTS
+DEFAULTS = {"depth": 16384, "prompt_tokens": 2048, "tokens": 128, "users": 2}  # bracket.arena_workload.DEFAULTS
 
 
 def cell_name(workload: str, cell: dict) -> str:

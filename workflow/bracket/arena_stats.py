@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bracket import arena_benchy, records
-from bracket.arena import is_arena, spec
+from bracket import arena_benchy, arena_coherence, records
+from bracket.arena_workload import is_arena, spec
+from bracket.stats.findings import Finding
+from bracket.stats.summary import summarize as summarize_cell
 
 # ---- the two definitions ---------------------------------------------------------------------------------
 
@@ -113,8 +115,6 @@ def _bursts(runs: list[list[dict]]) -> dict:
 
 def _findings(cell: dict) -> list[dict]:
     """The cell's findings (bracket.stats.findings records): bursty delivery, and what llama-benchy dropped."""
-    from bracket.stats.findings import Finding
-
     where = {"arm": cell["arm"], "workload": cell["workload"] + (f" ({cell['phase']})" if cell["phase"] else "")}
     out = []
     b, d = cell["bursts"], cell["llama_benchy_dropped"]
@@ -168,9 +168,6 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
     A prefix-caching cell (cache: prefix) has two phases, as llama-benchy's --enable-prefix-caching:
     "ctx" (the context load) and "inference" (the prompt on the cached context); each is its own cell.
     """
-    from bracket import arena_coherence
-    from bracket.stats.summary import summarize as summarize_cell
-
     a = cfg["analysis"]
     checks = [r for r in raw if r.get("control") == "coherence"]
     out = {"definition": DEFINITION, "llama_benchy_definition": BENCHY_DEFINITION, "cells": []}

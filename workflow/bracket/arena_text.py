@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bracket.client import Counts, Measurement, _openai_counts, timed_stream
+from bracket.engines.ollama import counts
 
 # Common English words, most frequent first (drawn with weight 1 / rank).
 WORDS = (
@@ -201,16 +202,6 @@ def fit(words: tuple[str, ...], start: int, target: int, guess: int, tokens) -> 
 # ---- requests --------------------------------------------------------------------------------------------
 
 
-def chat_refusal(kind: str) -> str | None:
-    """Why an engine's adapter cannot send llama-benchy's chat request through its own stream (None: it can)."""
-    if kind == "sglang":
-        return (
-            "SGLang's adapter measures through its native /generate, which takes raw text and applies no chat "
-            "template, so it cannot send llama-benchy's chat request (system context + user prompt)"
-        )
-    return None
-
-
 def _openai_chat_text(event: dict) -> str:
     """Text of a chat chunk as llama-benchy reads it: content, else reasoning_content, else reasoning."""
     out = ""
@@ -241,7 +232,7 @@ def chat_body(
     exact_tg (llama-benchy --exact-tg): min_tokens and ignore_eos pin the response length; without it
     (the Arena's setting) neither is sent and the model may stop early, as llama-benchy's request does.
     prefix (cache: prefix): llama.cpp's cache_prompt follows the server the cell runs on: true where the
-    arm turns the prefix cache on (the server bracket launches for prefix cells, bracket.arena.servers),
+    arm turns the prefix cache on (the server bracket launches for prefix cells, bracket.arena_workload.servers),
     else left out, as llama-benchy's request leaves it: the server's own default (--[no-]cache-prompt)
     decides, so a server started with the cache off serves no context and the guard reads "cache miss".
     """
@@ -267,8 +258,6 @@ def chat_body(
 
 
 def _ollama_counts(events: list[dict]) -> Counts:
-    from bracket.engines.ollama import counts
-
     return counts(events)
 
 

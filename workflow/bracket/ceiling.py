@@ -24,6 +24,9 @@ import json
 import statistics
 from pathlib import Path
 
+from bracket import steadiness
+from bracket.bandwidth import detect_device_name, resolve
+
 HYPOTHESES = (("as stored", None), ("dequantised to FP8", 8), ("dequantised to BF16", 16))
 
 
@@ -168,9 +171,6 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     ``machine_steadiness``: the memory copy rate over ``hardware.steadiness_s`` seconds, no server
     running (``bracket.steadiness``).
     """
-    from bracket import steadiness
-    from bracket.bandwidth import detect_device_name, resolve
-
     hardware = cfg.get("hardware") or {}
     acct = json.loads(Path(weights_json_path).read_text())
     gbps, source = resolve(hardware)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import functools
 import re
 import sys
 from pathlib import Path
@@ -26,37 +25,15 @@ if "jsonschema" not in sys.modules:
     sys.modules.setdefault("rfc3987_syntax", None)
 import jsonschema  # noqa: E402
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "experiment.schema.yaml"
+from bracket import arena_grid, arena_workload, engines, prompts  # noqa: E402
+from bracket.design import ADAPTIVE_KINDS  # noqa: E402
+from bracket.engines.base import server_settings  # noqa: E402
+from bracket.schema import load_schema, schema_at  # noqa: E402
+from bracket.secrets import looks_secret  # noqa: E402
 
 
 class ExperimentError(ValueError):
     """An experiment file that cannot be run; the message says what to change."""
-
-
-def load_schema() -> dict:
-    """The experiment schema, parsed once per process (a copy: callers may change it)."""
-    path = _schema_file()
-    stat = path.stat()
-    return copy.deepcopy(_parsed_schema(str(path), stat.st_mtime_ns, stat.st_size))
-
-
-@functools.lru_cache(maxsize=4)
-def _parsed_schema(path: str, mtime_ns: int, size: int) -> dict:
-    # Parsing the 40 kB schema with PyYAML's pure-Python loader takes about 0.2 s, and every validation and
-    # every default (bracket.stats.defaults) reads it: libyaml's loader where PyYAML has it, and once per
-    # version of the file (its mtime and size are the key, so an edited schema is read again).
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(path) as f:
-        return yaml.load(f, Loader=loader)  # noqa: S506 - a safe loader, C or Python
-
-
-def _schema_file() -> Path:
-    """The schema beside the package in a clone; after `pip install .`, the installed copy (bracket.share)."""
-    if SCHEMA_PATH.is_file():
-        return SCHEMA_PATH
-    from bracket.share import schema_path
-
-    return schema_path()
 
 
 def _fill_defaults(instance: Any, schema: dict) -> Any:
@@ -80,23 +57,10 @@ def _fill_defaults(instance: Any, schema: dict) -> Any:
     return instance
 
 
-def _schema_at(schema: dict, path: list) -> dict:
-    node = schema
-    for part in path:
-        props = node.get("properties", {})
-        if part in props:
-            node = props[part]
-        elif isinstance(node.get("additionalProperties"), dict):
-            node = node["additionalProperties"]
-        else:
-            return {}
-    return node
-
-
 def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> str:
     where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
     if error.validator == "additionalProperties":
-        node = _schema_at(schema, list(error.absolute_path))
+        node = schema_at(schema, list(error.absolute_path))
         allowed = sorted(node.get("properties", {}))
         unknown = sorted(set(error.instance) - set(allowed))
         hints = []
@@ -109,14 +73,14 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
             f"{source}: {where} is {error.instance!r}; allowed values: {', '.join(map(repr, error.validator_value))}."
         )
     if error.validator == "type":
-        node = _schema_at(schema, list(error.absolute_path))
+        node = schema_at(schema, list(error.absolute_path))
         desc = node.get("description", "")
         return (
             f"{source}: {where} must be of type {error.validator_value}, got "
             f"{error.instance!r} ({type(error.instance).__name__}). {desc}"
         ).strip()
     if error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        node = _schema_at(schema, list(error.absolute_path))
+        node = schema_at(schema, list(error.absolute_path))
         bound = {
             "minimum": "at least",
             "exclusiveMinimum": "more than",
@@ -129,7 +93,7 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
             f"{node.get('description', '')}"
         ).strip()
     if error.validator in ("anyOf", "oneOf"):
-        node = _schema_at(schema, list(error.absolute_path))
+        node = schema_at(schema, list(error.absolute_path))
         first = node.get("description", "").split(". ")[0].strip().rstrip(".")
         return f"{source}: {where} is {error.instance!r}, which is not allowed. {first}."
     if error.validator == "required":
@@ -159,14 +123,6 @@ def without_defaults(value: Any, schema: dict) -> Any:
     return out
 
 
-def schema_of(*path: str) -> dict:
-    """The schema node at `path` (property names; "*" for additionalProperties)."""
-    node = load_schema()
-    for part in path:
-        node = node["additionalProperties"] if part == "*" else node["properties"][part]
-    return node
-
-
 def validate(raw: dict, source: str = "experiment", measured: bool = False) -> dict:
     """Return the experiment with defaults filled, or raise ExperimentError naming the problem.
 
@@ -187,8 +143,6 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
-    from bracket import arena_grid  # an arena grid becomes its cells, in their run order
-
     try:
         arena_grid.expand(cfg, source)
     except ValueError as exc:
@@ -242,9 +196,7 @@ def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
         )
     _check_design(cfg, source)
     _check_engine(cfg, source, measured)
-    from bracket import arena  # what an arena cell needs of the engine's stream
-
-    refused = arena.problems(cfg)
+    refused = arena_workload.problems(cfg)
     if refused:
         raise ExperimentError(f"{source}: " + "\n  ".join(refused))
 
@@ -280,8 +232,6 @@ def _check_design(cfg: dict, source: str) -> None:
     d.setdefault("min_rounds", 2)  # filled here, not in the schema: fixed designs' parameters stay as they were
     d.setdefault("max_rounds", 8)
     d.setdefault("target", "decisive")
-    from bracket.stats.sequential import ADAPTIVE_KINDS
-
     if d["kind"] not in ADAPTIVE_KINDS:
         raise ExperimentError(
             f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
@@ -297,8 +247,6 @@ def _check_design(cfg: dict, source: str) -> None:
 
 def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
     """What the chosen engine and launch mode cannot do with these arms, named before anything runs."""
-    from bracket import engines  # the adapters know their flags; imported here to keep config light
-
     eng = cfg["engine"]
     launch = eng["launch"]
     if eng["embedded"] and launch != "native":
@@ -338,8 +286,6 @@ def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
 
 def _check_attach(cfg: dict, source: str) -> None:
     """Under attach the server keeps the flags it was started with: no arm may ask for others."""
-    from bracket.engines.base import server_settings
-
     eng = cfg["engine"]
     unused = [k for k in ("args", "env", "secret_env") if eng.get(k)]
     if unused:
@@ -364,8 +310,6 @@ def _check_attach(cfg: dict, source: str) -> None:
 def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_dir: str | Path | None = None) -> None:
     """Before any server starts: every prompt file parses, holds prompts, and (where the model's files
     are here) its prompts fit each arm's context (bracket.prompts.check)."""
-    from bracket import prompts
-
     try:
         prompts.check(cfg, root, model_dir=model_dir, source=source)
     except prompts.PromptError as exc:
@@ -436,8 +380,6 @@ def check_names(cfg: dict, source: str = "experiment") -> None:
 def check_engine_env(cfg: dict, source: str = "experiment") -> None:
     """Literal values of engine.env and arms.*.env are written to settings, provenance and the article,
     so a variable whose name says it holds a secret may not be one of them."""
-    from bracket.secrets import looks_secret
-
     places = [("engine.env", cfg["engine"].get("env") or {})]
     places += [(f"arms.{name}.env", arm.get("env") or {}) for name, arm in cfg["arms"].items()]
     arg_places = [("engine.args", cfg["engine"].get("args") or [])]

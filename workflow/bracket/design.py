@@ -17,6 +17,10 @@ from pathlib import Path
 
 KINDS = ("abab", "abba", "bracket", "random", "sequential")
 
+#: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
+#: (a round added later never reorders the ones run); sequential is not one, and is a control anyway.
+ADAPTIVE_KINDS = ("abab", "abba", "bracket", "random")
+
 
 @dataclass(frozen=True)
 class Block:

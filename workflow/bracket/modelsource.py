@@ -28,6 +28,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bracket.engines.launch import base_url
+
 # org/name as the hub spells repositories; a path never matches because it is checked first.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WEIGHT_SUFFIXES = (".safetensors", ".gguf")
@@ -113,8 +115,6 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
 
 def served_name(cfg: dict, timeout_s: float = 3.0) -> tuple[str | None, str]:
     """Under attach: the model name the requests use, and where it came from."""
-    from bracket.engines.launch import base_url
-
     eng = cfg["engine"]
     if eng.get("served_model"):
         return eng["served_model"], "engine.served_model"

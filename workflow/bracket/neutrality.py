@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from bracket import arena, records
+from bracket import arena_workload, records
 
 CONTROL = "neutrality"
 BODIES = ("bracket", "plain")
@@ -40,7 +40,7 @@ def when_off(cfg: dict, stand_in: bool) -> str | None:
         return f"off (controls.neutrality_off: {c.get('neutrality_off')})"
     if stand_in:
         return "off: the block's server is a stand-in given by argv, not the engine whose cost is measured"
-    if not [w for w, wl in cfg["workloads"].items() if not arena.is_arena(wl)]:
+    if not [w for w, wl in cfg["workloads"].items() if not arena_workload.is_arena(wl)]:
         return "off: every workload is an arena cell (concurrent users), and the control measures one stream"
     return None
 
@@ -56,7 +56,7 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
     prefix cache: that shortens its prefill, not its decode, which is what the control compares
     (bracket.stats.neutrality). Bracket's body goes first when position + i is even.
     """
-    names = [w for w, wl in cfg["workloads"].items() if not arena.is_arena(wl)]
+    names = [w for w, wl in cfg["workloads"].items() if not arena_workload.is_arena(wl)]
     out = []
     for i in range(int(cfg["controls"]["neutrality_pairs"])):
         wl = names[i % len(names)]

@@ -15,8 +15,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from bracket import arena_workload, probe, prompts, tokencount
 from bracket.embedded import is_synthetic, uses_llamacpp_build
 from bracket.modelsource import container_to_host, is_hub_id, is_pathlike
+from bracket.secrets import short_problem
 
 ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
 DEFAULT_PROGRAMS = {"llamacpp": "llama-server", "ollama": "ollama"}
@@ -146,8 +148,6 @@ def attach_problems(cfg: dict, root: Path) -> list[str]:
     counted by the server's own tokenizer against the context it reports (prompt_fit_problems)."""
     if cfg["engine"]["launch"] != "attach":
         return []
-    from bracket import probe
-
     rep = probe.run(cfg, root)
     return rep.problems or prompt_fit_problems(cfg, root, rep)
 
@@ -157,8 +157,6 @@ def prompt_fit_problems(cfg: dict, root: Path, rep) -> list[str]:
     /tokenize, bracket.tokencount), against the context it reports; where it has no tokenize route, the
     model's tokenizer.json if engine.model is here, else the byte bound (bracket.prompts.check)."""
     import httpx
-
-    from bracket import probe, prompts, tokencount
 
     headers, _ = probe._headers(cfg)
     kind, name = rep.identity.kind, rep.identity.name
@@ -174,17 +172,13 @@ def prompt_fit_problems(cfg: dict, root: Path, rep) -> list[str]:
 
 
 def arena_problems(cfg: dict) -> list[str]:
-    """An arena cell this engine's adapter cannot send through its own stream (bracket.arena.problems)."""
-    from bracket import arena
-
-    return arena.problems(cfg)
+    """An arena cell this engine's adapter cannot send through its own stream (bracket.arena_workload.problems)."""
+    return arena_workload.problems(cfg)
 
 
 def secret_problems(cfg: dict, environ=None) -> list[str]:
     """Secrets too short to redact without changing the data (bracket.secrets.MIN_LENGTH), by the name they
     are exported under; their values are never part of the message."""
-    from bracket.secrets import short_problem
-
     environ = os.environ if environ is None else environ
     eng = cfg["engine"]
     names = ([eng["api_key_env"]] if eng.get("api_key_env") else []) + list(eng.get("secret_env") or [])

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bracket import engines
+from bracket import arena_workload, engines, prompts
 from bracket.engines import identify
 from bracket.engines.base import listed_models
+from bracket.engines.launch import base_url
 
 # The probe asks for few tokens: enough that a server ignoring ignore_eos is likely to stop early on a
 # short prompt, few enough that the whole probe stays within seconds on a slow server.
@@ -90,10 +91,8 @@ def _headers(cfg: dict) -> tuple[dict, str | None]:
 def _first_prompt(cfg: dict, root) -> str:
     from pathlib import Path
 
-    from bracket import arena, prompts
-
     for wl in cfg["workloads"].values():
-        if arena.is_arena(wl):
+        if arena_workload.is_arena(wl):
             continue
         try:
             texts = prompts.load(Path(root) / wl["prompts"])
@@ -106,15 +105,11 @@ def _first_prompt(cfg: dict, root) -> str:
 
 
 def _chat_workloads(cfg: dict) -> list[str]:
-    from bracket import arena
-
-    return [n for n, wl in cfg["workloads"].items() if arena.is_arena(wl) and (wl.get("api") or "chat") == "chat"]
+    return [n for n, wl in cfg["workloads"].items() if arena_workload.is_arena(wl) and (wl.get("api") or "chat") == "chat"]
 
 
 def run(cfg: dict, root=".", timeout_s: float = PROBE_TIMEOUT_S) -> Report:
     """Probe the server at engine.base_url as a block would use it (see the module's docstring)."""
-    from bracket.engines.launch import base_url
-
     t0 = time.monotonic()
     base = base_url(cfg)
     rep = Report(base)

@@ -19,6 +19,8 @@ import math
 import re
 from pathlib import Path
 
+from bracket import arena_grid, engines, tokencount
+
 # The unique prefix the runner puts before each prompt (unique_prefix) is 13 bytes.
 PREFIX_BYTES = 13
 
@@ -92,8 +94,6 @@ def _launch_argv(cfg: dict, arm_name: str) -> list[str]:
     """The command bracket starts the arm's server with (the adapter's defaults included), or [] under attach."""
     if cfg["engine"]["launch"] == "attach":
         return []
-    from bracket import engines
-
     try:
         return [
             str(a)
@@ -235,8 +235,6 @@ def check(
     byte bound (`why_not` says why an attached server could not count). `server_context` is the
     context an attached server reports. Raises PromptError with every problem found, one per line;
     returns notes for the log (tokens that could not be counted, and why)."""
-    from bracket import tokencount
-
     root = Path(root)
     local = None
     if model_dir:
@@ -285,8 +283,6 @@ def check(
         )
         if longest:
             problems += _byte_problems(cfg, name, wl, prompts, longest, contexts, why or "no tokenizer")
-    from bracket import arena_grid  # arena cells: depth + prompt_tokens + tokens within each arm's context
-
     problems += arena_grid.context_problems(cfg, lambda arm: context_length(cfg, arm, local, server_context))
     if problems:
         err = PromptError(f"{source}: " + f"\n{source}: ".join(problems))

@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import arena, eta, neutrality, prompts, records, secrets, session
+from bracket import arena, arena_workload, eta, neutrality, prompts, records, secrets, session
 from bracket.config import draft_budget
 from bracket.design import Block
 from bracket.engines import launch, provenance
@@ -172,8 +172,8 @@ def run_block(
     partial = raw_path.with_name(raw_path.name + ".partial")
     eng = cfg["engine"]
     # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
-    # The block's servers: one, or a second for its prefix-caching arena cells (bracket.arena.servers).
-    groups = [(_with_arm(cfg, block.arm, a), names) for a, names in arena.servers(cfg, block.arm)]
+    # The block's servers: one, or a second for its prefix-caching arena cells (bracket.arena_workload.servers).
+    groups = [(_with_arm(cfg, block.arm, a), names) for a, names in arena_workload.servers(cfg, block.arm)]
     p = session.plan(
         groups[0][0],
         block.arm,
@@ -396,7 +396,7 @@ def _serve_more(
     req,
     design,
 ) -> None:
-    """A further server of the block (its prefix-caching arena cells, bracket.arena.servers): launched after the
+    """A further server of the block (its prefix-caching arena cells, bracket.arena_workload.servers): launched after the
     first has stopped, its log beside the block's (block-K.sN.log), its command and state in meta["servers"]."""
     arm = cfg["arms"][block.arm]
     p = session.plan(
@@ -506,7 +506,7 @@ def _measure(
                     f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
                     f"{server.log_path}:\n{log_tail(server.log_path)}"
                 )
-            if arena.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
+            if arena_workload.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
                 for rec in arena.run_cell(
                     cfg,
                     experiment,

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from bracket import secrets
+
 
 class ServerError(RuntimeError):
     """The server could not be started or died; the message carries the log tail and its path."""
@@ -232,8 +234,6 @@ def start_watchdog(
     """A process, in a session of its own, that stops group `pgid` (or the container `docker` =
     (docker program, container name)) if this process dies, then redacts the secrets this process
     knows from `log_path` (bracket/watchdog.py). The secrets travel on its stdin, never its argv."""
-    from bracket import secrets
-
     target = ["--docker", *docker] if docker else [str(pgid)]
     known = sorted(s for s in secrets.known() if "\n" not in s)
     log = ["--log", str(log_path)] if log_path and known else []

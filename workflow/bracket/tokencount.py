@@ -24,6 +24,8 @@ from pathlib import Path
 
 import httpx
 
+from bracket.engines.base import get_json
+
 # No prompt or context of a real model is this long; a larger "count" is a server's mistake or a lie.
 MAX_SANE = 100_000_000
 
@@ -129,8 +131,6 @@ def server_context(
     http: httpx.Client, base: str, kind: str, model: str | None = None, timeout_s: float = 5.0
 ) -> tuple[int, str] | None:
     """(context in tokens, where it was read) as the attached server reports it, or None."""
-    from bracket.engines.base import get_json
-
     models = get_json(http, base + "/v1/models", timeout_s)
     data = models.get("data") if isinstance(models, dict) else None
     entries = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

@@ -14,6 +14,7 @@ os.environ.update(
 from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
 from bracket import reproduce as breproduce  # noqa: E402
 from bracket import preflight as bpreflight  # noqa: E402
+from bracket import schema as bschema  # noqa: E402
 from bracket import share as bshare  # noqa: E402
 from bracket import placement as bplacement  # noqa: E402
 from bracket import slurm_names, slurm_status  # noqa: E402
@@ -180,12 +181,12 @@ def get_block_params(wildcards):
     explicit = bconfig.without_defaults
     return json.dumps({
         "arm": b.arm,
-        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bconfig.schema_of("arms", "*")).items()
+        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bschema.schema_of("arms", "*")).items()
                        if k != "label"},  # a label names the arm in the article; it measures nothing
         "round": b.round, "seed": b.seed,
-        "engine": explicit(cfg["engine"], bconfig.schema_of("engine")),
-        "request": explicit(cfg["request"], bconfig.schema_of("request")),
-        "workloads": explicit(cfg["workloads"], bconfig.schema_of("workloads")),
+        "engine": explicit(cfg["engine"], bschema.schema_of("engine")),
+        "request": explicit(cfg["request"], bschema.schema_of("request")),
+        "workloads": explicit(cfg["workloads"], bschema.schema_of("workloads")),
         "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
         **({"host": b.host} if b.host else {}),
     }, sort_keys=True)

@@ -8,6 +8,7 @@ import shlex
 
 import pandas as pd
 
+from bracket import records
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
@@ -167,8 +168,6 @@ def hardware_sentence(d: Data) -> str:
 
 def cache_sentence(d: Data) -> str:
     """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
-    from bracket import records
-
     g = d.stats.get("guards") or records.guards(d.runs)
     checks = g.get("cache_checks") or {}
     found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bracket import engines
+from bracket.engines import identify
 from bracket.engines.base import Engine
 from bracket.server import Server, ServerError, start_watchdog, stop_watchdog
 
@@ -395,9 +397,6 @@ class AttachedServer(NativeServer):
 
     def _identify(self) -> None:
         """Which engine answers (engine.kind auto): its adapter measures from here on, and provenance says so."""
-        from bracket import engines
-        from bracket.engines import identify
-
         with httpx.Client(headers=self.headers) as http:
             try:
                 found = identify.identify(http, self.base_url)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bracket import steadiness
 from bracket.ceiling import measured
-from bracket.records import guards
+from bracket.records import REASON_HINTS, guards
 from bracket.stats import conservatism
 from bracket.stats import defaults as D
 from bracket.stats import neutrality as neutral
@@ -30,21 +30,6 @@ from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
-REASON_HINTS = {
-    "warmup": None,
-    "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
-    "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
-    "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
-    "SGLang with --enable-cache-report, or set request.cache_guard: auto",
-    "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
-    "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
-    "early stop": "the output length was not pinned: the engine must honour ignore_eos",
-    "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
-    "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
-    "no wall time": "requests without a wall time: check the client's timing",
-}
-
-
 def jsonable(obj):
     """Plain JSON types: dataclasses to dicts, numpy to Python, NaN and inf to None."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
