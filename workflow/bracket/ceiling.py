@@ -24,8 +24,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bracket import steadiness
-from bracket.bandwidth import detect_device_name, resolve
+from bracket import bandwidth, steadiness
 
 HYPOTHESES = (("as stored", None), ("dequantised to FP8", 8), ("dequantised to BF16", 16))
 
@@ -173,7 +172,7 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     """
     hardware = cfg.get("hardware") or {}
     acct = json.loads(Path(weights_json_path).read_text())
-    gbps, source = resolve(hardware)
+    gbps, source = bandwidth.resolve(hardware)
     result = build(acct, gbps, source)
     # A host without an NVIDIA GPU decodes from its caches and memory: how steady they are, before any
     # block. Not for an attached server (it runs elsewhere) nor for named hosts (one probe here cannot
@@ -185,7 +184,7 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
             f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "
             "(the probe reads the copy rate in half-second windows)."
         )
-    if local and seconds > 0 and detect_device_name() is None:
+    if local and seconds > 0 and bandwidth.detect_device_name() is None:  # looked up here: tests replace it
         result["machine_steadiness"] = steadiness.probe(seconds, window_s=min(0.5, seconds / 4))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
