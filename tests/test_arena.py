@@ -4,8 +4,13 @@ validation per engine, and each adapter's own stream on replayed bodies (tests/d
 import math
 
 import pytest
-from bracket import arena, arena_benchy, arena_stats, arena_text, arena_workload, article, config, engines
-from bracket.config import ExperimentError
+from bracket import article, engines
+from bracket.arena import benchy as arena_benchy
+from bracket.arena import readings as arena_stats
+from bracket.arena import run as arena
+from bracket.arena import text as arena_text
+from bracket.experiment import arena_workload, config
+from bracket.experiment.config import ExperimentError
 from test_engines import REQ, Recorded, body
 
 

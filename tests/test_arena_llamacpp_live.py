@@ -6,8 +6,11 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from bracket import arena, arena_stats, arena_workload, config, engines, records
+from bracket import engines, records
+from bracket.arena import readings as arena_stats
+from bracket.arena import run as arena
 from bracket.engines import launch
+from bracket.experiment import arena_workload, config
 from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.engine

@@ -2,7 +2,8 @@
 inference phase (cached tokens must cover the context), with an early stop allowed when tg is not exact."""
 
 import pytest
-from bracket import arena_workload, config, records
+from bracket import records
+from bracket.experiment import arena_workload, config
 
 
 def cfg_with(kind="vllm", launch="native", arm=None, **workloads):

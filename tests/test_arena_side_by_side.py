@@ -1,4 +1,4 @@
-"""bench/arena_side_by_side.py's own logic: the flags of the Arena's mode, and the table's pooling and
+"""studies/arena_side_by_side/arena_side_by_side.py's own logic: the flags of the Arena's mode, and the table's pooling and
 agreement worked by hand (the live comparison itself is a measurement, run by hand: bench/README.md)."""
 
 import math
@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "arena_side_by_side"))
 import arena_side_by_side as sbs  # noqa: E402
 
 

@@ -1,9 +1,9 @@
 """Experiment files: defaults filled, and every mistake named with its fix before anything runs."""
 
 import pytest
-from bracket import config
-from bracket import schema as exp_schema
-from bracket.config import ExperimentError
+from bracket.experiment import config
+from bracket.experiment import schema as exp_schema
+from bracket.experiment.config import ExperimentError
 from conftest import ROOT
 
 

@@ -280,7 +280,7 @@ def test_csv_with_rounds_but_no_blocks_and_blocks_numbered_per_arm(tmp_path):
 
 
 def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
-    from bracket import config
+    from bracket.experiment import config
     from bracket.stats import analyze
 
     cfg = config.validate(

@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 import pytest
-from bracket import config, schema
+from bracket.experiment import config, schema
 from bracket.stats import analyze
 from bracket.stats.findings import Finding, group
 from bracket.stats.phases import lives_in_ttft, phases

@@ -10,7 +10,7 @@ from bracket import interop
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data, _read_json
 from bracket.article.text import DASH, _missing, pct, rate, ratio, span
-from bracket.reproduce import OTHER_MODEL, read_verdicts, sentence
+from bracket.controls.reproduce import OTHER_MODEL, read_verdicts, sentence
 
 
 @dataclass

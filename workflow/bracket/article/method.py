@@ -242,7 +242,7 @@ def priority_sentence(d: Data) -> str:
 
 
 def layout_sentence(d: Data) -> str:
-    """Where the embedded vLLM engine ran its model (bracket.pinning.worker), from provenance."""
+    """Where the embedded vLLM engine ran its model (bracket.measure.pinning.worker), from provenance."""
     lays = {json.dumps(m.get("engine_layout"), sort_keys=True) for m in d.metas.values()}
     if not d.metas or lays == {"null"}:
         return ""
@@ -258,7 +258,7 @@ def layout_sentence(d: Data) -> str:
 
 
 def pinning_sentence(d: Data) -> str:
-    """Where the engine's compute, its other processes and the client ran (bracket.pinning), from provenance."""
+    """Where the engine's compute, its other processes and the client ran (bracket.measure.pinning), from provenance."""
     pins = {json.dumps(m.get("pinning"), sort_keys=True) for m in d.metas.values()}
     if not d.metas or pins == {"null"}:
         return ""

@@ -13,7 +13,7 @@ import importlib
 import sys
 
 from bracket import __version__
-from bracket.config import ExperimentError
+from bracket.experiment.config import ExperimentError
 
 COMMAND_MODULES = [
     "bracket.cli.launch",  # bracket launch: print the server command a block runs

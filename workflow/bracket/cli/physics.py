@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bracket import bandwidth, ceiling, modelsource, weights
+from bracket.physics import bandwidth, ceiling, modelsource, weights
 
 GB = 1e9
 

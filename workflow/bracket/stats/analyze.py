@@ -10,8 +10,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bracket import steadiness
-from bracket.ceiling import measured
+from bracket.physics import steadiness
+from bracket.physics.ceiling import measured
 from bracket.records import REASON_HINTS, guards
 from bracket.stats import conservatism
 from bracket.stats import defaults as D
@@ -30,6 +30,8 @@ from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
+
+
 def jsonable(obj):
     """Plain JSON types: dataclasses to dicts, numpy to Python, NaN and inf to None."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -212,7 +214,7 @@ def analyze(
     physics
         The measurement against ceiling.json (`ceiling`, when given): efficiency of each arm
         without speculation, the reference's median and seed 000's precision hypotheses
-        evaluated at it (bracket.ceiling.measured).
+        evaluated at it (bracket.physics.ceiling.measured).
     phases
         TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
         one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
@@ -243,7 +245,7 @@ def analyze(
         What went wrong and what to change: records (bracket.stats.findings) and their sentences.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
-        raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
+        raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
     a = cfg.get("analysis", {})
     seed, conf = int(a.get("seed", D.SEED)), float(a.get("confidence", D.CONFIDENCE))
     R, thr = int(a.get("bootstrap_resamples", D.RESAMPLES)), float(a.get("noise_threshold", D.NOISE_THRESHOLD))

@@ -64,8 +64,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bracket import design as bdesign
-from bracket.design import ADAPTIVE_KINDS
+from bracket.experiment import design as bdesign
+from bracket.experiment.design import ADAPTIVE_KINDS
 from bracket.stats import defaults as D
 from bracket.stats.blocks import MIN_POOL_DF
 from bracket.stats.cells import compare_arms
@@ -319,6 +319,7 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
     another_round, next_round}.
     """
     if compare_fn is None:
+
         def compare_fn(sub, base, cand, wl):
             return compare_arms(
                 sub,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bracket.design import draw
+from bracket.experiment.design import draw
 
-#: Designs compared in the efficiency table, by the schedule kinds of bracket.design.
+#: Designs compared in the efficiency table, by the schedule kinds of bracket.experiment.design.
 DESIGNS = ("sequential", "abab", "abba", "random")
 
 
