@@ -1,5 +1,5 @@
 """studies/arena_side_by_side/arena_side_by_side.py's own logic: the flags of the Arena's mode, and the table's pooling and
-agreement worked by hand (the live comparison itself is a measurement, run by hand: bench/README.md)."""
+agreement worked by hand (the live comparison itself is a measurement, run by hand: studies/arena_side_by_side/README.md)."""
 
 import math
 import sys
