@@ -4,7 +4,7 @@
 
 Runs the CUDA device-to-device probe when torch sees a GPU (else the CPU copy probe), samples
 NVML telemetry while it runs, and prints probe vs table. The numbers belong in the issue note
-that validates bracket.bandwidth and bracket.telemetry on real hardware.
+that validates bracket.physics.bandwidth and bracket.measure.telemetry on real hardware.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import argparse
 import json
 import sys
 
-from bracket import bandwidth
-from bracket.telemetry import Telemetry, summarize
+from bracket.measure.telemetry import Telemetry, summarize
+from bracket.physics import bandwidth
 
 
 def main(argv=None) -> int:

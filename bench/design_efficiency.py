@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from bracket.stats.drift import trend
-from bracket.stats.simulate import simulate, via_cli
+from bracket.stats.simulate import simulate
+from simcli import via_cli
 
 CALLS = {"bracket": (), "textbook": ("--no-pool",)}
 SEQUENTIAL = "## 4. Adaptive designs"

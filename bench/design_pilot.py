@@ -8,7 +8,7 @@ for, with other random numbers and another loop (bench/sequential_design.run: br
 bracket.stats.sequential.assess), and the two powers are compared with their Monte Carlo error.
 
 Pilots: the draft sweep's (tests/data/draft_sweep: 4 arms x 3 rounds of 4 runs on the embedded vLLM CPU
-engine, 12 blocks) and the llama.cpp sweep's (bench/results/llamacpp_sweep_cpu/pilot: 6 arms x 2 rounds of
+engine, 12 blocks) and the llama.cpp sweep's (studies/llamacpp_sweep_cpu/pilot: 6 arms x 2 rounds of
 2 runs on llama.cpp's CPU build, 12 blocks). Writes bench/results/design_pilot.md:
 
     nice -n 10 .venv/bin/python bench/design_pilot.py --reps 100 --check-reps 400
@@ -35,7 +35,7 @@ from bracket.stats.compare import FASTER, SLOWER  # noqa: E402
 PILOTS = {  # name: (runs.csv or a results tarball, the blocks' metadata folder, the experiment it is the pilot of)
     "draft_sweep": ("tests/data/draft_sweep/runs.csv", "tests/data/draft_sweep/raw", "experiments/draft_sweep.yaml"),
     "llamacpp_sweep": (
-        "bench/results/llamacpp_sweep_cpu/pilot/results.tar.gz",
+        "studies/llamacpp_sweep_cpu/pilot/results.tar.gz",
         None,
         "experiments/llamacpp_sweep.yaml",
     ),  # the pilot's own file names ngram_2, refused now

@@ -48,8 +48,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from bracket.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.wire.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402
 from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
@@ -141,7 +141,7 @@ def client_at(rev: str):
     """stream_completion as committed at git revision `rev` (e.g. the client before a change), loaded
     beside this checkout's, so both are measured in one run against the same server. The modules it
     reads a stream with (http_stream, stream_events) are taken at `rev` too, where they existed."""
-    saved = {k: sys.modules.get(k) for k in ("bracket.http_stream", "bracket.stream_events")}
+    saved = {k: sys.modules.get(k) for k in ("bracket.wire.http_stream", "bracket.wire.stream_events")}
     try:
         for key in saved:
             mod = _module_at(rev, key.split(".")[1])
@@ -622,7 +622,7 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
                         f"; a bare socket loop that reads each event as it comes {floor:.1f}: bracket's client "
                         f"costs less than that floor ({floor / now_c:.1f}x), since after the first token it "
                         f"wakes to read once {COALESCE_BYTES:,} bytes have arrived or {1e3 * COALESCE_WAIT_S:g} ms "
-                        f"have passed (bracket.client.COALESCE_BYTES) and takes each read's time from the "
+                        f"have passed (bracket.wire.client.COALESCE_BYTES) and takes each read's time from the "
                         f"kernel's arrival stamp, so waking less often costs no accuracy (the error columns)"
                     )
             L += ["", line + "."]

@@ -31,7 +31,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bracket.client import stream_completion  # noqa: E402
+from bracket.wire.client import stream_completion  # noqa: E402
 from harness_accuracy import (  # noqa: E402
     TTFT,
     AIPerf,

@@ -64,8 +64,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "workflow"))
 
 import harness_accuracy  # noqa: E402
-from bracket import config, embedded, engines  # noqa: E402
+from bracket import embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
+from bracket.experiment import config  # noqa: E402
 from live_tools import (  # noqa: E402
     LAST_OUTPUT,
     POLL_S,

@@ -52,9 +52,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from bracket import config, embedded, engines  # noqa: E402
+from bracket import embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
+from bracket.experiment import config  # noqa: E402
 
 
 # The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).

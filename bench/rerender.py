@@ -20,7 +20,9 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from bracket import config, records, report
+from bracket import records
+from bracket.article import render as report
+from bracket.experiment import config
 from bracket.stats import analyze
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -67,7 +67,7 @@ def bench_experiment(blocks: int) -> str:
 
 def count_blocks(tree: Path, exp: str) -> int:
     code = (
-        "import sys; sys.path.insert(0, 'workflow'); from bracket import config, design; "
+        "import sys; sys.path.insert(0, 'workflow'); from bracket.experiment import config, design; "
         f"print(len(design.from_config(config.load('experiments/{exp}.yaml'))))"
     )
     return int(

@@ -16,7 +16,7 @@
 # %% [markdown] tags=["remove_cell"]
 # # The article
 #
-# Rendered by `snakemake report/NAME/article.html` (rule `report`, via `bracket.report.render`):
+# Rendered by `snakemake report/NAME/article.html` (rule `report`, via `bracket.article.render.render`):
 # papermill runs this notebook on one experiment's files, then nbconvert writes HTML and Markdown
 # without code. Every section is built by `bracket.article`; this notebook only loads and displays.
 # The defaults below point at the committed fixture, so the notebook also runs on its own.

@@ -61,7 +61,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from bracket import config
+from bracket.experiment import config
 from bracket.stats import planning
 from IPython.display import Markdown, display
 

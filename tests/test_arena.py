@@ -4,8 +4,13 @@ validation per engine, and each adapter's own stream on replayed bodies (tests/d
 import math
 
 import pytest
-from bracket import arena, arena_benchy, arena_stats, arena_text, article, config, engines
-from bracket.config import ExperimentError
+from bracket import article, engines
+from bracket.arena import benchy as arena_benchy
+from bracket.arena import readings as arena_stats
+from bracket.arena import run as arena
+from bracket.arena import text as arena_text
+from bracket.experiment import arena_workload, config
+from bracket.experiment.config import ExperimentError
 from test_engines import REQ, Recorded, body
 
 
@@ -92,7 +97,7 @@ def test_sizes_are_llama_benchys_context_depth_minus_the_templates_tokens():
 
 
 def test_spec_defaults_are_the_leaderboard_cell():
-    assert arena.spec({"prompts": "p", "kind": "arena"}) == {
+    assert arena_workload.spec({"prompts": "p", "kind": "arena"}) == {
         "depth": 16384,
         "users": 2,
         "tokens": 128,
@@ -104,8 +109,8 @@ def test_spec_defaults_are_the_leaderboard_cell():
         "latency": "none",
         "coherence": True,
     }
-    assert arena.spec({"kind": "arena", "depth": 0})["depth"] == 0
-    assert arena.is_arena({"kind": "arena"}) and not arena.is_arena({"prompts": "p"})
+    assert arena_workload.spec({"kind": "arena", "depth": 0})["depth"] == 0
+    assert arena_workload.is_arena({"kind": "arena"}) and not arena_workload.is_arena({"prompts": "p"})
 
 
 def arena_cfg(kind, **wl):

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bracket import arena_benchy, arena_stats, arena_text, engines
+from bracket import engines
+from bracket.arena import benchy as arena_benchy
+from bracket.arena import readings as arena_stats
+from bracket.arena import text as arena_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -4,7 +4,9 @@ answers it reads, a server that cannot be asked, and the cell and article that n
 import json
 
 import pytest
-from bracket import arena_coherence, arena_stats, article
+from bracket import article
+from bracket.arena import coherence as arena_coherence
+from bracket.arena import readings as arena_stats
 from bracket.article.elements import Para
 from test_arena import user
 from test_engines import Recorded

@@ -4,8 +4,8 @@ cell that cannot fit an arm's context is refused with the fix."""
 from pathlib import Path
 
 import pytest
-from bracket import arena_grid, config
-from bracket.config import ExperimentError
+from bracket.experiment import arena_grid, config
+from bracket.experiment.config import ExperimentError
 
 ROOT = Path(__file__).resolve().parents[1]
 

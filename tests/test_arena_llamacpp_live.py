@@ -6,8 +6,11 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from bracket import arena, arena_stats, config, engines, records
+from bracket import engines, records
+from bracket.arena import readings as arena_stats
+from bracket.arena import run as arena
 from bracket.engines import launch
+from bracket.experiment import arena_workload, config
 from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.engine
@@ -94,7 +97,7 @@ def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_rea
         latency="api",
         coherence=False,
     )
-    ((cached_arm, names),) = arena.servers(cfg, "plain")  # the server bracket launches for a prefix cell
+    ((cached_arm, names),) = arena_workload.servers(cfg, "plain")  # the server bracket launches for a prefix cell
     assert names == ["cell"] and cached_arm["server"]["prefix_caching"] is True
     argv, raw = _run(cfg, cached_arm, trained_gguf, tmp_path, "on")
     assert "--no-cache-prompt" not in argv and not [r for r in raw if r.get("control")]  # coherence: false

@@ -2,7 +2,8 @@
 inference phase (cached tokens must cover the context), with an early stop allowed when tg is not exact."""
 
 import pytest
-from bracket import arena, config, records
+from bracket import records
+from bracket.experiment import arena_workload, config
 
 
 def cfg_with(kind="vllm", launch="native", arm=None, **workloads):
@@ -27,21 +28,21 @@ def test_prefix_cells_get_a_server_of_their_own_with_the_cache_on(kind):
         fresh=FRESH if kind != "sglang" else {**FRESH, "api": "completions"},
         cached=wl,
     )
-    (arm0, names0), (arm1, names1) = arena.servers(cfg, "a")
+    (arm0, names0), (arm1, names1) = arena_workload.servers(cfg, "a")
     assert names0 == ["single", "fresh"] and names1 == ["cached"]
     assert not (arm0.get("server") or {}).get("prefix_caching") and arm1["server"]["prefix_caching"] is True
     assert cfg["arms"]["a"] is arm0  # the arm itself is not changed
 
 
 def test_one_server_where_nothing_differs():
-    assert [n for _, n in arena.servers(cfg_with(only=PREFIX), "a")] == [["only"]]  # the one server, cache on
-    ((arm, names),) = arena.servers(cfg_with(only=PREFIX), "a")
+    assert [n for _, n in arena_workload.servers(cfg_with(only=PREFIX), "a")] == [["only"]]  # the one server, cache on
+    ((arm, names),) = arena_workload.servers(cfg_with(only=PREFIX), "a")
     assert arm["server"]["prefix_caching"] is True
     on = cfg_with(arm={"server": {"prefix_caching": True}}, single={"prompts": "p.jsonl"}, cached=PREFIX)
-    assert [n for _, n in arena.servers(on, "a")] == [["single", "cached"]]
+    assert [n for _, n in arena_workload.servers(on, "a")] == [["single", "cached"]]
     attach = cfg_with("openai", "attach", single={"prompts": "p.jsonl"}, cached=PREFIX)
-    assert [n for _, n in arena.servers(attach, "a")] == [["single", "cached"]]
-    assert [n for _, n in arena.servers(cfg_with(single={"prompts": "p.jsonl"}, fresh=FRESH), "a")] == [
+    assert [n for _, n in arena_workload.servers(attach, "a")] == [["single", "cached"]]
+    assert [n for _, n in arena_workload.servers(cfg_with(single={"prompts": "p.jsonl"}, fresh=FRESH), "a")] == [
         ["single", "fresh"]
     ]
 

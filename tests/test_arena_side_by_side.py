@@ -1,5 +1,5 @@
-"""bench/arena_side_by_side.py's own logic: the flags of the Arena's mode, and the table's pooling and
-agreement worked by hand (the live comparison itself is a measurement, run by hand: bench/README.md)."""
+"""studies/arena_side_by_side/arena_side_by_side.py's own logic: the flags of the Arena's mode, and the table's pooling and
+agreement worked by hand (the live comparison itself is a measurement, run by hand: studies/arena_side_by_side/README.md)."""
 
 import math
 import sys
@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "arena_side_by_side"))
 import arena_side_by_side as sbs  # noqa: E402
 
 

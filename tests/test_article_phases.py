@@ -3,7 +3,8 @@
 import json
 
 import pandas as pd
-from bracket import article, config
+from bracket import article
+from bracket.experiment import config
 from bracket.stats import analyze
 from conftest import ROOT
 from test_stats_phases import ARMS, _runs

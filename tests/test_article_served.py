@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bracket import article, config
+from bracket import article
+from bracket.experiment import config
 from bracket.stats.analyze import analyze, same_settings
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "report" / "probe"

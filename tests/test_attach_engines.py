@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from bracket import probe
 from bracket.engines import identify
+from bracket.experiment import probe
 from conftest import ROOT
 from test_engines_llamacpp_live import llama_server, tiny_gguf  # noqa: F401  (fixtures)
 
@@ -137,7 +137,7 @@ def end_to_end(wf: Path, name: str, url: str) -> tuple[str, list[dict]]:
 
 @pytest.mark.engine
 def test_a_plainly_started_vllm_is_identified_and_its_cache_read_from_its_counters(plain_vllm, wf):
-    from bracket import config
+    from bracket.experiment import config
 
     with httpx.Client() as http:
         found = identify.identify(http, plain_vllm)

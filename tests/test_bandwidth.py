@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bracket import bandwidth
+from bracket.physics import bandwidth
 
 
 @pytest.mark.parametrize(

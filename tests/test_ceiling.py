@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bracket import ceiling, weights
+from bracket.physics import ceiling, weights
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -106,7 +106,7 @@ def test_write_json_resolves_bandwidth_from_table_and_user(unsloth, tmp_path):
 
 
 def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu(unsloth, tmp_path, monkeypatch):
-    from bracket import bandwidth, steadiness
+    from bracket.physics import bandwidth, steadiness
 
     wj = tmp_path / "weights.json"
     wj.write_text(json.dumps(unsloth))

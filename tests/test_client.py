@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from bracket.client import get_text, stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.wire.client import get_text, stream_completion  # noqa: E402
 from reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
 
 N = 12

@@ -13,8 +13,9 @@ import tracemalloc
 
 import httpx
 import pytest
-from bracket import client, secrets, stream_events
-from bracket.client import stream_completion
+from bracket import secrets
+from bracket.wire import client, stream_events
+from bracket.wire.client import stream_completion
 
 SECRET = "sk-hostile-5a7c1e9d"
 

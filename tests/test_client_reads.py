@@ -15,8 +15,9 @@ import time
 
 import httpx
 import pytest
-from bracket import client, http_stream, secrets
-from bracket.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
+from bracket import secrets
+from bracket.wire import client, http_stream
+from bracket.wire.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
 
 
 @pytest.fixture(autouse=True)

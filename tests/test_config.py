@@ -1,8 +1,9 @@
 """Experiment files: defaults filled, and every mistake named with its fix before anything runs."""
 
 import pytest
-from bracket import config
-from bracket.config import ExperimentError
+from bracket.experiment import config
+from bracket.experiment import schema as exp_schema
+from bracket.experiment.config import ExperimentError
 from conftest import ROOT
 
 
@@ -33,7 +34,7 @@ def test_defaults_come_from_the_schema():
 
 
 def test_every_schema_key_has_type_default_or_requirement_and_description():
-    schema = config.load_schema()
+    schema = exp_schema.load_schema()
 
     def walk(node, path):
         for key, sub in node.get("properties", {}).items():
@@ -95,17 +96,17 @@ def test_without_defaults_keeps_only_what_the_experiment_states():
             "request": {"max_tokens": 256},
         }
     )
-    engine = config.without_defaults(cfg["engine"], config.schema_of("engine"))
+    engine = config.without_defaults(cfg["engine"], exp_schema.schema_of("engine"))
     assert engine == {"port": 9000}  # kind, host, embedded... equal their defaults
-    assert config.without_defaults(cfg["request"], config.schema_of("request")) == {}
-    arm_b = config.without_defaults(cfg["arms"]["b"], config.schema_of("arms", "*"))
+    assert config.without_defaults(cfg["request"], exp_schema.schema_of("request")) == {}
+    arm_b = config.without_defaults(cfg["arms"]["b"], exp_schema.schema_of("arms", "*"))
     assert arm_b == {"speculative": {"method": "ngram", "draft_tokens": 3}}
-    assert config.without_defaults(cfg["arms"]["a"], config.schema_of("arms", "*")) == {}
+    assert config.without_defaults(cfg["arms"]["a"], exp_schema.schema_of("arms", "*")) == {}
 
 
 def test_server_state_is_named_per_engine_and_fresh_by_default():
     """prefix_caching: left out means bracket's fresh-cache setting on every engine with a switch."""
-    node = config.schema_of("arms", "*", "server", "prefix_caching")
+    node = exp_schema.schema_of("arms", "*", "server", "prefix_caching")
     assert node["default"] is None
     for flag in (
         "--no-enable-prefix-caching",
@@ -117,8 +118,8 @@ def test_server_state_is_named_per_engine_and_fresh_by_default():
         assert flag in node["description"], flag
     cfg = config.validate({"arms": {"a": {}, "cached": {"server": {"prefix_caching": True}}}})
     assert "server" not in cfg["arms"]["a"]  # nothing filled: an existing arm's block parameters do not change
-    assert config.without_defaults(cfg["arms"]["a"], config.schema_of("arms", "*")) == {}
-    margin = config.schema_of("analysis", "phase_margin")
+    assert config.without_defaults(cfg["arms"]["a"], exp_schema.schema_of("arms", "*")) == {}
+    margin = exp_schema.schema_of("analysis", "phase_margin")
     assert margin["default"] == 0.1 and "|ln(TTFT ratio)|" in margin["description"]
     with pytest.raises(ExperimentError, match="phase_margin = -0.1 is out of range"):
         config.validate({"arms": {"a": {}}, "analysis": {"phase_margin": -0.1}})

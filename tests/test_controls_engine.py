@@ -1,7 +1,8 @@
 """The determinism control on the real embedded engine (one server start, about 30 s)."""
 
 import pytest
-from bracket import config, determinism
+from bracket.controls import determinism
+from bracket.experiment import config
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine

@@ -1,7 +1,7 @@
 """Schedules: each design's order, worked out by hand; recorded and read back unchanged."""
 
 import pytest
-from bracket import design
+from bracket.experiment import design
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 import yaml
-from bracket import config
+from bracket.experiment import config
 from bracket.stats import planning
 from bracket.stats.simulate import simulate
 from conftest import ROOT

@@ -1,7 +1,8 @@
 """The determinism control's classification, on recorded hashes (seed 000's table)."""
 
 import pytest
-from bracket import article, determinism
+from bracket import article
+from bracket.controls import determinism
 
 A1 = "39e462cb7494b66f"  # seed 000, batch=1
 B2 = "b660d8f884b9d35c"  # seed 000, batch=2, requests A and B

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from bracket import config, embedded
+from bracket import embedded
 from bracket.article.method import model_hash_sentence
+from bracket.experiment import config
 from conftest import BUILT_IN_CHECKOUT, ROOT
 
 HEX = set("0123456789abcdef")

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bracket import config, engines
+from bracket import engines
 from bracket.cli.launch import launch_command
-from bracket.config import ExperimentError
 from bracket.engines import launch, llamacpp, provenance, sglang
 from bracket.engines.base import SpecFields
+from bracket.experiment import config
+from bracket.experiment.config import ExperimentError
 from conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "engines"

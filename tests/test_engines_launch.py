@@ -18,8 +18,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from bracket import config, design, runner
-from bracket.session import BlockFailed
+from bracket.experiment import config, design
+from bracket.measure import runner
+from bracket.measure.session import BlockFailed
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from bracket import config, engines
-from bracket.client import get_text
+from bracket import engines
 from bracket.engines import launch, provenance
+from bracket.experiment import config
+from bracket.wire.client import get_text
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine

@@ -20,9 +20,10 @@ import warnings
 
 import httpx
 import pytest
-from bracket import config, embedded, engines
-from bracket.client import get_text
+from bracket import embedded, engines
 from bracket.engines import launch, provenance
+from bracket.experiment import config
+from bracket.wire.client import get_text
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from bracket import design
+from bracket.experiment import design
 from conftest import ROOT
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from bracket import engines, records
 from bracket.cli.launch import launch_command
-from bracket.session import BlockFailed
+from bracket.measure.session import BlockFailed
 from bracket.stats import analyze
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))

@@ -23,7 +23,8 @@ import time
 import httpx
 import pandas as pd
 import pytest
-from bracket import design, runner
+from bracket.experiment import design
+from bracket.measure import runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402

@@ -16,8 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from bracket.client import stream_completion  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.wire.client import stream_completion  # noqa: E402
 from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast

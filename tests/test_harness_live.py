@@ -106,12 +106,12 @@ def test_rounds_pair_the_tools_so_drift_between_rounds_cancels():
 
 
 def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
-    rows, argvs = harness_live.read_csv(ROOT / "bench/results/h200_llamacpp/second_run/harness_live_h200.csv")
+    rows, argvs = harness_live.read_csv(ROOT / "studies/h200/llamacpp/second_run/harness_live_h200.csv")
     b = harness_live.server_rates(rows, "llamacpp_plain", "bracket")
     p = harness_live.server_rates(rows, "llamacpp_plain", "llama-benchy")
     assert len(b) == len(p) == 5 and set(argvs) == {"llamacpp_plain", "llamacpp_draft"}
     cell = harness_live.plain_cell(rows, "llamacpp_plain", "bracket")
-    assert cell in (ROOT / "bench/results/h200_llamacpp/second_run/harness_live_h200.md").read_text()
+    assert cell in (ROOT / "studies/h200/llamacpp/second_run/harness_live_h200.md").read_text()
     assert float(cell.split()[0]) < 0.85  # 146 against 184 tok/s: the 23 % that top_k 0 cost llama.cpp
 
 

@@ -12,8 +12,9 @@ import sys
 import time
 
 import pytest
-from bracket import config, prompts, records, secrets
-from bracket.session import BlockFailed
+from bracket import records, secrets
+from bracket.experiment import config, prompts
+from bracket.measure.session import BlockFailed
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
@@ -241,7 +242,8 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
     text = "lorem ipsum " * (5_000_000 // 12)
     big.write_text(json.dumps({"id": "huge", "prompt": text}) + "\n")
     cfg["workloads"]["code"]["prompts"] = str(big)
-    from bracket import design, runner
+    from bracket.experiment import design
+    from bracket.measure import runner
 
     t0 = time.monotonic()
     with pytest.raises(BlockFailed) as err:
@@ -349,7 +351,7 @@ CLIENT = """
 import sys, time
 sys.path.insert(0, {workflow!r})
 from pathlib import Path
-from bracket.server import Server
+from bracket.wire.server import Server
 s = Server(argv=["sh", "-c", "sleep 600 & sleep 600"], env={{}}, log_path=Path({log!r}), base_url="http://x")
 s.start()
 print(s.proc.pid, flush=True)
@@ -381,7 +383,7 @@ import sys, time
 sys.path.insert(0, {workflow!r})
 from pathlib import Path
 from bracket import secrets
-from bracket.server import Server
+from bracket.wire.server import Server
 secrets.register({secret!r})
 s = Server(argv=["sh", "-c", "echo token=$HF_TOKEN; echo starting; sleep 600"], env={{"HF_TOKEN": {secret!r}}},
            log_path=Path({log!r}), base_url="http://x")

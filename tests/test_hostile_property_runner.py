@@ -19,9 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bracket import config, design, records, report, runner, secrets
+from bracket import records, secrets
 from bracket.article import raw as raw_section
+from bracket.article import render as report
 from bracket.article.inputs import Data
+from bracket.experiment import config, design
+from bracket.measure import runner
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st
 

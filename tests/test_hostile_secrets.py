@@ -11,7 +11,9 @@ import time
 from urllib.parse import quote, quote_plus
 
 import pytest
-from bracket import config, engines, preflight, records, secrets, session
+from bracket import engines, records, secrets
+from bracket.experiment import config, preflight
+from bracket.measure import session
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
@@ -265,7 +267,7 @@ import resource, signal, sys
 sys.path.insert(0, {faults!r}); sys.path.insert(0, {workflow!r})
 from pathlib import Path
 import faultkit
-from bracket import runner
+from bracket.measure import runner
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # no file of this process may pass 2,000 bytes
 tmp, port = Path({tmp!r}), {port}

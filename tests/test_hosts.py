@@ -5,7 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from bracket import config, design, records
+from bracket import records
+from bracket.experiment import config, design
 from bracket.stats import analyze
 from bracket.stats.hosts import host_names, with_slots
 from bracket.stats.io import from_runs

@@ -60,7 +60,7 @@ def test_version_and_the_schema_from_a_plain_install(installed):
     proc = run(venv, "bracket", "--version", cwd=tmp)
     assert proc.returncode == 0 and proc.stdout.strip() == f"bracket {__version__}"
     # The package is the installed one, not the clone's, and it finds its schema under share/bracket.
-    code = "import bracket.config as c, bracket.share as s; print(c.__file__); print(s.schema_path())"
+    code = "import bracket.experiment.config as c, bracket.share as s; print(c.__file__); print(s.schema_path())"
     out = run(venv, "python", "-c", code, cwd=tmp).stdout.splitlines()
     assert str(venv) in out[0] and out[1] == str(
         venv / "share" / "bracket" / "workflow" / "schemas" / "experiment.schema.yaml"

@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from bracket import arena_stats, interop
+from bracket import interop
+from bracket.arena import readings as arena_stats
 from bracket.stats import io as sio
 
 

@@ -4,8 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from bracket import config, embedded
-from bracket.config import ExperimentError
+from bracket import embedded
+from bracket.experiment import config
+from bracket.experiment.config import ExperimentError
 
 
 def _cfg(**engine):

@@ -1,6 +1,6 @@
 """Where the byte account finds the model on a user's box: a hub id in the local Hugging Face cache, a
 container path mapped through docker volumes, a local GGUF; and, with none, an account that says why
-the ceiling is unknown. The checks a run makes before its first block (bracket.preflight)."""
+the ceiling is unknown. The checks a run makes before its first block (bracket.experiment.preflight)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from bracket import ceiling, config, modelsource, preflight, weights
+from bracket.experiment import config, preflight
+from bracket.physics import ceiling, modelsource, weights
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
 _hf = importlib.util.module_from_spec(_spec)
@@ -159,7 +160,7 @@ def test_hub_metadata_becomes_tensor_headers():
         ),
     }
     meta = SafetensorsRepoMetadata(metadata=None, sharded=True, weight_map={}, files_metadata=files)
-    from bracket.checkpoint import hub_tensors
+    from bracket.physics.tensor_headers import hub_tensors
 
     tensors = hub_tensors(meta)
     assert [(t.name, t.dtype, t.shape, t.nbytes) for t in tensors] == [

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from bracket import config, records
+from bracket import records
 from bracket.article.neutrality import instrument_sentence
-from bracket.config import ExperimentError
+from bracket.controls.neutrality import plan
 from bracket.engines import get, llamacpp, vllm
-from bracket.neutrality import plan
+from bracket.experiment import config
+from bracket.experiment.config import ExperimentError
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 

@@ -11,7 +11,9 @@ import json
 import socket
 
 import pytest
-from bracket import config, design, records, runner
+from bracket import records
+from bracket.experiment import config, design
+from bracket.measure import runner
 from bracket.stats.neutrality import instrument_cost
 from conftest import ROOT
 

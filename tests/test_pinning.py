@@ -1,4 +1,4 @@
-"""CPU pinning of the embedded engine (bracket.pinning): who runs where, and when it stays out of the way."""
+"""CPU pinning of the embedded engine (bracket.measure.pinning): who runs where, and when it stays out of the way."""
 
 import contextlib
 import json
@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bracket import design, pinning, priority, records, runner, session
-from bracket.config import validate
+from bracket import records
+from bracket.experiment import design
+from bracket.experiment.config import validate
+from bracket.measure import pinning, priority, runner, session
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_two = pytest.mark.skipif(

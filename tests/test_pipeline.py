@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from bracket import config, design
+from bracket.experiment import config, design
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 from faultkit import repo_copy  # noqa: E402

@@ -1,4 +1,4 @@
-"""bracket.placement: what a block asks of SLURM, from the experiment's cluster: key.
+"""bracket.cluster.placement: what a block asks of SLURM, from the experiment's cluster: key.
 
 Expected strings are what SLURM 22.05 needs for each intent (measured on the one-node test cluster,
 tools/slurm_cluster.py with task/affinity): --exclusive holds every CPU and GPU of the node, so its
@@ -6,7 +6,8 @@ job step must ask no CPU count to run on them all; --exclusive=user holds only w
 """
 
 import pytest
-from bracket import config, placement
+from bracket.cluster import placement
+from bracket.experiment import config
 
 
 def test_the_whole_node_by_default_and_no_nice():

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from bracket import eta
-from bracket.server import Server, last_line
+from bracket.measure import eta
+from bracket.wire.server import Server, last_line
 
 
 def test_time_left_in_a_block_is_the_rate_so_far():

@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from bracket import prompts, records
+from bracket import records
+from bracket.experiment import prompts
 
 
 def good(**kw):

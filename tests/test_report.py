@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bracket import article, report
+from bracket import article
+from bracket.article import render as report
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
@@ -505,7 +506,8 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     """A second round (the fixture's blocks again, 3 % slower, later), a cache hit, an error and an
     early stop: drift becomes measurable and every section renders without failing."""
     import yaml
-    from bracket import config, records
+    from bracket import records
+    from bracket.experiment import config
     from bracket.stats import analyze
 
     recs = records.read(sorted((FIXTURE / "raw").glob("block-*.jsonl")))
@@ -538,7 +540,7 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     runs = records.tidy(records.read(sorted((tmp_path / "raw").glob("*.jsonl"))))
     runs.to_csv(tmp_path / "runs.csv", index=False)
     (tmp_path / "stats.json").write_text(json.dumps(analyze(runs, cfg)))
-    from bracket import design
+    from bracket.experiment import design
 
     design.write(design.from_config(cfg), tmp_path / "schedule.csv")
     d = article.load(

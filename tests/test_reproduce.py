@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from bracket import article, config, corrections, reproduce
+from bracket import article
+from bracket.controls import corrections, reproduce
+from bracket.experiment import config
 from bracket.stats.summary import summarize
 from conftest import ROOT
 
@@ -188,7 +190,7 @@ def test_derive_brackets_the_arm_with_the_reference():
     assert list(cfg["arms"]) == ["baseline", "ngram_4"] and cfg["reference"] == "baseline"
     assert list(cfg["workloads"]) == ["code"]
     assert cfg["design"] == {**smoke()["design"], "kind": "bracket", "rounds": 1, "runs_per_block": 10}
-    from bracket import design
+    from bracket.experiment import design
 
     assert [b.arm for b in design.from_config(cfg)] == ["baseline", "ngram_4", "baseline"]
     assert cfg["request"] == smoke()["request"] and cfg["engine"] == smoke()["engine"]

@@ -9,7 +9,7 @@ import time
 
 import psutil
 import pytest
-from bracket.server import Server, ServerError, port_owner
+from bracket.wire.server import Server, ServerError, port_owner
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

@@ -1,9 +1,10 @@
-"""One server session (bracket.session): every caller gets the same credentials rule."""
+"""One server session (bracket.measure.session): every caller gets the same credentials rule."""
 
 import pytest
-from bracket import engines, session
+from bracket import engines
 from bracket.cli import launch
-from bracket.config import validate
+from bracket.experiment.config import validate
+from bracket.measure import session
 
 
 def _cfg(kind: str, **engine) -> dict:

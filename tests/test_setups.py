@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-from bracket import config, engines, weights
-from bracket.server import Server
+from bracket import engines
+from bracket.experiment import config
+from bracket.physics import weights
+from bracket.wire.server import Server
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402

@@ -34,8 +34,8 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from bracket import design
 from bracket.embedded import ENGINE_VENV
+from bracket.experiment import design
 from conftest import ROOT, SMOKE_MODEL
 from test_executor import SNAKEMAKE, engine_processes, snakemake, workflow_copy
 
@@ -261,7 +261,7 @@ def test_every_block_is_its_own_job_with_the_resources_it_asked_for(slurm_run, c
     assert "OverSubscribe=NO" in show and f"ReqNodeList={NODE}" in show and "TresPerJob=gres:gpu:1" in show
     others = [j for j in jobs if not j["Comment"].startswith("rule_block_")]
     assert others and all(j["ReqMem"] == "4000M" and j["Timelimit"] == "00:30:00" for j in others)
-    # job names say the experiment and the block (bracket.slurm_names), one run id for the whole run
+    # job names say the experiment and the block (bracket.cluster.slurm_names), one run id for the whole run
     runid = {j["JobName"].rsplit(".", 1)[-1] for j in jobs}
     assert len(runid) == 1, runid
     assert all(job["JobName"] == f"{EXP}.block{k}.{next(iter(runid))}" for k, (job,) in blocks.items())

@@ -1,4 +1,4 @@
-"""SLURM job names (bracket.slurm_names) and the profile's site settings from $BRACKET_SLURM.
+"""SLURM job names (bracket.cluster.slurm_names) and the profile's site settings from $BRACKET_SLURM.
 
 Unit tests against the installed executor plugin's own submit and query builders (no cluster);
 tests/test_slurm.py reads the names back from a real controller."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from bracket import slurm_names
+from bracket.cluster import slurm_names
 from configargparse import ConfigFileParserException
 from conftest import ROOT
 from snakemake.profiles import ProfileConfigFileParser

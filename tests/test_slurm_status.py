@@ -1,4 +1,4 @@
-"""bracket.slurm_status: every terminal SLURM state ends the executor plugin's wait for the job.
+"""bracket.cluster.slurm_status: every terminal SLURM state ends the executor plugin's wait for the job.
 
 The states are the ones sacct wrote on the one-node test cluster (tools/slurm_cluster.py): an
 `scancel` as root read `CANCELLED by 0`, which snakemake-executor-plugin-slurm 2.8.0 does not match,
@@ -11,7 +11,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from bracket import slurm_status
+from bracket.cluster import slurm_status
 
 plugin = pytest.importorskip("snakemake_executor_plugin_slurm")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from bracket import config
 from bracket.engines.llamacpp import never_drafts
+from bracket.experiment import config
 from bracket.stats import speculative as spec
 from bracket.stats.analyze import analyze
 

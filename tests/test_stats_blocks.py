@@ -9,6 +9,8 @@ under drift, the +3 % effect missed 40 of 40 times after one 10x run).
 """
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,9 +20,12 @@ from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
 from bracket.stats.modes import bimodal
 from bracket.stats.multiplicity import holm, holm_adjust
-from bracket.stats.simulate import simulate, via_cli
+from bracket.stats.simulate import simulate
 from bracket.stats.summary import summarize
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from simcli import via_cli  # noqa: E402  (bench/simcli.py: the command line on a simulated frame)
 
 CMP = ("--baseline", "A", "--candidate", "B", "--resamples", "200")
 
@@ -275,7 +280,7 @@ def test_csv_with_rounds_but_no_blocks_and_blocks_numbered_per_arm(tmp_path):
 
 
 def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
-    from bracket import config
+    from bracket.experiment import config
     from bracket.stats import analyze
 
     cfg = config.validate(

@@ -16,7 +16,7 @@ from bracket.stats.io import from_table
 from bracket.stats.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_FILES = sorted((ROOT / "bench" / "results").rglob("*stats.json"))
+OLD_FILES = sorted([*(ROOT / "bench" / "results").rglob("*stats.json"), *(ROOT / "studies").rglob("*stats.json")])
 FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
 
 

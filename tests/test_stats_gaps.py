@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from bracket import article, config
+from bracket import article
+from bracket.experiment import config
 from bracket.stats.analyze import analyze
 from bracket.stats.gaps import EXCESS_S, block_gaps, findings
 

@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 import pytest
-from bracket import config
+from bracket.experiment import config, schema
 from bracket.stats import analyze
 from bracket.stats.findings import Finding, group
 from bracket.stats.phases import lives_in_ttft, phases
@@ -108,7 +108,7 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
     )
     out = analyze(_runs(), cfg)
     ph = out["phases"]
-    assert ph["margin"] == 0.1 == config.schema_of("analysis", "phase_margin")["default"]
+    assert ph["margin"] == 0.1 == schema.schema_of("analysis", "phase_margin")["default"]
     assert [(r["arm"], r["in_ttft"]) for r in ph["rows"]] == [("a", None), ("b", True), ("c", False), ("d", True)]
     state = [f for f in out["findings"] if f["kind"] == "server state"]
     assert [(f["arm"], f["vs"], f["workload"]) for f in state] == [("b", "a", "w"), ("d", "a", "w")]

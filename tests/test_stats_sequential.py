@@ -140,7 +140,7 @@ def test_error_rates_and_power_with_known_truth():
     ],
 )
 def test_adaptive_design_errors_name_the_problem(design, needles):
-    from bracket import config
+    from bracket.experiment import config
 
     with pytest.raises(config.ExperimentError) as err:
         config.validate({"arms": {"a": {}, "b": {}}, "design": design})
@@ -149,7 +149,7 @@ def test_adaptive_design_errors_name_the_problem(design, needles):
 
 
 def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
-    from bracket import config, design
+    from bracket.experiment import config, design
 
     cfg = config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": "adaptive"}})
     assert cfg["design"]["min_rounds"] == 2 and cfg["design"]["max_rounds"] == 8
@@ -160,7 +160,7 @@ def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
 
 def test_analyze_puts_the_settling_look_on_the_comparison():
     """stats.json of an adaptive design: the verdict and its CI are the look's that settled it."""
-    from bracket import config
+    from bracket.experiment import config
     from bracket.stats import analyze
 
     cfg = config.validate(
@@ -350,7 +350,7 @@ def test_recycling_settles_everything_bonferroni_settles_on_the_draft_sweeps_blo
     import dataclasses
 
     import pandas as pd
-    from bracket import config
+    from bracket.experiment import config
     from bracket.stats.io import from_runs
     from conftest import ROOT
 

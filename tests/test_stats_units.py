@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from bracket import config, design, records
+from bracket import records
+from bracket.experiment import config, design
 from bracket.stats import analyze
 from bracket.stats import io as sio
 from bracket.stats.bootstrap import Sample, ratio_of_medians

@@ -1,12 +1,12 @@
-"""The machine-steadiness probe (bracket.steadiness): its record, its reading and where they land."""
+"""The machine-steadiness probe (bracket.physics.steadiness): its record, its reading and where they land."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from bracket import steadiness
 from bracket.article.ceiling import machine_steadiness
+from bracket.physics import steadiness
 from bracket.stats.findings import Finding
 
 
@@ -85,7 +85,7 @@ def test_the_bench_summary_of_units_worked_by_hand():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies" / "quiet_engine"))
     from cpu_steadiness import summary
 
     # durations 1, 1, 0.5, 1 | 2, 2, 2, 1 s: rates 1, 1, 2, 1 | 0.5, 0.5, 0.5, 1 in two pseudo-blocks of four

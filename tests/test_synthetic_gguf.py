@@ -102,7 +102,8 @@ def test_row_offsets_are_distinct_and_fit_the_pool():
 def test_the_workflow_writes_the_synthetic_models_it_names():
     """The rule's shapes are the writer's; a native llama.cpp experiment serving one passes preflight
     before the file exists (rule synthetic_gguf writes it), while any other missing model is named."""
-    from bracket import config, embedded, preflight
+    from bracket import embedded
+    from bracket.experiment import config, preflight
 
     assert set(embedded.SYNTHETIC_SHAPES) == set(synthetic.SHAPES)
     name = embedded.SYNTHETIC_GGUF.format(shape="8b")

@@ -7,8 +7,8 @@ import time
 import types
 
 import pytest
-from bracket import telemetry
-from bracket.telemetry import Telemetry, summarize, throttle_names
+from bracket.measure import telemetry
+from bracket.measure.telemetry import Telemetry, summarize, throttle_names
 
 
 def _fake_nvml(clock=1980):
@@ -82,7 +82,7 @@ def test_without_nvml_start_logs_one_line_and_stop_returns_none(monkeypatch, cap
 
     monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=broken))
     monkeypatch.setattr(telemetry, "_skip_logged", False)
-    with caplog.at_level(logging.WARNING, logger="bracket.telemetry"):
+    with caplog.at_level(logging.WARNING, logger="bracket.measure.telemetry"):
         for _ in range(2):
             tel = Telemetry()
             assert tel.start() is False

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bracket import config, preflight, prompts, tokencount  # noqa: E402
+from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402
 from reference_server import ReferenceServer  # noqa: E402
 from test_attach import Replay, read  # noqa: E402
 
@@ -198,7 +198,7 @@ def test_the_embedded_models_tokenizer_refuses_a_12_kb_prompt_the_byte_bound_pas
 
 @pytest.mark.engine
 def test_prefix_and_prompt_add_up_to_what_the_embedded_tokenizer_counts_for_them_together(embedded_engine):
-    """The check counts prefix and prompt apart (bracket.prompts._prefix_tokens): on the embedded model's
+    """The check counts prefix and prompt apart (bracket.experiment.prompts._prefix_tokens): on the embedded model's
     tokenizer the sum is the count of the text the runner sends, for every shipped prompt and many prefixes."""
     from tokenizers import Tokenizer
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bracket import weights
+from bracket.physics import weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from bracket import ceiling, weights  # noqa: E402
+from bracket.physics import ceiling, weights  # noqa: E402
 
 
 def write_gguf(path, *, tied: bool, vocab=256, hidden=64, layers=2):

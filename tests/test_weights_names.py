@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from bracket import weights
-from bracket.checkpoint import TensorHeader
-from bracket.storage import classify_format, group_modules
+from bracket.physics import weights
+from bracket.physics.storage import classify_format, group_modules
+from bracket.physics.tensor_headers import TensorHeader
 
 
 def t(name, dtype="BF16", shape=(8, 8)):

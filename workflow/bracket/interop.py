@@ -14,7 +14,7 @@ not bracket's decode rate:
 - vllm bench: output_len / (ttft + sum(itl)) per request, bracket's decode rate (first token
   included), from --save-result --save-detailed.
 
-Export. bracket's arena cells (results/NAME/arena.json, bracket.arena_stats.summarize) become a
+Export. bracket's arena cells (results/NAME/arena.json, bracket.arena.readings.summarize) become a
 llama-benchy report (metadata + "benchmarks", the schema of llama_benchy/results.py); raw records
 of one workload become a vllm bench serve detailed result. Export then import gives the same
 cells (tests/test_interop.py).

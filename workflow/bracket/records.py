@@ -48,9 +48,9 @@ FIELDS = [
 # the greedy-agreement and determinism controls).
 # cache_check says how the cache guard knew cached_tokens (CACHE_CHECKS). raw_response: on an error
 # record, the start and end of the response body as the server sent it (bounded, redacted). count_check:
-# why the token count cannot be what the stream's events carried (bracket.client.count_check), else null.
+# why the token count cannot be what the stream's events carried (bracket.wire.client.count_check), else null.
 EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_text", "raw_response", "count_check"]
-# Arena cells only (bracket.arena): llama-benchy's time to the first response event, the tokens its
+# Arena cells only (bracket.arena.run): llama-benchy's time to the first response event, the tokens its
 # first text event carried, each text event's read time and token ids (text_chunks), the latency
 # llama-benchy would subtract (latency_s, its --latency-mode), the phase (arena_phase: "ctx" for a
 # prefix-caching cell's context load, "inference" after it, null for a one-phase cell); kept in the raw
@@ -59,13 +59,13 @@ EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_tex
 # answer, not a fault. cache_expected (prefix-caching cells): the tokens the phase should find in the cache,
 # 0 for the context load and the depth for the inference that follows it; the cache guard is then inverted.
 ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase", "tg_exact", "cache_expected"]
-# The neutrality control's requests (bracket.runner): `control` names the control ("neutrality"; null on
+# The neutrality control's requests (bracket.measure.runner): `control` names the control ("neutrality"; null on
 # every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
 # `server_timing` saying where it was read; null where the engine reports none). A record with
 # `control` set never enters the runs table or any arm's statistics (`tidy`); `control_table` reads them.
 # `coherent`: llama-benchy's coherence check of an arena cell's server (control "coherence",
-# bracket.arena_coherence): true / false, null where the question could not be asked.
+# bracket.arena.coherence): true / false, null where the question could not be asked.
 CONTROL_FIELDS = ["control", "body", "pair", "server_decode_s", "server_tokens", "server_timing", "coherent"]
 
 
@@ -143,6 +143,21 @@ INVALID_KINDS = (
     "no wall time",
     "no positive value",
 )
+
+# The fix for each kind, said where it is first read (records.nothing_valid) and in the analysis' findings.
+REASON_HINTS = {
+    "warmup": None,
+    "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
+    "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
+    "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
+    "SGLang with --enable-cache-report, or set request.cache_guard: auto",
+    "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
+    "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
+    "early stop": "the output length was not pinned: the engine must honour ignore_eos",
+    "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
+    "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
+    "no wall time": "requests without a wall time: check the client's timing",
+}
 
 # A prefix cache keeps whole blocks (vLLM: 16 tokens on GPU, more on CPU; SGLang pages; llama.cpp exact), and
 # the chat template's first tokens are shared by every context: a phase's cached tokens count as expected
@@ -249,8 +264,6 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
         texts = rows["error"].dropna() if kind == "error" and "error" in rows else rows["invalid_reason"].dropna()
         example = f"; the first: {str(texts.iloc[0])[:300]}" if len(texts) and str(texts.iloc[0]) != kind else ""
         lines.append(f"  {n} x {kind}{example}")
-        from bracket.stats.analyze import REASON_HINTS  # the fix for each kind, said where it is first read
-
         if REASON_HINTS.get(kind):
             lines.append(
                 f"    {REASON_HINTS[kind].replace('NAME', str(timed['experiment'].iloc[0]) if 'experiment' in timed else 'NAME')}"
@@ -362,7 +375,7 @@ def guards(runs: pd.DataFrame) -> dict:
 
 
 def failed_attempts(raw_dir: str | Path) -> list[dict]:
-    """The provenance of every attempt set aside in raw_dir/failed/ (bracket.runner.archive_attempt),
+    """The provenance of every attempt set aside in raw_dir/failed/ (bracket.measure.runner.archive_attempt),
     with records_kept (how many records it measured) and file (its records, relative to the experiment)."""
     out = []
     for p in sorted((Path(raw_dir) / "failed").glob("*.meta.json")):

@@ -11,15 +11,18 @@ os.environ.update(
     PYTHONPATH=os.pathsep.join(p for p in (str(ROOT_DIR / "workflow"), os.environ.get("PYTHONPATH")) if p)
 )
 
-from bracket import config as bconfig, design as bdesign, embedded  # noqa: E402
-from bracket import reproduce as breproduce  # noqa: E402
-from bracket import preflight as bpreflight  # noqa: E402
+from bracket import embedded  # noqa: E402
+from bracket.experiment import config as bconfig  # noqa: E402
+from bracket.experiment import design as bdesign  # noqa: E402
+from bracket.controls import reproduce as breproduce  # noqa: E402
+from bracket.experiment import preflight as bpreflight  # noqa: E402
+from bracket.experiment import schema as bschema  # noqa: E402
 from bracket import share as bshare  # noqa: E402
-from bracket import placement as bplacement  # noqa: E402
-from bracket import slurm_names, slurm_status  # noqa: E402
+from bracket.cluster import placement as bplacement  # noqa: E402
+from bracket.cluster import slurm_names, slurm_status  # noqa: E402
 
 # A SLURM job that ends CANCELLED, PREEMPTED, TIMEOUT or NODE_FAIL ends the wait for it, with the state
-# and the command to resume (bracket.slurm_status: executor plugin 2.8.0 misses "CANCELLED by UID").
+# and the command to resume (bracket.cluster.slurm_status: executor plugin 2.8.0 misses "CANCELLED by UID").
 slurm_status.install(workflow)
 # SLURM job names say the experiment and the block (smoke.block3.RUNID), not the plugin's bare run UUID.
 slurm_names.install()
@@ -97,7 +100,7 @@ def load_experiment(exp):
 
 
 def check_before_blocks(cfg, exp, source):
-    """Model, mounts and engine program, checked in seconds when blocks remain to run (bracket.preflight);
+    """Model, mounts and engine program, checked in seconds when blocks remain to run (bracket.experiment.preflight);
     a finished experiment re-renders without them."""
     blocks = bdesign.from_config(cfg, finished_rounds(exp) if bdesign.is_adaptive(cfg) else None)
     if all((ROOT / f"results/{exp}/raw/block-{b.position}.jsonl").is_file() for b in blocks):
@@ -180,12 +183,12 @@ def get_block_params(wildcards):
     explicit = bconfig.without_defaults
     return json.dumps({
         "arm": b.arm,
-        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bconfig.schema_of("arms", "*")).items()
+        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bschema.schema_of("arms", "*")).items()
                        if k != "label"},  # a label names the arm in the article; it measures nothing
         "round": b.round, "seed": b.seed,
-        "engine": explicit(cfg["engine"], bconfig.schema_of("engine")),
-        "request": explicit(cfg["request"], bconfig.schema_of("request")),
-        "workloads": explicit(cfg["workloads"], bconfig.schema_of("workloads")),
+        "engine": explicit(cfg["engine"], bschema.schema_of("engine")),
+        "request": explicit(cfg["request"], bschema.schema_of("request")),
+        "workloads": explicit(cfg["workloads"], bschema.schema_of("workloads")),
         "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
         **({"host": b.host} if b.host else {}),
     }, sort_keys=True)
@@ -229,7 +232,7 @@ def get_block_priority(wildcards):
     Not an input chain to the block before: Snakemake 9.27 skips the rerun checks of every job
     downstream of a job that reruns, even through ancient() inputs, so changing two arms would
     rerun only the first (snakemake/dag.py, update_needrun's masking). Blocks never overlap
-    anyway: each takes its host's port lock (bracket.session.port_lock), and the profiles cap
+    anyway: each takes its host's port lock (bracket.measure.session.port_lock), and the profiles cap
     exclusive_host at 1. A reproduction's blocks come after every block of its base experiment.
     """
     base = 1_000_000 if not breproduce.is_derived(wildcards.exp) else 500_000

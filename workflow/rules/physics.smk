@@ -6,7 +6,7 @@
 rule weights:
     """Bytes per component and bytes read per token, from tensor headers wherever this host has them
     (a local directory or GGUF, the Hugging Face cache, a container path mapped through the launch's
-    volumes, the hub's headers where it is reachable); see bracket.modelsource."""
+    volumes, the hub's headers where it is reachable); see bracket.physics.modelsource."""
     input:
         get_engine_inputs,
     output:

@@ -1,6 +1,8 @@
 """Greedy agreement of every arm with the reference (rule `agreement`)."""
 
-from bracket import agreement, config, records
+from bracket import records
+from bracket.controls import agreement
+from bracket.experiment import config
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

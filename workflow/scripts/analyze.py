@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from bracket import config, records
+from bracket import records
+from bracket.experiment import config
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
 

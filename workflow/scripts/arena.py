@@ -1,6 +1,8 @@
 """The Spark Arena cell's window rates (rule `arena_summary`)."""
 
-from bracket import arena_stats, config, records
+from bracket import records
+from bracket.arena import readings as arena_stats
+from bracket.experiment import config
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

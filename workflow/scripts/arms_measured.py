@@ -4,7 +4,8 @@ import json
 import sys
 
 import pandas as pd
-from bracket import config, records
+from bracket import records
+from bracket.experiment import config
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]):

@@ -1,6 +1,8 @@
 """Decode ceilings under each precision hypothesis (snakemake rule `ceiling`)."""
 
-from bracket import ceiling, config, session
+from bracket.experiment import config
+from bracket.measure import session
+from bracket.physics import ceiling
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

@@ -2,7 +2,10 @@
 
 import sys
 
-from bracket import config, determinism, embedded, runner
+from bracket import embedded
+from bracket.controls import determinism
+from bracket.experiment import config
+from bracket.measure import runner
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log.control):

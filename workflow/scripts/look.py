@@ -2,7 +2,8 @@
 
 import json
 
-from bracket import config, design, records
+from bracket import records
+from bracket.experiment import config, design
 from bracket.rulelog import rule_log
 from bracket.stats.analyze import jsonable
 from bracket.stats.io import from_runs

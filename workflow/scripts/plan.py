@@ -1,6 +1,6 @@
 """Write the experiment's schedule (snakemake rule `plan`)."""
 
-from bracket import config, design
+from bracket.experiment import config, design
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from bracket import report
+from bracket.article import render as report
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0], mode="a"):

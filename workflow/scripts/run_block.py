@@ -2,7 +2,9 @@
 
 import sys
 
-from bracket import config, design, embedded, runner, secrets, session
+from bracket import embedded, secrets
+from bracket.experiment import config, design
+from bracket.measure import runner, session
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.

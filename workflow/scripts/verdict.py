@@ -4,7 +4,8 @@ import datetime
 import json
 from pathlib import Path
 
-from bracket import config, corrections, reproduce
+from bracket.controls import corrections, reproduce
+from bracket.experiment import config
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

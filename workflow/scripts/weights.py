@@ -1,7 +1,8 @@
 """Byte account of the served model (snakemake rule `weights`): written whatever the setup, with
-`status: unknown` and the reason when no headers can be found (bracket.modelsource)."""
+`status: unknown` and the reason when no headers can be found (bracket.physics.modelsource)."""
 
-from bracket import config, weights
+from bracket.experiment import config
+from bracket.physics import weights
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:

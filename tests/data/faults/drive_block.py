@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "workflow"))
 
 import faultkit  # noqa: E402
-from bracket import runner  # noqa: E402
+from bracket.measure import runner  # noqa: E402
 
 tmp, port, runs = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cfg = faultkit.experiment(tmp, port, runs=runs)

@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "workflow"))
 
 import faultkit  # noqa: E402
-from bracket import design, runner  # noqa: E402
+from bracket.experiment import design  # noqa: E402
+from bracket.measure import runner  # noqa: E402
 
 tmp, port, engine, model, runs = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 cfg = faultkit.experiment(tmp, port, runs=runs, startup_timeout_s=300)

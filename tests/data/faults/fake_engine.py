@@ -34,7 +34,7 @@ OpenAI-style /v1/completions streaming; the n-th completion request follows the 
 --child: fork a child in the same process group (like vLLM's engine core) and print its pid.
 --never-ready: /health answers 503 forever.  --reject-flag: exit 2 at once like argparse.
 Every completion request is logged on stdout as `request N WORD auth=yes|no`. The attach probe's requests
-(prompt starting "# bracket preflight", bracket.probe) answer ok, logged as `request probe ok`, and are
+(prompt starting "# bracket preflight", bracket.experiment.probe) answer ok, logged as `request probe ok`, and are
 not counted: the script is for the blocks' requests.
 """
 
@@ -130,7 +130,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if str(body.get("prompt", "")).startswith("# bracket preflight"):
-            n, word = "probe", "ok"  # bracket.probe's requests before the first block: the script is for blocks
+            n, word = (
+                "probe",
+                "ok",
+            )  # bracket.experiment.probe's requests before the first block: the script is for blocks
         else:
             with lock:
                 n = count[0]

@@ -41,7 +41,7 @@ def experiment(
     **engine,
 ) -> dict:
     """A validated experiment aimed at 127.0.0.1:port, with prompts written under `tmp`."""
-    from bracket import config
+    from bracket.experiment import config
 
     prompts = tmp / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"def f{i}(x):"}) + "\n" for i in range(3)))
@@ -69,7 +69,8 @@ def block_paths(tmp: Path, k: int = 0) -> dict:
 
 
 def run(cfg: dict, tmp: Path, argv: list[str], k: int = 0, exp: str = "faults"):
-    from bracket import design, runner
+    from bracket.experiment import design
+    from bracket.measure import runner
 
     blocks = design.from_config(cfg)
     return runner.run_block(

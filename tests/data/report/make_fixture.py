@@ -19,7 +19,9 @@ import shutil
 from pathlib import Path
 
 import yaml
-from bracket import ceiling, config, design, records, weights
+from bracket import records
+from bracket.experiment import config, design
+from bracket.physics import ceiling, weights
 from bracket.stats import analyze
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +45,7 @@ EXPERIMENT = {
     "design": {"kind": "abab", "rounds": 1, "runs_per_block": 3, "warmup_runs": 1, "cooldown_s": 0, "seed": 1},
     "request": {"max_tokens": 256},
     "analysis": {"bootstrap_resamples": 500},
-    # The CPU copy probe (bracket.bandwidth.probe_cpu) measured 7.2 GB/s median, 10.1 best,
+    # The CPU copy probe (bracket.physics.bandwidth.probe_cpu) measured 7.2 GB/s median, 10.1 best,
     # on the machine that ran these blocks; stated here so the fixture does not change with
     # the machine that regenerates it.
     "hardware": {"probe_bandwidth": False, "bandwidth_gbps": 7.2},

@@ -40,4 +40,4 @@ from bracket.article.raw import *  # noqa: F401,F403
 from bracket.article.results import *  # noqa: F401,F403
 from bracket.article.speculative import *  # noqa: F401,F403
 from bracket.article.text import *  # noqa: F401,F403
-from bracket.corrections import CORRECTION_KEYS, CorrectionsError, load_corrections  # noqa: F401
+from bracket.controls.corrections import CORRECTION_KEYS, CorrectionsError, load_corrections  # noqa: F401

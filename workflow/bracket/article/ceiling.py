@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bracket import ceiling as _ceiling
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import TIMES, pct, rate, size
+from bracket.physics import ceiling as _ceiling
 
 READ_EVERY_TOKEN = {
     "backbone": "yes",
@@ -160,7 +160,7 @@ def gbps(bw: float) -> str:
 
 
 def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
-    """How steady the machine's memory was before the blocks (bracket.steadiness), a warning at `threshold`."""
+    """How steady the machine's memory was before the blocks (bracket.physics.steadiness), a warning at `threshold`."""
     if not m:
         return None
     moved = threshold is not None and m["spread"] >= threshold

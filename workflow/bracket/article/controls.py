@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bracket import interop
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data, _read_json
 from bracket.article.text import DASH, _missing, pct, rate, ratio, span
+from bracket.controls.reproduce import OTHER_MODEL, read_verdicts, sentence
 
 
 @dataclass
@@ -23,8 +25,6 @@ class Controls:
 
 def load_controls(agreement_json, arena_json, determinism_json, verdict_paths=()) -> Controls:
     """The controls' files the report rule names; a path that is empty or absent is a control not run."""
-    from bracket.reproduce import read_verdicts
-
     return Controls(
         verdicts=read_verdicts(verdict_paths),
         determinism=_read_json(determinism_json),
@@ -88,8 +88,6 @@ def section_reproductions(d: Data, c: Controls) -> Section | None:
         s.add(
             Table(reproduction_table(v), f"{v.get('arm')}: published vs reproduced", f"reproduction_{v.get('id')}.csv")
         )
-        from bracket.reproduce import OTHER_MODEL, sentence
-
         if v.get("verdict") == OTHER_MODEL:
             s.add(Para(f"Not compared: {v.get('refused')}.", "warn"))
             continue
@@ -277,8 +275,6 @@ def section_arena(d: Data, c: Controls) -> Section | None:
                 kind="warn",
             )
         )
-    from bracket import interop
-
     for arm in dict.fromkeys(cell["arm"] for cell in ar["cells"] if cell.get("llama_benchy")):
         s.add(
             Para(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bracket import config, records
-from bracket.corrections import load_corrections
+from bracket import records
+from bracket.controls.corrections import load_corrections
+from bracket.experiment import config
 from bracket.stats.contract import current
 
 

@@ -8,6 +8,7 @@ import shlex
 
 import pandas as pd
 
+from bracket import records
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
@@ -167,8 +168,6 @@ def hardware_sentence(d: Data) -> str:
 
 def cache_sentence(d: Data) -> str:
     """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
-    from bracket import records
-
     g = d.stats.get("guards") or records.guards(d.runs)
     checks = g.get("cache_checks") or {}
     found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
@@ -243,7 +242,7 @@ def priority_sentence(d: Data) -> str:
 
 
 def layout_sentence(d: Data) -> str:
-    """Where the embedded vLLM engine ran its model (bracket.pinning.worker), from provenance."""
+    """Where the embedded vLLM engine ran its model (bracket.measure.pinning.worker), from provenance."""
     lays = {json.dumps(m.get("engine_layout"), sort_keys=True) for m in d.metas.values()}
     if not d.metas or lays == {"null"}:
         return ""
@@ -259,7 +258,7 @@ def layout_sentence(d: Data) -> str:
 
 
 def pinning_sentence(d: Data) -> str:
-    """Where the engine's compute, its other processes and the client ran (bracket.pinning), from provenance."""
+    """Where the engine's compute, its other processes and the client ran (bracket.measure.pinning), from provenance."""
     pins = {json.dumps(m.get("pinning"), sort_keys=True) for m in d.metas.values()}
     if not d.metas or pins == {"null"}:
         return ""

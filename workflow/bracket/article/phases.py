@@ -13,6 +13,7 @@ import json
 
 import pandas as pd
 
+from bracket import engines
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import _missing, pct, rate, ratio, span
@@ -124,8 +125,6 @@ def arm_state(d: Data, arm: str) -> str:
     Blocks measured before bracket recorded it carry none: the state is then read from their launch
     command by the engine's adapter. Where an arm's blocks differ, each state is listed.
     """
-    from bracket import engines
-
     states = []
     for pos in sorted(d.metas):
         m = d.metas[pos]

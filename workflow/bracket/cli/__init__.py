@@ -12,6 +12,9 @@ import argparse
 import importlib
 import sys
 
+from bracket import __version__
+from bracket.experiment.config import ExperimentError
+
 COMMAND_MODULES = [
     "bracket.cli.launch",  # bracket launch: print the server command a block runs
     "bracket.cli.stats",  # bracket summarize / compare: statistics on raw values from anywhere
@@ -22,8 +25,6 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from bracket import __version__
-
     parser = argparse.ArgumentParser(prog="bracket", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"bracket {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -33,8 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bracket.config import ExperimentError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from bracket import config, engines, session
+from bracket import engines
 from bracket.embedded import engine_python, model_dir
 from bracket.engines import launch
+from bracket.experiment import config
+from bracket.measure import session
 
 
 def launch_command(cfg: dict, arm: str, experiment: str = "experiment") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bracket import bandwidth, ceiling, weights
+from bracket.physics import bandwidth, ceiling, modelsource, weights
 
 GB = 1e9
 
@@ -63,8 +63,6 @@ def _overrides(items: list[str]) -> dict:
 def _model_path(name: str) -> str:
     """A directory or file as given; a hub id (org/name) that is not a path here, from the local HF cache."""
     from pathlib import Path
-
-    from bracket import modelsource
 
     if Path(name).expanduser().exists() or not modelsource.is_hub_id(name):
         return name

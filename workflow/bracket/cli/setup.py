@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bracket import config, embedded, modelsource, preflight, share
+from bracket import embedded, share
+from bracket.experiment import config, preflight
+from bracket.physics import modelsource
 
 
 def _workflow(args) -> int:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 
+from bracket import interop
 from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
@@ -52,8 +53,6 @@ def _common(p: argparse.ArgumentParser) -> None:
 def benchy_tables(paths) -> str:
     """llama-benchy's own markdown table of each llama-benchy report, or of each arm of an arena.json."""
     from pathlib import Path
-
-    from bracket import interop
 
     out = []
     for path in paths:

@@ -90,7 +90,7 @@ def engine_python(cfg: dict) -> str:
 # give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
 # across machines: provenance records the served model's sha256 beside each block, the article says
 # whether it is the pinned one, and a reproduction that served another model than the original run
-# refuses to compare (bracket.reproduce.verdict). An entry is written from a build on the reference
+# refuses to compare (bracket.controls.reproduce.verdict). An entry is written from a build on the reference
 # machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
 MODEL_SHA256: dict[str, dict[str, str]] = {
     # trained on the project's 2-core x86-64 machine (Python 3.11.7, torch 2.13.0+cpu, AVX2 path), 2026-12-01;

@@ -18,7 +18,7 @@ CPU with AVX-512 computes what one with AVX2 does. What still varies between mac
 is the running interpreter's standard library (another Python version trains another model), and
 a CPU without AVX2 or another torch build rounds differently. build.json records each, and the
 pinned hash is the check: a reproduction that serves a model with another hash refuses to compare
-(bracket.reproduce).
+(bracket.controls.reproduce).
 
 Usage: python build_model.py --out DIR [--seed 1] [--layers 4] [--hidden 256] [--vocab 4096] [--steps 400]
 """

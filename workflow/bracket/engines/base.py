@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bracket.client import Measurement, get_text, stream_completion, tokens_per_event_bound
+from bracket.wire.client import Measurement, get_text, stream_completion, tokens_per_event_bound
 
 # Names sent as the model in requests, for servers we launch (--served-model-name, -a).
 SERVED_NAME = "bracket-model"

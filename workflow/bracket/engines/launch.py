@@ -1,6 +1,6 @@
 """How a block gets its server: a native command, `docker run`, or attaching to one already running.
 
-native  the adapter's command in its own process group on this host (bracket.server.Server).
+native  the adapter's command in its own process group on this host (bracket.wire.server.Server).
 docker  `docker run -d` of engine.docker.image with the adapter's command as entrypoint and
         arguments; environment passed by name only (`-e NAME`, the value coming from the docker
         client's own environment), so no value, secret or not, is on the recorded command line.
@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bracket import engines
+from bracket.engines import identify
 from bracket.engines.base import Engine
-from bracket.server import Server, ServerError, start_watchdog, stop_watchdog
+from bracket.wire.server import Server, ServerError, start_watchdog, stop_watchdog
 
 
 def base_url(cfg: dict) -> str:
@@ -332,7 +334,7 @@ class AttachedServer(NativeServer):
     prefix cache flushed where the engine allows, and nothing is started or stopped.
 
     Its cache holds whatever earlier blocks left; every prompt carries a prefix unique in the whole
-    experiment (bracket.runner.unique_prefix), so none of it can serve a later block's prompt."""
+    experiment (bracket.measure.runner.unique_prefix), so none of it can serve a later block's prompt."""
 
     cfg: dict = field(default_factory=dict)
     declared_kind: str = "auto"
@@ -395,9 +397,6 @@ class AttachedServer(NativeServer):
 
     def _identify(self) -> None:
         """Which engine answers (engine.kind auto): its adapter measures from here on, and provenance says so."""
-        from bracket import engines
-        from bracket.engines import identify
-
         with httpx.Client(headers=self.headers) as http:
             try:
                 found = identify.identify(http, self.base_url)

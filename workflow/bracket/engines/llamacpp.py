@@ -21,7 +21,6 @@ from pathlib import Path
 
 import httpx
 
-from bracket.client import Measurement
 from bracket.engines.base import (
     SERVED_NAME,
     Engine,
@@ -36,6 +35,7 @@ from bracket.engines.base import (
     prometheus_sums,
     state_record,
 )
+from bracket.wire.client import Measurement
 
 METHODS = {
     "ngram": "ngram-simple",
@@ -206,13 +206,13 @@ class LlamaCpp(Engine):
         No top_k when greedy: the server's default chain (top_k 40, or the GGUF's general.sampling.top_k),
             exactly what a plain client gets, so bracket measures the work a plain client's request costs.
             Never top_k <= 0, which turns the top-k sampler off and makes the samplers walk the whole
-            vocabulary per token (151,936 for Qwen). On the H200 (bench/results/h200_llamacpp/
+            vocabulary per token (151,936 for Qwen). On the H200 (studies/h200/llamacpp/
             body_cost.json, one server, bodies alternated, the server's own timing) top_k 0 cost 1.239x a
             plain client's time per token (CI 1.211-1.268), top_k left out 1.0009x (0.991-1.011), top_k 1
             0.9990x (0.987-1.011). On the CPU build with the embedded model the llama.cpp sweep's
             neutrality control gave, in its no-speculation arm, 0.977x with top_k 1 and 1.022x with top_k
             left out (6 blocks each); its speculative arms read 0.81-0.86x with either body (ngram_3,
-            ngram_mod_8), a difference the sampler does not explain (bench/results/llamacpp_sweep_cpu).
+            ngram_mod_8), a difference the sampler does not explain (studies/llamacpp_sweep_cpu).
         repeat_penalty 1: a GGUF converted from a model whose generation_config sets
             repetition_penalty carries it as general.sampling.penalty_repeat, llama-server's default;
             the penalty runs before top_k and changes the tokens. 1 switches the sampler off.

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.client import Counts, Measurement, timed_stream
 from bracket.engines.base import (
     Engine,
     Measured,
@@ -28,7 +27,8 @@ from bracket.engines.base import (
     neutral_sampling,
     state_record,
 )
-from bracket.server import ServerError
+from bracket.wire.client import Counts, Measurement, timed_stream
+from bracket.wire.server import ServerError
 
 METHODS = {"draft_model": "Modelfile DRAFT", "mtp": "draft-mtp", "dflash": "draft-dflash"}
 QUANTIZED_KV = {"q8_0", "q4_0"}

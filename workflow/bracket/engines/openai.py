@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.client import Measurement
 from bracket.engines import llamacpp, vllm
 from bracket.engines.base import (
     Engine,
@@ -23,6 +22,7 @@ from bracket.engines.base import (
     neutral_sampling,
     state_record,
 )
+from bracket.wire.client import Measurement
 
 
 class OpenAI(Engine):

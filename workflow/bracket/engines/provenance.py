@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 
 from bracket import embedded
-from bracket.client import get_text
 from bracket.engines.base import Engine
+from bracket.wire.client import get_text
 
 # Small files that define a model besides its tensors.
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "params.json")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import httpx
 
-from bracket.client import Counts, Measurement, stream_completion, timed_stream
 from bracket.engines.base import (
     SERVED_NAME,
     Engine,
@@ -32,6 +31,7 @@ from bracket.engines.base import (
     neutral_sampling,
     state_record,
 )
+from bracket.wire.client import Counts, Measurement, stream_completion, timed_stream
 
 METHODS = {
     "ngram": "NGRAM",

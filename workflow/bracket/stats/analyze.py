@@ -10,9 +10,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bracket import steadiness
-from bracket.ceiling import measured
-from bracket.records import guards
+from bracket.physics import steadiness
+from bracket.physics.ceiling import measured
+from bracket.records import REASON_HINTS, guards
 from bracket.stats import conservatism
 from bracket.stats import defaults as D
 from bracket.stats import neutrality as neutral
@@ -30,19 +30,6 @@ from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
-REASON_HINTS = {
-    "warmup": None,
-    "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
-    "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
-    "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
-    "SGLang with --enable-cache-report, or set request.cache_guard: auto",
-    "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
-    "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
-    "early stop": "the output length was not pinned: the engine must honour ignore_eos",
-    "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
-    "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
-    "no wall time": "requests without a wall time: check the client's timing",
-}
 
 
 def jsonable(obj):
@@ -227,7 +214,7 @@ def analyze(
     physics
         The measurement against ceiling.json (`ceiling`, when given): efficiency of each arm
         without speculation, the reference's median and seed 000's precision hypotheses
-        evaluated at it (bracket.ceiling.measured).
+        evaluated at it (bracket.physics.ceiling.measured).
     phases
         TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
         one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
@@ -258,7 +245,7 @@ def analyze(
         What went wrong and what to change: records (bracket.stats.findings) and their sentences.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
-        raise ValueError("analyze needs the validated experiment (bracket.config.load) as cfg.")
+        raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
     a = cfg.get("analysis", {})
     seed, conf = int(a.get("seed", D.SEED)), float(a.get("confidence", D.CONFIDENCE))
     R, thr = int(a.get("bootstrap_resamples", D.RESAMPLES)), float(a.get("noise_threshold", D.NOISE_THRESHOLD))

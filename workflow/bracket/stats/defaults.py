@@ -7,7 +7,7 @@ schema (where it is documented) changes it everywhere.
 
 from __future__ import annotations
 
-from bracket.config import schema_of
+from bracket.experiment.schema import schema_of
 
 
 def _default(key: str):

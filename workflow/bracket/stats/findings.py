@@ -17,7 +17,7 @@ class Finding:
     # instrument (bracket.stats.neutrality: what bracket's request costs the engine)
     # server state (bracket.stats.phases: an arm's difference lives in TTFT)
     # cache (the server reported no cached tokens: runs rest on unique prefixes)
-    # coherence (bracket.arena_coherence: the model failed llama-benchy's question)
+    # coherence (bracket.arena.coherence: the model failed llama-benchy's question)
     message: str
     arm: str | None = None
     vs: str | None = None  # the arm or host it was compared with

@@ -1,7 +1,7 @@
 """Hosts as a factor: drift on each host, and each host compared with the first, with a CI.
 
 An experiment with named hosts (`hosts:` in the experiment file) runs the whole design on every
-host, side by side (bracket.design.draw_hosts). "Same build, three boxes: is box 2 slower?" is
+host, side by side (bracket.experiment.design.draw_hosts). "Same build, three boxes: is box 2 slower?" is
 then a comparison like any other: for each arm and workload, host j against the first host,
 with the ratio of medians, its hierarchical bootstrap CI, a test and a verdict from
 `bracket.stats.compare`, the hosts playing the part the arms play there.

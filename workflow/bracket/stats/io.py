@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bracket import records
+from bracket import interop, records
 
 COLUMNS = ["arm", "workload", "block", "round", "position", "run", "value", "valid", "invalid_reason", "invalid_kind"]
 SPEC_COLUMNS = ["draft_tokens", "accepted_tokens", "verify_steps", "acceptance_length", "draft_budget"]
@@ -138,15 +138,11 @@ def from_table(table: pd.DataFrame, source: str = "table") -> pd.DataFrame:
 
 def _llama_benchy(doc: dict, arm: str, block: int, metric: str = "tg_throughput") -> pd.DataFrame:
     # One cell per (pp, tg, depth, concurrency, phase), named with the metric (bracket.interop).
-    from bracket import interop
-
     return pd.DataFrame(interop.llama_benchy_rows(doc, arm, block, metric))
 
 
 def _vllm_bench(doc: dict, arm: str, block: int) -> pd.DataFrame:
     # One cell per input and output length, concurrency and rate (bracket.interop).
-    from bracket import interop
-
     return pd.DataFrame(interop.vllm_rows(doc, arm, block))
 
 
@@ -165,8 +161,6 @@ def load(paths, metric: str = "tg_throughput") -> pd.DataFrame:
             )
         suffix = path.suffix.lower()
         if suffix == ".jsonl":
-            from bracket import records
-
             recs = records.read([path])
             if not recs:
                 raise ValueError(f"{path}: no records.")

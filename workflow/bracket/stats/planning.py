@@ -20,8 +20,8 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from bracket import config
-from bracket.design import draw
+from bracket.experiment import config
+from bracket.experiment.design import draw
 from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -357,7 +357,7 @@ def wall_time(
 
 
 def schedule(arms: list[str], kind: str, rounds: int, seed: int = 1) -> str:
-    """The order a design draws, as one line (bracket.design.draw)."""
+    """The order a design draws, as one line (bracket.experiment.design.draw)."""
     return " ".join(b.arm for b in draw(arms, arms[0], kind, rounds, seed))
 
 

@@ -64,15 +64,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bracket import design as bdesign
+from bracket.experiment import design as bdesign
+from bracket.experiment.design import ADAPTIVE_KINDS
 from bracket.stats import defaults as D
 from bracket.stats.blocks import MIN_POOL_DF
+from bracket.stats.cells import compare_arms
 from bracket.stats.compare import CONFOUNDED_VIF, FASTER, NO_EFFECT, UNDETERMINED, WIDE, clears
 from bracket.stats.spending import cached_boundaries
 
-#: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
-#: (a round added later never reorders the ones run); sequential is not one, and is a control anyway.
-ADAPTIVE_KINDS = ("abab", "abba", "bracket", "random")
 OPEN, SETTLED = "open", "settled"
 METHOD = (
     "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
@@ -320,7 +319,6 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
     another_round, next_round}.
     """
     if compare_fn is None:
-        from bracket.stats.cells import compare_arms
 
         def compare_fn(sub, base, cand, wl):
             return compare_arms(

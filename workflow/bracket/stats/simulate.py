@@ -10,8 +10,6 @@ e_run ~ N(0, run_sd^2). Arm "A" has effect 1, arm "B" has `effect`. Two departur
 servers can be added: the first timed run of each block slower by `first_slow` (the H200
 llama.cpp data: about 5 % at the client when no warmup absorbs it), and `wild` runs multiplied
 by `wild_factor` (one 10x run).
-
-`via_cli` runs `bracket compare` / `bracket summarize` on a simulated frame, as a user would.
 """
 
 from __future__ import annotations
@@ -19,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bracket.design import draw
+from bracket.experiment.design import draw
 
-#: Designs compared in the efficiency table, by the schedule kinds of bracket.design.
+#: Designs compared in the efficiency table, by the schedule kinds of bracket.experiment.design.
 DESIGNS = ("sequential", "abab", "abba", "random")
 
 
@@ -119,20 +117,3 @@ def simulate_arms(
             for i, v in enumerate(np.exp(level + rng.normal(0.0, run_sd, runs)))
         ]
     return pd.DataFrame(rows)
-
-
-def via_cli(df: pd.DataFrame, path, command: str, *args: str) -> object:
-    """Write `df` as a CSV at `path` and return the JSON that `bracket COMMAND path --json ARGS` prints."""
-    import contextlib
-    import io
-    import json
-
-    from bracket.cli import main
-
-    df.to_csv(path, index=False)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        rc = main([command, str(path), "--json", *args])
-    if rc != 0:
-        raise RuntimeError(f"bracket {command} {path} exited {rc}")
-    return json.loads(buf.getvalue())

@@ -1,0 +1,1 @@
+"""The controls: determinism, agreement, reproductions, the corrections ledger, the neutrality control."""

@@ -1,0 +1,484 @@
+"""Experiment files: load, fill defaults, validate, and explain what is wrong.
+
+The schema (workflow/schemas/experiment.schema.yaml) is the one description of every key.
+Validation happens before anything runs, and an error names the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+# jsonschema imports rfc3987_syntax, where installed (jupyterlab's jupyter-events brings it), only for its
+# "iri" format checker, and that module builds a Lark grammar as it loads: about 1.8 s of CPU in every
+# process that validates an experiment (each Snakemake script, each `bracket` command, the test session).
+# The schema checks no formats and no format checker is passed, so the module is marked absent before
+# jsonschema loads, unless something in this process has loaded it already.
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
+import jsonschema  # noqa: E402
+
+from bracket import engines  # noqa: E402
+from bracket.engines.base import server_settings  # noqa: E402
+from bracket.experiment import arena_grid, arena_workload, prompts  # noqa: E402
+from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
+from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
+from bracket.secrets import looks_secret  # noqa: E402
+
+
+class ExperimentError(ValueError):
+    """An experiment file that cannot be run; the message says what to change."""
+
+
+def _fill_defaults(instance: Any, schema: dict) -> Any:
+    """Fill `default:` values of the schema into `instance`, recursively.
+
+    Objects that are absent get their default (often {}) and are then filled themselves,
+    so `design: {}` becomes the full default design.
+    """
+    if not isinstance(instance, dict) or schema.get("type") != "object":
+        return instance
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            instance[key] = _fill_defaults(instance[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in instance:
+            if key not in schema.get("properties", {}):
+                instance[key] = _fill_defaults(instance[key], extra)
+    return instance
+
+
+def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> str:
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties":
+        node = schema_at(schema, list(error.absolute_path))
+        allowed = sorted(node.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        return f"{source}: unknown key {', '.join(hints)} under {where}. Allowed keys: {', '.join(allowed)}."
+    if error.validator == "enum":
+        return (
+            f"{source}: {where} is {error.instance!r}; allowed values: {', '.join(map(repr, error.validator_value))}."
+        )
+    if error.validator == "type":
+        node = schema_at(schema, list(error.absolute_path))
+        desc = node.get("description", "")
+        return (
+            f"{source}: {where} must be of type {error.validator_value}, got "
+            f"{error.instance!r} ({type(error.instance).__name__}). {desc}"
+        ).strip()
+    if error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        node = schema_at(schema, list(error.absolute_path))
+        bound = {
+            "minimum": "at least",
+            "exclusiveMinimum": "more than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[error.validator]
+        return (
+            f"{source}: {where} = {error.instance!r} is out of range ({error.validator} "
+            f"{error.validator_value}); set it to {bound} {error.validator_value}. "
+            f"{node.get('description', '')}"
+        ).strip()
+    if error.validator in ("anyOf", "oneOf"):
+        node = schema_at(schema, list(error.absolute_path))
+        first = node.get("description", "").split(". ")[0].strip().rstrip(".")
+        return f"{source}: {where} is {error.instance!r}, which is not allowed. {first}."
+    if error.validator == "required":
+        return f"{source}: {where} is missing a required key: {error.message}."
+    return f"{source}: {where}: {error.message}"
+
+
+def without_defaults(value: Any, schema: dict) -> Any:
+    """`value` with every key that equals its schema default removed, recursively.
+
+    What a measurement depends on, stated so that adding a new key with a default to the schema
+    (a new bracket release) does not look like a change to every existing experiment.
+    """
+    if not isinstance(value, dict) or schema.get("type") != "object":
+        return value
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    out = {}
+    for key, v in value.items():
+        sub = props.get(key, extra if isinstance(extra, dict) else {})
+        if "default" in sub and v == sub["default"]:
+            continue
+        v = without_defaults(v, sub)
+        if isinstance(v, dict) and not v and "default" in sub and sub["default"] == {}:
+            continue
+        out[key] = v
+    return out
+
+
+def validate(raw: dict, source: str = "experiment", measured: bool = False) -> dict:
+    """Return the experiment with defaults filled, or raise ExperimentError naming the problem.
+
+    measured: the experiment already ran (re-rendering its records): checks of what an arm would do
+    when launched (an arm that can never draft) are left to the analysis, which finds it in the records."""
+    if not isinstance(raw, dict):
+        raise ExperimentError(
+            f"{source}: expected a mapping of keys at the top level, got "
+            f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml."
+        )
+    schema = load_schema()
+    raw = copy.deepcopy(raw)
+    eng = raw.get("engine")
+    if isinstance(eng, dict) and eng.get("launch") == "attach" and "kind" not in eng:
+        eng["kind"] = "auto"  # the schema's default is a launch's; an attached server is asked what it is
+    cfg = _fill_defaults(raw, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
+    try:
+        arena_grid.expand(cfg, source)
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
+    _check_meaning(cfg, source, measured)
+    return cfg
+
+
+def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
+    arms = list(cfg["arms"])
+    if cfg["engine"]["kind"] == "auto" and cfg["engine"]["launch"] != "attach":
+        cfg["engine"]["kind"] = "vllm"  # auto is told from an attached server's answers; a launch needs a kind
+    if not cfg["reference"]:
+        cfg["reference"] = arms[0]
+    if cfg["reference"] not in cfg["arms"]:
+        raise ExperimentError(
+            f"{source}: reference is {cfg['reference']!r}, but no arm has that name. "
+            f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm."
+        )
+    check_names(cfg, source)
+    check_engine_env(cfg, source)
+    for name in arms:
+        spec = cfg["arms"][name].get("speculative")
+        if spec and spec["method"] == "ngram" and spec["prompt_lookup_min"] > spec["prompt_lookup_max"]:
+            raise ExperimentError(
+                f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec['prompt_lookup_min']}) is "
+                f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them."
+            )
+        if (
+            spec
+            and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash")
+            and not spec.get("model")
+            and cfg["engine"]["kind"] != "ollama"
+        ):  # Ollama's draft model is in its Modelfile
+            raise ExperimentError(
+                f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
+                f"set arms.{name}.speculative.model."
+            )
+    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] not in ("vllm", "llamacpp"):
+        raise ExperimentError(
+            f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
+            f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
+            f"engine.embedded: false."
+        )
+    c = cfg["controls"]
+    if not c["neutrality"] and not c["neutrality_off"].strip():
+        raise ExperimentError(
+            f"{source}: controls.neutrality is false without a reason: the neutrality control "
+            f"is what shows bracket's request costs the server no more than a plain client's. "
+            f"Say why it is off in controls.neutrality_off, or remove controls.neutrality."
+        )
+    _check_design(cfg, source)
+    _check_engine(cfg, source, measured)
+    refused = arena_workload.problems(cfg)
+    if refused:
+        raise ExperimentError(f"{source}: " + "\n  ".join(refused))
+
+
+# Each block is a fresh server for minutes: 500 is days of measuring, and past it the workflow's own plan
+# (a dry run) takes minutes; an experiment that needs more is several experiments.
+MAX_BLOCKS = 500
+
+
+def _check_design(cfg: dict, source: str) -> None:
+    """An adaptive design's rounds and kind; keys that only an adaptive design reads, named when set without it;
+    a design of more blocks than MAX_BLOCKS."""
+    d = cfg["design"]
+    rounds = d.get("max_rounds", 8) if d["rounds"] == "adaptive" else d["rounds"]
+    n = rounds * len(cfg["arms"]) * max(1, len(cfg.get("hosts") or []))
+    if n > MAX_BLOCKS:
+        key = "design.max_rounds" if d["rounds"] == "adaptive" else "design.rounds"
+        raise ExperimentError(
+            f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(cfg['arms'])} arm(s)"
+            f"{' on ' + str(len(cfg['hosts'])) + ' hosts' if cfg.get('hosts') else ''}), more than "
+            f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
+            f"split the experiment."
+        )
+    adaptive_only = [k for k in ("min_rounds", "max_rounds", "target", "margin") if k in d]
+    if d["rounds"] != "adaptive":
+        if adaptive_only:
+            raise ExperimentError(
+                f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d['rounds']!r}: "
+                f"it tells an adaptive design when to stop; set design.rounds: adaptive or remove "
+                f"{', '.join(adaptive_only)}."
+            )
+        return
+    d.setdefault("min_rounds", 2)  # filled here, not in the schema: fixed designs' parameters stay as they were
+    d.setdefault("max_rounds", 8)
+    d.setdefault("target", "decisive")
+    if d["kind"] not in ADAPTIVE_KINDS:
+        raise ExperimentError(
+            f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
+            f"each arm in one stretch of time and so confounds arm with time at every look; set "
+            f"design.kind to one of {', '.join(ADAPTIVE_KINDS)}."
+        )
+    if d["min_rounds"] > d["max_rounds"]:
+        raise ExperimentError(
+            f"{source}: design.min_rounds ({d['min_rounds']}) is larger than design.max_rounds "
+            f"({d['max_rounds']}); the first look must come before the budget is spent."
+        )
+
+
+def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
+    """What the chosen engine and launch mode cannot do with these arms, named before anything runs."""
+    eng = cfg["engine"]
+    launch = eng["launch"]
+    if eng["embedded"] and launch != "native":
+        raise ExperimentError(
+            f"{source}: engine.embedded is true, which runs the embedded engine natively; set "
+            f"engine.launch: native, or engine.embedded: false with engine.model for {launch}."
+        )
+    adapter = engines.get(eng["kind"])
+    if not adapter.launchable and launch != "attach":
+        raise ExperimentError(
+            f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "
+            f"none; set engine.launch: attach and engine.base_url."
+        )
+    if launch == "docker" and not (eng.get("docker") or {}).get("image"):
+        raise ExperimentError(
+            f"{source}: engine.launch is docker, but engine.docker.image is not set; name the "
+            f"image, e.g. engine.docker: {{image: lmsysorg/sglang:v0.5.23}}."
+        )
+    if eng.get("base_url") and launch != "attach":
+        raise ExperimentError(
+            f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
+            f"set launch: attach to use the server running there."
+        )
+    problem = url_problem(eng.get("base_url") or "")
+    if problem:
+        raise ExperimentError(f"{source}: engine.base_url {problem}")
+    problems = [p for name, arm in cfg["arms"].items() for p in adapter.check_arm(name, arm)]
+    if not measured:
+        problems += [p for name, arm in cfg["arms"].items() for p in adapter.check_drafts(name, arm)]
+    if problems:
+        raise ExperimentError(
+            f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - " + "\n  - ".join(problems)
+        )
+    if launch == "attach":
+        _check_attach(cfg, source)
+
+
+def _check_attach(cfg: dict, source: str) -> None:
+    """Under attach the server keeps the flags it was started with: no arm may ask for others."""
+    eng = cfg["engine"]
+    unused = [k for k in ("args", "env", "secret_env") if eng.get(k)]
+    if unused:
+        raise ExperimentError(
+            f"{source}: engine.launch is attach, so bracket starts no server and "
+            f"engine.{unused[0]} would be ignored; remove {', '.join('engine.' + k for k in unused)}."
+        )
+    arms = list(cfg["arms"])
+    first = server_settings(cfg["arms"][arms[0]])
+    for name in arms[1:]:
+        other = server_settings(cfg["arms"][name])
+        if other != first:
+            keys = [k for k in first if first[k] != other[k]]
+            raise ExperimentError(
+                f"{source}: engine.launch is attach, so one server, started by you, serves every block and its "
+                f"flags cannot change between blocks; arms {arms[0]!r} and {name!r} differ in server settings "
+                f"({', '.join(keys)}). Give every arm the same settings, or let bracket launch the server "
+                f"(engine.launch: native or docker) so each arm gets its own."
+            )
+
+
+def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_dir: str | Path | None = None) -> None:
+    """Before any server starts: every prompt file parses, holds prompts, and (where the model's files
+    are here) its prompts fit each arm's context (bracket.experiment.prompts.check)."""
+    try:
+        prompts.check(cfg, root, model_dir=model_dir, source=source)
+    except prompts.PromptError as exc:
+        raise ExperimentError(str(exc)) from None
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be engine.base_url, or None: credentials in it (user:key@host) or a query string
+    (?key=...) would be written to the block's settings, provenance and logs, where redaction cannot
+    know them; bracket appends paths to it, so a query or fragment would also break every request.
+    The message shows the URL without them, never the value."""
+    if not url:
+        return None
+    try:
+        u = urlsplit(url)
+        u.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:  # the message would quote the part that failed, which may be a key
+        return "is not a URL; give scheme, host and port, for example http://10.0.0.5:30000."
+    bare = urlunsplit((u.scheme, u.hostname or "" if u.port is None else f"{u.hostname}:{u.port}", u.path, "", ""))
+    if u.username is not None or u.password is not None:
+        return (
+            f"holds credentials before its host ({u.scheme}://***@{bare.split('://', 1)[-1]}); a URL is "
+            f"written to the block's settings, provenance and logs. Remove them (engine.base_url: {bare}), "
+            f"export the key in an environment variable and name it in engine.api_key_env: it is sent as "
+            f'"Authorization: Bearer" and never written.'
+        )
+    if u.query or u.fragment:
+        return (
+            f"has a {'query string' if u.query else 'fragment'} ({bare}?***); bracket appends the API's paths "
+            f"to the base URL, and a key in it would be written to the block's settings, provenance and logs. "
+            f"Remove it (engine.base_url: {bare}); give an API key by engine.api_key_env."
+        )
+    if u.scheme not in ("http", "https") or not u.hostname:
+        return f"is {url!r}; give an http:// or https:// URL with a host, for example http://10.0.0.5:30000."
+    return None
+
+
+# Names that become file and folder names (results/NAME/, raw_{workload}.csv, container names): one
+# path component, never '.', '..' or hidden, never an option.
+# Matched whole (re.fullmatch): `$` alone also matches before a trailing newline, and `code\n` would pass.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+_NAME = re.compile(NAME_PATTERN.removeprefix("^").removesuffix("$"))
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why `name` cannot be an experiment, arm or workload name, or None when it can."""
+    if isinstance(name, str) and _NAME.fullmatch(name) and len(name) <= 100:
+        return None
+    return (
+        f"{kind} name {name!r} is not allowed: names become file and folder names, so they must match "
+        f"{NAME_PATTERN} (letters, digits, '_' and '-', starting with a letter or digit, no spaces, newlines "
+        f"or other control characters, at most 100 characters); rename it."
+    )
+
+
+def check_names(cfg: dict, source: str = "experiment") -> None:
+    """Arm and workload names, checked once, before anything uses them in a path."""
+    problems = [
+        p
+        for kind, names in (("arm", cfg["arms"]), ("workload", cfg["workloads"]))
+        for p in (name_problem(kind, n) for n in names)
+        if p
+    ]
+    if problems:
+        raise ExperimentError("\n".join(f"{source}: {p}" for p in problems))
+
+
+def check_engine_env(cfg: dict, source: str = "experiment") -> None:
+    """Literal values of engine.env and arms.*.env are written to settings, provenance and the article,
+    so a variable whose name says it holds a secret may not be one of them."""
+    places = [("engine.env", cfg["engine"].get("env") or {})]
+    places += [(f"arms.{name}.env", arm.get("env") or {}) for name, arm in cfg["arms"].items()]
+    arg_places = [("engine.args", cfg["engine"].get("args") or [])]
+    arg_places += [(f"arms.{name}.args", arm.get("args") or []) for name, arm in cfg["arms"].items()]
+    for where, args in arg_places:
+        for arg in args:
+            flag = str(arg).split("=", 1)[0]
+            if flag.startswith("-") and looks_secret(flag.lstrip("-").replace("-", "_")):
+                raise ExperimentError(
+                    f"{source}: {where} passes {flag}, whose value would be a secret on the server's command "
+                    f"line, which is recorded in every block's provenance and the article. Give an API key by "
+                    f"engine.api_key_env, any other secret by engine.secret_env (the engine reads it from its "
+                    f"environment), and remove {flag} from {where}."
+                )
+    for where, env in places:
+        for key in env:
+            if looks_secret(key):
+                raise ExperimentError(
+                    f"{source}: {where} sets {key}, whose name says it holds a secret; values in {where} are "
+                    f"literal and written to the block's settings, its provenance and the article. Use "
+                    f"secret_env instead: remove {key} from {where}, add engine.secret_env: [{key}], and export "
+                    f"{key} in the environment that runs the workflow."
+                )
+
+
+# An experiment file is a few kilobytes; these bound what a hostile one can cost before validation says no.
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000  # values after aliases are expanded (an alias bomb of 600 bytes expands to billions)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that counts the values a document expands to, aliases included, before building any."""
+
+    def compose_document(self):
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+
+        def size(n) -> int:  # memoised by node: an alias is the same node object, counted once per use
+            if id(n) not in sizes:
+                sizes[id(n)] = -1  # a recursive alias counts as too large below
+                children = (
+                    n.value
+                    if isinstance(n, yaml.SequenceNode)
+                    else [c for pair in n.value for c in pair]
+                    if isinstance(n, yaml.MappingNode)
+                    else []
+                )
+                total = 1
+                for c in children:
+                    s = size(c)
+                    total = MAX_NODES + 1 if s < 0 else min(total + s, MAX_NODES + 1)
+                sizes[id(n)] = total
+            return sizes[id(n)]
+
+        if size(node) > MAX_NODES:
+            raise ExperimentError(
+                f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
+                f"an anchor `&name` holds); an experiment needs a few hundred: write the "
+                f"values out, or use fewer aliases."
+            )
+        return node
+
+
+def _read_yaml(path: Path):
+    """The file's YAML, within MAX_FILE_BYTES and MAX_NODES; ExperimentError (one line) otherwise."""
+    nbytes = path.stat().st_size
+    if nbytes > MAX_FILE_BYTES:
+        raise ExperimentError(
+            f"{path}: {nbytes:,} bytes, more than an experiment file may hold "
+            f"({MAX_FILE_BYTES:,}); prompts go in prompt files (workloads.NAME.prompts)."
+        )
+    try:
+        return yaml.load(path.read_text(), Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+    except ExperimentError as exc:
+        raise ExperimentError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: nested too deeply to read; an experiment is a few levels deep.") from None
+
+
+def load(path: str | Path, measured: bool = False) -> dict:
+    """Read and validate an experiment file (measured: it already ran; see validate)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentError(f"no experiment file at {path}; experiments live in experiments/NAME.yaml.")
+    try:
+        raw = _read_yaml(path)
+    except yaml.YAMLError as exc:
+        raise ExperimentError(
+            f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
+            f"line shown; experiments/draft_sweep.yaml is a working example."
+        ) from None
+    return validate(raw if raw is not None else {}, source=str(path), measured=measured)
+
+
+def draft_budget(arm: dict) -> int | None:
+    spec = arm.get("speculative")
+    return spec["draft_tokens"] if spec else None
+
+
+def arm_label(cfg: dict, arm: str) -> str:
+    return cfg["arms"][arm].get("label") or arm

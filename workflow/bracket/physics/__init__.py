@@ -1,0 +1,1 @@
+"""The byte account from tensor headers, memory bandwidth, the decode ceiling, and the host's steadiness."""

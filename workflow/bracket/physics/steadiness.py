@@ -1,0 +1,79 @@
+"""How steady the machine itself is: its memory copy rate over several seconds, with no server running.
+
+A host without a GPU serves from its caches and main memory, which it may share with other tenants
+(a cloud VM) or other work (a laptop). On the 2-core VM this project was built on, fixed work with
+no server at all was steady while it stayed in the caches (spread 2-6 % within twelve units) and
+moved in steps of up to 40 % within seconds once it reached memory (studies/quiet_engine/results/cpu_steadiness.md),
+the shape, and about the size, of the embedded engine's own spread. The probe copies a buffer back
+to back for a few seconds, one thread, and reports the rate in consecutive windows; the spread
+between windows says how much a server's runs and blocks can differ on this machine for the
+machine's sake alone. It is measured once, before the blocks (rule `ceiling`), because a probe
+beside a running server would compete with it, and probes just before and after each block did not
+predict the block's speed there (the steps come and go within a block).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+MIN_SECONDS = 0.2
+
+
+def probe(seconds: float = 10.0, size_bytes: int = 128 * 2**20, window_s: float = 0.5) -> dict:
+    """Back-to-back numpy copies of `size_bytes` for `seconds`; the copy rate per `window_s` window.
+
+    Rate of a window = 2 x bytes copied in it / its duration (read + write, as bracket.physics.bandwidth's
+    probes count). spread = (fastest window - slowest window) / median window. The default buffer,
+    128 MiB copied into another, is beyond the last-level cache of the machines bracket serves (a
+    32 MiB one read 38-44 GB/s where the 256 MiB bandwidth probe read 28 GB/s: partly cache).
+    """
+    import numpy as np
+
+    if seconds < MIN_SECONDS or window_s <= 0 or window_s * 2 > seconds or size_bytes < 2**20:
+        raise ValueError(
+            f"the steadiness probe needs at least two windows of at least {MIN_SECONDS} s in all "
+            f"and a buffer of at least 1 MiB; got {seconds} s, windows of {window_s} s, "
+            f"{size_bytes} bytes."
+        )
+    src = np.ones(size_bytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # fault the pages in before timing
+    windows: list[float] = []
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        w0, copies = time.perf_counter(), 0
+        while time.perf_counter() - w0 < window_s:
+            np.copyto(dst, src)
+            copies += 1
+        windows.append(2 * src.nbytes * copies / (time.perf_counter() - w0) / 1e9)
+    return summary(windows, seconds=seconds, window_s=window_s, nbytes=src.nbytes)
+
+
+def summary(windows: list[float], *, seconds: float, window_s: float, nbytes: int) -> dict:
+    """The probe's record from its windows' rates (GB/s)."""
+    med = statistics.median(windows)
+    return {
+        "windows_gbps": [round(w, 3) for w in windows],
+        "median_gbps": med,
+        "low_gbps": min(windows),
+        "high_gbps": max(windows),
+        "spread": (max(windows) - min(windows)) / med,
+        "seconds": seconds,
+        "window_s": window_s,
+        "method": f"numpy.copyto of {nbytes / 2**20:.0f} MiB back to back for {seconds:g} s, one thread, "
+        f"rate per {window_s:g} s window (2 x bytes copied: read + write); no server running",
+    }
+
+
+def reading(s: dict | None, threshold: float) -> str | None:
+    """A sentence for the article's warnings when the machine moved by `threshold` or more, else None."""
+    if not s or s.get("spread") is None or s["spread"] < threshold:
+        return None
+    return (
+        f"this machine is not steady: its memory copy rate, measured before the blocks with no server "
+        f"running, moved {s['spread']:.0%} between {s['window_s']:g} s windows over {s['seconds']:g} s "
+        f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A server's runs and blocks on this machine can "
+        f"differ by as much for the machine's sake alone; for narrower intervals run on a machine with "
+        f"nothing else on it, or add rounds."
+    )

@@ -1,0 +1,468 @@
+"""One streamed completion request, timed from the client's side.
+
+decode rate = completion_tokens / wall time of the request, with completion_tokens from the
+server's `usage`. Never count stream events: under speculative decoding one event can carry
+several tokens (seed 000: a DFlash2 event carries about 3.75 tokens).
+tg rate = (completion_tokens - 1) / (t_last_token - t_first_token), llama-benchy's definition.
+Each token's time is that of the network read that brought its event (as llama-benchy stamps its
+reads), taken as when that read's last bytes reached the socket (the kernel's receive stamp, where
+the platform gives one): events that arrive together share one time, and a stream that arrives in
+one read has no first -> last window, so no tg rate (its decode rate stands).
+
+On a CPU engine the client shares the cores with the server, so while the stream runs it does per
+network read only what the timing needs: one recvmsg_into a kept buffer and one time stamp
+(bracket.wire.http_stream.Stream.record), and after the first token it wakes only once COALESCE_BYTES
+have arrived or COALESCE_WAIT_S has passed. Arrival stamps keep the first token, the last token and
+the end exact all the same (the last token shares the end's time where both come in one read: the
+window is then longer by the server's gap between writing them, which engines write together). The
+events are parsed from the kept bytes once the stream ends, or earlier where a marker in the bytes
+asks (its end, an error event, a line growing past its limit), each timed by the read that brought
+it (bracket.wire.stream_events), so every definition above reads as if each event had been parsed as it
+came; bench/results/harness_accuracy.md measures what that costs per token beside llama-benchy's
+client and a bare per-event socket loop.
+
+Anything the server sends is untrusted: a value that cannot be what it claims (a token count that is
+not a non-negative whole number, an event the engine's reader cannot read) makes the request an
+error record that keeps the start and end of the response (raw_response, redacted), never an
+exception; a token count the events cannot carry is flagged (count_check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+
+from bracket.wire import http_stream
+from bracket.wire.stream_events import Events, clip
+
+
+@dataclass
+class Measurement:
+    started_at: float
+    ttft_s: float | None = None
+    wall_s: float | None = None
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    decode_tok_s: float | None = None
+    tg_tok_s: float | None = None
+    stream_events: int = 0
+    output_text: str | None = None
+    output_sha256: str | None = None
+    error: str | None = None
+    # The start and end of the response body, redacted, on an error record (what the server sent).
+    raw_response: str | None = None
+    # Why the token count cannot be what the stream carried (client.count_check); None: it can.
+    count_check: str | None = None
+
+    def fields(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _cached(usage: dict):
+    """cached_tokens as sent (checked by timed_stream, never converted here: a server may put anything there)."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        return details.get("cached_tokens")
+    return None
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the engine said about the request once it finished."""
+
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+class _Deadline:
+    """Ends a request at `limit_s` after its t0, however the server paces its bytes.
+
+    A read timeout is a limit between two reads: a server that sends one header or one token every
+    few seconds never trips it. The deadline covers connecting, the response's head and its body: at
+    it, the connection's socket (handed over by `watch` as soon as it exists) is shut down, which
+    wakes a blocked read at once; the request then ends and is recorded as over its limit. Its thread
+    is started before t0 (`arm`; a thread's start takes a loaded machine up to milliseconds, which are
+    not the server's) and told t0 after (`begin`).
+    """
+
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._go = threading.Event()
+        self._stop = threading.Event()
+        self._at = 0.0
+
+    def arm(self) -> None:
+        threading.Thread(target=self._run, name="bracket-request-deadline", daemon=True).start()
+
+    def begin(self, t0: float) -> None:
+        """The clock runs from t0 (time.perf_counter)."""
+        self._at = t0 + self.limit_s
+        self._go.set()
+
+    def _run(self) -> None:
+        self._go.wait()
+        while not self._stop.is_set():
+            left = self._at - time.perf_counter()
+            if left <= 0:
+                self._fire()
+                return
+            self._stop.wait(left)
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """The socket to shut at the deadline (shut at once when the deadline has passed)."""
+        with self._lock:
+            self._sock = sock
+            fired = self.fired
+        if fired:
+            self._shut(sock)
+
+    def trace(self, name: str, info: dict) -> None:
+        """httpx's trace hook: the socket of a new connection, as soon as it is connected."""
+        if name == "connection.connect_tcp.complete":
+            get = getattr(info.get("return_value"), "get_extra_info", None)
+            if get is not None:
+                self.watch(get("socket"))
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sock = self._sock
+        self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket | None) -> None:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._go.set()
+
+
+# The markers that make the timed path parse what it has kept (bracket.wire.http_stream.Stream.record):
+# the stream's end and an error event. A marker inside a token's text only costs an early parse.
+# After the first token, the timed client wakes to read once COALESCE_BYTES have arrived (or COALESCE_WAIT_S
+# has passed), not per event (bracket.wire.http_stream.Stream.record): at 1,000 tok/s about one wake-up per fifty
+# events, the larger part of what a client that reads each event as it comes costs the engine's cores
+# (bench/results/harness_accuracy.md). Times stay exact where the definitions need them (first token, last
+# token, end: when their bytes reached the socket, by the kernel's stamp); events in between share their
+# read's time. A caller that times every event (on_timed_event) reads each as it comes.
+COALESCE_BYTES = 16384
+COALESCE_WAIT_S = 0.05
+_HINTS = {"sse": (b"[DONE]", b'"error"'), "ndjson": (b'"done":true', b'"done": true', b'"error"')}
+
+
+def _count(value, name: str) -> int | None:
+    """A token count as the server sent it: a non-negative integer, or None when it sent none."""
+    if value is None:
+        return None
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    shown = clip(repr(value) if not isinstance(value, str) else repr(value), 80)
+    raise _Malformed(f"{name} is {shown}, not a non-negative whole number")
+
+
+class _Malformed(ValueError):
+    """A value in the server's response that cannot be what it claims to be (its text is redacted)."""
+
+
+def count_check(
+    completion_tokens: int | None, text_events: int, max_tokens_per_event: float | None = None
+) -> str | None:
+    """Why a token count cannot be what the stream carried, or None when it can.
+
+    Each event with text carries at least one token; nothing is assumed of a token's bytes (a
+    special token prints none, a byte token part of a character), so the impossible counts are: fewer tokens than
+    text events (events duplicated, or the count cut short), and more tokens per event than the
+    server can put in one (`max_tokens_per_event`: 1 + the draft budget under speculative decoding,
+    where one verify step streams up to that many; None: no bound known). A flag, not an error: the
+    record stays as measured, and the analysis decides.
+    """
+    if not completion_tokens or not text_events:
+        return None
+    if text_events > completion_tokens:
+        return (
+            f"{text_events} stream events with text for {completion_tokens} tokens claimed: each event "
+            f"carries at least one token, so events were duplicated or the count is short"
+        )
+    if max_tokens_per_event is not None and completion_tokens > text_events * max_tokens_per_event:
+        return (
+            f"{completion_tokens} tokens claimed in {text_events} stream events with text "
+            f"({completion_tokens / text_events:.2f} per event, at most {max_tokens_per_event:g} possible): "
+            f"the count is more than the events carried"
+        )
+    return None
+
+
+def tokens_per_event_bound(speculative: bool, draft_budget: int | None) -> int | None:
+    """The most tokens one stream event can carry, for count_check: 2 x (1 + draft budget).
+
+    One decode step streams its own token and, under speculative decoding, at most the draft budget's
+    accepted ones; doubled for the events a server merges (a character whose bytes span two tokens
+    streams once). None where a speculative arm's budget is not known: no bound is claimed.
+    """
+    if speculative and not draft_budget:
+        return None
+    return 2 * (1 + (draft_budget or 0))
+
+
+def timed_stream(
+    http: httpx.Client,
+    url: str,
+    body: dict,
+    timeout_s: float,
+    *,
+    framing: str,
+    new_text: Callable[[dict], str],
+    is_last: Callable[[dict], bool],
+    counts: Callable[[list[dict]], Counts],
+    on_event: Callable[[dict], None] | None = None,
+    missing_counts: str = "no token counts in the response's final event",
+    stall_s: float | None = None,
+    max_tokens_per_event: float | None = None,
+    on_timed_event: Callable[[dict, float], None] | None = None,
+) -> tuple[Measurement, list[dict]]:
+    """POST `body` and time its stream; return the measurement and every parsed event.
+
+    framing: "sse" (`data: {...}` lines ending with `data: [DONE]`) or "ndjson" (one JSON object
+    per line, ending with the object for which is_last() holds). new_text(event) returns the text
+    an event adds (stateful callers turn cumulative text into increments); counts(events) reads
+    the engine's token counts and finish reason from the finished stream. on_event(event) sees
+    each event in order, once it is timed: after the stream where the body is read by the timed
+    path, so it must not take times of its own; on_timed_event(event, t) is also told the
+    perf_counter time of the read that brought the event. Errors are recorded in the measurement, not
+    raised: a malformed event or value, an error event, an over-long line, a token count that is
+    not a non-negative whole number; an error record keeps the start and end of the response
+    (raw_response, redacted).
+
+    Timestamps use time.perf_counter; t0 is taken just before the request is sent (after httpx
+    has built it, which costs a few hundred microseconds that are not the server's). Every event
+    carries the time of the network read that brought it (as llama-benchy stamps its reads), taken
+    as the read's last bytes reached the socket where the kernel stamps them, else as the read
+    returns: the first token time is that of the read with the first event
+    carrying text, the last token time that of the read with the last one, and the end the time
+    of the read that brought [DONE] (ndjson: the final object). Events that arrive together (a
+    burst) share one time, the time they could first be seen. The body is read by
+    bracket.wire.http_stream (a socket of its own, one recv per read, the bytes kept and parsed once
+    the stream ends or a marker asks) where that sends what httpx would, else through httpx.
+
+    timeout_s is the whole request's limit (request.timeout_s), from connecting to the last byte,
+    the response's head included; stall_s (default: timeout_s) the longest wait for any data. A
+    request over either is an error. max_tokens_per_event: see `count_check`.
+    """
+    if framing not in ("sse", "ndjson"):
+        raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
+    sse = framing == "sse"
+    m = Measurement(started_at=time.time())
+    ev = Events(sse, new_text, is_last, on_event, on_timed_event)
+    t0 = time.perf_counter()
+    end = None
+    end_marker = "[DONE]" if sse else "the final object (done: true)"
+    stall = min(stall_s or timeout_s, timeout_s)
+    deadline = _Deadline(timeout_s)
+    # The cyclic garbage collector waits while the stream is read (as timeit's timer does): its passes
+    # over the growing list of kept events cost more per event than parsing them. Nothing is lost; it
+    # runs again after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        request = http.build_request("POST", url, json=body, timeout=stall, extensions={"trace": deadline.trace})
+        fast = http_stream.fast_path(http, request)
+        # The clock runs from before connecting: a server that stalls in its head is cut too. Started
+        # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
+        deadline.arm()
+        t0 = time.perf_counter()
+        deadline.begin(t0)
+        with (
+            http_stream.Stream(http, request, stall, on_socket=deadline.watch).open()
+            if fast
+            else contextlib.closing(http.send(request, stream=True))
+        ) as resp:
+            status = resp.status if fast else resp.status_code
+            if not fast:
+                deadline.watch(_socket_of(resp))
+            if status != 200:
+                raw = resp.read_all() if fast else resp.read()
+                text = raw.decode("utf-8", errors="replace")
+                m.error = f"HTTP {status}: {clip(text, 500)}"
+                m.wall_s = time.perf_counter() - t0
+                return m, ev.events
+            if fast and resp.recordable:
+
+                def stop() -> bool:
+                    ev.feed_reads(*resp.recorded())
+                    return ev.over
+
+                def started() -> bool:
+                    return stop() or ev.t_first is not None
+
+                # Reads coalesce once the first token came, unless the caller times every event.
+                coalesce = COALESCE_BYTES if on_timed_event is None else 0
+                try:
+                    resp.record(
+                        stop,
+                        _HINTS[framing],
+                        unterminated_limit=1 << 20,
+                        coalesce_bytes=coalesce,
+                        started=started,
+                        coalesce_wait_s=COALESCE_WAIT_S,
+                    )
+                finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
+                    with contextlib.suppress(httpx.HTTPError):
+                        stop()
+                    ev.finish(resp.last_read)
+            else:
+                reads = resp.reads() if fast else ((time.perf_counter(), b) for b in resp.iter_bytes())
+                last = time.perf_counter()
+                try:
+                    for now, data in reads:
+                        last = now
+                        ev.feed(now, data)
+                        if ev.over:
+                            break
+                finally:
+                    ev.finish(last)
+            end = ev.end if ev.end is not None else time.perf_counter()
+            if ev.error is not None:
+                m.error = ev.error
+            elif not ev.done:
+                m.error = f"stream ended before {end_marker}"
+            if ev.done and fast:
+                resp.finish()  # the body's last bytes, after the timing: keeps the connection
+    except httpx.TimeoutException:
+        m.error = ev.error or f"timed out after {stall:g} s without data from the server (request.timeout_s)"
+        end = ev.end if ev.error else time.perf_counter()
+    except httpx.HTTPError as exc:
+        m.error = ev.error or clip(f"{type(exc).__name__}: {exc}", 500)
+        end = ev.end if ev.error else time.perf_counter()
+    finally:
+        deadline.cancel()
+        if collecting:
+            gc.enable()
+    if deadline.fired:
+        m.error = (
+            f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
+            if ev.t_first is None
+            else f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)"
+        )
+    m.wall_s = end - t0
+    m.stream_events = ev.text_events
+    m.output_text = "".join(ev.parts)
+    m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8", errors="replace")).hexdigest()
+    t_first, t_last = ev.t_first, ev.t_last
+    if t_first is not None:
+        m.ttft_s = t_first - t0
+    try:
+        c = counts(ev.events) if ev.events else Counts()
+        m.completion_tokens = _count(c.completion_tokens, "completion_tokens")
+        m.prompt_tokens = _count(c.prompt_tokens, "prompt_tokens")
+        m.cached_tokens = _count(c.cached_tokens, "cached_tokens")
+        if c.finish_reason is not None and type(c.finish_reason) is not str:
+            raise _Malformed(f"finish_reason is {clip(repr(c.finish_reason), 80)}, not a string")
+        m.finish_reason = c.finish_reason
+    except Exception as exc:  # a value no engine sends: this record is an error, the block goes on
+        what = str(exc) if isinstance(exc, _Malformed) else f"{type(exc).__name__}"
+        m.completion_tokens = m.prompt_tokens = m.cached_tokens = m.finish_reason = None
+        if m.error is None:
+            m.error = f"malformed token counts in the response: {what}"
+    if m.completion_tokens is None and m.error is None:
+        m.error = missing_counts
+    if m.error is None:
+        m.count_check = count_check(m.completion_tokens, m.stream_events, max_tokens_per_event)
+    if m.completion_tokens and m.wall_s:
+        m.decode_tok_s = m.completion_tokens / m.wall_s
+        if t_first is not None and t_last is not None and t_last > t_first and m.completion_tokens > 1:
+            m.tg_tok_s = (m.completion_tokens - 1) / (t_last - t_first)
+    if m.error is not None and ev.size:
+        m.raw_response = ev.raw()
+    return m, ev.events
+
+
+def _socket_of(response: httpx.Response) -> socket.socket | None:
+    stream = response.extensions.get("network_stream")
+    get = getattr(stream, "get_extra_info", None)
+    return get("socket") if get else None
+
+
+def _openai_text(event: dict) -> str:
+    text = ""
+    for choice in event.get("choices") or []:
+        piece = choice.get("text")
+        if piece is None:
+            piece = (choice.get("delta") or {}).get("content")
+        text += piece or ""
+    return text
+
+
+def _openai_counts(events: list[dict]) -> Counts:
+    """Token counts from the final `usage` chunk; finish reason from the last choice that gives one."""
+    usage = next((e["usage"] for e in reversed(events) if e.get("usage")), None)
+    finish = next(
+        (
+            ch["finish_reason"]
+            for e in reversed(events)
+            for ch in (e.get("choices") or [])
+            if isinstance(ch, dict) and ch.get("finish_reason")
+        ),
+        None,
+    )
+    if not isinstance(usage, dict):
+        return Counts(finish_reason=finish)
+    return Counts(usage.get("completion_tokens"), usage.get("prompt_tokens"), _cached(usage), finish)
+
+
+def stream_completion(
+    client: httpx.Client,
+    url: str,
+    body: dict,
+    timeout_s: float,
+    on_event: Callable[[dict], None] | None = None,
+    max_tokens_per_event: float | None = None,
+) -> Measurement:
+    """POST an OpenAI-style streaming request (/v1/completions, /v1/chat/completions) and time it.
+
+    Token counts come from the final `usage` chunk (stream_options.include_usage), never from
+    events. `on_event` sees every parsed event after it is timed: engines put their own
+    per-request extras there (llama.cpp's `timings`, vLLM's per-request `metrics`), after the stream.
+    max_tokens_per_event: the most tokens the server can stream in one event (count_check).
+    """
+    m, _ = timed_stream(
+        client,
+        url,
+        body,
+        timeout_s,
+        framing="sse",
+        new_text=_openai_text,
+        is_last=lambda event: False,
+        counts=_openai_counts,
+        on_event=on_event,
+        max_tokens_per_event=max_tokens_per_event,
+        missing_counts="no usage in the response (the server must honour stream_options.include_usage)",
+    )
+    return m
+
+
+def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
+    try:
+        r = client.get(url, timeout=timeout_s)
+        return r.text if r.status_code == 200 else None
+    except httpx.HTTPError:
+        return None
