@@ -43,6 +43,17 @@ def test_identical_outputs_agree_and_a_lossless_divergence_is_flagged():
     assert "2 / 3" in md and "67%" in md
 
 
+def test_an_arm_that_diverges_on_several_workloads_is_one_flag_naming_them():
+    recs = []
+    for wl in ("code", "prose", "chat"):
+        recs += [{**rec("base", 0, r, f"out {r}"), "workload": wl} for r in range(2)]
+        recs += [{**rec("spec", 1, r, "out X" if wl != "chat" else f"out {r}"), "workload": wl} for r in range(2)]
+    res = agreement.agreement(recs, "base", {"base": False, "spec": True}, temperature=0)
+    assert [c["workload"] for c in res["cells"] if c["flag"]] == ["code", "prose"]
+    (flag,) = res["flags"]
+    assert flag.startswith("spec should be lossless") and "from the reference's on code, prose; first suspect" in flag
+
+
 def test_sampled_outputs_are_not_judged_and_errors_are_skipped():
     recs = [rec("base", 0, 0, "a"), rec("spec", 1, 0, "b"), rec("spec", 1, 1, "", error="HTTP 500")]
     res = agreement.agreement(recs, "base", {"spec": True}, temperature=0.7)

@@ -106,8 +106,27 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
         "position_unit": "character",
         "match_key": ["workload", "prompt_id", "run"],
         "cells": rows,
-        "flags": [r["flag"] for r in rows if r["flag"]],
+        "flags": _flags(rows),
     }
+
+
+def _flags(rows: list[dict]) -> list[str]:
+    """Each flag once, with the workloads it was raised on: an arm that diverges on every workload is one finding."""
+    where: dict[str, list[str]] = {}
+    several = len({r["workload"] for r in rows}) > 1
+    for r in rows:
+        if r["flag"]:
+            where.setdefault(r["flag"], []).append(str(r["workload"]))
+    out = []
+    for flag, wls in where.items():
+        on = f"on {', '.join(wls)}"
+        if not several:
+            out.append(flag)
+        elif "from the reference's;" in flag:
+            out.append(flag.replace("from the reference's;", f"from the reference's {on};", 1))
+        else:
+            out.append(f"{flag} ({on})")
+    return out
 
 
 def lossless_arms(cfg: dict) -> dict[str, bool]:
