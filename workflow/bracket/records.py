@@ -144,6 +144,23 @@ INVALID_KINDS = (
     "no positive value",
 )
 
+#: What to change for each kind of invalid run (INVALID_KINDS); NAME is the experiment. Said where the
+#: workflow stops for want of a valid run (`nothing_valid`) and in the article's warnings.
+REASON_HINTS = {
+    "warmup": None,
+    "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
+    "cached_tokens unknown": "the engine did not report cached tokens and request.cache_guard is strict (or "
+    "request.unique_prefix is false): start vLLM with --enable-prompt-tokens-details or "
+    "SGLang with --enable-cache-report, or set request.cache_guard: auto",
+    "cache miss": "a prefix-caching arena cell's context was not served from the cache: start the server with its "
+    "prefix cache on (vLLM's default, SGLang's radix cache) and room for every user's context",
+    "early stop": "the output length was not pinned: the engine must honour ignore_eos",
+    "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
+    "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
+    "no wall time": "requests without a wall time: check the client's timing",
+}
+
+
 # A prefix cache keeps whole blocks (vLLM: 16 tokens on GPU, more on CPU; SGLang pages; llama.cpp exact), and
 # the chat template's first tokens are shared by every context: a phase's cached tokens count as expected
 # within this many tokens of its cache_expected.
@@ -249,8 +266,6 @@ def nothing_valid(runs: pd.DataFrame, where: str = "runs.csv") -> str | None:
         texts = rows["error"].dropna() if kind == "error" and "error" in rows else rows["invalid_reason"].dropna()
         example = f"; the first: {str(texts.iloc[0])[:300]}" if len(texts) and str(texts.iloc[0]) != kind else ""
         lines.append(f"  {n} x {kind}{example}")
-        from bracket.stats.analyze import REASON_HINTS  # the fix for each kind, said where it is first read
-
         if REASON_HINTS.get(kind):
             lines.append(
                 f"    {REASON_HINTS[kind].replace('NAME', str(timed['experiment'].iloc[0]) if 'experiment' in timed else 'NAME')}"

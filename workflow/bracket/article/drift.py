@@ -95,8 +95,7 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
                 "Each arm ran in one block only, so drift is not measurable here and time is confounded with "
                 "arm: a difference between arms could be the machine changing. Run two rounds or more "
                 "(design.rounds) to measure it."
-                if d.cfg.get("design", {}).get("rounds", 1) != "adaptive"
-                and d.cfg.get("design", {}).get("rounds", 1) < 2
+                if not d.stats.get("sequential") and ((d.stats.get("design_ran") or {}).get("rounds") or 1) < 2
                 else "The design could not separate time from arm for any workload; see the warnings."
             )
         )

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 
+from bracket.article.findings import message
 from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
@@ -109,8 +110,8 @@ def summarize_cmd(args) -> int:
     for a, w, s in cells:
         print(f"CI: {a} / {w}: {s.method}")
     for a, w, s in cells:
-        for msg in s.warnings:
-            print(f"warning: {a} / {w}: {msg}")
+        for f in s.warnings:
+            print(f"warning: {a} / {w}: {message(f)}")
     for (a, w), reason in _dropped(frame, cells).items():
         print(f"dropped: {a} / {w}: no valid value ({reason})")
     return 0
@@ -190,8 +191,7 @@ def compare_cmd(args) -> int:
         if r["verdict"] == "undetermined":
             print(f"  undetermined: {r['undetermined_reason']}")
         for n in r["notes"]:
-            if not (r["undetermined_reason"] and n.startswith(r["undetermined_reason"])):
-                print(f"  note: {n}")
+            print(f"  note: {message(n)}")
     return 0
 
 
