@@ -20,6 +20,7 @@ from bracket.stats import phases as ph
 from bracket.stats import sequential as seq
 from bracket.stats import speculative as spec
 from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
+from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.efficiency import above_ceiling, reference_reading
@@ -257,6 +258,9 @@ def analyze(
         block's end to the next one's server start on its host, against the design's cooldown
         (bracket.stats.gaps: n, median_s, max_s, cooldown_s, over, gaps); a finding when a gap exceeds
         the cooldown by more than a minute.
+    unmeasured
+        Each arm and single-request workload without a valid timed run, with its runs by invalid kind
+        (bracket.stats.coverage): while an arm is in it, no arm is named fastest.
     design_ran
         The design as the runs show it ran (bracket.stats.design_ran): rounds, blocks, order, runs_per_block
         and warmup_runs with their _min/_max per block and workload; null for a table without blocks.
@@ -294,6 +298,7 @@ def analyze(
         "aa": same_settings(cfg),
         "counts": _counts(runs, frame),
         "design_ran": design_ran(runs),
+        "unmeasured": unmeasured(runs, cfg),
     }
     warnings: list[Finding] = []
     if valid.empty:
