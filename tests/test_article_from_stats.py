@@ -138,6 +138,16 @@ def test_the_text_follows_stats_json_not_runs_csv(tmp_path):
     assert "the first timed run was the slowest in 2 of 3 blocks: raise design.warmup_runs. (ngram_8 / code)" in md
 
 
+def test_an_unmeasured_arm_is_the_one_stats_json_names(tmp_path):
+    src = _dir(tmp_path)
+    md, d = _render(src, tmp_path / "out")
+    assert d.stats["unmeasured"] == [] and "has no valid run" not in md  # every arm of the fixture ran
+    _edit(src, lambda s: s.update(unmeasured=[{"what": "arm", "name": "ngram_4", "reasons": {"error": 2}}]))
+    md, d = _render(src, tmp_path / "out")
+    assert "Error: arm ngram_4 has no valid run (2 error); nothing below measures it." in md
+    assert article.title_line(d).startswith("No arm can be named fastest: ngram_4 had no valid run")
+
+
 def test_a_block_that_ran_short_is_said_as_a_range(tmp_path):
     src = _dir(tmp_path)
     _edit(src, lambda s: s["design_ran"].update(runs_per_block_min=2, runs_per_block_max=3))
@@ -145,7 +155,9 @@ def test_a_block_that_ran_short_is_said_as_a_range(tmp_path):
     assert "1 warmup run and 2 to 3 timed runs" in md
 
 
-@pytest.mark.parametrize("key", ["physics", "budget_groups", "tokens_per_event", "design_ran"])
+@pytest.mark.parametrize(
+    "key", ["physics", "budget_groups", "tokens_per_event", "design_ran", "unmeasured", "drift_worst"]
+)
 def test_a_version_1_file_is_read_with_the_same_numbers(tmp_path, key):
     """An older stats.json (no stats_version) gets what it lacks from the same functions of bracket.stats:
     the article reads it as it reads today's."""

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from bracket.stats import speculative as spec
 from bracket.stats.design_ran import design_ran
+from bracket.stats.drift import worst
 from bracket.stats.efficiency import FLAT, above_ceiling, reference_reading, regime, spread
 
 
@@ -107,3 +108,10 @@ def test_the_design_that_ran_is_counted_in_the_runs():
         "warmup_runs_max": 1,
     }
     assert design_ran(pd.DataFrame({"arm": ["a"], "value": [1.0]})) is None  # a table without blocks
+
+
+def test_the_reference_s_worst_drift_against_the_threshold():
+    per = {"code": {"reference_first_vs_last": -0.03}, "chat": {"reference_first_vs_last": 0.02}, "x": {}}
+    assert worst(per, 0.01) == {"change": 0.03, "workload": "code", "threshold": 0.01, "beyond": True}
+    assert worst(per, 0.05)["beyond"] is False and worst(per, 0.03)["beyond"] is False  # beyond means more than
+    assert worst({"code": {"reference_first_vs_last": None}}, 0.01) is None and worst({}, 0.01) is None

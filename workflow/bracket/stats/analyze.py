@@ -23,6 +23,7 @@ from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, va
 from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import first_vs_last, round_changes, trend
+from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, records
 from bracket.stats.findings import FindingKind as K
@@ -203,6 +204,9 @@ def analyze(
         design cannot separate time from arm.
         With several hosts, the first and last blocks ran on different machines: read each
         host's drift in `hosts` (its warning replaces the one of reference_first_vs_last).
+    drift_worst
+        The largest |reference_first_vs_last| over the workloads, against noise_threshold
+        (bracket.stats.drift.worst: change, workload, threshold, beyond); null where none was measured.
     speculative
         One per speculative arm and workload: draft_budget, acceptance_length (1 + sum accepted
         / sum verify steps), acceptance_rate (sum accepted / sum proposed), saturation
@@ -306,6 +310,7 @@ def analyze(
             cells=[],
             comparisons=[],
             drift={},
+            drift_worst=None,
             speculative=[],
             levels=[],
             best={},
@@ -352,6 +357,7 @@ def analyze(
         if ref and abs(ref["change"]) > thr and out["hosts"] is None:
             warnings.append(Finding(K.DRIFT, F.Drift(reference, float(ref["change"]), thr), workload=wl))
 
+    out["drift_worst"] = worst_drift(out["drift"], thr)
     out["comparisons"], notes = [], {}
     for wl in workloads:
         arms_here = sorted(valid.loc[valid["workload"] == wl, "arm"].unique())

@@ -3,7 +3,7 @@
 Version 2 (`stats_version`, issue 28) made findings data (`findings`: kind and payload, no
 sentences; `warnings` is gone) and put into stats.json what the article used to work out itself:
 `design_ran`, `physics.reference_reading` and `physics.above_ceiling`, `budget_groups[].workloads`
-and `same_direction`, `tokens_per_event`, `unmeasured`, and `best[].use` (the recommendation). A file without
+and `same_direction`, `tokens_per_event`, `unmeasured`, `drift_worst`, and `best[].use` (the recommendation). A file without
 `stats_version` is version 1: `current` fills these in with the same functions of bracket.stats,
 from the inputs the caller has (the experiment, runs.csv, ceiling.json), and keeps each old
 finding's sentence as a `recorded` finding.
@@ -26,6 +26,7 @@ from bracket.stats import speculative as spec
 from bracket.stats.analyze import recommend, workload_order
 from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
+from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
 
@@ -134,6 +135,8 @@ def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling
         ]
     if groups is not None:
         out["budget_groups"] = spec.budget_effects(groups, medians, order)
+    if "drift" in stats and stats.get("noise_threshold") is not None:
+        out["drift_worst"] = worst_drift(stats["drift"] or {}, stats["noise_threshold"])
     if runs is not None:
         out["tokens_per_event"] = spec.tokens_per_event(runs)
         out["design_ran"] = design_ran(runs)
