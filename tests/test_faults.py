@@ -16,6 +16,7 @@ import time
 import pandas as pd
 import pytest
 from bracket import engines, records
+from bracket.article.findings import texts
 from bracket.cli.launch import launch_command
 from bracket.measure.session import BlockFailed
 from bracket.stats import analyze
@@ -98,7 +99,7 @@ def test_cache_hits_early_stops_and_short_outputs_are_flagged_counted_and_explai
     assert reasons == ["cache hit", "early stop (stop); token count 4 != max_tokens 8", "token count 7 != max_tokens 8"]
     # excluded from statistics: each cell's n counts only valid runs
     assert sum(c["n"] for c in stats["cells"]) == 5
-    said = " ".join(stats["warnings"])
+    said = " ".join(texts(stats["findings"]))
     for reason in ("cache hit", "early stop", "token count"):
         assert f"invalid ({reason}" in said, said
 

@@ -315,6 +315,7 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
     from types import SimpleNamespace
 
     from bracket import article
+    from bracket.stats.coverage import unmeasured
 
     rows = [
         records.new_record(
@@ -332,10 +333,13 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
         )
         for i, (arm, wl) in enumerate([("a", "code"), ("b", "code"), ("b", "code")])
     ]
-    d = SimpleNamespace(
-        runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}}, "workloads": {"code": {}, "chat": {}}}
-    )
-    assert article.unmeasured(d) == [
+    cfg = {"arms": {"a": {}, "b": {}}, "workloads": {"code": {}, "chat": {}}}
+    found = unmeasured(records.tidy(rows), cfg)
+    assert found == [
+        {"what": "arm", "name": "b", "reasons": {"error": 2}},
+        {"what": "workload", "name": "chat", "reasons": {}},
+    ]
+    assert article.unmeasured(SimpleNamespace(stats={"unmeasured": found})) == [
         "Error: arm b has no valid run (2 error); nothing below measures it.",
         "Error: workload chat has no valid run (no timed request ran); nothing below measures it.",
     ]

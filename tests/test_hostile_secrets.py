@@ -393,6 +393,7 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
     from types import SimpleNamespace
 
     from bracket.article import headline
+    from bracket.stats.coverage import unmeasured
 
     rows = [
         records.new_record(
@@ -410,8 +411,9 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
         )
         for i, (arm, wall) in enumerate([("a", 0.1), ("b", 1.0)])
     ]
-    d = SimpleNamespace(runs=records.tidy(rows), cfg={"arms": {"a": {}, "b": {}, "c": {}}})
-    assert records.arms_without_valid_run(d.runs, ["a", "b", "c"]) == ["b", "c"]
+    runs = records.tidy(rows)
+    assert records.arms_without_valid_run(runs, ["a", "b", "c"]) == ["b", "c"]
+    d = SimpleNamespace(stats={"unmeasured": unmeasured(runs, {"arms": {"a": {}, "b": {}, "c": {}}})})
     assert headline.unmeasured_arms(d) == ["b", "c"]
     row = {
         "workload": "code",

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 from bracket import records
+from bracket.article.findings import texts
 from bracket.experiment import config, design
 from bracket.stats import analyze
 from bracket.stats.hosts import host_names, with_slots
@@ -141,7 +142,7 @@ def test_a_slower_host_is_found_with_its_ci():
     assert len(ref) == 1 and ref[0]["candidate"] == "box-2"
     assert ref[0]["ci_low"] < 0.9 < ref[0]["ci_high"] and ref[0]["ci_high"] < 0.95
     assert ref[0]["verdict"] == "slower"
-    assert any("box-2 vs box-1 / base / code" in w and "slower" in w for w in out["warnings"])
+    assert any("box-2 vs box-1 / base / code" in w and "slower" in w for w in texts(out["findings"]))
     # the arms compare as before: "fast" is 1.2x on both boxes
     (c,) = out["comparisons"]
     assert c["ratio"] == pytest.approx(1.2, rel=0.03)
@@ -168,8 +169,8 @@ def test_drift_is_estimated_on_each_host():
     assert d1["slope_per_block"] == pytest.approx(np.log(0.98), abs=0.002)
     assert d1["slope_ci"][0] < np.log(0.98) < d1["slope_ci"][1]
     assert abs(d2["slope_per_block"]) < 0.002
-    assert any(w.startswith("box-1 / code: the reference base moved") for w in out["warnings"])
-    assert not any(w.startswith("box-2 / code: the reference") for w in out["warnings"])
+    assert any(w.startswith("box-1 / code: the reference base moved") for w in texts(out["findings"]))
+    assert not any(w.startswith("box-2 / code: the reference") for w in texts(out["findings"]))
 
 
 def test_no_hosts_no_section():
@@ -190,5 +191,5 @@ def test_a_host_difference_is_not_reported_as_drift():
     # no drift anywhere, box-2 12 % slower: the pooled first-vs-last spans two machines
     runs, cfg = _runs({"box-1": 1.0, "box-2": 0.88}, {"box-1": 0.0, "box-2": 0.0}, noise=0.002)
     out = analyze(runs, cfg)
-    assert not any("moved" in w for w in out["warnings"]), out["warnings"]
-    assert any("box-2 vs box-1 / base / code" in w for w in out["warnings"])
+    assert not any("moved" in w for w in texts(out["findings"])), texts(out["findings"])
+    assert any("box-2 vs box-1 / base / code" in w for w in texts(out["findings"]))

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from bracket import records
+from bracket.article.findings import message
 from bracket.article.neutrality import instrument_sentence
 from bracket.controls.neutrality import plan
 from bracket.engines import get, llamacpp, vllm
@@ -123,13 +124,13 @@ def test_a_cost_whose_ci_lies_above_one_percent_is_a_finding_and_swapping_the_bo
     c = instrument_cost(control_table(rows))
     assert c["ci_low"] > 1.01
     f = findings(c)
-    assert len(f) == 1 and f[0].kind == "instrument" and f"{c['cost']:+.1%} per token" in f[0].message
+    assert len(f) == 1 and f[0].kind == "instrument" and f"{c['cost']:+.1%} per token" in message(f[0])
     inv = instrument_cost(control_table([(pos, pair, p, b) for pos, pair, b, p in rows]))
     assert inv["ratio"] == pytest.approx(1 / c["ratio"]) and inv["ci_low"] == pytest.approx(1 / c["ci_high"])
     # cheaper than a plain client's is a finding too: the rates are then faster than a plain client sees
     g = findings(inv)
-    assert len(g) == 1 and "faster than under a plain client's" in g[0].message
-    assert "slower than under a plain client's" in f[0].message
+    assert len(g) == 1 and g[0].payload.direction == "faster" and "faster than under a plain client's" in message(g[0])
+    assert f[0].payload.direction == "slower" and "slower than under a plain client's" in message(f[0])
     assert findings({**c, "ci_low": 0.991, "ci_high": 1.009}) == []
 
 

@@ -85,7 +85,7 @@ def test_a_body_that_costs_the_server_25_percent_is_named_with_its_cost(tmp_path
     # per token: 1 / (4000 / 1.25) = 0.3125 ms against 1 / 4000 = 0.25 ms
     assert n["bracket_ms_per_token"] == pytest.approx(0.3125) and n["plain_ms_per_token"] == pytest.approx(0.25)
     found = [f for f in stats["findings"] if f["kind"] == "instrument"]
-    assert len(found) == 1 and "+25.0% per token" in found[0]["message"]
+    assert len(found) == 1 and found[0]["payload"]["cost"] == pytest.approx(0.25, abs=1e-9)
     # the control's records are in raw/ but never in runs.csv, so no arm's statistics hold them
     runs = pd.read_csv(res / "runs.csv")
     assert len(runs) == 4 * 2 and stats["counts"]["total"] == 8

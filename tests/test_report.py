@@ -176,28 +176,43 @@ def test_recommendation_keeps_the_reference_without_a_verdict(data):
     assert split  # the fastest arm differs: ngram_8 on code, ngram_4 on prose and chat
     assert set(t["use"]) == {"baseline"}  # but no verdict said "faster" with three runs
     d = article.Data(**{**data.__dict__, "stats": json.loads(json.dumps(data.stats))})
-    for b in d.stats["best"].values():
-        b["verdict"] = "faster"
+    for b in d.stats["best"].values():  # as the analysis writes it for a fastest arm shown faster
+        b.update(verdict="faster", use=b["arm"], use_because="shown faster")
     t, split = article.recommendations(d)
     assert dict(zip(t["workload"], t["use"])) == {"code": "ngram_8", "prose": "ngram_4", "chat": "ngram_4"}
     assert "--speculative-config" in t.loc[t["workload"] == "code", "flags"].iloc[0]
 
 
 def test_group_warnings_merges_repeated_messages():
-    from bracket.stats.findings import Finding
+    from bracket.article.findings import message, text
+    from bracket.stats import findings as F
 
+    K = F.FindingKind
     fs = [
-        Finding("cell", "only 3 valid runs", arm="a", workload="code"),
-        Finding("cell", "only 3 valid runs", arm="b", workload="chat"),
-        Finding("comparison", "one block per arm", arm="x", vs="a", workload="code"),
-        Finding("invalid", "2 runs invalid (cache hit), left out of statistics."),
-        Finding("host", "ran slower", host="box-2", vs="box-1", arm="base", workload="code"),
+        F.Finding(K.FEW_RUNS, F.FewRuns(3), arm="a", workload="code"),
+        F.Finding(K.FEW_RUNS, F.FewRuns(3), arm="b", workload="chat"),
+        F.Finding(K.POOLED, arm="x", vs="a", workload="code"),
+        F.Finding(K.INVALID, F.Invalid(2, "cache hit", "probe")),
+        F.Finding(
+            K.HOST_DIFFERS,
+            F.HostDiffers("box-2", "slower", 0.9, 0.85, 0.95),
+            host="box-2",
+            vs="box-1",
+            arm="base",
+            workload="code",
+        ),
     ]
-    assert fs[2].text() == "x vs a / code: one block per arm"
+    pooled = "blocks agreed within request noise (F test), so block and request noise were pooled"
+    assert text(fs[2]) == f"x vs a / code: {pooled}"
     g = article.group_warnings([f.record() for f in fs])
-    assert g[0] == "only 3 valid runs (a / code, b / chat)"
-    assert "one block per arm (x vs a / code)" in g and fs[3].message in g
-    assert "ran slower (box-2 vs box-1 / base / code)" in g
+    assert g[0].startswith("only 3 valid runs: a median needs at least 5") and g[0].endswith(" (a / code, b / chat)")
+    assert f"{pooled} (x vs a / code)" in g
+    assert message(fs[3]) in g and message(fs[3]).startswith("2 runs invalid (cache hit), left out of statistics: ")
+    assert any(
+        w.startswith("the same configuration ran slower on box-2 (ratio 0.900, CI 0.850 to 0.950)")
+        and w.endswith("(box-2 vs box-1 / base / code)")
+        for w in g
+    )
 
 
 def test_corrections_ledger(tmp_path):
@@ -239,7 +254,7 @@ def test_sections_absent_without_their_data(data):
     d = article.Data(
         **{
             **data.__dict__,
-            "stats": {**data.stats, "speculative": [], "k_model": {}},
+            "stats": {**data.stats, "speculative": [], "k_model": {}, "physics": None},
             "weights": None,
             "ceiling": None,
             "corrections": None,
@@ -483,7 +498,10 @@ def test_drift_section_when_the_design_measured_it(data):
         }
         for wl in data.workloads
     }
-    d = article.Data(**{**data.__dict__, "stats": {**data.stats, "drift": drift, "noise_threshold": 0.01}})
+    worst = {"change": 0.0131, "workload": "code", "threshold": 0.01, "beyond": True}  # as stats.drift.worst says
+    d = article.Data(
+        **{**data.__dict__, "stats": {**data.stats, "drift": drift, "noise_threshold": 0.01, "drift_worst": worst}}
+    )
     t = article.drift_table(d)
     assert list(t["baseline first vs last block"]) == ["+1.31%"] * 3
     assert t["first / last median"].iloc[0] == "35.70\u201336.17"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from bracket.article.findings import message
 from bracket.engines.llamacpp import never_drafts
 from bracket.experiment import config
 from bracket.stats import speculative as spec
@@ -144,7 +145,8 @@ def test_analysis_finds_the_arm_that_never_drafted():
     stats = analyze(pd.DataFrame(rows), cfg)
     never = [f for f in stats["findings"] if f["kind"] == "never drafted"]
     assert [(f["arm"], f["workload"]) for f in never] == [("ngram_2", "code")]
-    assert "proposed no draft token" in never[0]["message"]
+    assert never[0]["payload"] == {"runs": 6, "draft_budget": 2}
+    assert "proposed no draft token" in message(never[0])
     # the arm that never drafted is no budget: with it gone, ngram_4 is alone and there is no budget table
     assert stats["budget_groups"] == []
     assert [r["reading"] for r in stats["speculative"] if r["arm"] == "ngram_2"] == [

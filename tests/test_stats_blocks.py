@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from bracket.article.findings import message
 from bracket.stats import io as sio
 from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -257,7 +258,9 @@ def test_bimodal_cell_names_both_modes_and_lists_no_mode_as_outliers():
         50, rel=0.01
     )
     assert s.modes["low_n"] == 10 and s.outliers == ()
-    assert any("two modes" in w and "unstable" in w for w in s.warnings)
+    (two,) = [w for w in s.warnings if w.kind == "two modes"]
+    assert (two.payload.low_n, two.payload.where) == (10, "across blocks")
+    assert "unstable" in message(two)
     # Unimodal cells, even with block noise, are not flagged.
     flagged = sum(
         bimodal(np.exp(rng.normal(0, 0.03, 6)[blocks] + rng.normal(0, 0.005, 30)), blocks) is not None
@@ -367,7 +370,10 @@ def test_two_speed_cell_with_quiet_blocks_is_calibrated_and_named(tmp_path):
     assert c["block_statistic"].startswith("mean") and set(c["modes"]) == {"baseline", "candidate"}
     m = c["modes"]["candidate"]
     assert m["high_median"] / m["low_median"] == pytest.approx(1.08, abs=0.01) and m["where"] == "within blocks"
-    note = next(n for n in c["notes"] if n.startswith("two modes in the candidate"))
+    (note,) = [
+        message(n) for n in c["notes"] if n["kind"] == "comparison modes" and n["payload"]["side"] == "candidate"
+    ]
+    assert note.startswith("two modes in the candidate")
     gap = m["high_median"] / m["low_median"] - 1
     assert f"{gap:.1%} apart" in note and f"{m['low_n']} runs near" in note and "block means" in note
     assert f"({m['high_n'] / (m['low_n'] + m['high_n']):.0%})" in note

@@ -87,7 +87,8 @@ def test_the_article_reads_an_old_file_in_todays_contract(tmp_path):
     """The article (bracket.article.load) meets committed files when a bench re-renders one."""
     stats = json.loads((FIXTURE / "stats.json").read_text())
     c = stats["comparisons"][0]
-    c.update(verdict_ci_low=c["ci_low"] * 0.9, verdict_ci_high=c["ci_high"] * 1.1, verdict_ci_level=0.99)
+    lo, hi = c["raw_ci_low"], c["raw_ci_high"]  # an old file's ci_* were the raw fit's
+    c.update(ci_low=lo, ci_high=hi, verdict_ci_low=lo * 0.9, verdict_ci_high=hi * 1.1, verdict_ci_level=0.99)
     old = tmp_path / "stats.json"
     old.write_text(json.dumps(stats))
     d = article.load(

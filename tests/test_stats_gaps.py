@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 from bracket import article
+from bracket.article.findings import message
 from bracket.experiment import config
 from bracket.stats.analyze import analyze
 from bracket.stats.gaps import EXCESS_S, block_gaps, findings
@@ -45,12 +46,12 @@ def test_gaps_are_taken_per_host_in_the_order_blocks_ran():
 
 def test_a_gap_far_beyond_the_cooldown_is_a_finding_and_one_within_it_is_not():
     (f,) = findings(block_gaps(METAS, cooldown_s=5))
-    assert f.kind == "design" and f.values["over"] == 1 and f.values["max_s"] == 90.0
-    assert f.message.startswith(
+    assert f.kind == "gaps" and f.payload.over == 1 and f.payload.max_s == 90.0
+    assert message(f).startswith(
         "1 of 3 gaps between consecutive blocks exceeded the design's cooldown (5 s) by more "
         "than 60 s (longest 90 s, median 10 s)"
     )
-    assert "cluster.allocation: per_host" in f.message
+    assert "cluster.allocation: per_host" in message(f)
     # with a 30 s cooldown the 90 s gap is exactly cooldown + 60 s: not over
     assert block_gaps(METAS, cooldown_s=30)["over"] == 0 and findings(block_gaps(METAS, cooldown_s=30)) == []
 
@@ -66,7 +67,7 @@ def test_analyze_puts_the_gaps_into_stats_and_the_article_states_them(tmp_path):
     runs = pd.read_csv(FIXTURE / "runs.csv")
     stats = analyze(runs, cfg, metas=METAS)
     assert stats["gaps"]["median_s"] == 10.0 and stats["gaps"]["max_s"] == 90.0
-    assert any(f["kind"] == "design" and "gaps between consecutive blocks" in f["message"] for f in stats["findings"])
+    assert any(f["kind"] == "gaps" and "gaps between consecutive blocks" in message(f) for f in stats["findings"])
     assert analyze(runs, cfg)["gaps"] is None  # no provenance given: nothing claimed
     json.dumps(stats, allow_nan=False)
 

@@ -19,9 +19,10 @@ import math
 
 import pandas as pd
 import pytest
+from bracket.article.findings import group, texts
 from bracket.experiment import config, schema
 from bracket.stats import analyze
-from bracket.stats.findings import Finding, group
+from bracket.stats.findings import Finding
 from bracket.stats.phases import lives_in_ttft, phases
 
 ARMS = {"a": (0.020, 100.0), "b": (0.400, 95.0), "c": (0.021, 80.0), "d": (0.026, 110.0)}
@@ -113,14 +114,13 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
     state = [f for f in out["findings"] if f["kind"] == "server state"]
     assert [(f["arm"], f["vs"], f["workload"]) for f in state] == [("b", "a", "w"), ("d", "a", "w")]
     assert (
-        state[0]["values"]["ttft_ratio"] == pytest.approx(20.0)
-        and state[0]["values"]["tg_ratio"] == pytest.approx(0.95)
-        and state[0]["values"]["margin"] == 0.1
+        state[0]["payload"]["ttft_ratio"] == pytest.approx(20.0)
+        and state[0]["payload"]["tg_ratio"] == pytest.approx(0.95)
+        and state[0]["payload"]["margin"] == 0.1
     )
-    assert all("values" not in f for f in out["findings"] if f["kind"] != "server state")
-    assert any(t.startswith("b vs a / w: TTFT x20.00") for t in out["warnings"])
-    group(out["findings"])  # the records, values included, read back as Findings
-    assert Finding(**state[0]).values["decode_ratio"] == pytest.approx(0.4543, abs=1e-4)
+    assert any(t.startswith("b vs a / w: TTFT x20.00") for t in texts(out["findings"]))
+    group(out["findings"])  # the records, payloads included, read back as Findings
+    assert Finding.of(state[0]).payload.decode_ratio == pytest.approx(0.4543, abs=1e-4)
     # The margin is the experiment's.
     cfg["analysis"]["phase_margin"] = 0.2
     out = analyze(_runs(), cfg)

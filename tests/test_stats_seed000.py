@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from bracket.article.findings import message
 from bracket.stats import speculative as spec
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.compare import NO_EFFECT, verdict
@@ -66,10 +67,12 @@ def test_round_three_spreads(round3):
 def test_round_three_wide_spread_warns_and_estimates_runs(round3):
     s = summarize(round3["dflash2_draft12"], rng=1, spread_warning=0.15, precision=0.01)
     assert s.runs_needed is not None and s.runs_needed > 10
-    assert any("will not pin the median" in w for w in s.warnings)
+    (wide,) = [w for w in s.warnings if w.kind == "wide spread"]
+    assert wide.payload.runs_needed == s.runs_needed and wide.payload.threshold == 0.15
+    assert "will not pin the median" in message(wide)
     quiet = summarize(round3["no_speculation"], rng=1)
     assert quiet.runs_needed is None
-    assert not any("pin" in w for w in quiet.warnings)
+    assert not any(w.kind == "wide spread" for w in quiet.warnings)
 
 
 def test_ratio_of_round_three_medians(round3):

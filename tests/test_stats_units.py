@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 from bracket import records
+from bracket.article.findings import texts
 from bracket.experiment import config, design
 from bracket.stats import analyze
 from bracket.stats import io as sio
@@ -150,13 +151,16 @@ def test_analyze_contract_and_reproducibility():
         "speculative",
         "k_model",
         "levels",
-        "warnings",
+        "findings",
         "best",
+        "design_ran",
+        "stats_version",
     ):
         assert key in out
     assert out["value"] == "decode_tok_s" and out["seed"] == cfg["analysis"]["seed"]
     assert out["counts"]["warmups"] == 6 and out["counts"]["invalid_by_reason"] == {"cache hit": 1}
-    assert any("cache hit" in w and "unique_prefix" in w for w in out["warnings"])
+    assert "warnings" not in out  # findings are data; their sentences are the presenter's
+    assert any("cache hit" in w and "unique_prefix" in w for w in texts(out["findings"]))
     assert {c["verdict"] for c in out["comparisons"]} == {"faster"}
     sp = {r["arm"]: r for r in out["speculative"]}
     assert sp["ng4"]["acceptance_length"] == pytest.approx(2.6) and sp["ng4"]["saturation"] == pytest.approx(0.65)

@@ -6,8 +6,10 @@ import math
 
 import pytest
 from bracket.article.ceiling import machine_steadiness
+from bracket.article.findings import message, texts
 from bracket.physics import steadiness
-from bracket.stats.findings import Finding
+from bracket.stats.analyze import _machine
+from bracket.stats.findings import Finding, FindingKind
 
 
 def test_the_record_of_four_windows_worked_by_hand():
@@ -34,16 +36,20 @@ def test_a_probe_too_short_or_too_small_is_refused_with_the_reason(kw):
 
 def test_the_warning_names_a_machine_that_moved_as_much_as_the_spread_warning():
     moved = steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)
-    text = steadiness.reading(moved, 0.15)
+    (finding,) = _machine(moved, 0.15)
+    assert finding.payload.spread == pytest.approx(4 / 10.5) and finding.payload.threshold == 0.15
+    text = message(finding)
     assert text.startswith("this machine is not steady") and "moved 38% between 0.5 s windows over 10 s" in text
     assert "(8.0-12.0 GB/s)" in text
     steady = steadiness.summary([10.0, 10.4, 10.2, 10.1], seconds=10, window_s=0.5, nbytes=2**25)  # 3.9 %
-    assert steadiness.reading(steady, 0.15) is None and steadiness.reading(None, 0.15) is None
+    assert _machine(steady, 0.15) == [] and _machine(None, 0.15) == []
     # the article's ceiling section: a warning beside the bandwidth, or a plain sentence
-    para = machine_steadiness(moved, 0.15)
+    para = machine_steadiness(moved, 0.15, True)
     assert para.kind == "warn" and "ranged 8.0–12.0 GB/s" in para.text and "(38.1% of its median)" in para.text
-    assert machine_steadiness(steady, 0.15).kind == "" and machine_steadiness(None, 0.15) is None
-    assert machine_steadiness(steady, 0.15).text.endswith("(3.9% of its median), under the 15% at which bracket warns.")
+    assert machine_steadiness(steady, 0.15, False).kind == "" and machine_steadiness(None, 0.15, False) is None
+    assert machine_steadiness(steady, 0.15, False).text.endswith(
+        "(3.9% of its median), under the 15% at which bracket warns."
+    )
 
 
 def test_bandwidths_are_written_with_four_significant_figures():
@@ -75,10 +81,11 @@ def test_analyze_lists_the_machine_among_the_warnings():
     moved = {"machine_steadiness": steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)}
     out = analyze(pd.DataFrame(rows), cfg, moved)
     assert [f for f in out["findings"] if f["kind"] == "machine"]
-    assert any(w.startswith("this machine is not steady") for w in out["warnings"])
+    assert any(w.startswith("this machine is not steady") for w in texts(out["findings"]))
     quiet = {"machine_steadiness": steadiness.summary([10.0, 10.1], seconds=1, window_s=0.5, nbytes=2**25)}
     assert not [f for f in analyze(pd.DataFrame(rows), cfg, quiet)["findings"] if f["kind"] == "machine"]
-    assert Finding("machine", "m").record()["kind"] == "machine"
+    with pytest.raises(TypeError, match="Machine payload"):
+        Finding(FindingKind.MACHINE)
 
 
 def test_the_bench_summary_of_units_worked_by_hand():

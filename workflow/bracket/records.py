@@ -144,7 +144,8 @@ INVALID_KINDS = (
     "no positive value",
 )
 
-# The fix for each kind, said where it is first read (records.nothing_valid) and in the analysis' findings.
+#: What to change for each kind of invalid run (INVALID_KINDS); NAME is the experiment. Said where the
+#: workflow stops for want of a valid run (`nothing_valid`) and in the article's warnings.
 REASON_HINTS = {
     "warmup": None,
     "cache hit": "the prefix cache engaged: keep request.unique_prefix true",
@@ -158,6 +159,7 @@ REASON_HINTS = {
     "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
     "no wall time": "requests without a wall time: check the client's timing",
 }
+
 
 # A prefix cache keeps whole blocks (vLLM: 16 tokens on GPU, more on CPU; SGLang pages; llama.cpp exact), and
 # the chat template's first tokens are shared by every context: a phase's cached tokens count as expected

@@ -6,6 +6,7 @@ Everything else (runs.csv, stats.json, weights.json, ceiling.json, schedule.csv)
 from them and from the model's tensor headers with the package, exactly as the workflow does.
 
     .venv/bin/python tests/data/report/make_fixture.py [--raw /tmp/probe/out2] [--model /tmp/probe/model300]
+    .venv/bin/python tests/data/report/make_fixture.py --stats-only   # stats.json again, from the committed files
 
 The model itself is not committed; its build record (build.json) is copied beside the raw
 records so the article can show how the model was made.
@@ -89,9 +90,25 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     print(f"{OUT}: {len(runs)} runs, {size / 1e3:.0f} kB")
 
 
+def stats_only() -> None:
+    """stats.json from the committed raw records and ceiling.json, as `main` computes it: after a change
+    to the analysis or to stats.json's contract, without the original records or the model."""
+    cfg = config.validate(EXPERIMENT, source="fixture")
+    blocks = sorted((OUT / "raw").glob("block-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
+    runs = records.tidy(records.read(blocks))
+    ceil = json.loads((OUT / "ceiling.json").read_text())
+    stats = analyze(runs, cfg, ceil)
+    (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
+    print(f"{OUT / 'stats.json'}: {len(runs)} runs")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--raw", type=Path, default=Path("/tmp/probe/out2"))
     ap.add_argument("--model", type=Path, default=Path("/tmp/probe/model300"))
+    ap.add_argument("--stats-only", action="store_true", help="recompute stats.json from the committed files")
     a = ap.parse_args()
-    main(a.raw, a.model)
+    if a.stats_only:
+        stats_only()
+    else:
+        main(a.raw, a.model)

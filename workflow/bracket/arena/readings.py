@@ -17,7 +17,7 @@ from bracket import records
 from bracket.arena import benchy as arena_benchy
 from bracket.arena import coherence as arena_coherence
 from bracket.experiment.arena_workload import is_arena, spec
-from bracket.stats.findings import Finding
+from bracket.stats import findings as F
 from bracket.stats.summary import summarize as summarize_cell
 
 # ---- the two definitions ---------------------------------------------------------------------------------
@@ -117,50 +117,20 @@ def _bursts(runs: list[list[dict]]) -> dict:
 
 def _findings(cell: dict) -> list[dict]:
     """The cell's findings (bracket.stats.findings records): bursty delivery, and what llama-benchy dropped."""
+    K = F.FindingKind
     where = {"arm": cell["arm"], "workload": cell["workload"] + (f" ({cell['phase']})" if cell["phase"] else "")}
     out = []
     b, d = cell["bursts"], cell["llama_benchy_dropped"]
     if b["bursty_runs"]:
-        out.append(
-            Finding(
-                "instrument",
-                (
-                    f"bursty delivery: in {b['bursty_runs']} of {b['runs']} runs one network read brought a quarter of a "
-                    f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
-                    f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
-                    f"compare servers by the window rate"
-                ),
-                values=dict(b),
-                **where,
-            ).record()
-        )
+        out.append(F.Finding(K.BURSTY, F.Bursty(b["runs"], b["bursty_runs"], b["share"]), **where).record())
     co = cell.get("coherence") or {}
     if co.get("status") == "failed":
-        answer = (co["answers"] or [""])[0]
-        out.append(
-            Finding(
-                "coherence",
-                (
-                    f"the model failed llama-benchy's coherence check on {co['failed']} of {co['checked']} servers: asked "
-                    f"{co['question']!r}, it answered {answer[:120]!r}, without 'Paris' (llama-benchy would have stopped "
-                    f"here; its numbers measure a model that does not answer sensibly)"
-                ),
-                values={k: co[k] for k in ("failed", "checked")},
-                **where,
-            ).record()
-        )
+        answer = str((co["answers"] or [""])[0])
+        payload = F.Coherence(co["failed"], co["checked"], str(co["question"]), answer)
+        out.append(F.Finding(K.COHERENCE, payload, **where).record())
     if d["tg"]:
-        out.append(
-            Finding(
-                "instrument",
-                (
-                    f"llama-benchy's tg leaves out {d['tg']} of {d['of']} {d['unit']} ({d['reason']}); its mean is over "
-                    f"the rest"
-                ),
-                values={k: d[k] for k in ("tg", "of")},
-                **where,
-            ).record()
-        )
+        payload = F.BenchyDropped(d["tg"], d["of"], str(d["unit"]), str(d["reason"]))
+        out.append(F.Finding(K.BENCHY_DROPPED, payload, **where).record())
     return out
 
 

@@ -10,7 +10,6 @@ from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.headline import aa_test, headline_rows
 from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
-from bracket.stats.analyze import recommend
 
 
 def _flag_groups(argv: list[str]) -> list[tuple[str, ...]]:
@@ -52,7 +51,7 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
     rows = []
     for r in headline_rows(d):
         b = d.stats["best"][r["workload"]]
-        use, because = (b["use"], b["use_because"]) if "use" in b else recommend(r["arm"], r["verdict"], d.reference)
+        use, because = b["use"], b["use_because"]  # the analysis decides (bracket.stats.analyze.recommend)
         note = {
             "reference fastest": "the reference was fastest",
             "shown faster": f"{ratio(r['ratio'])} the {d.reference}",

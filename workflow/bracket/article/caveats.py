@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from bracket.article.elements import Bullets, Heading, Para, Section, Table
+from bracket.article.findings import group
 from bracket.article.inputs import Data
-from bracket.stats import findings as findings_
 
 
 def group_warnings(findings: list[dict]) -> list[str]:
     """Identical messages about several cells, merged: "message (baseline / code, ngram_4 / chat)"."""
-    return findings_.group(findings)
+    return group(findings)
 
 
 def section_warnings(d: Data) -> Section:
@@ -32,6 +32,6 @@ def section_warnings(d: Data) -> Section:
                 "invalid.csv",
             )
         )
-    ws = group_warnings(d.stats["findings"]) if "findings" in d.stats else list(d.stats.get("warnings") or [])
+    ws = group_warnings(d.stats.get("findings") or [])
     s.add(Bullets(tuple(ws)) if ws else Para("None."))
     return s

@@ -7,7 +7,7 @@ import pandas as pd
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import TIMES, pct, rate, size
-from bracket.physics import ceiling as _ceiling
+from bracket.stats.findings import FindingKind
 
 READ_EVERY_TOKEN = {
     "backbone": "yes",
@@ -48,29 +48,21 @@ def byte_account(weights: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["Component", "Size", "Read every token?", "bytes"])
 
 
-def efficiency_reading(eff: float) -> str:
-    if eff > 1:
-        return (
-            "above the ceiling: more than one token per weight read, which only speculative decoding "
-            "(or a wrong byte count) can do"
-        )
-    if eff >= 0.7:
-        return "bandwidth-bound: the clock mostly measures how long it takes to read the weights"
-    if eff >= 0.3:
-        return "a large share of each token's time goes to something other than reading weights"
-    return (
-        "far below the ceiling: the time goes to scheduling, sampling and framework overhead, "
-        "not to reading weights, so bandwidth is not what limits this model on this machine"
-    )
+#: The words for each regime of bracket.stats.efficiency.regime.
+REGIME_WORDS = {
+    "above the ceiling": "above the ceiling: more than one token per weight read, which only speculative decoding "
+    "(or a wrong byte count) can do",
+    "bandwidth-bound": "bandwidth-bound: the clock mostly measures how long it takes to read the weights",
+    "partly bandwidth-bound": "a large share of each token's time goes to something other than reading weights",
+    "far below": "far below the ceiling: the time goes to scheduling, sampling and framework overhead, "
+    "not to reading weights, so bandwidth is not what limits this model on this machine",
+}
 
 
 def physics(d: Data) -> dict:
-    """stats.json's `physics` (the analysis's measurement against the ceiling); for a stats.json
-    written before it existed, the same function of the package computes it from the same inputs."""
-    if d.stats.get("physics") is not None:
-        return d.stats["physics"]
-    plain = [a for a in d.arms if not (d.cfg.get("arms", {}).get(a) or {}).get("speculative")]
-    return _ceiling.measured(d.ceiling, d.stats.get("cells") or [], d.reference, plain)
+    """stats.json's `physics`: the analysis's measurement against the ceiling (for a file written before
+    it existed, bracket.stats.contract fills it in when the article reads the file)."""
+    return d.stats.get("physics") or {"efficiency": [], "reference_median": None, "hypotheses": []}
 
 
 def efficiency_table(d: Data) -> pd.DataFrame:
@@ -159,11 +151,11 @@ def gbps(bw: float) -> str:
     return f"{bw:.4g}" if bw < 10_000 else f"{bw:,.0f}"
 
 
-def machine_steadiness(m: dict | None, threshold: float | None) -> Para | None:
-    """How steady the machine's memory was before the blocks (bracket.physics.steadiness), a warning at `threshold`."""
+def machine_steadiness(m: dict | None, threshold: float | None, moved: bool) -> Para | None:
+    """How steady the machine's memory was before the blocks (bracket.physics.steadiness); a warning where the
+    analysis found it moved (a "machine" finding) as much as `threshold` (analysis.spread_warning)."""
     if not m:
         return None
-    moved = threshold is not None and m["spread"] >= threshold
     return Para(
         f"Before the blocks, with no server running, this machine's memory copy rate ranged "
         f"{m['low_gbps']:.1f}–{m['high_gbps']:.1f} GB/s between {m['window_s']:g} s windows over "
@@ -239,7 +231,8 @@ def section_ceiling(d: Data) -> Section | None:
         "probe": f"measured by a copy probe: {src.get('method', '')}",
     }.get(src.get("kind"), src.get("detail", ""))
     s.add(Para(f"Memory bandwidth: {gbps(bw)} GB/s, {src_text.strip().rstrip(':')}."))
-    steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"))
+    moved = any(f["kind"] == FindingKind.MACHINE for f in d.stats.get("findings") or [])
+    steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"), moved)
     if steady:
         s.add(steady)
     s.add(
@@ -250,32 +243,29 @@ def section_ceiling(d: Data) -> Section | None:
     )
     eff = efficiency_table(d)
     if not eff.empty:
-        ref = eff[eff["arm"] == d.reference]
-        if not ref.empty:
-            e = float(ref["_efficiency"].median())
-            s.add(Heading(f"Measured: {rate(float(ref['_median'].median()))} tok/s, or {pct(e, 0)} of the ceiling", 3))
+        ref = physics(d).get("reference_reading")
+        if ref:
+            s.add(Heading(f"Measured: {rate(ref['median'])} tok/s, or {pct(ref['efficiency'], 0)} of the ceiling", 3))
             s.add(
                 Para(
                     f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
-                    f"{efficiency_reading(e)}."
+                    f"{REGIME_WORDS[ref['regime']]}."
                 )
             )
-            meds = ref["_median"]
-            if len(meds) > 1:
-                flat = (meds.max() - meds.min()) / meds.median()
+            if ref["spread"] is not None:
+                each = ", ".join(f"{w['workload']} {rate(w['median'])}" for w in ref["workloads"])
                 s.add(
                     Para(
-                        f"Across workloads the reference's medians differ by {pct(flat)} "
-                        f"({', '.join(f'{w} {m}' for w, m in zip(ref['workload'], ref['median tok/s']))}). "
+                        f"Across workloads the reference's medians differ by {pct(ref['spread'])} ({each}). "
                         + (
                             "That flatness is itself evidence: compute-bound throughput moves when the work "
                             "changes; a rate set by the weight read doesn't."
-                            if flat < 0.05
+                            if ref["flat"]
                             else "The rate moves with the work, so something other than the weight read sets it."
                         )
                     )
                 )
-        if (eff["_efficiency"] > 1).any():
+        if physics(d).get("above_ceiling"):
             s.add(
                 Para(
                     "An arm without speculation above the ceiling cannot be: check the byte account and the "

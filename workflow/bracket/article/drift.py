@@ -67,24 +67,15 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
     )
     if measured:
         s.add(Table(t, "Drift per workload (changes of the decode rate)", "drift.csv"))
-        thr = d.stats.get("noise_threshold")
-        worst = max(
-            (
-                abs(v)
-                for w in d.workloads
-                for v in [((d.stats.get("drift") or {}).get(w) or {}).get("reference_first_vs_last")]
-                if v is not None
-            ),
-            default=None,
-        )
-        if worst is not None and thr is not None:
+        worst = d.stats.get("drift_worst")  # bracket.stats.drift.worst
+        if worst is not None:
             s.add(
                 Para(
-                    f"The reference moved by up to {pct(worst, 2)} between its first and last blocks, against a "
-                    f"noise threshold of {pct(thr, 0)}: "
+                    f"The reference moved by up to {pct(worst['change'], 2)} between its first and last blocks, "
+                    f"against a noise threshold of {pct(worst['threshold'], 0)}: "
                     + (
                         "effects smaller than that cannot be told from drift."
-                        if worst > thr
+                        if worst["beyond"]
                         else "drift stayed inside the threshold."
                     )
                 )
@@ -95,8 +86,7 @@ def section_drift(d: Data, figure: Figure | None = None) -> Section:
                 "Each arm ran in one block only, so drift is not measurable here and time is confounded with "
                 "arm: a difference between arms could be the machine changing. Run two rounds or more "
                 "(design.rounds) to measure it."
-                if d.cfg.get("design", {}).get("rounds", 1) != "adaptive"
-                and d.cfg.get("design", {}).get("rounds", 1) < 2
+                if not d.stats.get("sequential") and ((d.stats.get("design_ran") or {}).get("rounds") or 1) < 2
                 else "The design could not separate time from arm for any workload; see the warnings."
             )
         )

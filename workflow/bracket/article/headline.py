@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from bracket import records
 from bracket.article.elements import Bullets, Heading, Para, Section
 from bracket.article.inputs import Data
 from bracket.article.results import ci_label
@@ -54,10 +53,8 @@ def headline_rows(d: Data) -> list[dict]:
 
 
 def unmeasured_arms(d: Data) -> list[str]:
-    """Arms without one valid timed run (records.arms_without_valid_run): while any is, no arm is named fastest."""
-    if d.runs is None or "valid" not in d.runs or "arm" not in d.runs:
-        return []
-    return records.arms_without_valid_run(d.runs, list(d.cfg.get("arms") or []))
+    """Arms without one valid timed run (stats.json's `unmeasured`): while any is, no arm is named fastest."""
+    return [u["name"] for u in d.stats.get("unmeasured") or [] if u["what"] == "arm"]
 
 
 def headline_sentence(row: dict, reference: str) -> str:
@@ -177,26 +174,12 @@ def title_line(d: Data) -> str | None:
 
 
 def unmeasured(d: Data) -> list[str]:
-    """Errors for the article's first lines: each arm and each workload without one valid timed run."""
-    runs = d.runs
-    if runs is None or "valid" not in runs or "arm" not in runs:
-        return []
-    valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
+    """Errors for the article's first lines: each arm and each workload without one valid timed run
+    (stats.json's `unmeasured`, bracket.stats.coverage)."""
     out = []
-    for kind, col, names in (
-        ("arm", "arm", list(d.cfg.get("arms") or [])),
-        (
-            "workload",
-            "workload",
-            [w for w, spec in (d.cfg.get("workloads") or {}).items() if (spec or {}).get("kind", "single") == "single"],
-        ),
-    ):
-        for name in names:
-            if not (valid[col] == name).any():
-                tried = runs.loc[(runs[col] == name) & ~runs.get("warmup", False).fillna(False).astype(bool)]
-                reasons = records.first_kind(tried).value_counts()
-                why = ", ".join(f"{n} {r}" for r, n in reasons.items()) or "no timed request ran"
-                out.append(f"Error: {kind} {name} has no valid run ({why}); nothing below measures it.")
+    for u in d.stats.get("unmeasured") or []:
+        why = ", ".join(f"{n} {r}" for r, n in u["reasons"].items()) or "no timed request ran"
+        out.append(f"Error: {u['what']} {u['name']} has no valid run ({why}); nothing below measures it.")
     return out
 
 

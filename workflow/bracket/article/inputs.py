@@ -124,13 +124,15 @@ def load(
             build = json.loads(cand.read_text())
             break
     name = Path(experiment_path).stem
+    ceiling = _read_json(ceiling_json)
+    stats = current(json.loads(Path(stats_json).read_text()), cfg=cfg, runs=runs, ceiling=ceiling)
     return Data(
         name=name,
         cfg=cfg,
         runs=runs,
-        stats=current(json.loads(Path(stats_json).read_text())),
+        stats=stats,
         weights=_read_json(weights_json),
-        ceiling=_read_json(ceiling_json),
+        ceiling=ceiling,
         schedule=pd.read_csv(schedule_csv),
         metas=metas,
         raw=raw,

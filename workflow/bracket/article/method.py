@@ -463,23 +463,34 @@ def gap_sentence(d: Data) -> str | None:
     )
 
 
+def _per_block(ran: dict, key: str, noun: str) -> str:
+    """ "3 timed runs", or "2 to 3 timed runs" where a block ran short (stats.json's design_ran)."""
+    lo, hi = ran.get(f"{key}_min"), ran.get(f"{key}_max")
+    return _n(hi, noun) if lo == hi else f"{lo} to {_n(hi, noun)}"
+
+
 def section_method(d: Data) -> Section:
     cfg, des = d.cfg, d.cfg.get("design", {})
     s = Section([Heading("How these numbers were taken")])
     n_blocks = len(schedule_table(d))
     seq = d.stats.get("sequential")
+    # what ran, counted in the runs (bracket.stats.design_ran); the plan only for a table without blocks
+    ran = d.stats.get("design_ran") or {
+        "rounds": des.get("rounds"),
+        **{f"{k}_{e}": des.get(k) for k in ("runs_per_block", "warmup_runs") for e in ("min", "max")},
+    }
     first = seq.get("first_look", des.get("min_rounds")) if seq else None
     rounds = (
         f"adaptive: {_n(seq['rounds_run'], 'round')} run of {first} to {des.get('max_rounds')}, the first look "
         f"after round {first} (see the looks)"
         if seq
-        else _n(des.get("rounds"), "round")
+        else _n(ran["rounds"], "round")
     )
     s.add(
         Para(
             f"Design: {des.get('kind')}, {rounds}, {n_blocks} blocks in the order below, drawn "
             f"once with seed {des.get('seed')} and recorded. Each block served one arm and ran, per workload, "
-            f"{_n(des.get('warmup_runs'), 'warmup run')} and {_n(des.get('runs_per_block'), 'timed run')}; "
+            f"{_per_block(ran, 'warmup_runs', 'warmup run')} and {_per_block(ran, 'runs_per_block', 'timed run')}; "
             f"{des.get('cooldown_s')} s of cooldown between blocks. " + launch_sentence(d)
         )
     )

@@ -7,7 +7,6 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import pct, rate
-from bracket.stats import speculative as spec
 
 
 def speculative_table(d: Data) -> pd.DataFrame:
@@ -28,41 +27,30 @@ def speculative_table(d: Data) -> pd.DataFrame:
 
 
 def tokens_per_event(d: Data) -> pd.DataFrame:
-    """Mean completion tokens per stream event of each speculative arm (valid runs)."""
-    r = d.runs[d.runs["valid"] & d.runs["draft_budget"].notna()] if "draft_budget" in d.runs else d.runs.iloc[0:0]
-    if r.empty or "stream_events" not in r:
-        return pd.DataFrame()
-    g = r.assign(tpe=r["completion_tokens"] / r["stream_events"]).groupby("arm")["tpe"].mean()
-    return g.reset_index().rename(columns={"tpe": "tokens per event"})
-
-
-def budget_groups(d: Data) -> list[dict]:
-    """stats.json's groups of arms that differ only in the draft budget (older files: from the experiment)."""
-    groups = d.stats.get("budget_groups")
-    if groups is None:
-        groups = [
-            {"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
-            for label, arms in spec.budget_groups(d.cfg.get("arms", {}))
-        ]
-    return groups
+    """stats.json's mean completion tokens per stream event of each speculative arm (valid runs)."""
+    rows = d.stats.get("tokens_per_event") or []
+    return (
+        pd.DataFrame({"arm": [r["arm"] for r in rows], "tokens per event": [r["tokens_per_event"] for r in rows]})
+        if rows
+        else pd.DataFrame()
+    )
 
 
 def budget_table(d: Data) -> pd.DataFrame:
     """Seed 000's "same flag, different workloads" table: median per draft budget, and the change
     from the smallest to the largest budget, for arms that differ only in the draft budget (one
-    method as launched, one lookup window, one draft model: stats.speculative.budget_groups)."""
+    method as launched, one lookup window, one draft model): stats.json's `budget_groups`
+    (bracket.stats.speculative.budget_groups and budget_effects)."""
     rows = []
-    for g in budget_groups(d):
-        for wl in d.workloads:
-            cells = [(k, a, d.cell(a, wl)) for k, a in zip(g["budgets"], g["arms"])]
-            if any(c is None for _, _, c in cells):
-                continue
-            row = {"workload": wl, "method": g["method"], "arms": ", ".join(g["arms"])}
-            row.update({f"budget {k}": rate(c["median"]) for k, a, c in cells})
-            first, last = cells[0][2]["median"], cells[-1][2]["median"]
-            row[f"change {cells[0][0]} \u2192 {cells[-1][0]}"] = pct(last / first - 1, 1, True)
-            row["_change"] = last / first - 1
-            row["_span"] = f"{g['method']} from {cells[0][0]} to {cells[-1][0]} ({cells[0][1]} \u2192 {cells[-1][1]})"
+    for g in d.stats.get("budget_groups") or []:
+        ks, arms = g["budgets"], g["arms"]
+        for w in g.get("workloads") or []:
+            row = {"workload": w["workload"], "method": g["method"], "arms": ", ".join(arms)}
+            row.update({f"budget {k}": rate(m) for k, m in zip(ks, w["medians"])})
+            row[f"change {ks[0]} \u2192 {ks[-1]}"] = pct(w["change"], 1, True)
+            row["_change"] = w["change"]
+            row["_same_direction"] = g["same_direction"]
+            row["_span"] = f"{g['method']} from {ks[0]} to {ks[-1]} ({arms[0]} \u2192 {arms[-1]})"
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -108,14 +96,13 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
     if not bt.empty:
         s.add(Heading("The same flag on different workloads", 3))
         for span, g in bt.groupby("_span", sort=False):
-            signs = {v > 0 for v in g["_change"]}
             s.add(
                 Para(
                     f"Raising the draft budget of {span}, nothing else changed, "
                     + (
-                        "helps on some workloads and hurts on others: "
-                        if len(signs) > 1
-                        else "moves every workload the same way: "
+                        "moves every workload the same way: "
+                        if g["_same_direction"].iloc[0]
+                        else "helps on some workloads and hurts on others: "
                     )
                     + "; ".join(f"{w} {pct(c, 1, True)}" for w, c in zip(g["workload"], g["_change"]))
                     + ". Medians; their verdicts against the reference are in the results above."
@@ -123,7 +110,7 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
             )
         s.add(
             Table(
-                bt.drop(columns=["_span"]),
+                bt.drop(columns=["_span", "_same_direction"]),
                 "Median decode rate per draft budget, arms that differ only in it",
                 "draft_budget.csv",
             )

@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 from bracket import interop
+from bracket.article.findings import message
 from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
@@ -108,8 +109,8 @@ def summarize_cmd(args) -> int:
     for a, w, s in cells:
         print(f"CI: {a} / {w}: {s.method}")
     for a, w, s in cells:
-        for msg in s.warnings:
-            print(f"warning: {a} / {w}: {msg}")
+        for f in s.warnings:
+            print(f"warning: {a} / {w}: {message(f)}")
     for (a, w), reason in _dropped(frame, cells).items():
         print(f"dropped: {a} / {w}: no valid value ({reason})")
     return 0
@@ -189,8 +190,7 @@ def compare_cmd(args) -> int:
         if r["verdict"] == "undetermined":
             print(f"  undetermined: {r['undetermined_reason']}")
         for n in r["notes"]:
-            if not (r["undetermined_reason"] and n.startswith(r["undetermined_reason"])):
-                print(f"  note: {n}")
+            print(f"  note: {message(n)}")
     return 0
 
 

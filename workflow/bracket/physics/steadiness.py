@@ -64,16 +64,3 @@ def summary(windows: list[float], *, seconds: float, window_s: float, nbytes: in
         "method": f"numpy.copyto of {nbytes / 2**20:.0f} MiB back to back for {seconds:g} s, one thread, "
         f"rate per {window_s:g} s window (2 x bytes copied: read + write); no server running",
     }
-
-
-def reading(s: dict | None, threshold: float) -> str | None:
-    """A sentence for the article's warnings when the machine moved by `threshold` or more, else None."""
-    if not s or s.get("spread") is None or s["spread"] < threshold:
-        return None
-    return (
-        f"this machine is not steady: its memory copy rate, measured before the blocks with no server "
-        f"running, moved {s['spread']:.0%} between {s['window_s']:g} s windows over {s['seconds']:g} s "
-        f"({s['low_gbps']:.1f}-{s['high_gbps']:.1f} GB/s). A server's runs and blocks on this machine can "
-        f"differ by as much for the machine's sake alone; for narrower intervals run on a machine with "
-        f"nothing else on it, or add rounds."
-    )

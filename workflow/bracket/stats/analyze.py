@@ -10,18 +10,23 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bracket.physics import steadiness
 from bracket.physics.ceiling import measured
-from bracket.records import REASON_HINTS, guards
+from bracket.records import guards
 from bracket.stats import conservatism
 from bracket.stats import defaults as D
+from bracket.stats import findings as F
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
 from bracket.stats import sequential as seq
 from bracket.stats import speculative as spec
 from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
+from bracket.stats.coverage import unmeasured
+from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import first_vs_last, round_changes, trend
-from bracket.stats.findings import Finding, texts
+from bracket.stats.drift import worst as worst_drift
+from bracket.stats.efficiency import above_ceiling, reference_reading
+from bracket.stats.findings import Finding, records
+from bracket.stats.findings import FindingKind as K
 from bracket.stats.gaps import block_gaps
 from bracket.stats.gaps import findings as gap_findings
 from bracket.stats.hosts import hosts_section
@@ -30,6 +35,9 @@ from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
+#: stats.json's contract version: 2 made findings data (kind + payload) and added design_ran,
+#: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event.
+STATS_VERSION = 2
 
 
 def jsonable(obj):
@@ -49,6 +57,13 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
     return obj
+
+
+def workload_order(cfg: dict, runs: pd.DataFrame) -> list[str]:
+    """Workloads in the experiment's order, then any others the runs name, sorted (the article's order)."""
+    found = set(runs["workload"].astype(str)) if "workload" in runs else set()
+    seen = [w for w in cfg.get("workloads") or {} if w in found]
+    return seen + sorted(found - set(seen))
 
 
 def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
@@ -189,6 +204,9 @@ def analyze(
         design cannot separate time from arm.
         With several hosts, the first and last blocks ran on different machines: read each
         host's drift in `hosts` (its warning replaces the one of reference_first_vs_last).
+    drift_worst
+        The largest |reference_first_vs_last| over the workloads, against noise_threshold
+        (bracket.stats.drift.worst: change, workload, threshold, beyond); null where none was measured.
     speculative
         One per speculative arm and workload: draft_budget, acceptance_length (1 + sum accepted
         / sum verify steps), acceptance_rate (sum accepted / sum proposed), saturation
@@ -214,7 +232,10 @@ def analyze(
     physics
         The measurement against ceiling.json (`ceiling`, when given): efficiency of each arm
         without speculation, the reference's median and seed 000's precision hypotheses
-        evaluated at it (bracket.physics.ceiling.measured).
+        evaluated at it (bracket.physics.ceiling.measured); reference_reading (the reference's efficiency
+        over its workloads, its regime, the spread of its workload medians and whether they are
+        flat: bracket.stats.efficiency.reference_reading) and above_ceiling (rows of arms without
+        speculation above the plain ceiling).
     phases
         TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
         one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
@@ -229,8 +250,8 @@ def analyze(
         The instrument's cost from the neutrality control's records (`control`, records.control_table):
         bracket.stats.neutrality.instrument_cost (ratio of bracket's per-token server time to the plain
         request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", or why
-        it is off (controls.neutrality_off). A finding of kind "instrument" when the cost and its CI's
-        lower end exceed 1 %.
+        it is off (controls.neutrality_off). A finding of kind "instrument" when the cost and its whole
+        CI lie beyond 1 % either way.
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
@@ -241,8 +262,23 @@ def analyze(
         block's end to the next one's server start on its host, against the design's cooldown
         (bracket.stats.gaps: n, median_s, max_s, cooldown_s, over, gaps); a finding when a gap exceeds
         the cooldown by more than a minute.
-    findings, warnings
-        What went wrong and what to change: records (bracket.stats.findings) and their sentences.
+    unmeasured
+        Each arm and single-request workload without a valid timed run, with its runs by invalid kind
+        (bracket.stats.coverage): while an arm is in it, no arm is named fastest.
+    design_ran
+        The design as the runs show it ran (bracket.stats.design_ran): rounds, blocks, order, runs_per_block
+        and warmup_runs with their _min/_max per block and workload; null for a table without blocks.
+    budget_groups, tokens_per_event
+        Arms that differ only in the draft budget ({method, arms, budgets}), with each workload's medians
+        by budget and the change from the smallest to the largest, and same_direction
+        (bracket.stats.speculative.budget_effects); mean completion tokens per stream event of each
+        speculative arm (bracket.stats.speculative.tokens_per_event).
+    findings
+        What went wrong and what to change, as data: records {kind, arm, vs, workload, host, payload}
+        (bracket.stats.findings: kind is a FindingKind, payload its numbers). Their sentences are made
+        by bracket.article.findings, for the article and the CLI alike.
+    stats_version
+        2 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
@@ -254,6 +290,7 @@ def analyze(
     frame = from_runs(runs)
     valid = valid_rows(frame)
     out: dict = {
+        "stats_version": STATS_VERSION,
         "seed": seed,
         "confidence": conf,
         "resamples": R,
@@ -264,6 +301,8 @@ def analyze(
         "spread_warning": spread_warn,
         "aa": same_settings(cfg),
         "counts": _counts(runs, frame),
+        "design_ran": design_ran(runs),
+        "unmeasured": unmeasured(runs, cfg),
     }
     warnings: list[Finding] = []
     if valid.empty:
@@ -271,23 +310,25 @@ def analyze(
             cells=[],
             comparisons=[],
             drift={},
+            drift_worst=None,
             speculative=[],
             levels=[],
             best={},
             hosts=None,
             phases=None,
             conservatism=None,
+            budget_groups=[],
+            tokens_per_event=[],
             k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"},
         )
-        none = Finding("invalid", "no valid runs: every request was a warmup or invalid; see counts.")
-        out["findings"], out["warnings"] = [none.record()], [none.text()]
+        out["findings"] = records([Finding(K.NO_VALID_RUNS)])
         return jsonable(out)
 
     cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R, spread_warning=spread_warn, precision=thr)
     out["cells"] = [{"arm": arm, "workload": wl, **dataclasses.asdict(s)} for arm, wl, s in cells]
     medians = {(arm, wl): s.median for arm, wl, s in cells}
     for arm, wl, s in cells:
-        warnings += [Finding("cell", w, arm=arm, workload=wl) for w in s.warnings]
+        warnings += [dataclasses.replace(w, arm=arm, workload=wl) for w in s.warnings]
 
     workloads = sorted(valid["workload"].unique())
     out["hosts"], host_warnings = hosts_section(
@@ -314,26 +355,14 @@ def analyze(
         }
         # With several hosts the first and last blocks ran on different machines: drift is per host.
         if ref and abs(ref["change"]) > thr and out["hosts"] is None:
-            warnings.append(
-                Finding(
-                    "drift",
-                    f"the reference {reference} moved {ref['change']:+.2%} between its first and last "
-                    f"blocks, more than the {thr:.0%} noise threshold: raw ratios cannot tell smaller effects "
-                    f"from drift, and the drift-adjusted ones remove only a linear trend. Lengthen "
-                    f"design.cooldown_s, fix clocks, or keep the machine otherwise idle.",
-                    workload=wl,
-                )
-            )
+            warnings.append(Finding(K.DRIFT, F.Drift(reference, float(ref["change"]), thr), workload=wl))
 
-    out["comparisons"] = []
+    out["drift_worst"] = worst_drift(out["drift"], thr)
+    out["comparisons"], notes = [], {}
     for wl in workloads:
         arms_here = sorted(valid.loc[valid["workload"] == wl, "arm"].unique())
         if reference not in arms_here:
-            warnings.append(
-                Finding(
-                    "not compared", f"the reference {reference} has no valid runs, so nothing is compared.", workload=wl
-                )
-            )
+            warnings.append(Finding(K.NO_REFERENCE, F.NoReference(reference), workload=wl))
             continue
         for arm in arms_here:
             if arm == reference:
@@ -351,8 +380,9 @@ def analyze(
                     noise_threshold=thr,
                 )
             except ValueError as exc:
-                warnings.append(Finding("not compared", f"not compared: {exc}", arm=arm, vs=reference, workload=wl))
+                warnings.append(Finding(K.NOT_COMPARED, F.NotCompared(str(exc)), arm=arm, vs=reference, workload=wl))
                 continue
+            notes[(wl, arm)] = c.notes
             out["comparisons"].append(
                 {"workload": wl, "baseline": reference, "candidate": arm, **dataclasses.asdict(c)}
             )
@@ -371,15 +401,12 @@ def analyze(
             "untested": sum(1 for c in out["comparisons"] if c.get("p_beyond_band") is None),
         }
     out["conservatism"] = conservatism.summary(out["comparisons"], conf, thr)
-    for c in out["comparisons"]:
+    for c in out["comparisons"]:  # the verdicts are final here (the adaptive design's looks included)
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
-        warnings += [
-            Finding("comparison", n, **where)
-            for n in c["notes"]
-            if not n.startswith(("one block", "no block", "arm is confounded", "blocks leave"))
-        ]
+        warnings += [dataclasses.replace(n, **where) for n in notes[(c["workload"], c["candidate"])]]
         if c["verdict"] == "undetermined":
-            warnings.append(Finding("undetermined", f"undetermined: {c['undetermined_reason']}.", **where))
+            payload = F.Undetermined(c["undetermined_reason"], c["rounds_needed"])
+            warnings.append(Finding(K.UNDETERMINED, payload, **where))
     out["undetermined"] = [
         {
             "workload": c["workload"],
@@ -406,30 +433,27 @@ def analyze(
     mute = {c["arm"] for c in never} - {
         a for a, w in valid[["arm", "workload"]].drop_duplicates().itertuples(index=False) if (a, w) not in silent
     }
-    out["budget_groups"] = [
+    groups = [
         {"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
         for label, arms in spec.budget_groups({a: v for a, v in cfg["arms"].items() if a not in mute})
     ]
+    order = workload_order(cfg, runs)
+    out["budget_groups"] = spec.budget_effects(groups, medians, order)
+    out["tokens_per_event"] = spec.tokens_per_event(runs)
     out["never_drafted"] = never
     for c in never:
-        warnings.append(
-            Finding(
-                "never drafted",
-                f"{c['runs']} valid runs of a speculative arm (draft budget "
-                f"{c['draft_budget']}) proposed no draft token: the engine never "
-                f"drafted, so the arm measures the baseline under another label; "
-                f"check the arm's speculative settings against the engine's.",
-                arm=c["arm"],
-                workload=c["workload"],
-            )
-        )
+        payload = F.NeverDrafted(int(c["runs"]), c["draft_budget"])
+        warnings.append(Finding(K.NEVER_DRAFTED, payload, arm=c["arm"], workload=c["workload"]))
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
     out["physics"] = measured(ceiling, out["cells"], reference, plain) if ceiling is not None else None
-    machine = steadiness.reading((ceiling or {}).get("machine_steadiness"), spread_warn)
-    if machine:
-        warnings.append(Finding("machine", machine))
+    if out["physics"] is not None:
+        eff = out["physics"]["efficiency"]
+        out["physics"].update(
+            reference_reading=reference_reading(eff, reference, order), above_ceiling=above_ceiling(eff)
+        )
+    warnings += _machine((ceiling or {}).get("machine_steadiness"), spread_warn)
     out["guards"] = guards(runs)
     out["gaps"] = block_gaps(metas or [], float(cfg.get("design", {}).get("cooldown_s", 0) or 0))
     warnings += gap_findings(out["gaps"])
@@ -447,51 +471,30 @@ def analyze(
         warnings += neutral.findings(cost)
     unreported = out["guards"]["cache_unreported_unique"]
     if unreported:
-        warnings.append(
-            Finding(
-                "cache",
-                f"the server reported no cached tokens for {unreported} timed "
-                f"run{'s' if unreported > 1 else ''}; each prompt began with a prefix no "
-                f"other request of the experiment carried, so no prefix cache could serve "
-                f"it, and the runs are counted (request.cache_guard: strict would refuse "
-                f"them).",
-            )
-        )
+        warnings.append(Finding(K.CACHE_UNREPORTED, F.CacheUnreported(int(unreported))))
 
     if cfg.get("design", {}).get("kind") == "sequential":
-        warnings.append(
-            Finding(
-                "design",
-                "design.kind is sequential: every arm ran in one stretch of time, so "
-                "drift and arm are confounded; use abab or abba.",
-            )
-        )
+        warnings.append(Finding(K.SEQUENTIAL))
     for arm, wl, hits, total in first_run_slow(frame):
-        warnings.append(
-            Finding(
-                "warmup",
-                f"the first timed run was the slowest in {hits} of {total} blocks: raise design.warmup_runs.",
-                arm=arm,
-                workload=wl,
-            )
-        )
+        warnings.append(Finding(K.SLOW_FIRST_RUN, F.SlowFirstRun(int(hits), int(total)), arm=arm, workload=wl))
     exp = (
         str(runs["experiment"].dropna().iloc[0])
         if "experiment" in runs and runs["experiment"].notna().any()
         else "NAME"
     )
-    for reason, n in out["counts"]["invalid_by_reason"].items():
-        hint = REASON_HINTS.get(reason)  # reason is a kind (records.INVALID_KINDS)
-        hint = hint.replace("NAME", exp) if hint else hint
-        warnings.append(
-            Finding(
-                "invalid",
-                f"{n} run{'s' if n > 1 else ''} invalid ({reason}), left out of "
-                f"statistics" + (f": {hint}." if hint else "."),
-            )
-        )
-    out["findings"], out["warnings"] = [f.record() for f in warnings], texts(warnings)
+    for reason, n in out["counts"]["invalid_by_reason"].items():  # reason is a kind (records.INVALID_KINDS)
+        warnings.append(Finding(K.INVALID, F.Invalid(int(n), str(reason), exp)))
+    out["findings"] = records(warnings)
     return jsonable(out)
+
+
+def _machine(steady: dict | None, threshold: float) -> list[Finding]:
+    """A finding when the machine's memory copy rate moved by `threshold` or more before the blocks
+    (bracket.physics.steadiness.summary's record)."""
+    if not steady or steady.get("spread") is None or steady["spread"] < threshold:
+        return []
+    keys = ("spread", "window_s", "seconds", "low_gbps", "high_gbps")
+    return [Finding(K.MACHINE, F.Machine(**{k: float(steady[k]) for k in keys}, threshold=float(threshold)))]
 
 
 def _phases(runs, reference, *, seed, confidence, n_resamples, margin):

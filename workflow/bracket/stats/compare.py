@@ -28,6 +28,8 @@ from scipy import stats
 from bracket.stats import blocks as bl
 from bracket.stats import defaults as D
 from bracket.stats.bootstrap import Sample, ratio_of_medians
+from bracket.stats.findings import ComparisonModes, Finding
+from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
@@ -75,7 +77,7 @@ class Comparison:
     confidence: float
     n_resamples: int
     seed: int | None
-    notes: tuple[str, ...]
+    notes: tuple[Finding, ...]  # remarks besides the verdict (bracket.stats.findings); the undetermined reason apart
     ratio_of_medians: float = math.nan
     p_beyond_band: float | None = None
     p_adjusted: float | None = None
@@ -284,7 +286,6 @@ def compare(
             f"not measured, and arm is confounded with time; run the arms interleaved "
             f"(design.kind: abab) for at least {max(r or 3, 3)} rounds"
         )
-        notes.append(reason + " (the CI shown covers request noise only)")
         # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
         return Comparison(
             ratio=rom,
@@ -347,10 +348,7 @@ def compare(
         basis = "raw"
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
         if drift is None:
-            notes.append(
-                "no arm was measured twice, so drift is unknown and the band is the stated "
-                "threshold; interleave the arms (design.kind: abab) to measure it"
-            )
+            notes.append(Finding(K.DRIFT_UNKNOWN))
     structural = thin = None
     if basis_fit.vif > CONFOUNDED_VIF:
         structural = (
@@ -373,18 +371,20 @@ def compare(
         # kept in undetermined_reason alone: notes are the other remarks, so nothing is said twice
         reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
     if basis_fit.pooled:
-        notes.append("blocks agreed within request noise (F test), so block and request noise were pooled")
+        notes.append(Finding(K.POOLED))
     for name, m in modes.items():
-        share = m.high_n / (m.low_n + m.high_n)
         notes.append(
-            f"two modes in the {name} ({m.where}): {m.low_n} runs near {m.low_median:.4g} "
-            f"({1 - share:.0%}) and {m.high_n} near {m.high_median:.4g} ({share:.0%}), "
-            f"{m.high_median / m.low_median - 1:.1%} apart"
-            + (
-                "; the comparison uses block means of log rate, which move with the mix of the "
-                "two paths smoothly, not block medians, which jump between them"
-                if two_paths
-                else "; each block settled on one path, so block medians already carry the split"
+            Finding(
+                K.COMPARISON_MODES,
+                ComparisonModes(
+                    side=name,
+                    where=m.where,
+                    low_n=int(m.low_n),
+                    low_median=float(m.low_median),
+                    high_n=int(m.high_n),
+                    high_median=float(m.high_median),
+                    block_means=two_paths,
+                ),
             )
         )
     test = (

@@ -1,4 +1,12 @@
-"""stats.json files written before the interval contract changed, read in today's contract.
+"""stats.json files written before today's contract, read in it.
+
+Version 2 (`stats_version`, issue 28) made findings data (`findings`: kind and payload, no
+sentences; `warnings` is gone) and put into stats.json what the article used to work out itself:
+`design_ran`, `physics.reference_reading` and `physics.above_ceiling`, `budget_groups[].workloads`
+and `same_direction`, `tokens_per_event`, `unmeasured`, `drift_worst`, and `best[].use` (the recommendation). A file without
+`stats_version` is version 1: `current` fills these in with the same functions of bracket.stats,
+from the inputs the caller has (the experiment, runs.csv, ceiling.json), and keeps each old
+finding's sentence as a `recorded` finding.
 
 Today (bracket.stats.compare.Comparison, bracket.stats.analyze): a comparison's ``ratio`` with
 ``ci_low`` / ``ci_high`` at ``ci_level`` is the estimate and interval the verdict rests on, and
@@ -10,6 +18,19 @@ through `current` first.
 """
 
 from __future__ import annotations
+
+import pandas as pd
+
+from bracket.physics.ceiling import measured
+from bracket.stats import speculative as spec
+from bracket.stats.analyze import recommend, workload_order
+from bracket.stats.coverage import unmeasured
+from bracket.stats.design_ran import design_ran
+from bracket.stats.drift import worst as worst_drift
+from bracket.stats.efficiency import above_ceiling, reference_reading
+from bracket.stats.findings import Finding, FindingKind, Recorded
+
+VERSION = 2
 
 OLD = ("verdict_ci_low", "verdict_ci_high", "verdict_ci_level")
 
@@ -51,13 +72,78 @@ def _old(comps) -> bool:
     return bool(comps) and any(any(k in c for k in OLD) for c in comps)
 
 
-def current(stats: dict) -> dict:
+def current(
+    stats: dict, *, cfg: dict | None = None, runs: pd.DataFrame | None = None, ceiling: dict | None = None
+) -> dict:
     """A whole stats.json in today's contract (a copy where anything changed): its comparisons and
-    the hosts section's (each host against the first)."""
+    the hosts section's (each host against the first), and a version 1 file's missing keys (module
+    docstring), each from `cfg` (the validated experiment), `runs` (runs.csv) or `ceiling`
+    (ceiling.json) where it needs them; without them the key stays missing."""
     out = stats
     if _old(stats.get("comparisons")):
         out = {**out, "comparisons": [current_comparison(c) for c in stats["comparisons"]]}
     hosts = stats.get("hosts")
     if isinstance(hosts, dict) and _old(hosts.get("comparisons")):
         out = {**out, "hosts": {**hosts, "comparisons": [current_comparison(c) for c in hosts["comparisons"]]}}
+    if (stats.get("stats_version") or 1) < 2:
+        out = _version_2(out, cfg, runs, ceiling)
     return out
+
+
+def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling: dict | None) -> dict:
+    out = {k: v for k, v in stats.items() if k != "warnings"}
+    out["stats_version"] = VERSION
+    old = stats.get("findings")
+    if old is None:  # older still: the sentences alone
+        old = [{"message": w} for w in stats.get("warnings") or []]
+    out["findings"] = [
+        f
+        if "payload" in f
+        else Finding(FindingKind.RECORDED, Recorded(str(f.get("message", ""))), **_where(f)).record()
+        for f in old
+    ]
+    reference = stats.get("reference") or next(iter((cfg or {}).get("arms") or {}), None)
+    out["best"] = {
+        wl: b
+        if "use" in b
+        else {**b, **dict(zip(("use", "use_because"), recommend(b["arm"], b.get("verdict"), reference)))}
+        for wl, b in (stats.get("best") or {}).items()
+    }
+    arms = (cfg or {}).get("arms") or {}
+    plain = [a for a in arms if not (arms[a] or {}).get("speculative")]
+    order = (
+        workload_order(cfg or {}, runs)
+        if runs is not None
+        else sorted({c["workload"] for c in stats.get("cells") or []})
+    )
+    medians = {(c["arm"], c["workload"]): c["median"] for c in stats.get("cells") or []}
+    physics = stats.get("physics")
+    if physics is None and ceiling is not None and cfg is not None:
+        physics = measured(ceiling, stats.get("cells") or [], reference, plain)
+    if physics is not None:
+        eff = physics.get("efficiency") or []
+        out["physics"] = {
+            **physics,
+            "reference_reading": reference_reading(eff, reference, order),
+            "above_ceiling": above_ceiling(eff),
+        }
+    groups = stats.get("budget_groups")
+    if groups is None and cfg is not None:
+        groups = [
+            {"method": label, "arms": [a for _, a in g], "budgets": [k for k, _ in g]}
+            for label, g in spec.budget_groups(arms)
+        ]
+    if groups is not None:
+        out["budget_groups"] = spec.budget_effects(groups, medians, order)
+    if "drift" in stats and stats.get("noise_threshold") is not None:
+        out["drift_worst"] = worst_drift(stats["drift"] or {}, stats["noise_threshold"])
+    if runs is not None:
+        out["tokens_per_event"] = spec.tokens_per_event(runs)
+        out["design_ran"] = design_ran(runs)
+        if cfg is not None:
+            out["unmeasured"] = unmeasured(runs, cfg)
+    return out
+
+
+def _where(f: dict) -> dict:
+    return {k: f.get(k) for k in ("arm", "vs", "workload", "host")}

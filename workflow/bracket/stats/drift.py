@@ -164,3 +164,18 @@ def trend(df: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE)
         df=f.df,
         slope_theil_sen=bl.theil_sen_within(tb, arm_of),
     )
+
+
+def worst(per_workload: dict, threshold: float) -> dict | None:
+    """The largest |reference_first_vs_last| over the workloads of stats.json's `drift` (`per_workload`),
+    against the noise threshold: {change (its absolute value), workload, threshold, beyond (change >
+    threshold: effects smaller than the drift cannot be told from it)}; None where no workload measured it."""
+    moved = [
+        (abs(d["reference_first_vs_last"]), wl)
+        for wl, d in per_workload.items()
+        if (d or {}).get("reference_first_vs_last") is not None
+    ]
+    if not moved:
+        return None
+    change, wl = max(moved)
+    return {"change": float(change), "workload": wl, "threshold": threshold, "beyond": bool(change > threshold)}

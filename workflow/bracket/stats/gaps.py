@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import statistics
 
-from bracket.stats.findings import Finding
+from bracket.stats.findings import Finding, Gaps
+from bracket.stats.findings import FindingKind as K
 
 EXCESS_S = 60.0
 
@@ -79,15 +80,4 @@ def findings(gaps: dict | None) -> list[Finding]:
     """One finding when some gap exceeds the cooldown by more than the rule's excess (module docstring)."""
     if not gaps or not gaps["over"]:
         return []
-    msg = (
-        f"{gaps['over']} of {gaps['n']} gaps between consecutive blocks exceeded the design's cooldown "
-        f"({gaps['cooldown_s']:g} s) by more than {gaps['excess_s']:g} s (longest {gaps['max_s']:.0f} s, median "
-        f"{gaps['median_s']:.0f} s): the blocks were further apart in time than the design asked, so drift "
-        f"between them weighs more. On SLURM, run each host's blocks in one allocation "
-        f"(cluster.allocation: per_host); a rerun after an interruption also leaves such a gap."
-    )
-    return [
-        Finding(
-            "design", msg, values={k: gaps[k] for k in ("n", "over", "median_s", "max_s", "cooldown_s", "excess_s")}
-        )
-    ]
+    return [Finding(K.GAPS, Gaps(**{k: gaps[k] for k in ("n", "over", "median_s", "max_s", "cooldown_s", "excess_s")}))]

@@ -22,7 +22,8 @@ from bracket.stats import defaults as D
 from bracket.stats._seeds import derive_seed
 from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.drift import first_vs_last, round_changes, trend
-from bracket.stats.findings import Finding
+from bracket.stats.findings import Drift, Finding, HostDiffers, NotCompared
+from bracket.stats.findings import FindingKind as K
 from bracket.stats.multiplicity import holm
 
 
@@ -119,7 +120,7 @@ def compare_hosts(
                     )
                 except ValueError as exc:
                     notes.append(
-                        Finding("not compared", f"not compared: {exc}", host=host, vs=base, arm=arm, workload=str(wl))
+                        Finding(K.NOT_COMPARED, NotCompared(str(exc)), host=host, vs=base, arm=arm, workload=str(wl))
                     )
                     continue
                 rows.append(
@@ -161,11 +162,8 @@ def hosts_section(
         if c["arm"] == reference and c["verdict"] in ("faster", "slower"):
             warnings.append(
                 Finding(
-                    "host",
-                    f"the same configuration ran {c['verdict']} on {c['candidate']} (ratio "
-                    f"{c['ratio']:.3f}, CI {c['ci_low']:.3f} to {c['ci_high']:.3f}): the hosts differ, so "
-                    f"pooled arm comparisons mix machines; read each host's results, or find the cause (clocks, "
-                    f"drivers, cooling, other tenants).",
+                    K.HOST_DIFFERS,
+                    HostDiffers(c["candidate"], c["verdict"], c["ratio"], c["ci_low"], c["ci_high"]),
                     host=c["candidate"],
                     vs=c["baseline"],
                     arm=reference,
@@ -178,10 +176,8 @@ def hosts_section(
             if change is not None and abs(change) > noise_threshold:
                 warnings.append(
                     Finding(
-                        "drift",
-                        f"the reference {reference} moved {change:+.2%} between its first and last "
-                        f"blocks on this host, more than the {noise_threshold:.0%} noise threshold; keep the host "
-                        f"otherwise idle (cluster.exclusive) and lengthen design.cooldown_s.",
+                        K.HOST_DRIFT,
+                        Drift(reference, float(change), float(noise_threshold)),
                         host=host,
                         workload=wl,
                     )

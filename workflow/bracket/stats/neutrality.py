@@ -25,7 +25,8 @@ import pandas as pd
 from scipy import stats as st
 
 from bracket.stats import defaults as D
-from bracket.stats.findings import Finding
+from bracket.stats.findings import Finding, InstrumentCost
+from bracket.stats.findings import FindingKind as K
 
 #: The cost above which the instrument is named in the findings (when its CI lies above it too).
 THRESHOLD = 0.01
@@ -126,19 +127,22 @@ def findings(cost: dict | None, threshold: float = THRESHOLD) -> list[Finding]:
     if not cost or cost.get("ci_low") is None:
         return []
     if cost["ci_low"] > 1 + threshold:
-        way = "slower than"
+        way = "slower"
     elif cost["ci_high"] < 1 - threshold:
-        way = "faster than"
+        way = "faster"
     else:
         return []
     return [
         Finding(
-            "instrument",
-            f"bracket's request cost the server {cost['cost']:+.1%} per token against the "
-            f"plainest request that yields the same tokens ({cost['confidence']:.0%} CI "
-            f"{cost['ci_low'] - 1:+.1%} to {cost['ci_high'] - 1:+.1%}, {cost['blocks']} "
-            f"blocks, {cost['basis']}): every rate in this experiment is the engine's "
-            f"under bracket's request, {way} under a plain client's; see the engine "
-            f"adapter's request_body.",
+            K.INSTRUMENT,
+            InstrumentCost(
+                cost=cost["cost"],
+                confidence=cost["confidence"],
+                ci_low=cost["ci_low"],
+                ci_high=cost["ci_high"],
+                blocks=int(cost["blocks"]),
+                basis=str(cost["basis"]),
+                direction=way,
+            ),
         )
     ]

@@ -35,7 +35,8 @@ import pandas as pd
 from bracket.stats import defaults as D
 from bracket.stats._seeds import derive_seed
 from bracket.stats.cells import cell_summaries, compare_arms
-from bracket.stats.findings import Finding
+from bracket.stats.findings import Finding, ServerState
+from bracket.stats.findings import FindingKind as K
 from bracket.stats.io import from_runs
 
 # Raw-record column -> what it is, in the order the table shows them.
@@ -206,32 +207,18 @@ def _ttft_share(runs: pd.DataFrame) -> dict:
 
 
 def findings(rows: list[PhaseRow], reference: str, margin: float = D.PHASE_MARGIN) -> list[Finding]:
-    """A "server state" finding for each row whose difference lives in TTFT, with its numbers as values."""
+    """A "server state" finding for each row whose difference lives in TTFT, with its numbers."""
     out = []
     for r in rows:
         if not r.in_ttft:
             continue
-        values = {
-            "ttft_ratio": r.ttft_ratio,
-            "ttft_ratio_ci_low": r.ttft_ratio_ci_low,
-            "ttft_ratio_ci_high": r.ttft_ratio_ci_high,
-            "tg_ratio": r.tg_ratio,
-            "decode_ratio": r.decode_ratio,
-            "margin": margin,
-        }
-        out.append(
-            Finding(
-                "server state",
-                f"TTFT x{r.ttft_ratio:.2f} the reference's but the decode phase (tg) x{r.tg_ratio:.2f}: the difference "
-                f"lives in TTFT (server state or prefill), not in decode, by more than the {margin:.0%} margin "
-                f"(analysis.phase_margin); compare the arms' server state (arms.X.server.prefix_caching) before "
-                f"reading the decode rate"
-                + (f" (x{r.decode_ratio:.2f})" if r.decode_ratio else "")
-                + " as the arm's effect.",
-                arm=r.arm,
-                vs=reference,
-                workload=r.workload,
-                values=values,
-            )
+        payload = ServerState(
+            ttft_ratio=r.ttft_ratio,
+            ttft_ratio_ci_low=r.ttft_ratio_ci_low,
+            ttft_ratio_ci_high=r.ttft_ratio_ci_high,
+            tg_ratio=r.tg_ratio,
+            decode_ratio=r.decode_ratio,
+            margin=margin,
         )
+        out.append(Finding(K.SERVER_STATE, payload, arm=r.arm, vs=reference, workload=r.workload))
     return out

@@ -188,3 +188,37 @@ def never_drafted(runs) -> list[dict]:
                 }
             )
     return out
+
+
+def budget_effects(groups: list[dict], medians: dict, workloads: list[str]) -> list[dict]:
+    """Seed 000's "same flag, different workloads": per group of arms that differ only in the draft budget
+    (`budget_groups`, as stats.json's `budget_groups` rows {method, arms, budgets}) and per workload on
+    which every one of them has a median (`medians`: {(arm, workload): median}), the medians by budget
+    and the change from the smallest budget to the largest, last / first - 1.
+
+    Returns the groups with `workloads`: [{workload, medians, change}] in `workloads`' order, and
+    `same_direction`: True when the change has one sign on every workload, False when raising the
+    budget helps on some and hurts on others, None without a workload.
+    """
+    out = []
+    for g in groups:
+        rows = []
+        for wl in workloads:
+            meds = [medians.get((a, wl)) for a in g["arms"]]
+            if any(m is None for m in meds):
+                continue
+            rows.append({"workload": wl, "medians": [float(m) for m in meds], "change": meds[-1] / meds[0] - 1})
+        signs = {r["change"] > 0 for r in rows}
+        out.append({**g, "workloads": rows, "same_direction": len(signs) == 1 if rows else None})
+    return out
+
+
+def tokens_per_event(runs) -> list[dict]:
+    """Mean completion tokens per stream event of each speculative arm's valid runs (the runs with a draft
+    budget), by arm name: [{arm, tokens_per_event}]. Under speculation one event can carry several tokens,
+    so a rate counted in events reads that many times lower than completion_tokens / wall time."""
+    if runs is None or runs.empty or "draft_budget" not in runs or "stream_events" not in runs:
+        return []
+    r = runs[runs["valid"].astype(bool) & runs["draft_budget"].notna()]
+    tpe = (r["completion_tokens"] / r["stream_events"]).groupby(r["arm"]).mean()
+    return [{"arm": str(a), "tokens_per_event": float(v)} for a, v in tpe.items()]

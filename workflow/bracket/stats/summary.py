@@ -20,7 +20,10 @@ from scipy import stats
 
 from bracket.stats import blocks as bl
 from bracket.stats import defaults as D
+from bracket.stats import findings as F
 from bracket.stats._seeds import as_generator
+from bracket.stats.findings import Finding
+from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
 
 #: Modified z-score above which a value is flagged (Iglewicz & Hoaglin 1993); never dropped.
@@ -44,7 +47,7 @@ class CellSummary:
     std: float | None
     outliers: tuple[int, ...]
     runs_needed: int | None
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[Finding, ...] = field(default=())  # what to do about this cell (bracket.stats.findings)
     confidence: float = D.CONFIDENCE
     n_resamples: int = 0
     method: str = "percentile"
@@ -236,31 +239,31 @@ def summarize(
     need = runs_needed(x, precision=precision, confidence=confidence) if sp > spread_warning else None
     warns = []
     if x.size < 5:
-        warns.append(
-            f"only {x.size} valid run{'s' if x.size != 1 else ''}: a median needs at least 5, "
-            f"10 when speculative decoding is on; raise design.runs_per_block or design.rounds."
-        )
+        warns.append(Finding(K.FEW_RUNS, F.FewRuns(n=int(x.size))))
     if need is not None:
         warns.append(
-            f"spread {sp:.1%} is above {spread_warning:.0%}: {x.size} runs will not pin the "
-            f"median; about {need} runs would pin it to +/-{precision:.0%} "
-            f"(raise design.runs_per_block or design.rounds)."
+            Finding(
+                K.WIDE_SPREAD,
+                F.WideSpread(
+                    spread=float(sp), threshold=spread_warning, n=int(x.size), runs_needed=need, precision=precision
+                ),
+            )
         )
     if two is not None:
         warns.append(
-            f"two modes ({two.where}): {two.low_n} runs near {two.low_median:.4g} and {two.high_n} "
-            f"near {two.high_median:.4g} ({two.high_median / two.low_median - 1:+.1%}); the median "
-            f"depends on how many runs took each path, so it is unstable. Report both; the "
-            f"determinism control (batch=1 vs batch=2) tells two stable paths from an unstable "
-            f"configuration."
+            Finding(
+                K.TWO_MODES,
+                F.TwoModes(
+                    where=two.where,
+                    low_n=int(two.low_n),
+                    low_median=float(two.low_median),
+                    high_n=int(two.high_n),
+                    high_median=float(two.high_median),
+                ),
+            )
         )
     if out:
-        warns.append(
-            f"{len(out)} run{'s are' if len(out) > 1 else ' is an'} outlier"
-            f"{'s' if len(out) > 1 else ''} (modified z > {OUTLIER_Z}; kept): "
-            f"{', '.join(f'{x[i]:.4g}' for i in out)}. Look for background load or a "
-            f"prompt that decodes differently."
-        )
+        warns.append(Finding(K.OUTLIERS, F.Outliers(values=tuple(float(x[i]) for i in out), z=OUTLIER_Z)))
     return CellSummary(
         n=int(x.size),
         median=med,

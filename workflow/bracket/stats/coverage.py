@@ -1,0 +1,32 @@
+"""What the runs did not measure: each arm and each workload without one valid timed run, and why.
+
+While an arm is unmeasured no arm can be named fastest, however fast the others were; the article
+says so before any number (bracket.article.headline).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bracket import records
+
+
+def unmeasured(runs: pd.DataFrame, cfg: dict) -> list[dict]:
+    """[{what: "arm" | "workload", name, reasons: {invalid kind: timed runs}}] for each arm of the experiment
+    (in its order) and each single-request workload without a valid timed run; `reasons` counts the timed
+    runs that ran by their first invalid kind (records.first_kind), most common first, and is empty when
+    no timed request ran. Arena workloads (`kind` other than single) are measured elsewhere and left out."""
+    if runs is None or "valid" not in runs or "arm" not in runs:
+        return []
+    valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
+    warm = runs["warmup"].fillna(False).astype(bool) if "warmup" in runs else pd.Series(False, index=runs.index)
+    single = [w for w, spec in (cfg.get("workloads") or {}).items() if (spec or {}).get("kind", "single") == "single"]
+    out = []
+    for what, names in (("arm", list(cfg.get("arms") or [])), ("workload", single)):
+        for name in names:
+            if (valid[what] == name).any():
+                continue
+            tried = runs.loc[(runs[what] == name) & ~warm]
+            reasons = records.first_kind(tried).value_counts()
+            out.append({"what": what, "name": name, "reasons": {str(k): int(n) for k, n in reasons.items()}})
+    return out
