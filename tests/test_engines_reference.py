@@ -14,7 +14,7 @@ import sys
 import httpx
 import pytest
 from bracket import config, design, engines, preflight, runner
-from bracket.engines import reference, reference_server
+from bracket.engines import identify, reference, reference_server
 from bracket.engines.reference_server import ReferenceServer, truth
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
@@ -96,6 +96,16 @@ def test_the_api_key_guards_the_v1_routes_and_leaves_health_and_metrics_open():
         body = {"model": reference_server.MODEL, "prompt": "x", "max_tokens": 2}
         assert http.post(srv.url + "/v1/completions", json=body, headers=auth).json()["usage"]["completion_tokens"] == 2
         assert [http.get(srv.url + p).status_code for p in ("/health", "/metrics", "/version")] == [200, 200, 200]
+
+
+def test_an_attached_reference_server_is_one_for_engine_kind_reference_and_a_real_vllm_is_not():
+    with ReferenceServer() as srv, httpx.Client(timeout=5) as http:
+        found = identify.identify(http, srv.url)
+    assert (found.kind, found.version) == ("vllm", reference_server.VERSION)  # it answers as vLLM does
+    assert identify.contradiction("reference", found, srv.url) is None
+    vllm = identify.Identity("vllm", "0.32.0", "GET /version answered with a version and vllm: metrics")
+    why = identify.contradiction("reference", vllm, "http://h:1")
+    assert "engine.kind is reference, but the server at http://h:1 is vLLM 0.32.0" in why
 
 
 # ---- launched as a block launches it ---------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_raw_records_pass_the_guards_and_carry_the_schedules_truth(ref_run):
         assert ((mine["wall_s"] >= t.wall_s) & (mine["wall_s"] < t.wall_s + SLACK_S)).all(), mine["wall_s"]
         assert ((mine["ttft_s"] >= t.ttft_s) & (mine["ttft_s"] < t.ttft_s + SLACK_S)).all(), mine["ttft_s"]
     spec = timed[timed["arm"] == "ngram_4"]
-    assert (spec["acceptance_length"] == pytest.approx(SPEC.acceptance_length)).all()
+    assert (spec["acceptance_length"] - SPEC.acceptance_length).abs().max() < 1e-9
     assert (spec["verify_steps"] == SPEC.events).all() and (spec["draft_tokens"] == DRAFTS * SPEC.events).all()
     assert (spec["accepted_tokens"] == TOKENS - SPEC.events).all()
     assert timed.loc[timed["arm"] == "baseline", "acceptance_length"].isna().all()
@@ -156,8 +156,8 @@ def test_stats_find_the_known_speedup_and_the_article_shows_every_value(ref_run)
         # below the truth by the client's own latency only: a few per cent of a 0.1 s request at most
         assert 0.85 * truth_rate < c["median"] <= truth_rate
     # ngram_4 against baseline: the true ratio is 0.1775 / 0.10125 = 1.753 per workload
-    comps = [c for c in stats["comparisons"] if c.get("arm") == "ngram_4"]
-    assert comps, stats["comparisons"]
+    comps = [c for c in stats["comparisons"] if "ngram_4" in (c.get("candidate"), c.get("arm"))]
+    assert len(comps) == 2, stats["comparisons"]
     for c in comps:
         assert c["ratio"] == pytest.approx(BASE.wall_s / SPEC.wall_s, rel=0.1)
         assert c["verdict"] == "faster"
@@ -168,7 +168,7 @@ def test_stats_find_the_known_speedup_and_the_article_shows_every_value(ref_run)
     assert "<script>" not in md and "ngram_4" in html
     n = stats["neutrality"]  # the instrument's cost, from the server's own timing: none is charged here
     assert n["status"] == "on" and n["basis"] == "server timing" and n["blocks"] == 4 and n["pairs"] == 8
-    assert n["ci_low"] <= 1.0 <= n["ci_high"] and n["ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert [n["ci_low"], n["ratio"], n["ci_high"]] == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
 
 
 def test_nothing_to_do_the_second_time(ref_run):
