@@ -1,6 +1,6 @@
 """Harness accuracy: the decode rate bracket reports, beside peer tools, against a server whose truth is known.
 
-Every tool measures the same calibrated reference server (bench/reference_server.py, in its own
+Every tool measures the same calibrated reference server (bracket/engines/reference_server.py, in its own
 process) across a grid of rates (50 to 5,000 tok/s) and tokens per stream event (1 to 8, like
 speculative decoding), with requests sized to last about `--seconds` each. The truth of each
 request follows from the schedule (reference_server.truth):
@@ -45,12 +45,11 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from bracket.engines.reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
-from bracket.wire.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402
-from reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
+from bracket.wire.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
 PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
@@ -468,7 +467,7 @@ def render(args, grid_rows, peers, ladder, load_before, load_after, started, ela
         "",
         "## What is true",
         "",
-        f"The reference server (bench/reference_server.py, its own process) sends the first event {TTFT * 1e3:.0f} ms "
+        f"The reference server (bracket/engines/reference_server.py, its own process) sends the first event {TTFT * 1e3:.0f} ms "
         "after the request line arrives and then one event of k tokens every k / rate seconds, on absolute "
         "CLOCK_MONOTONIC deadlines. Each request asks for n = 1 + k m tokens (about "
         f"{args.seconds:g} s), so with E = (n - 1) / k + 1 events:",

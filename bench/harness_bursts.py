@@ -3,7 +3,7 @@
 On a contended CPU, llama-server's events reach the client in bursts (bench/results/
 harness_accuracy_live.md). The reference server reproduces that with `burst=B`: tokens are made on
 the same schedule, but events are held and released B at a time, in one write, when the last of
-the group is due (bench/reference_server.py). The made schedule is unchanged, so every tool is
+the group is due (bracket/engines/reference_server.py). The made schedule is unchanged, so every tool is
 judged against the same truth as in harness_accuracy.md; what bursts change is only what the
 client can see, and that is exact too (reference_server.truth):
 
@@ -31,7 +31,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bracket.wire.client import stream_completion  # noqa: E402
+from bracket.engines.reference_server import ReferenceProcess, truth  # noqa: E402
+from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
 from harness_accuracy import (  # noqa: E402
     TTFT,
     AIPerf,
@@ -44,7 +45,6 @@ from harness_accuracy import (  # noqa: E402
     measure_bracket,
     write_offline_assets,
 )
-from reference_server import ReferenceProcess, truth  # noqa: E402
 
 BEGIN, END = "<!-- harness_bursts.py: begin -->", "<!-- harness_bursts.py: end -->"
 

@@ -5,7 +5,6 @@ import concurrent.futures
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,6 @@ from bracket.arena import readings as arena_stats
 from bracket.arena import text as arena_text
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
 PEERS = Path(os.environ.get("BRACKET_PEERS_DIR", ROOT / "bench" / ".venv-peers"))
 BENCHY_PY = PEERS / "llama-benchy" / "bin" / "python"
 
@@ -172,7 +170,7 @@ def _llama_benchy_reads(runs, concurrency, expected, latency=0.0):
 def test_bursty_streams_read_as_llama_benchy_reads_them(users):
     """Streams from a reference server that releases 4 events at a time (2 tokens each): bracket's
     llama-benchy metrics equal llama-benchy's own results code fed the same streams."""
-    from reference_server import ReferenceServer
+    from bracket.engines.reference_server import ReferenceServer
 
     adapter = engines.get("vllm")
     req = {"max_tokens": 24, "temperature": 0.0, "seed": 1, "timeout_s": 10.0}

@@ -20,12 +20,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 from bracket import engines, records  # noqa: E402
 from bracket.engines import identify, vllm  # noqa: E402
+from bracket.engines.reference_server import MODEL, ReferenceServer, free_port  # noqa: E402
 from bracket.experiment import config, preflight, probe  # noqa: E402
-from reference_server import MODEL, ReferenceServer, free_port  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "engines"
 

@@ -28,10 +28,9 @@ from bracket.experiment import probe
 from conftest import ROOT
 from test_engines_llamacpp_live import llama_server, tiny_gguf  # noqa: F401  (fixtures)
 
-sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
+from bracket.engines.reference_server import ReferenceServer, free_port  # noqa: E402
 from faultkit import repo_copy  # noqa: E402
-from reference_server import ReferenceServer, free_port  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 NAME = "qwen-tiny"  # a served name no bracket default would guess

@@ -1,21 +1,16 @@
 """The client's error paths: every failure becomes Measurement.error with a clear message, never an exception.
 
-Faults come from bench/reference_server.py, chosen per request with the X-Reference-Fault header.
+Faults come from bracket/engines/reference_server.py, chosen per request with the X-Reference-Fault header.
 Timing does not matter here, so the server runs on a thread of this process at a high rate.
 """
 
 import hashlib
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
+from bracket.engines.reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
-from bracket.wire.client import get_text, stream_completion  # noqa: E402
-from reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
+from bracket.wire.client import get_text, stream_completion  # noqa: E402  # noqa: E402
 
 N = 12
 

@@ -2,7 +2,7 @@
 
 Real docker is not exercised: this machine has the docker client but no engine. A stand-in
 `docker` (tests/data/engines/fake_docker.py) on PATH records its argv and runs a "container" whose
-payload is bench/reference_server.py (a calibrated vLLM-like server: 4 tokens per stream event,
+payload is bracket/engines/reference_server.py (a calibrated vLLM-like server: 4 tokens per stream event,
 so acceptance length 4) or a process that rejects a flag. Attach mode runs against the reference
 server started by the test, as a user's own server would be.
 """
@@ -18,13 +18,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from bracket.engines.reference_server import ReferenceServer  # noqa: E402
 from bracket.experiment import config, design
 from bracket.measure import runner
 from bracket.measure.session import BlockFailed
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-from reference_server import ReferenceServer  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

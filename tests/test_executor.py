@@ -1,14 +1,15 @@
 """Blocks through Snakemake's executors: jobs that need nothing but their declared files.
 
 The dry runs check what each block asks of a cluster (SLURM profile) and that blocks chain on
-their own host only. The engine test runs a tiny two-host experiment on the embedded engine
-through the cluster-generic executor, whose stand-in scheduler (workflow/profiles/cluster-generic)
+their own host only. The run tests a tiny two-host experiment on the reference engine (engine.kind
+reference: bracket's calibrated server, started per block like any engine, in a second) through the
+cluster-generic executor, whose stand-in scheduler (workflow/profiles/cluster-generic)
 starts every job as its own detached process, in a new session, with a scrubbed environment and
 an empty home: the run passing, and leaving only declared files, shows that no job relies on
 another's memory, environment or undeclared files.
 
 Each test works in a copy of the workflow in a temporary folder, with resources/ linked to the
-project's, so the engine and model are not rebuilt.
+project's, so the engine and model are not rebuilt (the reference engine needs neither).
 """
 
 import json
@@ -48,12 +49,12 @@ hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
     % PORT
 )
 
-# The same build on two hosts, one block each: two engine starts (the real run).
+# The same server on two hosts, one block each: two server starts (the real run).
 PAIR = (
     """\
 title: "Same build, two hosts"
 question: "Is one host slower than the other?"
-engine: {kind: vllm, embedded: true, port: %d}
+engine: {kind: reference, port: %d, args: ["--rate", "800", "--ttft", "0.01"]}
 arms: {baseline: {}}
 hosts: [node-a, node-b]
 workloads: {code: {prompts: experiments/prompts/code.jsonl}}
@@ -194,21 +195,20 @@ def engine_processes(port: int) -> list[int]:
     return [
         p.info["pid"]
         for p in psutil.process_iter(["pid", "cmdline"])
-        if "vllm.entrypoints" in " ".join(p.info["cmdline"] or [])
+        if "bracket.engines.reference_server" in " ".join(p.info["cmdline"] or [])
         and f"--port {port}" in " ".join(p.info["cmdline"] or [])
     ]
 
 
 @pytest.fixture(scope="module")
-def executor_run(tmp_path_factory, embedded_engine):
+def executor_run(tmp_path_factory):
     if engine_processes(PORT):
         pytest.fail(f"an engine already listens on port {PORT}; stop it first")
-    root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR}, embedded_engine)
+    root = workflow_copy(tmp_path_factory.mktemp("executor"), {EXP: PAIR})
     proc = snakemake(root, "--profile", "workflow/profiles/cluster-generic", f"results/{EXP}/stats.json", timeout=1200)
     return root, proc
 
 
-@pytest.mark.engine
 def test_every_job_ran_as_its_own_detached_submission(executor_run):
     root, proc = executor_run
     out = proc.stdout + proc.stderr
@@ -229,7 +229,6 @@ def test_every_job_ran_as_its_own_detached_submission(executor_run):
     assert engine_processes(PORT) == []  # every job stopped its server
 
 
-@pytest.mark.engine
 def test_blocks_record_their_host_and_hosts_are_compared(executor_run):
     root, proc = executor_run
     assert proc.returncode == 0
@@ -256,7 +255,6 @@ def test_blocks_record_their_host_and_hosts_are_compared(executor_run):
     assert set(hosts["drift"]) == {"node-a", "node-b"}
 
 
-@pytest.mark.engine
 def test_jobs_leave_only_declared_files(executor_run):
     root, proc = executor_run
     assert proc.returncode == 0

@@ -1,4 +1,4 @@
-"""bracket's own error against a server whose schedule is known exactly (bench/reference_server.py).
+"""bracket's own error against a server whose schedule is known exactly (bracket/engines/reference_server.py).
 
 The quick version of bench/harness_accuracy.py: a few grid points, real HTTP on 127.0.0.1, the
 server in its own process (in-process it would share the GIL with the client under test). The
@@ -7,18 +7,13 @@ noise only ever adds latency, while a wrong definition (counting events, timing 
 moment) is wrong on every try.
 """
 
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
+from bracket.engines.reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
-from bracket.wire.client import stream_completion  # noqa: E402
-from reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
+from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

@@ -1,6 +1,6 @@
 """The neutrality control through Snakemake, on a server whose cost depends on the request body.
 
-bench/reference_server.py with body_cost=0.25 serves any body carrying a field beyond a plain
+bracket/engines/reference_server.py with body_cost=0.25 serves any body carrying a field beyond a plain
 client's at rate / 1.25: its per-token time is exactly 1.25 times a plain body's, and it reports
 that time in vLLM's request_decode_time histogram (from its schedule, so no clock enters the
 expected value). bracket's vLLM body carries `seed`, which the plain body leaves out, so:
@@ -25,7 +25,7 @@ from test_hostile_workflow import tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
-REFERENCE = fk.ROOT / "bench" / "reference_server.py"
+REFERENCE = fk.ROOT / "workflow" / "bracket" / "engines" / "reference_server.py"
 
 
 def run_experiment(tmp_path, name, body_cost, target):

@@ -15,10 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402
-from reference_server import ReferenceServer  # noqa: E402
+from bracket.engines.reference_server import ReferenceServer  # noqa: E402
+from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402  # noqa: E402
 from test_attach import Replay, read  # noqa: E402
 
 

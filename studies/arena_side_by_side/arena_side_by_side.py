@@ -58,6 +58,7 @@ from bracket.arena import readings as arena_stats  # noqa: E402
 from bracket.arena import run as arena  # noqa: E402
 from bracket.arena import text as arena_text  # noqa: E402
 from bracket.controls.determinism import serve  # noqa: E402
+from bracket.engines.reference_server import ReferenceProcess  # noqa: E402
 from bracket.experiment import config  # noqa: E402
 
 BENCHY = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers")) / "llama-benchy" / "bin" / "llama-benchy"
@@ -105,11 +106,10 @@ def experiment(a, text: str | None = None) -> dict:
 
 
 def reference(a, work: Path):
-    """bench/reference_server.py with a known ttft and rate, and the word-level tokenizer and book that
+    """bracket/engines/reference_server.py with a known ttft and rate, and the word-level tokenizer and book that
     count its tokens exactly (bench/harness_accuracy.py); bracket reads the same book as llama-benchy."""
     sys.path.insert(0, str(ROOT / "bench"))
     from harness_accuracy import write_offline_assets
-    from reference_server import ReferenceProcess
 
     ref = ReferenceProcess(ttft=a.ref_ttft, rate=a.ref_rate, tokens_per_event=1)
     tok_dir, book = write_offline_assets(work, a.llama_benchy.parent / "python")
@@ -284,7 +284,7 @@ def arguments(argv=None):
     ap.add_argument(
         "--reference",
         action="store_true",
-        help="measure bench/reference_server.py (known ttft and rate) instead of an engine: the truth row",
+        help="measure bracket/engines/reference_server.py (known ttft and rate) instead of an engine: the truth row",
     )
     ap.add_argument("--ref-ttft", type=float, default=0.1, help="reference server's time to first token (s)")
     ap.add_argument("--ref-rate", type=float, default=200.0, help="reference server's tokens per second per request")
@@ -395,7 +395,7 @@ def main(argv=None) -> int:
     interop.write(export, res.with_suffix(".bracket.json"))
     interop.write(reports[0], res.with_suffix(".llama-benchy.json"))
     server_words = (
-        f"bench/reference_server.py (ttft {a.ref_ttft * 1000:g} ms, {a.ref_rate:g} tok/s per request, "
+        f"bracket/engines/reference_server.py (ttft {a.ref_ttft * 1000:g} ms, {a.ref_rate:g} tok/s per request, "
         f"one token per event)"
         if ref is not None
         else "attached at " + a.attach

@@ -10,7 +10,7 @@ never the value) to $FAKE_DOCKER_STATE/calls.jsonl and emulates the subset brack
   stop -t T N, rm -f N                                                      SIGTERM, then removal
 
 A container is a supervisor process (its own session) running a payload chosen by the image:
-  bracket/reference:test   bench/reference_server.py on the published host port (4 tokens per
+  bracket/reference:test   bracket/engines/reference_server.py on the published host port (4 tokens per
                            event, vLLM-style spec counters): an engine that serves
   bracket/crash:test       prints a flag error and exits with code 2: an engine that rejects a flag
 The engine command after the image is recorded, not run: no engine exists here.
@@ -65,7 +65,7 @@ def payload(image: str, host_port: str) -> list[str]:
     if image == "bracket/reference:test":
         return [
             sys.executable,
-            str(ROOT / "bench" / "reference_server.py"),
+            str(ROOT / "workflow" / "bracket" / "engines" / "reference_server.py"),
             "--host",
             "127.0.0.1",
             "--port",

@@ -151,7 +151,7 @@ def engine_processes(port: int) -> list[int]:
     out = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
-        if str(port) in cmd and any("vllm" in c or "fake_engine" in c for c in cmd):
+        if str(port) in cmd and any("vllm" in c or "fake_engine" in c or "reference_server" in c for c in cmd):
             if p.pid != os.getpid():
                 out.append(p.pid)
     return alive(out)

@@ -11,6 +11,7 @@ from bracket.engines.base import Engine
 from bracket.engines.llamacpp import LlamaCpp
 from bracket.engines.ollama import Ollama
 from bracket.engines.openai import OpenAI
+from bracket.engines.reference import Reference
 from bracket.engines.sglang import SGLang
 from bracket.engines.vllm import VLLM
 
@@ -20,6 +21,7 @@ ENGINES: dict[str, type[Engine]] = {
     "llamacpp": LlamaCpp,
     "ollama": Ollama,
     "openai": OpenAI,
+    "reference": Reference,
 }
 
 

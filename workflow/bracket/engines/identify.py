@@ -29,6 +29,7 @@ NAMES = {
     "sglang": "SGLang",
     "ollama": "Ollama",
     "openai": "a generic OpenAI-compatible server",
+    "reference": "bracket's reference server",
 }
 
 
@@ -114,6 +115,8 @@ def contradiction(declared: str, found: Identity, base: str) -> str | None:
     """
     if declared in ("auto", "openai") or declared == found.kind:
         return None
+    if declared == "reference" and (found.version or "").startswith("bracket-reference-server"):
+        return None  # it answers as vLLM does (its routes and metrics), and says what it is in /version
     if found.kind == "openai":
         return (
             f"engine.kind is {declared}, but the server at {base} does not answer as {NAMES[declared]} "

@@ -139,6 +139,8 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
     eng = raw.get("engine")
     if isinstance(eng, dict) and eng.get("launch") == "attach" and "kind" not in eng:
         eng["kind"] = "auto"  # the schema's default is a launch's; an attached server is asked what it is
+    if isinstance(eng, dict) and eng.get("kind") == "reference" and "embedded" not in eng:
+        eng["embedded"] = False  # the reference server serves no model: nothing embedded to build
     cfg = _fill_defaults(raw, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
@@ -256,6 +258,11 @@ def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
             f"engine.launch: native, or engine.embedded: false with engine.model for {launch}."
         )
     adapter = engines.get(eng["kind"])
+    if eng["kind"] == "reference" and launch == "docker":
+        raise ExperimentError(
+            f"{source}: engine.kind reference runs bracket's own server on this host; set engine.launch: "
+            f"native (or attach, to one you started with python -m bracket.engines.reference_server)."
+        )
     if not adapter.launchable and launch != "attach":
         raise ExperimentError(
             f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "

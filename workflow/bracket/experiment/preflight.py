@@ -42,7 +42,7 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
     names += [(key, name) for name, key in drafts.items()]
     for key, name in names:
         if key == "engine.model" and name in ("", "embedded"):
-            if launch != "attach" and eng["kind"] != "ollama":
+            if launch != "attach" and eng["kind"] not in ("ollama", "reference"):  # their own model names
                 out.append(
                     "engine.model is not set, and engine.embedded is false: name the model the engine "
                     "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B)."

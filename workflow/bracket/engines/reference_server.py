@@ -65,7 +65,18 @@ whose prompt words plus max_tokens exceed it is answered HTTP 400 with vLLM's me
 with one token per whitespace-separated word, the count usage reports (`generic` servers have no
 /tokenize).
 
-Run it:  python bench/reference_server.py --port 8099 --ttft 0.05 --rate 500 --tokens-per-event 4
+An API key (`BRACKET_REFERENCE_API_KEY` in the server's environment, as vLLM reads VLLM_API_KEY):
+every /v1/* and /tokenize request without "Authorization: Bearer KEY" is answered 401; /health,
+/metrics and /version stay open, as vLLM's do. `--core-process` starts a second process in the
+server's process group that only sleeps, as vLLM's engine core sits beside its API server: a
+teardown that stops the leader alone leaves it behind.
+
+It is also an engine the workflow launches (`engine.kind: reference`, bracket.engines.reference):
+an experiment on it needs no model and no engine environment, and every timing it records is known
+in advance, so the workflow's plumbing (blocks, faults, resumes, executors, the article) is tested
+on it in seconds.
+
+Run it:  python -m bracket.engines.reference_server --port 8099 --ttft 0.05 --rate 500 --tokens-per-event 4
 Import:  with ReferenceServer(rate=500, tokens_per_event=4) as srv: ... srv.url ...
 """
 
@@ -75,6 +86,7 @@ import argparse
 import collections
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -100,6 +112,8 @@ PLAIN_FIELDS = frozenset(
         "ignore_eos",
     }
 )
+# The server reads its API key from here (engines/reference.py names it to the session, which redacts it).
+API_KEY_ENV = "BRACKET_REFERENCE_API_KEY"
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "runs")
 
 
@@ -249,6 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- GET ------------------------------------------------------------------------------
     def do_GET(self):
         ref = self.server.ref
+        if self._refused():
+            return
         if self.path == "/health":
             self._send_json(200, "", "text/plain")
         elif self.path == "/version" and not ref.generic:
@@ -283,11 +299,23 @@ class _Handler(BaseHTTPRequestHandler):
             {"count": len(ids), "max_model_len": self.server.ref.max_model_len or 0, "tokens": ids, "token_strs": None},
         )
 
+    def _refused(self) -> bool:
+        """Answer 401 to a /v1/* or /tokenize request without the server's key, as vLLM's --api-key does."""
+        key = self.server.ref.api_key
+        if not key or not (self.path.startswith("/v1/") or self.path == "/tokenize"):
+            return False
+        if self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        self._send_json(401, {"error": "Unauthorized"})
+        return True
+
     def do_POST(self):
         ref = self.server.ref
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         t_recv = self.t_arrive
+        if self._refused():
+            return
         if self.path == "/reference/config":
             try:
                 ref.configure(**json.loads(raw or b"{}"))
@@ -516,7 +544,8 @@ class ReferenceServer:
     generic OpenAI-compatible server (no /version, no /metrics, no cached tokens in usage, 404 for a
     model it does not list), where the default imitates vLLM's routes; ignores_ignore_eos: stop
     after eos_after tokens even when the request sets ignore_eos (a server that cannot pin the length);
-    max_model_len: the context in tokens (words), enforced and reported as vLLM does (None: no limit).
+    max_model_len: the context in tokens (words), enforced and reported as vLLM does (None: no limit);
+    api_key: /v1/* and /tokenize answer 401 without "Authorization: Bearer api_key" (None: open).
     """
 
     def __init__(
@@ -537,8 +566,10 @@ class ReferenceServer:
         generic: bool = False,
         ignores_ignore_eos: bool = False,
         max_model_len: int | None = None,
+        api_key: str | None = None,
     ):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
+        self.api_key = api_key or None
         self.body_cost = float(body_cost)
         self._decode_s, self._gen_tokens, self._finished_n = 0.0, 0, 0
         self.burst, self.prefill_token = int(burst), prefill_token
@@ -835,6 +866,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="context in tokens (words): reported, and a longer request answered HTTP 400 (default none)",
     )
+    ap.add_argument(
+        "--core-process",
+        action="store_true",
+        help="start a second, sleeping process in the server's process group, as vLLM's engine core",
+    )
     a = ap.parse_args(argv)
     srv = ReferenceServer(
         rate=a.rate,
@@ -852,9 +888,15 @@ def main(argv: list[str] | None = None) -> None:
         generic=a.generic,
         ignores_ignore_eos=a.ignores_ignore_eos,
         max_model_len=a.max_model_len,
+        api_key=os.environ.get(API_KEY_ENV),
     )
+    core = None
+    if a.core_process:  # same process group: only a teardown that signals the whole group stops it
+        core = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
+        print(f"reference server: core process {core.pid}", flush=True)
     print(
-        f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, {srv.tokens_per_event} tokens/event",
+        f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, {srv.tokens_per_event} tokens/event"
+        f"{', API key required' if srv.api_key else ''}; ready",
         flush=True,
     )
     try:
