@@ -20,9 +20,13 @@ import statistics
 from pathlib import Path
 
 LOSSLESS_NOTE = (
-    "should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "
-    "reference's; first suspect: batch shape (run the determinism control: "
+    "{arm} should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "
+    "reference's{where}; first suspect: batch shape (run the determinism control: "
     "snakemake --cores 1 determinism --config experiment=NAME)"
+)
+SELF_NOTE = (
+    "the reference disagrees with itself across blocks at temperature 0{where}: outputs are not "
+    "reproducible between servers, so no arm's disagreement can be read as the arm's doing"
 )
 
 
@@ -79,12 +83,9 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
         flag = None
         if greedy and matches < n:
             if is_ref:
-                flag = (
-                    "the reference disagrees with itself across blocks at temperature 0: outputs are not "
-                    "reproducible between servers, so no arm's disagreement can be read as the arm's doing"
-                )
+                flag = SELF_NOTE
             elif lossless.get(arm):
-                flag = f"{arm} {LOSSLESS_NOTE}"
+                flag = LOSSLESS_NOTE
         rows.append(
             {
                 "arm": arm,
@@ -96,7 +97,8 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
                 "first_difference_min": min(firsts) if firsts else None,
                 "first_difference_median": statistics.median(firsts) if firsts else None,
                 "lossless_expected": bool(lossless.get(arm)) and greedy,
-                "flag": flag,
+                "flag": flag and flag.format(arm=arm, where=""),
+                "_note": flag,
             }
         )
     return {
@@ -105,28 +107,21 @@ def agreement(records: list[dict], reference: str, lossless: dict[str, bool], te
         "judged": greedy,
         "position_unit": "character",
         "match_key": ["workload", "prompt_id", "run"],
-        "cells": rows,
+        "cells": [{k: v for k, v in r.items() if k != "_note"} for r in rows],
         "flags": _flags(rows),
     }
 
 
 def _flags(rows: list[dict]) -> list[str]:
-    """Each flag once, with the workloads it was raised on: an arm that diverges on every workload is one finding."""
-    where: dict[str, list[str]] = {}
-    several = len({r["workload"] for r in rows}) > 1
+    """Each arm's flag once, naming the workloads it was raised on where there are several."""
+    where: dict[tuple, list[str]] = {}
     for r in rows:
-        if r["flag"]:
-            where.setdefault(r["flag"], []).append(str(r["workload"]))
-    out = []
-    for flag, wls in where.items():
-        on = f"on {', '.join(wls)}"
-        if not several:
-            out.append(flag)
-        elif "from the reference's;" in flag:
-            out.append(flag.replace("from the reference's;", f"from the reference's {on};", 1))
-        else:
-            out.append(f"{flag} ({on})")
-    return out
+        if r["_note"]:
+            where.setdefault((r["arm"], r["_note"]), []).append(str(r["workload"]))
+    several = len({r["workload"] for r in rows}) > 1
+    return [
+        note.format(arm=arm, where=f" on {', '.join(wls)}" if several else "") for (arm, note), wls in where.items()
+    ]
 
 
 def lossless_arms(cfg: dict) -> dict[str, bool]:
