@@ -29,8 +29,43 @@ from bracket import engines  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
 from bracket.experiment import arena_grid, arena_workload, prompts  # noqa: E402
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
+from bracket.experiment.model import Experiment, Node  # noqa: E402
 from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
 from bracket.secrets import looks_secret  # noqa: E402
+
+
+def as_data(value: Any) -> Any:
+    """A part of the experiment as plain JSON data (mappings, lists, numbers, strings), keys as validated:
+    a key the file and the schema's defaults left out stays out."""
+    if isinstance(value, Node):
+        return value.model_dump(mode="json", exclude_unset=True)
+    if isinstance(value, dict):
+        return {k: as_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_data(v) for v in value]
+    return value
+
+
+# ---- TRANSITION: the experiment read like the dict it was; removed once no module indexes it ----------------
+def _node_getitem(self, key):
+    if key not in type(self).model_fields:
+        raise KeyError(key)
+    return getattr(self, key)
+
+
+def _node_keys(self):
+    return [k for k in type(self).model_fields if k in self.model_fields_set]
+
+
+Node.__getitem__ = _node_getitem
+Node.get = lambda self, key, default=None: getattr(self, key) if key in self.model_fields_set else default
+Node.__contains__ = lambda self, key: key in self.model_fields_set
+Node.keys = _node_keys
+Node.items = lambda self: [(k, getattr(self, k)) for k in _node_keys(self)]
+Node.values = lambda self: [getattr(self, k) for k in _node_keys(self)]
+Node.__iter__ = lambda self: iter(_node_keys(self))
+Node.__len__ = lambda self: len(_node_keys(self))
+# ---- end TRANSITION -------------------------------------------------------------------------------------------
 
 
 class ExperimentError(ValueError):
@@ -108,6 +143,8 @@ def without_defaults(value: Any, schema: dict) -> Any:
     What a measurement depends on, stated so that adding a new key with a default to the schema
     (a new bracket release) does not look like a change to every existing experiment.
     """
+    if isinstance(value, Node):
+        value = as_data(value)
     if not isinstance(value, dict) or schema.get("type") != "object":
         return value
     props = schema.get("properties", {})
@@ -151,7 +188,7 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
     except ValueError as exc:
         raise ExperimentError(str(exc)) from None
     _check_meaning(cfg, source, measured)
-    return cfg
+    return Experiment.model_validate(cfg)
 
 
 def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
