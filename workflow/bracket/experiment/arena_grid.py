@@ -22,8 +22,9 @@ comparable from run to run, and drift is spread over all cells instead of landin
 
 from __future__ import annotations
 
-import copy
 import itertools
+
+from bracket.experiment.model import Experiment, Workload
 
 AXES = ("depth", "prompt_tokens", "tokens", "users")  # llama-benchy --depth, --pp, --tg, --concurrency
 DEFAULTS = {
@@ -55,34 +56,30 @@ def alternating(cells: list[dict]) -> list[dict]:
     return out
 
 
-def cells(name: str, wl: dict, source: str = "experiment") -> list[dict]:
+def cells(name: str, wl: Workload, source: str = "experiment") -> list[dict]:
     """The grid's cells (depth, prompt_tokens, tokens, users) in run order; ValueError naming the key and the fix."""
-    grid = wl["grid"]
+    grid = wl.grid
     axes = {}
     for axis in AXES:
-        values = grid.get(axis)
+        values = getattr(grid, axis)
+        own = getattr(wl, axis)
         if values is None:  # the workload's own scalar, else the arena default
-            values = [wl[axis] if wl.get(axis) is not None else DEFAULTS[axis]]
-        elif wl.get(axis) is not None:
+            values = [own if own is not None else DEFAULTS[axis]]
+        elif own is not None:
             raise ValueError(
                 f"{source}: workloads.{name} sets {axis} both alone and in grid.{axis}; keep one "
-                f"(grid.{axis}: [{wl[axis]}] for a single value)."
+                f"(grid.{axis}: [{own}] for a single value)."
             )
+        values = list(values)
         if len(set(values)) != len(values):
             raise ValueError(f"{source}: workloads.{name}.grid.{axis} lists a value twice ({values}); list each once.")
         axes[axis] = [int(v) for v in values]
     grid_cells = [dict(zip(AXES, combo)) for combo in itertools.product(*(axes[a] for a in AXES))]
-    order = grid.get("order")
-    if not order:
+    if not grid.order:
         return alternating(grid_cells)
     out, seen = [], set()
-    for i, entry in enumerate(order):
-        unknown = sorted(set(entry) - set(AXES))
-        if unknown:
-            raise ValueError(
-                f"{source}: workloads.{name}.grid.order[{i}] has {unknown}; an entry names "
-                f"{', '.join(AXES)} (those with one value may be left out)."
-            )
+    for i, named in enumerate(grid.order):
+        entry = named.model_dump(exclude_none=True)  # the axes this entry names
         match = [c for c in grid_cells if all(c[k] == int(v) for k, v in entry.items())]
         if len(match) != 1:
             raise ValueError(
@@ -103,47 +100,52 @@ def cells(name: str, wl: dict, source: str = "experiment") -> list[dict]:
     return out
 
 
-def expand(cfg: dict, source: str = "experiment") -> dict:
-    """cfg with each arena workload's grid replaced by its cells, in place of the workload, in run order."""
+def has_grid(wl: Workload) -> bool:
+    """Whether the workload names a grid (`grid: {}` names none)."""
+    return wl.grid is not None and bool(wl.grid.model_fields_set)
+
+
+def expand(exp: Experiment, source: str = "experiment") -> Experiment:
+    """The experiment with each arena workload's grid replaced by its cells, in place of the workload, in run order."""
     out = {}
-    for name, wl in cfg["workloads"].items():
-        if not wl.get("grid"):
+    for name, wl in exp.workloads.items():
+        if not has_grid(wl):
             out[name] = wl
             continue
-        if (wl.get("kind") or "single") != "arena":
+        if (wl.kind or "single") != "arena":
             raise ValueError(
                 f"{source}: workloads.{name}.grid is set, but the workload is not of kind arena; "
                 f"set workloads.{name}.kind: arena, or remove grid."
             )
-        base = {k: copy.deepcopy(v) for k, v in wl.items() if k != "grid" and k not in AXES}
+        base = wl.model_dump(exclude_unset=True, exclude={"grid", *AXES})
         for cell in cells(name, wl, source):
-            cell_wl = {**copy.deepcopy(base), **cell}
             cname = cell_name(name, cell)
-            if cname in cfg["workloads"]:
+            if cname in exp.workloads:
                 raise ValueError(
                     f"{source}: workloads.{name}.grid makes a cell named {cname!r}, which is also a "
                     f"workload of its own; rename one."
                 )
-            out[cname] = cell_wl
-    cfg["workloads"] = out
-    return cfg
+            out[cname] = Workload.model_validate({**base, **cell})
+    if out.keys() == exp.workloads.keys():
+        return exp
+    return exp.model_copy(update={"workloads": out})
 
 
-def context_problems(cfg: dict, context_of) -> list[str]:
+def context_problems(exp: Experiment, context_of) -> list[str]:
     """Arena cells whose depth + prompt_tokens + tokens exceed an arm's served context, where it is known.
 
     context_of(arm_name) gives (tokens, where that number comes from) or None (unknown here)."""
     out = []
-    for arm_name in cfg["arms"]:
+    for arm_name in exp.arms:
         ctx = context_of(arm_name)
         if ctx is None:
             continue
         limit, where = ctx
         over = []
-        for name, wl in cfg["workloads"].items():
-            if (wl.get("kind") or "single") != "arena":
+        for name, wl in exp.workloads.items():
+            if (wl.kind or "single") != "arena":
                 continue
-            c = {a: wl[a] if wl.get(a) is not None else DEFAULTS[a] for a in AXES}
+            c = {a: getattr(wl, a) if getattr(wl, a) is not None else DEFAULTS[a] for a in AXES}
             need = c["depth"] + c["prompt_tokens"] + c["tokens"]
             if need > limit:
                 over.append((name, c, need))

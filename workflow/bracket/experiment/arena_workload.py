@@ -7,9 +7,12 @@ read it here, before anything is measured.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from bracket.experiment import arena_grid, prompts
+from bracket.experiment.model import Arm, Experiment, ServerSettings, Workload
+from bracket.experiment.schema import schema_of
 
 DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 
@@ -24,27 +27,27 @@ def chat_refusal(kind: str) -> str | None:
     return None
 
 
-def spec(wl: dict) -> dict:
+def spec(wl: Workload) -> dict:
     """The cell of an arena workload: depth, users, tokens, prompt_tokens, api, cache (defaults where absent)."""
-    out = {k: int(wl[k]) if wl.get(k) is not None else v for k, v in DEFAULTS.items()}
-    out["api"] = wl.get("api") or "chat"
-    out["cache"] = wl.get("cache") or "fresh"
-    out["text"] = wl.get("text") or None
-    out["tg_exact"] = True if wl.get("tg_exact") is None else bool(wl["tg_exact"])
-    out["latency"] = wl.get("latency") or "none"
-    out["coherence"] = True if wl.get("coherence") is None else bool(wl["coherence"])
+    out = {k: int(getattr(wl, k)) if getattr(wl, k) is not None else v for k, v in DEFAULTS.items()}
+    out["api"] = wl.api or "chat"
+    out["cache"] = wl.cache or "fresh"
+    out["text"] = wl.text or None
+    out["tg_exact"] = True if wl.tg_exact is None else wl.tg_exact
+    out["latency"] = wl.latency or "none"
+    out["coherence"] = True if wl.coherence is None else wl.coherence
     return out
 
 
-def is_arena(wl: dict) -> bool:
-    return (wl or {}).get("kind", "single") == "arena"
+def is_arena(wl: Workload | None) -> bool:
+    return wl is not None and wl.kind == "arena"
 
 
-def problems(cfg: dict) -> list[str]:
+def problems(exp: Experiment) -> list[str]:
     """What makes an arena workload unrunnable on this engine, one sentence each, before anything starts."""
     out = []
-    kind = cfg["engine"]["kind"]
-    for name, wl in cfg["workloads"].items():
+    kind = exp.engine.kind
+    for name, wl in exp.workloads.items():
         if not is_arena(wl):
             continue
         s = spec(wl)
@@ -61,7 +64,7 @@ def problems(cfg: dict) -> list[str]:
                 f"workloads.{name}.text is {s['text']!r}, which is not a file; name a long text file "
                 f"(a book) or remove text to use the built-in deterministic text."
             )
-    out += arena_grid.context_problems(cfg, lambda arm: prompts.context_length(cfg, arm, None))
+    out += arena_grid.context_problems(exp, lambda arm: prompts.context_length(exp, arm, None))
     return out
 
 
@@ -73,7 +76,7 @@ def problems(cfg: dict) -> list[str]:
 PREFIX_SWITCH = ("vllm", "sglang", "llamacpp")
 
 
-def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
+def servers(exp: Experiment, arm_name: str) -> list[tuple[Arm, list[str]]]:
     """The servers a block of `arm_name` runs, in order: (arm as launched, workload names it serves).
 
     A prefix-caching arena cell (cache: prefix) needs the engine's prefix cache on, which bracket turns off
@@ -83,12 +86,24 @@ def servers(cfg: dict, arm_name: str) -> list[tuple[dict, list[str]]]:
     arm that turns the cache on itself, an attached server (its state is the user's; the inverted cache
     guard tells whether it served the contexts), or an engine with no switch (Ollama).
     """
-    arm = cfg["arms"][arm_name]
-    names = list(cfg["workloads"])
-    prefix = [n for n in names if is_arena(cfg["workloads"][n]) and spec(cfg["workloads"][n])["cache"] == "prefix"]
-    on = (arm.get("server") or {}).get("prefix_caching") is True
-    if not prefix or on or cfg["engine"]["launch"] == "attach" or cfg["engine"]["kind"] not in PREFIX_SWITCH:
+    arm = exp.arms[arm_name]
+    names = list(exp.workloads)
+    prefix = [n for n in names if is_arena(exp.workloads[n]) and spec(exp.workloads[n])["cache"] == "prefix"]
+    on = arm.server is not None and arm.server.prefix_caching is True
+    if not prefix or on or exp.engine.launch == "attach" or exp.engine.kind not in PREFIX_SWITCH:
         return [(arm, names)]
     rest = [n for n in names if n not in prefix]
-    cached = {**arm, "server": {**(arm.get("server") or {}), "prefix_caching": True}}
-    return ([(arm, rest)] if rest else []) + [(cached, prefix)]
+    return ([(arm, rest)] if rest else []) + [(with_prefix_caching(arm), prefix)]
+
+
+def with_prefix_caching(arm: Arm) -> Arm:
+    """The arm with server.prefix_caching true; its other server settings as they were (the schema's defaults
+    where the arm states none)."""
+    if arm.server is not None:
+        server = arm.server.model_copy(update={"prefix_caching": True})
+    else:
+        defaults = {
+            k: copy.deepcopy(v.get("default")) for k, v in schema_of("arms", "*", "server")["properties"].items()
+        }
+        server = ServerSettings.model_validate({**defaults, "prefix_caching": True})
+    return arm.model_copy(update={"server": server})

@@ -29,7 +29,7 @@ from bracket import engines  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
 from bracket.experiment import arena_grid, arena_workload, prompts  # noqa: E402
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
-from bracket.experiment.model import Experiment, Node  # noqa: E402
+from bracket.experiment.model import Arm, Experiment, Node  # noqa: E402
 from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
 from bracket.secrets import looks_secret  # noqa: E402
 
@@ -161,8 +161,11 @@ def without_defaults(value: Any, schema: dict) -> Any:
     return out
 
 
-def validate(raw: dict, source: str = "experiment", measured: bool = False) -> dict:
+def validate(raw: dict, source: str = "experiment", measured: bool = False) -> Experiment:
     """Return the experiment with defaults filled, or raise ExperimentError naming the problem.
+
+    The file's mapping is filled with the schema's defaults and checked against the schema (whose errors name the
+    key and the fix), then built once into the typed, frozen Experiment, whose meaning is checked last.
 
     measured: the experiment already ran (re-rendering its records): checks of what an arm would do
     when launched (an arm that can never draft) are left to the analysis, which finds it in the records."""
@@ -172,71 +175,86 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> d
             f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml."
         )
     schema = load_schema()
-    raw = copy.deepcopy(raw)
-    eng = raw.get("engine")
+    data = copy.deepcopy(raw)
+    eng = data.get("engine")
     if isinstance(eng, dict) and eng.get("launch") == "attach" and "kind" not in eng:
         eng["kind"] = "auto"  # the schema's default is a launch's; an attached server is asked what it is
     if isinstance(eng, dict) and eng.get("kind") == "reference" and "embedded" not in eng:
         eng["embedded"] = False  # the reference server serves no model: nothing embedded to build
-    cfg = _fill_defaults(raw, schema)
+    data = _fill_defaults(data, schema)
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
+    _settle(data)
+    exp = Experiment.model_validate(data)
     try:
-        arena_grid.expand(cfg, source)
+        exp = arena_grid.expand(exp, source)
     except ValueError as exc:
         raise ExperimentError(str(exc)) from None
-    _check_meaning(cfg, source, measured)
-    return Experiment.model_validate(cfg)
+    _check_meaning(exp, source, measured)
+    return exp
 
 
-def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
-    arms = list(cfg["arms"])
-    if cfg["engine"]["kind"] == "auto" and cfg["engine"]["launch"] != "attach":
-        cfg["engine"]["kind"] = "vllm"  # auto is told from an attached server's answers; a launch needs a kind
-    if not cfg["reference"]:
-        cfg["reference"] = arms[0]
-    if cfg["reference"] not in cfg["arms"]:
+def _settle(data: dict) -> None:
+    """The values the schema cannot default, set on the filled mapping before the experiment is built: a launch's
+    engine.kind auto (auto is told from an attached server's answers; a launch needs a kind), the reference (the
+    first arm), and an adaptive design's min_rounds, max_rounds and target (filled here, not in the schema, so a
+    fixed design's parameters stay as they were)."""
+    eng = data["engine"]
+    if eng["kind"] == "auto" and eng["launch"] != "attach":
+        eng["kind"] = "vllm"
+    if not data["reference"]:
+        data["reference"] = next(iter(data["arms"]))
+    design = data["design"]
+    if design["rounds"] == "adaptive":
+        design.setdefault("min_rounds", 2)
+        design.setdefault("max_rounds", 8)
+        design.setdefault("target", "decisive")
+
+
+def _check_meaning(exp: Experiment, source: str, measured: bool = False) -> None:
+    arms = list(exp.arms)
+    if exp.reference not in exp.arms:
         raise ExperimentError(
-            f"{source}: reference is {cfg['reference']!r}, but no arm has that name. "
+            f"{source}: reference is {exp.reference!r}, but no arm has that name. "
             f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm."
         )
-    check_names(cfg, source)
-    check_engine_env(cfg, source)
-    for name in arms:
-        spec = cfg["arms"][name].get("speculative")
-        if spec and spec["method"] == "ngram" and spec["prompt_lookup_min"] > spec["prompt_lookup_max"]:
+    check_names(exp, source)
+    check_engine_env(exp, source)
+    for name, arm in exp.arms.items():
+        spec = arm.speculative
+        if spec and spec.method == "ngram" and spec.prompt_lookup_min > spec.prompt_lookup_max:
             raise ExperimentError(
-                f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec['prompt_lookup_min']}) is "
-                f"larger than prompt_lookup_max ({spec['prompt_lookup_max']}); swap them."
+                f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec.prompt_lookup_min}) is "
+                f"larger than prompt_lookup_max ({spec.prompt_lookup_max}); swap them."
             )
         if (
             spec
-            and spec["method"] in ("draft_model", "eagle", "eagle3", "dflash")
-            and not spec.get("model")
-            and cfg["engine"]["kind"] != "ollama"
+            and spec.method in ("draft_model", "eagle", "eagle3", "dflash")
+            and not spec.model
+            and exp.engine.kind != "ollama"
         ):  # Ollama's draft model is in its Modelfile
             raise ExperimentError(
-                f"{source}: arms.{name}.speculative.method {spec['method']!r} needs a draft model: "
+                f"{source}: arms.{name}.speculative.method {spec.method!r} needs a draft model: "
                 f"set arms.{name}.speculative.model."
             )
-    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] not in ("vllm", "llamacpp"):
+    if exp.engine.embedded and exp.engine.kind not in ("vllm", "llamacpp"):
         raise ExperimentError(
             f"{source}: engine.embedded is true, which serves with vllm (or llamacpp, from the "
             f"llama.cpp the workflow builds); set engine.kind: vllm or llamacpp, or "
             f"engine.embedded: false."
         )
-    c = cfg["controls"]
-    if not c["neutrality"] and not c["neutrality_off"].strip():
+    c = exp.controls
+    if not c.neutrality and not c.neutrality_off.strip():
         raise ExperimentError(
             f"{source}: controls.neutrality is false without a reason: the neutrality control "
             f"is what shows bracket's request costs the server no more than a plain client's. "
             f"Say why it is off in controls.neutrality_off, or remove controls.neutrality."
         )
-    _check_design(cfg, source)
-    _check_engine(cfg, source, measured)
-    refused = arena_workload.problems(cfg)
+    _check_design(exp, source)
+    _check_engine(exp, source, measured)
+    refused = arena_workload.problems(exp)
     if refused:
         raise ExperimentError(f"{source}: " + "\n  ".join(refused))
 
@@ -244,104 +262,103 @@ def _check_meaning(cfg: dict, source: str, measured: bool = False) -> None:
 # Each block is a fresh server for minutes: 500 is days of measuring, and past it the workflow's own plan
 # (a dry run) takes minutes; an experiment that needs more is several experiments.
 MAX_BLOCKS = 500
+ADAPTIVE_ONLY = ("min_rounds", "max_rounds", "target", "margin")
 
 
-def _check_design(cfg: dict, source: str) -> None:
+def _check_design(exp: Experiment, source: str) -> None:
     """An adaptive design's rounds and kind; keys that only an adaptive design reads, named when set without it;
     a design of more blocks than MAX_BLOCKS."""
-    d = cfg["design"]
-    rounds = d.get("max_rounds", 8) if d["rounds"] == "adaptive" else d["rounds"]
-    n = rounds * len(cfg["arms"]) * max(1, len(cfg.get("hosts") or []))
+    d = exp.design
+    adaptive = d.rounds == "adaptive"
+    rounds = d.max_rounds if adaptive else d.rounds
+    n = rounds * len(exp.arms) * max(1, len(exp.hosts))
     if n > MAX_BLOCKS:
-        key = "design.max_rounds" if d["rounds"] == "adaptive" else "design.rounds"
+        key = "design.max_rounds" if adaptive else "design.rounds"
         raise ExperimentError(
-            f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(cfg['arms'])} arm(s)"
-            f"{' on ' + str(len(cfg['hosts'])) + ' hosts' if cfg.get('hosts') else ''}), more than "
+            f"{source}: {key} is {rounds}, which makes at least {n:,} blocks ({len(exp.arms)} arm(s)"
+            f"{' on ' + str(len(exp.hosts)) + ' hosts' if exp.hosts else ''}), more than "
             f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
             f"split the experiment."
         )
-    adaptive_only = [k for k in ("min_rounds", "max_rounds", "target", "margin") if k in d]
-    if d["rounds"] != "adaptive":
+    if not adaptive:
+        adaptive_only = [k for k in ADAPTIVE_ONLY if getattr(d, k) is not None]
         if adaptive_only:
             raise ExperimentError(
-                f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d['rounds']!r}: "
+                f"{source}: design.{adaptive_only[0]} is set, but design.rounds is {d.rounds!r}: "
                 f"it tells an adaptive design when to stop; set design.rounds: adaptive or remove "
                 f"{', '.join(adaptive_only)}."
             )
         return
-    d.setdefault("min_rounds", 2)  # filled here, not in the schema: fixed designs' parameters stay as they were
-    d.setdefault("max_rounds", 8)
-    d.setdefault("target", "decisive")
-    if d["kind"] not in ADAPTIVE_KINDS:
+    if d.kind not in ADAPTIVE_KINDS:
         raise ExperimentError(
-            f"{source}: design.rounds is adaptive, but design.kind is {d['kind']!r}, which runs "
+            f"{source}: design.rounds is adaptive, but design.kind is {d.kind!r}, which runs "
             f"each arm in one stretch of time and so confounds arm with time at every look; set "
             f"design.kind to one of {', '.join(ADAPTIVE_KINDS)}."
         )
-    if d["min_rounds"] > d["max_rounds"]:
+    if d.min_rounds > d.max_rounds:
         raise ExperimentError(
-            f"{source}: design.min_rounds ({d['min_rounds']}) is larger than design.max_rounds "
-            f"({d['max_rounds']}); the first look must come before the budget is spent."
+            f"{source}: design.min_rounds ({d.min_rounds}) is larger than design.max_rounds "
+            f"({d.max_rounds}); the first look must come before the budget is spent."
         )
 
 
-def _check_engine(cfg: dict, source: str, measured: bool = False) -> None:
+def _check_engine(exp: Experiment, source: str, measured: bool = False) -> None:
     """What the chosen engine and launch mode cannot do with these arms, named before anything runs."""
-    eng = cfg["engine"]
-    launch = eng["launch"]
-    if eng["embedded"] and launch != "native":
+    eng = exp.engine
+    launch = eng.launch
+    if eng.embedded and launch != "native":
         raise ExperimentError(
             f"{source}: engine.embedded is true, which runs the embedded engine natively; set "
             f"engine.launch: native, or engine.embedded: false with engine.model for {launch}."
         )
-    adapter = engines.get(eng["kind"])
-    if eng["kind"] == "reference" and launch == "docker":
+    adapter = engines.get(eng.kind)
+    if eng.kind == "reference" and launch == "docker":
         raise ExperimentError(
             f"{source}: engine.kind reference runs bracket's own server on this host; set engine.launch: "
             f"native (or attach, to one you started with python -m bracket.engines.reference_server)."
         )
     if not adapter.launchable and launch != "attach":
         raise ExperimentError(
-            f"{source}: engine.kind {eng['kind']!r} attaches to a server you run and launches "
+            f"{source}: engine.kind {eng.kind!r} attaches to a server you run and launches "
             f"none; set engine.launch: attach and engine.base_url."
         )
-    if launch == "docker" and not (eng.get("docker") or {}).get("image"):
+    if launch == "docker" and (eng.docker is None or not eng.docker.image):
         raise ExperimentError(
             f"{source}: engine.launch is docker, but engine.docker.image is not set; name the "
             f"image, e.g. engine.docker: {{image: lmsysorg/sglang:v0.5.23}}."
         )
-    if eng.get("base_url") and launch != "attach":
+    if eng.base_url and launch != "attach":
         raise ExperimentError(
             f"{source}: engine.base_url is only used under engine.launch: attach; remove it, or "
             f"set launch: attach to use the server running there."
         )
-    problem = url_problem(eng.get("base_url") or "")
+    problem = url_problem(eng.base_url)
     if problem:
         raise ExperimentError(f"{source}: engine.base_url {problem}")
-    problems = [p for name, arm in cfg["arms"].items() for p in adapter.check_arm(name, arm)]
+    problems = [p for name, arm in exp.arms.items() for p in adapter.check_arm(name, arm)]
     if not measured:
-        problems += [p for name, arm in cfg["arms"].items() for p in adapter.check_drafts(name, arm)]
+        problems += [p for name, arm in exp.arms.items() for p in adapter.check_drafts(name, arm)]
     if problems:
         raise ExperimentError(
-            f"{source}: engine.kind {eng['kind']} cannot run these arms as written:\n  - " + "\n  - ".join(problems)
+            f"{source}: engine.kind {eng.kind} cannot run these arms as written:\n  - " + "\n  - ".join(problems)
         )
     if launch == "attach":
-        _check_attach(cfg, source)
+        _check_attach(exp, source)
 
 
-def _check_attach(cfg: dict, source: str) -> None:
+def _check_attach(exp: Experiment, source: str) -> None:
     """Under attach the server keeps the flags it was started with: no arm may ask for others."""
-    eng = cfg["engine"]
-    unused = [k for k in ("args", "env", "secret_env") if eng.get(k)]
+    eng = exp.engine
+    unused = [k for k in ("args", "env", "secret_env") if getattr(eng, k)]
     if unused:
         raise ExperimentError(
             f"{source}: engine.launch is attach, so bracket starts no server and "
             f"engine.{unused[0]} would be ignored; remove {', '.join('engine.' + k for k in unused)}."
         )
-    arms = list(cfg["arms"])
-    first = server_settings(cfg["arms"][arms[0]])
+    arms = list(exp.arms)
+    first = server_settings(exp.arms[arms[0]])
     for name in arms[1:]:
-        other = server_settings(cfg["arms"][name])
+        other = server_settings(exp.arms[name])
         if other != first:
             keys = [k for k in first if first[k] != other[k]]
             raise ExperimentError(
@@ -352,11 +369,13 @@ def _check_attach(cfg: dict, source: str) -> None:
             )
 
 
-def check_prompt_files(cfg: dict, root: Path, source: str = "experiment", model_dir: str | Path | None = None) -> None:
+def check_prompt_files(
+    exp: Experiment, root: Path, source: str = "experiment", model_dir: str | Path | None = None
+) -> None:
     """Before any server starts: every prompt file parses, holds prompts, and (where the model's files
     are here) its prompts fit each arm's context (bracket.experiment.prompts.check)."""
     try:
-        prompts.check(cfg, root, model_dir=model_dir, source=source)
+        prompts.check(exp, root, model_dir=model_dir, source=source)
     except prompts.PromptError as exc:
         raise ExperimentError(str(exc)) from None
 
@@ -410,11 +429,11 @@ def name_problem(kind: str, name: str) -> str | None:
     )
 
 
-def check_names(cfg: dict, source: str = "experiment") -> None:
+def check_names(exp: Experiment, source: str = "experiment") -> None:
     """Arm and workload names, checked once, before anything uses them in a path."""
     problems = [
         p
-        for kind, names in (("arm", cfg["arms"]), ("workload", cfg["workloads"]))
+        for kind, names in (("arm", exp.arms), ("workload", exp.workloads))
         for p in (name_problem(kind, n) for n in names)
         if p
     ]
@@ -422,13 +441,13 @@ def check_names(cfg: dict, source: str = "experiment") -> None:
         raise ExperimentError("\n".join(f"{source}: {p}" for p in problems))
 
 
-def check_engine_env(cfg: dict, source: str = "experiment") -> None:
+def check_engine_env(exp: Experiment, source: str = "experiment") -> None:
     """Literal values of engine.env and arms.*.env are written to settings, provenance and the article,
     so a variable whose name says it holds a secret may not be one of them."""
-    places = [("engine.env", cfg["engine"].get("env") or {})]
-    places += [(f"arms.{name}.env", arm.get("env") or {}) for name, arm in cfg["arms"].items()]
-    arg_places = [("engine.args", cfg["engine"].get("args") or [])]
-    arg_places += [(f"arms.{name}.args", arm.get("args") or []) for name, arm in cfg["arms"].items()]
+    places = [("engine.env", exp.engine.env)]
+    places += [(f"arms.{name}.env", arm.env) for name, arm in exp.arms.items()]
+    arg_places = [("engine.args", exp.engine.args)]
+    arg_places += [(f"arms.{name}.args", arm.args) for name, arm in exp.arms.items()]
     for where, args in arg_places:
         for arg in args:
             flag = str(arg).split("=", 1)[0]
@@ -504,7 +523,7 @@ def _read_yaml(path: Path):
         raise ExperimentError(f"{path}: nested too deeply to read; an experiment is a few levels deep.") from None
 
 
-def load(path: str | Path, measured: bool = False) -> dict:
+def load(path: str | Path, measured: bool = False) -> Experiment:
     """Read and validate an experiment file (measured: it already ran; see validate)."""
     path = Path(path)
     if not path.is_file():
@@ -519,10 +538,10 @@ def load(path: str | Path, measured: bool = False) -> dict:
     return validate(raw if raw is not None else {}, source=str(path), measured=measured)
 
 
-def draft_budget(arm: dict) -> int | None:
-    spec = arm.get("speculative")
-    return spec["draft_tokens"] if spec else None
+def draft_budget(arm: Arm) -> int | None:
+    """The arm's draft tokens per verify step; None for an arm that does not draft."""
+    return arm.speculative.draft_tokens if arm.speculative else None
 
 
-def arm_label(cfg: dict, arm: str) -> str:
-    return cfg["arms"][arm].get("label") or arm
+def arm_label(exp: Experiment, arm: str) -> str:
+    return exp.arms[arm].label or arm

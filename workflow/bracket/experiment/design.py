@@ -15,6 +15,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bracket.experiment.model import Experiment
+
 KINDS = ("abab", "abba", "bracket", "random", "sequential")
 
 #: Design kinds whose first r rounds are the same blocks whatever the number of rounds drawn
@@ -92,31 +94,31 @@ def draw_hosts(arms: list[str], reference: str, kind: str, rounds: int, seed: in
     return blocks
 
 
-def is_adaptive(cfg: dict) -> bool:
-    return cfg["design"]["rounds"] == "adaptive"
+def is_adaptive(exp: Experiment) -> bool:
+    return exp.design.rounds == "adaptive"
 
 
-def planned_rounds(cfg: dict) -> int:
+def planned_rounds(exp: Experiment) -> int:
     """The rounds the schedule is drawn for: design.rounds, or max_rounds for an adaptive design."""
-    d = cfg["design"]
-    return int(d["max_rounds"]) if d["rounds"] == "adaptive" else int(d["rounds"])
+    d = exp.design
+    return int(d.max_rounds) if d.rounds == "adaptive" else int(d.rounds)
 
 
-def from_config(cfg: dict, rounds: int | None = None) -> list[Block]:
+def from_config(exp: Experiment, rounds: int | None = None) -> list[Block]:
     """The blocks of the design; of its first `rounds` rounds when given (an adaptive design's looks).
 
     An adaptive design's schedule is drawn for max_rounds once, before any block: every kind it
     allows draws the first r rounds the same whatever the number of rounds, so the rounds run
     are a prefix of the recorded schedule and no later round reorders an earlier one.
     """
-    d = cfg["design"]
+    d = exp.design
     return draw_hosts(
-        list(cfg["arms"]),
-        cfg["reference"],
-        d["kind"],
-        rounds or planned_rounds(cfg),
-        d["seed"],
-        list(cfg.get("hosts") or []),
+        list(exp.arms),
+        exp.reference,
+        d.kind,
+        rounds or planned_rounds(exp),
+        d.seed,
+        list(exp.hosts),
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bracket.embedded import is_synthetic, uses_llamacpp_build
 from bracket.experiment import arena_workload, probe, prompts, tokencount
+from bracket.experiment.model import Experiment
 from bracket.physics.modelsource import container_to_host, is_hub_id, is_pathlike
 from bracket.secrets import short_problem
 
@@ -29,26 +30,26 @@ def _exists(name: str, root: Path) -> bool:
     return (p if p.is_absolute() else root / p).exists()
 
 
-def model_problems(cfg: dict, root: Path) -> list[str]:
+def model_problems(exp: Experiment, root: Path) -> list[str]:
     """The served model and draft models of a native launch must be on this host (a hub id may be
     downloaded by the engine); a docker launch's mounted model must exist at its host path."""
-    eng, out = cfg["engine"], []
-    launch = eng["launch"]
-    names = [("engine.model", eng.get("model") or "")]
+    eng, out = exp.engine, []
+    launch = eng.launch
+    names = [("engine.model", eng.model)]
     drafts = {}
-    for a, spec in cfg["arms"].items():  # one line per draft model, however many arms share it
-        draft = (spec.get("speculative") or {}).get("model") or ""
+    for a, arm in exp.arms.items():  # one line per draft model, however many arms share it
+        draft = (arm.speculative.model if arm.speculative else None) or ""
         drafts.setdefault(draft, f"arms.{a}.speculative.model")
     names += [(key, name) for name, key in drafts.items()]
     for key, name in names:
         if key == "engine.model" and name in ("", "embedded"):
-            if launch != "attach" and eng["kind"] not in ("ollama", "reference"):  # their own model names
+            if launch != "attach" and eng.kind not in ("ollama", "reference"):  # their own model names
                 out.append(
                     "engine.model is not set, and engine.embedded is false: name the model the engine "
                     "serves (a directory, a .gguf file, or a hub id such as Qwen/Qwen3-8B)."
                 )
             continue
-        if not name or (key == "engine.model" and eng["kind"] == "ollama"):  # an Ollama tag, not a path
+        if not name or (key == "engine.model" and eng.kind == "ollama"):  # an Ollama tag, not a path
             continue
         if is_synthetic(name) and launch == "native":  # the workflow writes it (rule synthetic_gguf)
             continue
@@ -59,7 +60,7 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
                 f"directory that holds the weights or the .gguf file, or a hub id (org/name)."
             )
         if launch == "docker" and name.startswith("/"):
-            host, vol = container_to_host(cfg, name)
+            host, vol = container_to_host(exp, name)
             if host and not Path(host).exists():
                 out.append(
                     f"{key} is {name!r} inside the container, which engine.docker.volumes maps to {host} "
@@ -68,22 +69,22 @@ def model_problems(cfg: dict, root: Path) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
+def binary_problems(exp: Experiment, timeout_s: float = 20.0) -> list[str]:
     """The program that starts the server: docker for a docker launch; for a native one, llama-server or
     ollama on PATH, or the Python that must import vllm / sglang. A native llama.cpp with no executable
     named needs none: the workflow's own build serves it, made by a rule before the first block."""
-    eng = cfg["engine"]
-    if eng["launch"] == "docker":
+    eng = exp.engine
+    if eng.launch == "docker":
         if not shutil.which("docker"):
             return ["engine.launch is docker, but no `docker` program is on PATH; install docker or launch natively."]
         return docker_daemon_problems(timeout_s)
-    if eng["launch"] != "native":
+    if eng.launch != "native":
         return []
-    kind = eng["kind"]
-    if uses_llamacpp_build(cfg):  # the workflow builds llama-server itself (rule llamacpp_build)
+    kind = eng.kind
+    if uses_llamacpp_build(exp):  # the workflow builds llama-server itself (rule llamacpp_build)
         return []
     if kind in DEFAULT_PROGRAMS:
-        prog = eng.get("executable") or DEFAULT_PROGRAMS[kind]
+        prog = eng.executable or DEFAULT_PROGRAMS[kind]
         if shutil.which(prog) or Path(prog).is_file():
             return []
         return [
@@ -93,7 +94,7 @@ def binary_problems(cfg: dict, timeout_s: float = 20.0) -> list[str]:
     module = ENGINE_MODULES.get(kind)
     if not module:
         return []
-    python = eng.get("python") or "python3"
+    python = eng.python or "python3"
     exe = shutil.which(python) or (python if Path(python).is_file() else None)
     if not exe:
         return [
@@ -143,60 +144,60 @@ def docker_daemon_problems(timeout_s: float = 20.0) -> list[str]:
     return []
 
 
-def attach_problems(cfg: dict, root: Path) -> list[str]:
+def attach_problems(exp: Experiment, root: Path) -> list[str]:
     """An attached server, probed in seconds as a block would use it (bracket.experiment.probe), then every prompt
     counted by the server's own tokenizer against the context it reports (prompt_fit_problems)."""
-    if cfg["engine"]["launch"] != "attach":
+    if exp.engine.launch != "attach":
         return []
-    rep = probe.run(cfg, root)
-    return rep.problems or prompt_fit_problems(cfg, root, rep)
+    rep = probe.run(exp, root)
+    return rep.problems or prompt_fit_problems(exp, root, rep)
 
 
-def prompt_fit_problems(cfg: dict, root: Path, rep) -> list[str]:
+def prompt_fit_problems(exp: Experiment, root: Path, rep) -> list[str]:
     """Every prompt with its unique prefix and request.max_tokens, in the attached server's tokens (its
     /tokenize, bracket.experiment.tokencount), against the context it reports; where it has no tokenize route, the
     model's tokenizer.json if engine.model is here, else the byte bound (bracket.experiment.prompts.check)."""
     import httpx
 
-    headers, _ = probe._headers(cfg)
+    headers, _ = probe._headers(exp)
     kind, name = rep.identity.kind, rep.identity.name
     with httpx.Client(headers=headers, timeout=probe.PROBE_TIMEOUT_S) as http:
         counter, why = tokencount.server(http, rep.base, kind, rep.model, name)
         context = tokencount.server_context(http, rep.base, kind, rep.model)
-        model = cfg["engine"].get("model") or None
+        model = exp.engine.model or None
         try:
-            prompts.check(cfg, root, model_dir=model, counter=counter, server_context=context, why_not=why)
+            prompts.check(exp, root, model_dir=model, counter=counter, server_context=context, why_not=why)
         except prompts.PromptError as exc:
             return exc.problems
     return []
 
 
-def arena_problems(cfg: dict) -> list[str]:
+def arena_problems(exp: Experiment) -> list[str]:
     """An arena cell this engine's adapter cannot send through its own stream (bracket.experiment.arena_workload.problems)."""
-    return arena_workload.problems(cfg)
+    return arena_workload.problems(exp)
 
 
-def secret_problems(cfg: dict, environ=None) -> list[str]:
+def secret_problems(exp: Experiment, environ=None) -> list[str]:
     """Secrets too short to redact without changing the data (bracket.secrets.MIN_LENGTH), by the name they
     are exported under; their values are never part of the message."""
     environ = os.environ if environ is None else environ
-    eng = cfg["engine"]
-    names = ([eng["api_key_env"]] if eng.get("api_key_env") else []) + list(eng.get("secret_env") or [])
+    eng = exp.engine
+    names = ([eng.api_key_env] if eng.api_key_env else []) + list(eng.secret_env)
     found = [short_problem(name, environ.get(name)) for name in names]
     return [
-        f"engine.{'api_key_env' if name == eng.get('api_key_env') else 'secret_env'}: {p}"
+        f"engine.{'api_key_env' if name == eng.api_key_env else 'secret_env'}: {p}"
         for name, p in zip(names, found)
         if p
     ]
 
 
-def problems(cfg: dict, root: str | Path = ".") -> list[str]:
+def problems(exp: Experiment, root: str | Path = ".") -> list[str]:
     """Everything wrong with this host for this experiment that can be seen without a server."""
-    short = secret_problems(cfg)
+    short = secret_problems(exp)
     if short:  # before the attach probe, which would send the key
         return short
-    found = arena_problems(cfg)
-    if cfg["engine"]["embedded"]:
+    found = arena_problems(exp)
+    if exp.engine.embedded:
         return found
     root = Path(root)
-    return found + model_problems(cfg, root) + binary_problems(cfg) + attach_problems(cfg, root)
+    return found + model_problems(exp, root) + binary_problems(exp) + attach_problems(exp, root)

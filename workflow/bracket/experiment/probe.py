@@ -24,6 +24,7 @@ import os
 import secrets as _random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -32,6 +33,7 @@ from bracket.engines import identify
 from bracket.engines.base import listed_models
 from bracket.engines.launch import base_url
 from bracket.experiment import arena_workload, prompts
+from bracket.experiment.model import Experiment
 
 # The probe asks for few tokens: enough that a server ignoring ignore_eos is likely to stop early on a
 # short prompt, few enough that the whole probe stays within seconds on a slow server.
@@ -76,8 +78,8 @@ class Report:
         }
 
 
-def _headers(cfg: dict) -> tuple[dict, str | None]:
-    name = cfg["engine"].get("api_key_env")
+def _headers(exp: Experiment) -> tuple[dict, str | None]:
+    name = exp.engine.api_key_env
     if not name:
         return {}, None
     key = os.environ.get(name)
@@ -89,15 +91,13 @@ def _headers(cfg: dict) -> tuple[dict, str | None]:
     return {"Authorization": f"Bearer {key}"}, None
 
 
-def _first_prompt(cfg: dict, root) -> str:
-    from pathlib import Path
-
-    for wl in cfg["workloads"].values():
+def _first_prompt(exp: Experiment, root) -> str:
+    for wl in exp.workloads.values():
         if arena_workload.is_arena(wl):
             continue
         try:
-            texts = prompts.load(Path(root) / wl["prompts"])
-        except (prompts.PromptError, OSError, KeyError):
+            texts = prompts.load(Path(root) / wl.prompts)
+        except (prompts.PromptError, OSError):
             continue
         if texts:
             text = "\n".join(t["prompt"] for t in texts)
@@ -105,29 +105,27 @@ def _first_prompt(cfg: dict, root) -> str:
     return (PROBE_PROMPT + " ") * (1 + PROBE_CHARS // len(PROBE_PROMPT))
 
 
-def _chat_workloads(cfg: dict) -> list[str]:
-    return [
-        n for n, wl in cfg["workloads"].items() if arena_workload.is_arena(wl) and (wl.get("api") or "chat") == "chat"
-    ]
+def _chat_workloads(exp: Experiment) -> list[str]:
+    return [n for n, wl in exp.workloads.items() if arena_workload.is_arena(wl) and (wl.api or "chat") == "chat"]
 
 
-def run(cfg: dict, root=".", timeout_s: float = PROBE_TIMEOUT_S) -> Report:
+def run(exp: Experiment, root=".", timeout_s: float = PROBE_TIMEOUT_S) -> Report:
     """Probe the server at engine.base_url as a block would use it (see the module's docstring)."""
     t0 = time.monotonic()
-    base = base_url(cfg)
+    base = base_url(exp)
     rep = Report(base)
-    headers, problem = _headers(cfg)
+    headers, problem = _headers(exp)
     if problem:
         rep.problems.append(problem)
         return rep
     with httpx.Client(headers=headers, timeout=timeout_s) as http:
-        _probe(cfg, root, http, rep, timeout_s)
+        _probe(exp, root, http, rep, timeout_s)
     rep.seconds = time.monotonic() - t0
     return rep
 
 
-def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -> None:
-    eng, base = cfg["engine"], rep.base
+def _probe(exp: Experiment, root, http: httpx.Client, rep: Report, timeout_s: float) -> None:
+    eng, base = exp.engine, rep.base
     try:
         found = identify.identify(http, base)
     except identify.Unreachable as exc:
@@ -137,14 +135,14 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
         )
         return
     rep.identity = found
-    clash = identify.contradiction(eng["kind"], found, base)
+    clash = identify.contradiction(eng.kind, found, base)
     if clash:
         rep.problems.append(clash)
         return
     name = found.name
-    adapter = engines.for_server(eng["kind"], found)
+    adapter = engines.for_server(eng.kind, found)
     rep.models = listed_models(http, base)
-    wanted = eng.get("served_model")
+    wanted = eng.served_model
     if wanted and rep.models and wanted not in rep.models:
         rep.problems.append(
             f"{name} at {base} serves {', '.join(repr(m) for m in rep.models[:8])}, not "
@@ -153,12 +151,14 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
             f"first listed)."
         )
         return
-    rep.model = adapter.request_model(cfg, http, base)
-    arm_name = next(iter(cfg["arms"]))
-    req = dict(cfg["request"], max_tokens=min(int(cfg["request"]["max_tokens"]), PROBE_TOKENS), timeout_s=timeout_s)
-    text = f"# bracket preflight {_random.token_hex(5)}\n" + _first_prompt(cfg, root)
+    rep.model = adapter.request_model(exp, http, base)
+    arm = next(iter(exp.arms.values()))
+    req = exp.request.model_copy(
+        update={"max_tokens": min(exp.request.max_tokens, PROBE_TOKENS), "timeout_s": timeout_s}
+    )
+    text = f"# bracket preflight {_random.token_hex(5)}\n" + _first_prompt(exp, root)
     try:
-        first = adapter.measure(http, base, rep.model, text, req, req["seed"], cfg["arms"][arm_name])
+        first = adapter.measure(http, base, rep.model, text, req, req.seed, arm)
     except httpx.HTTPError as exc:
         rep.problems.append(
             f"{name} at {base} did not answer the probe request ({type(exc).__name__}: {exc}); "
@@ -179,9 +179,9 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
             f"{name} at {base} reported no token usage; every run would be invalid. Start it so "
             f"that a stream ends with usage (stream_options.include_usage)."
         )
-    elif m.completion_tokens != req["max_tokens"] or m.finish_reason != "length":
+    elif m.completion_tokens != req.max_tokens or m.finish_reason != "length":
         rep.problems.append(
-            f"{name} at {base} returned {m.completion_tokens} of the {req['max_tokens']} tokens asked for "
+            f"{name} at {base} returned {m.completion_tokens} of the {req.max_tokens} tokens asked for "
             f"(finish_reason {m.finish_reason!r}): it does not honour ignore_eos (or an equivalent), so runs "
             f"would stop early and be invalid (early stop). Use an engine that pins the output length (vLLM, "
             f"SGLang and llama.cpp honour ignore_eos), or set engine.kind to the engine's own adapter."
@@ -192,11 +192,11 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
             f"{name} at {base} reported {m.cached_tokens} cached tokens for a prompt it had never "
             f"seen (a unique prefix); its cache accounting cannot be trusted by the cache guard."
         )
-    again = adapter.measure(http, base, rep.model, text, req, req["seed"], cfg["arms"][arm_name])
+    again = adapter.measure(http, base, rep.model, text, req, req.seed, arm)
     rep.cache_repeat = again.measurement.cached_tokens
     if rep.cache_check is None and again.measurement.cached_tokens:  # a server that reports hits only
         rep.cache_check = "reported on a hit"
-    guard = cfg["request"].get("cache_guard", "auto")
+    guard = exp.request.cache_guard
     if rep.cache_check is None:
         if guard == "strict":
             rep.problems.append(
@@ -204,12 +204,12 @@ def _probe(cfg: dict, root, http: httpx.Client, rep: Report, timeout_s: float) -
                 f"be invalid (cached_tokens unknown); {FLAGS.get(found.kind, FLAGS['openai'])}, or set "
                 f"request.cache_guard: auto to rest on unique prefixes."
             )
-        elif not cfg["request"].get("unique_prefix", True):
+        elif not exp.request.unique_prefix:
             rep.problems.append(
                 f"{name} at {base} reports no cached tokens and request.unique_prefix is false, so nothing would "
                 f"show that the prefix cache did not serve a run; set request.unique_prefix: true."
             )
-    for wl in _chat_workloads(cfg):
+    for wl in _chat_workloads(exp):
         problem = _chat_problem(http, base, rep.model, name, wl, timeout_s)
         if problem:
             rep.problems.append(problem)

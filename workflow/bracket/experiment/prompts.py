@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bracket import engines
 from bracket.experiment import arena_grid, tokencount
+from bracket.experiment.model import Experiment, Workload
 
 # The unique prefix the runner puts before each prompt (unique_prefix) is 13 bytes.
 PREFIX_BYTES = 13
@@ -91,21 +92,18 @@ def _flag_value(args: list[str], flags: tuple[str, ...]) -> int | None:
 CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--ctx-size", "-c")
 
 
-def _launch_argv(cfg: dict, arm_name: str) -> list[str]:
+def _launch_argv(exp: Experiment, arm_name: str) -> list[str]:
     """The command bracket starts the arm's server with (the adapter's defaults included), or [] under attach."""
-    if cfg["engine"]["launch"] == "attach":
+    if exp.engine.launch == "attach":
         return []
     try:
-        return [
-            str(a)
-            for a in engines.get(cfg["engine"]["kind"]).launch_argv(cfg, cfg["arms"][arm_name], "MODEL", "python")
-        ]
+        return [str(a) for a in engines.get(exp.engine.kind).launch_argv(exp, exp.arms[arm_name], "MODEL", "python")]
     except Exception:  # noqa: BLE001 (an adapter that cannot build the command here says so at launch)
         return []
 
 
 def context_length(
-    cfg: dict, arm_name: str, model_dir: Path | None, server: tuple[int, str] | None = None
+    exp: Experiment, arm_name: str, model_dir: Path | None, server: tuple[int, str] | None = None
 ) -> tuple[int, str] | None:
     """The context the arm is served with, and where that number comes from; None when unknown here.
 
@@ -113,23 +111,20 @@ def context_length(
     attached server's own report (`server`, bracket.experiment.tokencount.server_context), else the smaller of the
     command bracket launches (an adapter's default, such as the embedded vLLM's --max-model-len 2048)
     and the model's config.json."""
-    arm = cfg["arms"][arm_name]
-    stated = (arm.get("server") or {}).get("context_length")
+    arm = exp.arms[arm_name]
+    stated = arm.server.context_length if arm.server else None
     if stated:
         return int(stated), f"arms.{arm_name}.server.context_length"
-    for where, args in (
-        (f"arms.{arm_name}.args", arm.get("args") or []),
-        ("engine.args", cfg["engine"].get("args") or []),
-    ):
+    for where, args in ((f"arms.{arm_name}.args", arm.args), ("engine.args", exp.engine.args)):
         n = _flag_value([str(a) for a in args], CONTEXT_FLAGS)
         if n:
             return n, where
     if server:
         return server
     found = []
-    n = _flag_value(_launch_argv(cfg, arm_name), CONTEXT_FLAGS)
+    n = _flag_value(_launch_argv(exp, arm_name), CONTEXT_FLAGS)
     if n:
-        found.append((n, f"the {cfg['engine']['kind']} command bracket launches for arm {arm_name!r}"))
+        found.append((n, f"the {exp.engine.kind} command bracket launches for arm {arm_name!r}"))
     if model_dir is not None and (model_dir / "config.json").is_file():
         try:
             conf = json.loads((model_dir / "config.json").read_text())
@@ -162,26 +157,28 @@ def longest_token_bytes(model_dir: Path | None) -> int | None:
     return max(lengths) if lengths else None
 
 
-def _prefix_tokens(cfg: dict, name: str, counter) -> int:
+def _prefix_tokens(exp: Experiment, name: str, counter) -> int:
     """The most tokens a unique prefix of this workload takes in one block (0 without prefixes).
 
     Counted alone, without special tokens: the prefix ends in a newline, where the byte-level
     pre-tokenizers of BPE vocabularies split, so prefix and prompt add up to what the server counts
     (tests/test_token_fit.py checks this on the embedded model's tokenizer)."""
-    if not cfg["request"].get("unique_prefix", True):
+    if not exp.request.unique_prefix:
         return 0
-    design = cfg["design"]
-    runs = int(design.get("warmup_runs") or 0) + int(design.get("runs_per_block") or 1)
-    per_block = 0 if cfg["engine"]["launch"] == "attach" else None
+    design = exp.design
+    runs = design.warmup_runs + design.runs_per_block
+    per_block = 0 if exp.engine.launch == "attach" else None
     return max(
-        counter.count(unique_prefix(design["seed"], name, r, per_block), special=False) for r in range(max(runs, 1))
+        counter.count(unique_prefix(design.seed, name, r, per_block), special=False) for r in range(max(runs, 1))
     )
 
 
-def _token_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], counter, contexts: dict) -> list[str]:
+def _token_problems(
+    exp: Experiment, name: str, wl: Workload, prompts: list[dict], counter, contexts: dict
+) -> list[str]:
     """Each arm whose context a prompt of this workload does not fit, counted in tokens; the longest named."""
-    max_tokens = cfg["request"]["max_tokens"]
-    prefix = _prefix_tokens(cfg, name, counter)
+    max_tokens = exp.request.max_tokens
+    prefix = _prefix_tokens(exp, name, counter)
     counts = [(counter.count(p["prompt"]) + prefix, p) for p in prompts]
     out = []
     for arm_name, (limit, where) in contexts.items():
@@ -191,7 +188,7 @@ def _token_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], counter
         n, worst = max(over, key=lambda c: c[0])
         more = f" ({len(over) - 1} more prompt(s) of the file are over too)" if len(over) > 1 else ""
         out.append(
-            f"workloads.{name}: prompt {worst['id']!r} of {wl['prompts']} is {n:,} tokens with its unique prefix "
+            f"workloads.{name}: prompt {worst['id']!r} of {wl.prompts} is {n:,} tokens with its unique prefix "
             f"(counted by {counter.source}); with request.max_tokens {max_tokens} it needs {n + max_tokens:,}, over "
             f"the {limit:,}-token context of arm {arm_name!r} ({where}){more}. Shorten the prompt, lower "
             f"request.max_tokens, or serve a longer context (arms.{arm_name}.server.context_length)."
@@ -201,17 +198,17 @@ def _token_problems(cfg: dict, name: str, wl: dict, prompts: list[dict], counter
 
 
 def _byte_problems(
-    cfg: dict, name: str, wl: dict, prompts: list[dict], longest: int, contexts: dict, why: str
+    exp: Experiment, name: str, wl: Workload, prompts: list[dict], longest: int, contexts: dict, why: str
 ) -> list[str]:
     """The stated lower bound, where the tokens could not be counted (`why`)."""
-    max_tokens = cfg["request"]["max_tokens"]
+    max_tokens = exp.request.max_tokens
     biggest = max(prompts, key=lambda p: len(p["prompt"].encode("utf-8")))
     nbytes = len(biggest["prompt"].encode("utf-8")) + PREFIX_BYTES
     at_least = math.ceil(nbytes / longest)
     for arm_name, (limit, where) in contexts.items():
         if at_least + max_tokens > limit:
             return [
-                f"workloads.{name}: prompt {biggest['id']!r} of {wl['prompts']} is {nbytes:,} bytes, so at least "
+                f"workloads.{name}: prompt {biggest['id']!r} of {wl.prompts} is {nbytes:,} bytes, so at least "
                 f"{at_least:,} tokens (the model's longest token is {longest} bytes; its tokens could not be "
                 f"counted: {why}); with request.max_tokens {max_tokens} it cannot fit the {limit:,}-token context "
                 f"of arm {arm_name!r} ({where}). Shorten the prompt, lower request.max_tokens, or serve a longer "
@@ -221,7 +218,7 @@ def _byte_problems(
 
 
 def check(
-    cfg: dict,
+    exp: Experiment,
     root: Path,
     model_dir: str | Path | None = None,
     source: str = "experiment",
@@ -247,28 +244,26 @@ def check(
         why = "; ".join(w for w in (why_not, own) if w)
     longest = longest_token_bytes(local) if counter is None else None
     contexts = {}
-    for arm_name in cfg["arms"]:
-        ctx = context_length(cfg, arm_name, local, server_context)
+    for arm_name in exp.arms:
+        ctx = context_length(exp, arm_name, local, server_context)
         if ctx is not None:
             contexts[arm_name] = ctx
     problems, notes = [], []
-    for name, wl in cfg["workloads"].items():
-        path = root / wl["prompts"]
+    for name, wl in exp.workloads.items():
+        path = root / wl.prompts
         if not path.is_file():
-            problems.append(
-                f"workloads.{name}.prompts names {wl['prompts']!r}, which does not exist (looked in {path})."
-            )
+            problems.append(f"workloads.{name}.prompts names {wl.prompts!r}, which does not exist (looked in {path}).")
             continue
         try:
             prompts = load(path)
         except PromptError as exc:
             problems.append(f"workloads.{name}.prompts: {exc}")
             continue
-        if (wl.get("kind") or "single") != "single" or not contexts:
+        if (wl.kind or "single") != "single" or not contexts:
             continue  # arena cells size their context from `depth`, not from the prompts' length
         if counter is not None:
             try:
-                problems += _token_problems(cfg, name, wl, prompts, counter, contexts)
+                problems += _token_problems(exp, name, wl, prompts, counter, contexts)
                 continue
             except tokencount.CountError as exc:
                 why = str(exc)
@@ -283,8 +278,8 @@ def check(
             )
         )
         if longest:
-            problems += _byte_problems(cfg, name, wl, prompts, longest, contexts, why or "no tokenizer")
-    problems += arena_grid.context_problems(cfg, lambda arm: context_length(cfg, arm, local, server_context))
+            problems += _byte_problems(exp, name, wl, prompts, longest, contexts, why or "no tokenizer")
+    problems += arena_grid.context_problems(exp, lambda arm: context_length(exp, arm, local, server_context))
     if problems:
         err = PromptError(f"{source}: " + f"\n{source}: ".join(problems))
         err.problems = problems
