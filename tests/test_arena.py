@@ -11,6 +11,7 @@ from bracket.arena import run as arena
 from bracket.arena import text as arena_text
 from bracket.experiment import arena_workload, config
 from bracket.experiment.config import ExperimentError
+from bracket.experiment.model import Workload
 from test_engines import REQ, Recorded, body
 
 
@@ -97,7 +98,7 @@ def test_sizes_are_llama_benchys_context_depth_minus_the_templates_tokens():
 
 
 def test_spec_defaults_are_the_leaderboard_cell():
-    assert arena_workload.spec({"prompts": "p", "kind": "arena"}) == {
+    assert arena_workload.spec(Workload(prompts="p", kind="arena")) == {
         "depth": 16384,
         "users": 2,
         "tokens": 128,
@@ -109,8 +110,9 @@ def test_spec_defaults_are_the_leaderboard_cell():
         "latency": "none",
         "coherence": True,
     }
-    assert arena_workload.spec({"kind": "arena", "depth": 0})["depth"] == 0
-    assert arena_workload.is_arena({"kind": "arena"}) and not arena_workload.is_arena({"prompts": "p"})
+    assert arena_workload.spec(Workload(prompts="p", kind="arena", depth=0))["depth"] == 0
+    assert arena_workload.is_arena(Workload(prompts="p", kind="arena"))
+    assert not arena_workload.is_arena(Workload(prompts="p")) and not arena_workload.is_arena(None)
 
 
 def arena_cfg(kind, **wl):
@@ -210,11 +212,13 @@ def test_ollama_completions_cell_goes_through_generate_ndjson():
 
 
 def test_summary_and_section_show_both_definitions():
-    cfg = {
-        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
-        "arms": {"b": {}},
-        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
-    }
+    cfg = config.validate(
+        {
+            "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
+            "arms": {"b": {}},
+            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+        }
+    )
     raw = []
     for run, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):

@@ -20,25 +20,26 @@ def grid_cfg(grid, arms=None, **wl):
 
 def test_the_shipped_profile_is_the_spark_arena_v2_profile_in_its_own_schedule():
     cfg = config.load(ROOT / "experiments/examples/spark_arena.yaml")
-    cells = list(cfg["workloads"].values())
+    cells = list(cfg.workloads.values())
     assert len(cells) == 28  # 7 depths x 4 concurrencies
-    assert sorted({c["depth"] for c in cells}) == [0, 4096, 8192, 16384, 32768, 65535, 100000]
-    assert {c["prompt_tokens"] for c in cells} == {2048} and {c["tokens"] for c in cells} == {128}
-    assert sorted({c["users"] for c in cells}) == [1, 2, 5, 10]
-    assert all(c["cache"] == "prefix" and c["tg_exact"] is False and c["latency"] == "api" for c in cells)
+    assert sorted({c.depth for c in cells}) == [0, 4096, 8192, 16384, 32768, 65535, 100000]
+    assert {c.prompt_tokens for c in cells} == {2048} and {c.tokens for c in cells} == {128}
+    assert sorted({c.users for c in cells}) == [1, 2, 5, 10]
+    assert all(c.cache == "prefix" and c.tg_exact is False and c.latency == "api" for c in cells)
+    assert all(c.grid is None for c in cells)  # a cell is an ordinary arena workload
     # the profile's schedule: first, second and last entries of spark-arena-v2.yaml
-    names = list(cfg["workloads"])
+    names = list(cfg.workloads)
     assert names[0] == "arena-d8192-pp2048-tg128-c5"
     assert names[1] == "arena-d4096-pp2048-tg128-c5"
     assert names[-1] == "arena-d100000-pp2048-tg128-c10"
-    assert cfg["design"]["runs_per_block"] == 3
-    assert cfg["engine"]["launch"] == "attach"
+    assert cfg.design.runs_per_block == 3
+    assert cfg.engine.launch == "attach"
 
 
 def test_the_fresh_cell_stays_its_own_example():
     cfg = config.load(ROOT / "experiments/examples/spark_arena_cell.yaml")
-    (wl,) = cfg["workloads"].values()
-    assert wl["cache"] == "fresh" and wl["depth"] == 16384 and wl["users"] == 2
+    (wl,) = cfg.workloads.values()
+    assert wl.cache == "fresh" and wl.depth == 16384 and wl.users == 2
 
 
 def test_default_order_alternates_light_and_heavy():
@@ -46,7 +47,7 @@ def test_default_order_alternates_light_and_heavy():
     cfg = config.validate(
         grid_cfg({"depth": [0, 100], "prompt_tokens": [10], "tokens": [2], "users": [1, 2]}), source="t"
     )
-    assert list(cfg["workloads"]) == [
+    assert list(cfg.workloads) == [
         "g-d0-pp10-tg2-c1",
         "g-d100-pp10-tg2-c2",
         "g-d0-pp10-tg2-c2",
@@ -56,7 +57,7 @@ def test_default_order_alternates_light_and_heavy():
 
 def test_an_axis_left_out_takes_the_workloads_own_value():
     cfg = config.validate(grid_cfg({"depth": [0, 512]}, users=1, tokens=32), source="t")
-    assert [(w["depth"], w["prompt_tokens"], w["tokens"], w["users"]) for w in cfg["workloads"].values()] == [
+    assert [(w.depth, w.prompt_tokens, w.tokens, w.users) for w in cfg.workloads.values()] == [
         (0, 2048, 32, 1),
         (512, 2048, 32, 1),
     ]
@@ -102,3 +103,17 @@ def test_load_and_order_by_hand():
     assert arena_grid.load({"depth": 100, "prompt_tokens": 10, "tokens": 2, "users": 3}) == 336
     cells = [{"depth": d, "prompt_tokens": 0, "tokens": 0, "users": 1} for d in (5, 1, 4, 2, 3)]
     assert [c["depth"] for c in arena_grid.alternating(cells)] == [1, 5, 2, 4, 3]
+
+
+def test_a_cell_is_written_back_as_the_workload_it_stands_for():
+    """Each cell is an ordinary arena workload: what the file stated, the cell's four values, and no grid."""
+    cfg = config.validate(grid_cfg({"depth": [0, 512]}, users=1, cache="prefix"), source="t")
+    assert config.as_data(cfg.workloads["g-d512-pp2048-tg128-c1"]) == {
+        "prompts": "p.jsonl",
+        "kind": "arena",
+        "cache": "prefix",
+        "depth": 512,
+        "prompt_tokens": 2048,
+        "tokens": 128,
+        "users": 1,
+    }

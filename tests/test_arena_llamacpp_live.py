@@ -98,7 +98,7 @@ def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_rea
         coherence=False,
     )
     ((cached_arm, names),) = arena_workload.servers(cfg, "plain")  # the server bracket launches for a prefix cell
-    assert names == ["cell"] and cached_arm["server"]["prefix_caching"] is True
+    assert names == ["cell"] and cached_arm.server.prefix_caching is True
     argv, raw = _run(cfg, cached_arm, trained_gguf, tmp_path, "on")
     assert "--no-cache-prompt" not in argv and not [r for r in raw if r.get("control")]  # coherence: false
     assert all(r["error"] is None for r in raw), [r["error"] for r in raw]

@@ -30,14 +30,16 @@ def test_prefix_cells_get_a_server_of_their_own_with_the_cache_on(kind):
     )
     (arm0, names0), (arm1, names1) = arena_workload.servers(cfg, "a")
     assert names0 == ["single", "fresh"] and names1 == ["cached"]
-    assert not (arm0.get("server") or {}).get("prefix_caching") and arm1["server"]["prefix_caching"] is True
-    assert cfg["arms"]["a"] is arm0  # the arm itself is not changed
+    assert arm0.server is None and arm1.server.prefix_caching is True
+    assert cfg.arms["a"] is arm0  # the arm itself is not changed
+    # the cached server's other settings are the schema's defaults, as if the arm had stated the cache alone
+    assert config.as_data(arm1) == config.as_data(cfg_with(arm={"server": {"prefix_caching": True}}).arms["a"])
 
 
 def test_one_server_where_nothing_differs():
     assert [n for _, n in arena_workload.servers(cfg_with(only=PREFIX), "a")] == [["only"]]  # the one server, cache on
     ((arm, names),) = arena_workload.servers(cfg_with(only=PREFIX), "a")
-    assert arm["server"]["prefix_caching"] is True
+    assert arm.server.prefix_caching is True
     on = cfg_with(arm={"server": {"prefix_caching": True}}, single={"prompts": "p.jsonl"}, cached=PREFIX)
     assert [n for _, n in arena_workload.servers(on, "a")] == [["single", "cached"]]
     attach = cfg_with("openai", "attach", single={"prompts": "p.jsonl"}, cached=PREFIX)
@@ -85,3 +87,10 @@ def test_an_early_stop_is_valid_only_when_tg_is_not_exact():
     # a fresh cell keeps the ordinary guard: any cached token is a hit
     fresh = {"error": None, "cached_tokens": 3, "finish_reason": "length", "wall_s": 1.0}
     assert [k for k, _ in records.reasons(fresh)] == ["cache hit"]
+
+
+def test_the_cached_server_keeps_the_arms_other_settings():
+    cfg = cfg_with(arm={"server": {"context_length": 4096}}, single={"prompts": "p.jsonl"}, cached=PREFIX)
+    (arm0, _), (arm1, _) = arena_workload.servers(cfg, "a")
+    assert arm0.server.prefix_caching is None and arm0.server.context_length == 4096
+    assert arm1.server.prefix_caching is True and arm1.server.context_length == 4096

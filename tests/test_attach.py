@@ -128,7 +128,7 @@ def test_vllms_prefix_cache_hits_are_read_from_its_counters():
     assert vllm.VLLM().cache_hits("vllm:num_requests_running 0\n") is None
 
 
-def attach_cfg(tmp_path, url, **over) -> dict:
+def attach_cfg(tmp_path, url, **over):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"one two three {i}"}) + "\n" for i in range(2)))
     request = {"max_tokens": 32, "timeout_s": 10, **over.pop("request", {})}
@@ -145,10 +145,10 @@ def attach_cfg(tmp_path, url, **over) -> dict:
 
 
 def test_attach_defaults_to_auto_and_a_launch_to_vllm(tmp_path):
-    assert attach_cfg(tmp_path, "http://127.0.0.1:1")["engine"]["kind"] == "auto"
+    assert attach_cfg(tmp_path, "http://127.0.0.1:1").engine.kind == "auto"
     cfg = config.validate({"arms": {"a": {}}, "engine": {"port": 9000}})
-    assert cfg["engine"]["kind"] == "vllm"
-    assert config.validate({"arms": {"a": {}}, "engine": {"kind": "auto"}})["engine"]["kind"] == "vllm"
+    assert cfg.engine.kind == "vllm"
+    assert config.validate({"arms": {"a": {}}, "engine": {"kind": "auto"}}).engine.kind == "vllm"
 
 
 def test_a_generic_server_that_pins_the_length_passes_and_rests_on_unique_prefixes(tmp_path):

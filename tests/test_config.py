@@ -13,14 +13,14 @@ def test_shipped_experiments_validate_and_fill_defaults():
             continue
         cfg = config.load(path)
         config.check_prompt_files(cfg, ROOT)
-        assert cfg["reference"] in cfg["arms"]
-        assert cfg["design"]["kind"] in ("abab", "abba", "bracket", "random", "sequential")
+        assert cfg.reference in cfg.arms
+        assert cfg.design.kind in ("abab", "abba", "bracket", "random", "sequential")
 
 
 def test_defaults_come_from_the_schema():
     cfg = config.validate({"arms": {"a": {}, "b": {"speculative": {"method": "ngram", "draft_tokens": 3}}}})
-    assert cfg["reference"] == "a"  # first arm when not given
-    assert cfg["design"] == {
+    assert cfg.reference == "a"  # first arm when not given
+    assert config.as_data(cfg.design) == {
         "kind": "abab",
         "rounds": 5,
         "runs_per_block": 5,
@@ -28,9 +28,9 @@ def test_defaults_come_from_the_schema():
         "cooldown_s": 5,
         "seed": 1,
     }
-    assert cfg["request"]["max_tokens"] == 256 and cfg["request"]["unique_prefix"] is True
-    assert cfg["arms"]["b"]["speculative"]["prompt_lookup_min"] == 2
-    assert cfg["engine"]["host"] == "127.0.0.1"
+    assert cfg.request.max_tokens == 256 and cfg.request.unique_prefix is True
+    assert cfg.arms["b"].speculative.prompt_lookup_min == 2
+    assert cfg.engine.host == "127.0.0.1"
 
 
 def test_every_schema_key_has_type_default_or_requirement_and_description():
@@ -96,12 +96,12 @@ def test_without_defaults_keeps_only_what_the_experiment_states():
             "request": {"max_tokens": 256},
         }
     )
-    engine = config.without_defaults(cfg["engine"], exp_schema.schema_of("engine"))
+    engine = config.without_defaults(cfg.engine, exp_schema.schema_of("engine"))
     assert engine == {"port": 9000}  # kind, host, embedded... equal their defaults
-    assert config.without_defaults(cfg["request"], exp_schema.schema_of("request")) == {}
-    arm_b = config.without_defaults(cfg["arms"]["b"], exp_schema.schema_of("arms", "*"))
+    assert config.without_defaults(cfg.request, exp_schema.schema_of("request")) == {}
+    arm_b = config.without_defaults(cfg.arms["b"], exp_schema.schema_of("arms", "*"))
     assert arm_b == {"speculative": {"method": "ngram", "draft_tokens": 3}}
-    assert config.without_defaults(cfg["arms"]["a"], exp_schema.schema_of("arms", "*")) == {}
+    assert config.without_defaults(cfg.arms["a"], exp_schema.schema_of("arms", "*")) == {}
 
 
 def test_server_state_is_named_per_engine_and_fresh_by_default():
@@ -117,8 +117,9 @@ def test_server_state_is_named_per_engine_and_fresh_by_default():
     ):
         assert flag in node["description"], flag
     cfg = config.validate({"arms": {"a": {}, "cached": {"server": {"prefix_caching": True}}}})
-    assert "server" not in cfg["arms"]["a"]  # nothing filled: an existing arm's block parameters do not change
-    assert config.without_defaults(cfg["arms"]["a"], exp_schema.schema_of("arms", "*")) == {}
+    assert cfg.arms["a"].server is None  # nothing filled: an existing arm's block parameters do not change
+    assert "server" not in config.as_data(cfg.arms["a"])
+    assert config.without_defaults(cfg.arms["a"], exp_schema.schema_of("arms", "*")) == {}
     margin = exp_schema.schema_of("analysis", "phase_margin")
     assert margin["default"] == 0.1 and "|ln(TTFT ratio)|" in margin["description"]
     with pytest.raises(ExperimentError, match="phase_margin = -0.1 is out of range"):

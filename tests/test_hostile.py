@@ -93,7 +93,7 @@ def test_names_that_are_not_secrets_stay_allowed():
     cfg = config.validate(
         {"arms": {"a": {}}, "engine": {"env": {"TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": 1}}}
     )
-    assert cfg["engine"]["env"]["TOKENIZERS_PARALLELISM"] == "false"
+    assert cfg.engine.env["TOKENIZERS_PARALLELISM"] == "false"
 
 
 @pytest.mark.integration
@@ -241,7 +241,8 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
     big = tmp_path / "big.jsonl"
     text = "lorem ipsum " * (5_000_000 // 12)
     big.write_text(json.dumps({"id": "huge", "prompt": text}) + "\n")
-    cfg["workloads"]["code"]["prompts"] = str(big)
+    code = cfg.workloads["code"].model_copy(update={"prompts": str(big)})
+    cfg = cfg.model_copy(update={"workloads": {**cfg.workloads, "code": code}})
     from bracket.experiment import design
     from bracket.measure import runner
 

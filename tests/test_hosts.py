@@ -30,7 +30,7 @@ def test_each_host_runs_the_whole_design_side_by_side():
 
 def test_without_hosts_the_schedule_is_unchanged():
     cfg = config.validate({"arms": {"A": {}, "B": {}}, "design": {"kind": "random", "rounds": 3, "seed": 5}})
-    assert cfg["hosts"] == []
+    assert cfg.hosts == ()
     assert design.from_config(cfg) == design.draw(["A", "B"], "A", "random", 3, 5)
     # the first host's sequence is the one the experiment has without hosts
     first = [b for b in design.draw_hosts(["A", "B"], "A", "random", 3, 5, ["x", "y"]) if b.host == "x"]
@@ -76,7 +76,7 @@ def test_hosts_are_validated():
     with pytest.raises(config.ExperimentError, match="hosts"):
         config.validate({"arms": {"A": {}}, "hosts": ["bad host"]})
     cfg = config.validate({"arms": {"A": {}}})
-    assert cfg["cluster"] == {
+    assert config.as_data(cfg.cluster) == {
         "gpus": 0,
         "mem_mb": 16000,
         "runtime_min": 120,
@@ -175,7 +175,7 @@ def test_drift_is_estimated_on_each_host():
 
 def test_no_hosts_no_section():
     runs, cfg = _runs({"only": 1.0}, {"only": 0.0}, rounds=2)
-    assert analyze(runs, {**cfg, "hosts": []})["hosts"] is None
+    assert analyze(runs, cfg.model_copy(update={"hosts": ()}))["hosts"] is None
     assert host_names(runs.drop(columns=["host"]), cfg) == []
 
 

@@ -115,8 +115,10 @@ def test_the_workflow_writes_the_synthetic_models_it_names():
         }
     )
     assert preflight.model_problems(cfg, ROOT) == []
-    cfg["engine"]["model"] = "resources/models/missing-f16.gguf"
-    assert any("missing-f16.gguf" in p for p in preflight.model_problems(cfg, ROOT))
+    missing = cfg.model_copy(
+        update={"engine": cfg.engine.model_copy(update={"model": "resources/models/missing-f16.gguf"})}
+    )
+    assert any("missing-f16.gguf" in p for p in preflight.model_problems(missing, ROOT))
 
 
 @pytest.mark.integration

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from bracket.engines.reference_server import ReferenceServer  # noqa: E402
 from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402  # noqa: E402
+from bracket.experiment.model import Workload  # noqa: E402
 from test_attach import Replay, read  # noqa: E402
 
 
@@ -130,7 +131,7 @@ def test_an_attached_servers_own_tokenize_counts_the_prompts_against_the_context
         ]
         assert preflight.attach_problems(attached(srv.url, tmp_path, lines, max_tokens=3), tmp_path) == []
         # and the server agrees at the edge: the same text is refused with 8 tokens asked for, served with 3
-        text = prompts.unique_prefix(cfg["design"]["seed"], "code", 1, 0) + lines[1]["prompt"]
+        text = prompts.unique_prefix(cfg.design.seed, "code", 1, 0) + lines[1]["prompt"]
         body = {"model": "reference-model", "prompt": text, "stream": False, "ignore_eos": True}
         assert httpx.post(srv.url + "/v1/completions", json={**body, "max_tokens": 8}).status_code == 400
         ok = httpx.post(srv.url + "/v1/completions", json={**body, "max_tokens": 3})
@@ -182,7 +183,7 @@ def test_the_embedded_models_tokenizer_refuses_a_12_kb_prompt_the_byte_bound_pas
     text = "".join(f"{i * 2654435761 % 16**6:06x}{'.,;:!?'[i % 6]}" for i in range(1750))  # 12,250 bytes
     path = tmp_path / "hex.jsonl"
     path.write_text(json.dumps({"id": "hex", "prompt": text}) + "\n")
-    cfg["workloads"] = {"code": {"prompts": str(path)}}
+    cfg = cfg.model_copy(update={"workloads": {"code": Workload(prompts=str(path))}})
     longest = prompts.longest_token_bytes(model)
     assert math.ceil((len(text) + prompts.PREFIX_BYTES) / longest) + 64 <= 2048  # under the byte bound
     prefix = max(len(tok.encode(prompts.unique_prefix(1, "code", r), add_special_tokens=False).ids) for r in range(4))

@@ -1,7 +1,9 @@
-"""Experiment files: load, fill defaults, validate, and explain what is wrong.
+"""Experiment files: load, fill defaults, validate, explain what is wrong, and build the typed experiment.
 
 The schema (workflow/schemas/experiment.schema.yaml) is the one description of every key.
-Validation happens before anything runs, and an error names the key, the value and the fix.
+Validation happens before anything runs, and an error names the key, the value and the fix; what
+passes is built once into an Experiment (bracket.experiment.model, generated from the schema), a
+frozen value every stage reads by attribute.
 """
 
 from __future__ import annotations
@@ -224,13 +226,13 @@ def _check_meaning(exp: Experiment, source: str, measured: bool = False) -> None
     check_engine_env(exp, source)
     for name, arm in exp.arms.items():
         spec = arm.speculative
-        if spec and spec.method == "ngram" and spec.prompt_lookup_min > spec.prompt_lookup_max:
+        if spec is not None and spec.method == "ngram" and spec.prompt_lookup_min > spec.prompt_lookup_max:
             raise ExperimentError(
                 f"{source}: arms.{name}.speculative.prompt_lookup_min ({spec.prompt_lookup_min}) is "
                 f"larger than prompt_lookup_max ({spec.prompt_lookup_max}); swap them."
             )
         if (
-            spec
+            spec is not None
             and spec.method in ("draft_model", "eagle", "eagle3", "dflash")
             and not spec.model
             and exp.engine.kind != "ollama"
@@ -540,7 +542,7 @@ def load(path: str | Path, measured: bool = False) -> Experiment:
 
 def draft_budget(arm: Arm) -> int | None:
     """The arm's draft tokens per verify step; None for an arm that does not draft."""
-    return arm.speculative.draft_tokens if arm.speculative else None
+    return arm.speculative.draft_tokens if arm.speculative is not None else None
 
 
 def arm_label(exp: Experiment, arm: str) -> str:

@@ -38,7 +38,7 @@ def model_problems(exp: Experiment, root: Path) -> list[str]:
     names = [("engine.model", eng.model)]
     drafts = {}
     for a, arm in exp.arms.items():  # one line per draft model, however many arms share it
-        draft = (arm.speculative.model if arm.speculative else None) or ""
+        draft = (arm.speculative.model if arm.speculative is not None else None) or ""
         drafts.setdefault(draft, f"arms.{a}.speculative.model")
     names += [(key, name) for name, key in drafts.items()]
     for key, name in names:

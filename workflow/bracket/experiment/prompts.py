@@ -112,7 +112,7 @@ def context_length(
     command bracket launches (an adapter's default, such as the embedded vLLM's --max-model-len 2048)
     and the model's config.json."""
     arm = exp.arms[arm_name]
-    stated = arm.server.context_length if arm.server else None
+    stated = arm.server.context_length if arm.server is not None else None
     if stated:
         return int(stated), f"arms.{arm_name}.server.context_length"
     for where, args in ((f"arms.{arm_name}.args", arm.args), ("engine.args", exp.engine.args)):
