@@ -171,7 +171,13 @@ def test_control_records_never_reach_the_runs_table():
 
 
 def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
-    cfg = {"workloads": {"code": {}, "chat": {}}, "controls": {"neutrality_pairs": 3}}
+    cfg = config.validate(
+        {
+            "arms": {"a": {}},
+            "workloads": {"code": {"prompts": "c.jsonl"}, "chat": {"prompts": "h.jsonl"}},
+            "controls": {"neutrality_pairs": 3},
+        }
+    )
     wl = {"code": [{"id": "c0", "prompt": "C0"}, {"id": "c1", "prompt": "C1"}], "chat": [{"id": "h0", "prompt": "H0"}]}
     reqs = plan(cfg, 1, wl, lambda w, i: f"[{w}:{i}]")
     assert [(r.pair, r.body, r.workload, r.prompt_id) for r in reqs] == [
