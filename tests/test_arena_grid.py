@@ -1,11 +1,14 @@
 """The arena grid: lists in one key become cells, in the profile's order or bracket's heat-aware one, and a
 cell that cannot fit an arm's context is refused with the fix."""
 
+import itertools
 from pathlib import Path
 
 import pytest
 from bracket.experiment import arena_grid, config
 from bracket.experiment.config import ExperimentError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,3 +120,23 @@ def test_a_cell_is_written_back_as_the_workload_it_stands_for():
         "tokens": 128,
         "users": 1,
     }
+
+
+AXIS = st.lists(st.integers(0, 4096), min_size=1, max_size=3, unique=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    depth=AXIS, prompt_tokens=AXIS.map(lambda v: [x + 1 for x in v]), users=AXIS.map(lambda v: [x % 8 + 1 for x in v])
+)
+def test_every_combination_is_one_cell_and_the_default_order_alternates_light_and_heavy(depth, prompt_tokens, users):
+    users = list(dict.fromkeys(users))  # x % 8 may repeat a value
+    grid = {"depth": depth, "prompt_tokens": prompt_tokens, "tokens": [2], "users": users}
+    cfg = config.validate(grid_cfg(grid, arms={"a": {"server": {"context_length": 10_000}}}), source="t")
+    cells = [(w.depth, w.prompt_tokens, w.tokens, w.users) for w in cfg.workloads.values()]
+    assert sorted(cells) == sorted(itertools.product(depth, prompt_tokens, [2], users))
+    loads = [u * (d + pp + tg) for d, pp, tg, u in cells]
+    ranked = sorted(loads)
+    # lightest, heaviest, second lightest, second heaviest, ...: position 2i holds the i-th lightest load
+    assert loads[0::2] == ranked[: len(loads[0::2])]
+    assert loads[1::2] == ranked[::-1][: len(loads[1::2])]
