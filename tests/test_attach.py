@@ -145,10 +145,10 @@ def attach_cfg(tmp_path, url, **over) -> dict:
 
 
 def test_attach_defaults_to_auto_and_a_launch_to_vllm(tmp_path):
-    assert attach_cfg(tmp_path, "http://127.0.0.1:1")["engine"]["kind"] == "auto"
+    assert attach_cfg(tmp_path, "http://127.0.0.1:1").engine.kind == "auto"
     cfg = config.validate({"arms": {"a": {}}, "engine": {"port": 9000}})
-    assert cfg["engine"]["kind"] == "vllm"
-    assert config.validate({"arms": {"a": {}}, "engine": {"kind": "auto"}})["engine"]["kind"] == "vllm"
+    assert cfg.engine.kind == "vllm"
+    assert config.validate({"arms": {"a": {}}, "engine": {"kind": "auto"}}).engine.kind == "vllm"
 
 
 def test_a_generic_server_that_pins_the_length_passes_and_rests_on_unique_prefixes(tmp_path):
