@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from bracket.engines.reference_server import MODEL, WORDS, ReferenceProcess, truth, word_vocab  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
@@ -83,8 +84,11 @@ def fmt_errs(errs: list[float]) -> str:
 
 
 # ---- bracket --------------------------------------------------------------------------------
+GREEDY = config.validate({"arms": {"a": {}}, "request": {"temperature": 0.0}}).request
+
+
 def body(n: int) -> dict:
-    return VLLM().request_body(MODEL, "hello world " * 16, {"max_tokens": n, "temperature": 0.0}, seed=1)
+    return VLLM().request_body(MODEL, "hello world " * 16, GREEDY.model_copy(update={"max_tokens": n}), seed=1)
 
 
 def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: int, client=None) -> dict:

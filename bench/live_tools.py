@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 from bracket.engines.base import SERVED_NAME, prometheus_sums
+from bracket.experiment import config
 from harness_accuracy import PEERS_DIR, _tail
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,8 +129,15 @@ def tokenizer_dir(work: Path, source: Path) -> Path:
     return out
 
 
+def greedy_request(n: int):
+    """What each timed request asks for: n tokens, greedy, 300 s at most (the experiment's typed request)."""
+    return config.validate(
+        {"arms": {"a": {}}, "request": {"max_tokens": n, "temperature": 0.0, "timeout_s": 300}}
+    ).request
+
+
 def run_bracket(ctx, n, repeats) -> list[dict]:
-    adapter, arm, request = ctx["adapter"], ctx["arm"], {"max_tokens": n, "temperature": 0.0, "timeout_s": 300}
+    adapter, arm, request = ctx["adapter"], ctx["arm"], greedy_request(n)
     out = []
     with httpx.Client(timeout=60) as http:
         for i in range(repeats):
@@ -146,7 +154,7 @@ def run_bracket(ctx, n, repeats) -> list[dict]:
 def run_bare(ctx, n, repeats) -> list[dict]:
     """A bare OpenAI client: bracket's client sending the engine adapter's plain_body (model, prompt, max_tokens,
     temperature 0, stream with usage, ignore_eos), the body of the workflow's neutrality control."""
-    adapter, request = ctx["adapter"], {"max_tokens": n, "temperature": 0.0, "timeout_s": 300}
+    adapter, request = ctx["adapter"], greedy_request(n)
     out = []
     with httpx.Client(timeout=60) as http:
         for i in range(repeats):

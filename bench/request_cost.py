@@ -205,8 +205,8 @@ def variants(kind: str, adapter, prompt: str, max_tokens: int) -> dict[str, dict
     out = {"plain": base}
     out.update({k: {**base, **v} for k, v in fields.items()})
     out["bracket before"] = {**base, **before}
-    req = {"max_tokens": max_tokens, "temperature": 0, "timeout_s": 120}
-    out["bracket now"] = adapter.request_body(SERVED_NAME, prompt, req, seed=SEED, arm={})
+    req = config.validate({"arms": {"a": {}}, "request": {"max_tokens": max_tokens, "timeout_s": 120}}).request
+    out["bracket now"] = adapter.request_body(SERVED_NAME, prompt, req, seed=SEED)
     return out
 
 

@@ -10,7 +10,16 @@ import httpx
 import pytest
 from bracket.engines.reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import get_text, stream_completion  # noqa: E402  # noqa: E402
+
+GREEDY = config.validate({"arms": {"a": {}}, "request": {"temperature": 0.0}}).request
+
+
+def greedy_request(max_tokens: int):
+    """The experiment's request, greedy, for `max_tokens` tokens."""
+    return GREEDY.model_copy(update={"max_tokens": max_tokens})
+
 
 N = 12
 
@@ -24,7 +33,7 @@ def server():
 def run(server, fault=None, n=N, timeout_s=10.0, path="/v1/completions", body=None):
     headers = {"X-Reference-Fault": fault} if fault else {}
     with httpx.Client(headers=headers) as c:
-        body = body or VLLM().request_body("reference-model", "one two three", {"max_tokens": n, "temperature": 0.0}, 1)
+        body = body or VLLM().request_body("reference-model", "one two three", greedy_request(n), 1)
         return stream_completion(c, server.url + path, body, timeout_s)
 
 
@@ -96,7 +105,7 @@ def test_response_without_usage(server):
 
 
 def test_request_without_include_usage_gets_no_usage(server):
-    body = VLLM().request_body("reference-model", "x", {"max_tokens": N, "temperature": 0.0}, 1)
+    body = VLLM().request_body("reference-model", "x", greedy_request(N), 1)
     body.pop("stream_options")
     m = run(server, body=body)
     assert m.error.startswith("no usage in the response")

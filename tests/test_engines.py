@@ -21,11 +21,10 @@ from bracket.engines import launch, llamacpp, provenance, sglang
 from bracket.engines.base import SpecFields
 from bracket.experiment import config
 from bracket.experiment.config import ExperimentError
+from bracket.experiment.model import Arm, Experiment
 from conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "engines"
-REQ = {"max_tokens": 8, "temperature": 0.0, "seed": 1234, "timeout_s": 10.0}
-SPEC_ARM = {"speculative": {"method": "eagle3", "draft_tokens": 3, "model": "/models/draft"}}
 
 
 def body(name: str) -> bytes:
@@ -53,7 +52,7 @@ class Recorded:
         return json.loads(next(r for r in self.requests if r.url.path == path).content)
 
 
-def cfg_for(kind: str, arms: dict | None = None, **engine) -> dict:
+def cfg_for(kind: str, arms: dict | None = None, **engine) -> Experiment:
     return config.validate(
         {
             "engine": {"kind": kind, "embedded": False, "model": "/models/m", "port": 8051, **engine},
@@ -62,6 +61,18 @@ def cfg_for(kind: str, arms: dict | None = None, **engine) -> dict:
         },
         source="test",
     )
+
+
+def arm_for(kind: str, arm: dict) -> Arm:
+    """An arm as config.validate builds it for an experiment on `kind`."""
+    return cfg_for(kind, {"a": arm}).arms["a"]
+
+
+REQ = config.validate(
+    {"arms": {"a": {}}, "request": {"max_tokens": 8, "temperature": 0.0, "seed": 1234, "timeout_s": 10.0}}
+).request
+SPEC_ARM = arm_for("sglang", {"speculative": {"method": "eagle3", "draft_tokens": 3, "model": "/models/draft"}})
+PLAIN_ARM = arm_for("vllm", {})
 
 
 # ------------------------------------------------------------------------------------------ SGLang
@@ -105,7 +116,7 @@ def test_sglang_without_spec_fields_leaves_acceptance_null_and_incremental_text_
     out = engines.get("sglang").measure(rec.http, "http://s", "m", "p", REQ, 1, SPEC_ARM)
     assert out.spec == SpecFields() and out.measurement.completion_tokens == 8
     rec = Recorded({"POST /generate": (200, body("sglang-0.5.23-generate-incremental.sse"))})
-    m = engines.get("sglang").measure(rec.http, "http://s", "m", "p", REQ, 1, {}).measurement
+    m = engines.get("sglang").measure(rec.http, "http://s", "m", "p", REQ, 1, PLAIN_ARM).measurement
     assert m.output_text == " def add(a, b):\n    return" and m.cached_tokens == 5 and m.stream_events == 4
 
 
@@ -119,12 +130,12 @@ def test_sglang_not_streamed_body_parses_the_same():
 
 def test_sglang_errors_are_recorded_not_raised():
     rec = Recorded({"POST /generate": (400, b'{"error": "sampling_seed is not a valid argument"}')})
-    m = engines.get("sglang").measure(rec.http, "http://s", "m", "p", REQ, 1, {}).measurement
+    m = engines.get("sglang").measure(rec.http, "http://s", "m", "p", REQ, 1, PLAIN_ARM).measurement
     assert m.error.startswith("HTTP 400") and "sampling_seed" in m.error
     truncated = body("sglang-0.5.23-generate-nospec.sse").replace(b"data: [DONE]\n\n", b"")
     m = (
         engines.get("sglang")
-        .measure(Recorded({"POST /generate": (200, truncated)}).http, "http://s", "m", "p", REQ, 1, {})
+        .measure(Recorded({"POST /generate": (200, truncated)}).http, "http://s", "m", "p", REQ, 1, PLAIN_ARM)
         .measurement
     )
     assert m.error == "stream ended before [DONE]" and m.completion_tokens == 8
@@ -140,7 +151,7 @@ def test_llamacpp_draft_counts_come_from_timings_on_the_usage_chunk():
             "GET /metrics": (200, b"llamacpp:tokens_predicted_total 8\n"),
         }
     )
-    arm = {"speculative": {"method": "draft_model", "draft_tokens": 4, "model": "/m/d.gguf"}}
+    arm = arm_for("llamacpp", {"speculative": {"method": "draft_model", "draft_tokens": 4, "model": "/m/d.gguf"}})
     out = engines.get("llamacpp").measure(rec.http, "http://l", "bracket-model", "p", REQ, 7, arm)
     m = out.measurement
     assert (m.completion_tokens, m.prompt_tokens, m.cached_tokens, m.finish_reason) == (8, 808, 804, "length")
@@ -156,7 +167,7 @@ def test_llamacpp_older_build_gives_cache_from_timings_and_no_acceptance():
     rec = Recorded(
         {"POST /v1/completions": (200, body("llamacpp-b6000-completions-nodraft.sse")), "GET /metrics": (404, b"")}
     )
-    arm = {"speculative": {"method": "ngram", "draft_tokens": 4}}
+    arm = arm_for("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 4}})
     out = engines.get("llamacpp").measure(rec.http, "http://l", "m", "p", REQ, 1, arm)
     assert out.measurement.error is None
     assert (out.measurement.completion_tokens, out.measurement.cached_tokens) == (8, 3)
@@ -177,7 +188,13 @@ def test_llamacpp_acceptance_falls_back_to_its_prometheus_counters():
         }
     )
     out = engines.get("llamacpp").measure(
-        rec.http, "http://l", "m", "p", REQ, 1, {"speculative": {"method": "ngram", "draft_tokens": 4}}
+        rec.http,
+        "http://l",
+        "m",
+        "p",
+        REQ,
+        1,
+        arm_for("llamacpp", {"speculative": {"method": "ngram", "draft_tokens": 4, "prompt_lookup_max": 4}}),
     )
     assert (out.spec.verify_steps, out.spec.draft_tokens, out.spec.accepted_tokens) == (3, 12, 4)
     assert out.spec.acceptance_length == pytest.approx(1 + 4 / 3)
@@ -202,8 +219,10 @@ def test_llamacpp_0336_captured_stream_agrees_with_its_metrics_deltas():
             ],
         }
     )
-    arm = {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}}
-    out = engines.get("llamacpp").measure(rec.http, "http://l", "bracket-model", "p", {**REQ, "max_tokens": 64}, 7, arm)
+    arm = arm_for("llamacpp", {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}})
+    out = engines.get("llamacpp").measure(
+        rec.http, "http://l", "bracket-model", "p", REQ.model_copy(update={"max_tokens": 64}), 7, arm
+    )
     m = out.measurement
     assert (m.error, m.completion_tokens, m.prompt_tokens, m.cached_tokens, m.finish_reason) == (
         None,
@@ -228,16 +247,20 @@ def test_llamacpp_timings_that_disagree_with_metrics_are_said_and_the_counters_k
             ],
         }
     )
-    arm = {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}}
+    arm = arm_for("llamacpp", {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}})
     with pytest.warns(UserWarning, match="timings report 3 drafted / 3 accepted, its /metrics deltas 5 / 5"):
-        out = engines.get("llamacpp").measure(rec.http, "http://l", "m", "p", {**REQ, "max_tokens": 64}, 7, arm)
+        out = engines.get("llamacpp").measure(
+            rec.http, "http://l", "m", "p", REQ.model_copy(update={"max_tokens": 64}), 7, arm
+        )
     # 64 tokens = verify steps + accepted + the prefill's token: 60 + 3 + 1, so with 5 accepted, 58 steps
     assert (out.spec.draft_tokens, out.spec.accepted_tokens, out.spec.verify_steps) == (5, 5, 58)
 
 
 def test_llamacpp_0336_captured_stream_without_speculation_and_its_props():
     rec = Recorded({"POST /v1/completions": (200, body("llamacpp-0.3.36-completions-nospec.sse"))})
-    out = engines.get("llamacpp").measure(rec.http, "http://l", "m", "p", {**REQ, "max_tokens": 24}, 7, {})
+    out = engines.get("llamacpp").measure(
+        rec.http, "http://l", "m", "p", REQ.model_copy(update={"max_tokens": 24}), 7, PLAIN_ARM
+    )
     assert (out.measurement.completion_tokens, out.measurement.cached_tokens, out.spec) == (24, 0, SpecFields())
     props = Recorded({"GET /props": (200, body("llamacpp-0.3.36-props.json"))})
     info = engines.get("llamacpp").provenance(props.http, "http://l", "m")
@@ -261,9 +284,9 @@ def test_vllm_per_request_metrics_are_preferred_to_counter_differences():
         "http://v",
         "bracket-model",
         "p",
-        {**REQ, "max_tokens": 12},
+        REQ.model_copy(update={"max_tokens": 12}),
         1,
-        {"speculative": {"method": "ngram", "draft_tokens": 4}},
+        arm_for("vllm", {"speculative": {"method": "ngram", "draft_tokens": 4}}),
     )
     assert (out.spec.verify_steps, out.spec.accepted_tokens, out.spec.draft_tokens) == (4, 7, 16)
     assert out.spec.acceptance_length == pytest.approx(2.75)
@@ -283,9 +306,9 @@ def test_vllm_without_per_request_metrics_reads_metrics_before_and_after_the_req
         "http://v",
         "bracket-model",
         "p",
-        {**REQ, "max_tokens": 12},
+        REQ.model_copy(update={"max_tokens": 12}),
         1,
-        {"speculative": {"method": "ngram", "draft_tokens": 4}},
+        arm_for("vllm", {"speculative": {"method": "ngram", "draft_tokens": 4}}),
     )
     assert (out.spec.verify_steps, out.spec.draft_tokens, out.spec.accepted_tokens) == (4, 16, 7)
     assert out.spec.acceptance_length == pytest.approx(2.75)
@@ -308,7 +331,7 @@ def test_vllm_plain_arm_reads_no_metrics_and_absent_usage_is_an_error():
         line + b"\n\n" for line in body("vllm-0.32-completions.sse").split(b"\n\n") if line and b'"usage"' not in line
     )
     rec = Recorded({"POST /v1/completions": (200, no_usage)})
-    out = engines.get("vllm").measure(rec.http, "http://v", "m", "p", REQ, 1, {})
+    out = engines.get("vllm").measure(rec.http, "http://v", "m", "p", REQ, 1, PLAIN_ARM)
     assert [r.url.path for r in rec.requests] == ["/v1/completions"]
     assert out.measurement.error.startswith("no usage in the response") and out.spec == SpecFields()
     b = json.loads(body("vllm-0.32-completions.json"))
@@ -320,7 +343,9 @@ def test_vllm_plain_arm_reads_no_metrics_and_absent_usage_is_an_error():
 
 def test_ollama_ndjson_stream_gives_counts_and_never_acceptance():
     rec = Recorded({"POST /api/generate": (200, body("ollama-generate-stream.ndjson"))})
-    arm = {"speculative": {"method": "draft_model", "draft_tokens": 4}, "server": {"context_length": 4096}}
+    arm = arm_for(
+        "ollama", {"speculative": {"method": "draft_model", "draft_tokens": 4}, "server": {"context_length": 4096}}
+    )
     out = engines.get("ollama").measure(rec.http, "http://o", "qwen3:0.6b", "def f", REQ, 1234, arm)
     m = out.measurement
     assert m.error is None
@@ -340,12 +365,12 @@ def test_ollama_ndjson_stream_gives_counts_and_never_acceptance():
 
 def test_ollama_absent_done_reason_and_an_unfinished_stream():
     rec = Recorded({"POST /api/generate": (200, body("ollama-generate-stream-no-done-reason.ndjson"))})
-    m = engines.get("ollama").measure(rec.http, "http://o", "m", "p", REQ, 1, {}).measurement
+    m = engines.get("ollama").measure(rec.http, "http://o", "m", "p", REQ, 1, PLAIN_ARM).measurement
     assert m.finish_reason is None and m.completion_tokens == 8 and m.error is None
     cut = b"\n".join(body("ollama-generate-stream.ndjson").splitlines()[:3]) + b"\n"
     m = (
         engines.get("ollama")
-        .measure(Recorded({"POST /api/generate": (200, cut)}).http, "http://o", "m", "p", REQ, 1, {})
+        .measure(Recorded({"POST /api/generate": (200, cut)}).http, "http://o", "m", "p", REQ, 1, PLAIN_ARM)
         .measurement
     )
     assert m.error == "stream ended before the final object (done: true)" and m.completion_tokens is None
@@ -383,7 +408,7 @@ def test_ollama_ready_means_up_then_model_preloaded_and_flush_is_unload_reload()
 
 def argv_of(kind, arm, **engine):
     cfg = cfg_for(kind, {"a": arm}, **engine)
-    return engines.get(kind).launch_argv(cfg, cfg["arms"]["a"], "/models/m", "python3")
+    return engines.get(kind).launch_argv(cfg, cfg.arms["a"], "/models/m", "python3")
 
 
 def test_sglang_argv_for_an_eagle3_arm_with_server_settings():
@@ -522,7 +547,7 @@ def test_vllm_gpu_argv_carries_server_settings_and_speculative_config():
 
 def test_vllm_embedded_argv_for_the_shipped_experiment():
     cfg = config.load(ROOT / "experiments" / "smoke.yaml")
-    argv = engines.get("vllm").launch_argv(cfg, cfg["arms"]["ngram_4"], "resources/models/m", "py")
+    argv = engines.get("vllm").launch_argv(cfg, cfg.arms["ngram_4"], "resources/models/m", "py")
     assert argv == [
         "py",
         "-m",
@@ -584,39 +609,42 @@ def test_the_prefix_cache_is_off_by_default_and_on_only_when_an_arm_asks(kind, s
     arm = {} if setting is None else {"server": {"prefix_caching": setting}}
     argv = argv_of(kind, arm)
     assert [a for a in argv if a in ALL_STATE_FLAGS] == STATE_FLAGS[kind][setting]
-    state = engines.get(kind).server_state(argv, {}, arm)
+    exp = cfg_for(kind, {"a": arm})
+    state = engines.get(kind).server_state(argv, {}, exp.arms["a"])
     assert state["prefix_cache"] == ("on" if setting else "off")
     if kind == "llamacpp":  # the request's field follows the arm, whatever the server's default
-        body = engines.get(kind).request_body("m", "p", cfg_for(kind, {"a": arm})["request"], 1, arm)
+        body = engines.get(kind).request_body("m", "p", exp.request, 1, exp.arms["a"])
         assert body["cache_prompt"] is bool(setting)
 
 
 def test_server_state_reads_the_argv_as_launched_the_last_flag_winning():
     llama = engines.get("llamacpp")
     argv = argv_of("llamacpp", {"args": ["--cache-ram", "2048"]})  # an arm's own args come last and win
-    assert llama.server_state(argv, {}, {})["prefix_cache"] == "partly"
-    assert llama.server_state(argv, {}, {})["how"] == ["cache_prompt false in each request", "--cache-ram 2048"]
+    assert llama.server_state(argv, {}, PLAIN_ARM)["prefix_cache"] == "partly"
+    assert llama.server_state(argv, {}, PLAIN_ARM)["how"] == ["cache_prompt false in each request", "--cache-ram 2048"]
     # llama.cpp before bracket turned it off: slot reuse off per request, the RAM cache on at its default.
     plain = ["llama-server", "-m", "m"]
-    assert llama.server_state(plain, {}, {}) == {
+    assert llama.server_state(plain, {}, PLAIN_ARM) == {
         "prefix_cache": "partly",
         "graphs": None,
         "how": ["cache_prompt false in each request", "--cache-ram not set (8192 MiB)"],
     }
-    assert llama.server_state(plain, {"LLAMA_ARG_CACHE_RAM": "0"}, {})["prefix_cache"] == "off"
-    assert llama.server_state(plain + ["-cram=0"], {}, {})["how"][1] == "-cram 0"
-    assert llama.server_state(None, {}, {})["prefix_cache"] == "unknown"  # attach: started by hand
+    assert llama.server_state(plain, {"LLAMA_ARG_CACHE_RAM": "0"}, PLAIN_ARM)["prefix_cache"] == "off"
+    assert llama.server_state(plain + ["-cram=0"], {}, PLAIN_ARM)["how"][1] == "-cram 0"
+    assert llama.server_state(None, {}, PLAIN_ARM)["prefix_cache"] == "unknown"  # attach: started by hand
     vllm = engines.get("vllm")
-    assert vllm.server_state(["python3", "--enforce-eager"], {}, {}) == {
+    assert vllm.server_state(["python3", "--enforce-eager"], {}, PLAIN_ARM) == {
         "prefix_cache": "on",
         "how": ["no prefix-caching flag (vLLM's default: on)"],
         "graphs": "off (--enforce-eager)",
     }
-    assert vllm.server_state(argv_of("vllm", {"args": ["--enable-prefix-caching"]}), {}, {})["prefix_cache"] == "on"
-    sglang = engines.get("sglang").server_state(argv_of("sglang", {}), {}, {})
+    assert (
+        vllm.server_state(argv_of("vllm", {"args": ["--enable-prefix-caching"]}), {}, PLAIN_ARM)["prefix_cache"] == "on"
+    )
+    sglang = engines.get("sglang").server_state(argv_of("sglang", {}), {}, PLAIN_ARM)
     assert sglang == {"prefix_cache": "off", "how": ["--disable-radix-cache"], "graphs": "captured at start-up"}
-    assert engines.get("ollama").server_state(["ollama", "serve"], {}, {})["prefix_cache"] == "on"
-    assert engines.get("openai").server_state(None, {}, {})["prefix_cache"] == "unknown"
+    assert engines.get("ollama").server_state(["ollama", "serve"], {}, PLAIN_ARM)["prefix_cache"] == "on"
+    assert engines.get("openai").server_state(None, {}, PLAIN_ARM)["prefix_cache"] == "unknown"
 
 
 def test_last_flag_takes_values_in_both_spellings_and_negative_numbers():
@@ -694,8 +722,8 @@ def test_llamacpp_argv_uses_the_renamed_spec_flags():
 def test_ollama_is_configured_by_environment():
     cfg = cfg_for("ollama", {"a": {"server": {"context_length": 8192, "kv_cache_dtype": "q8_0"}}}, model="qwen3:0.6b")
     o = engines.get("ollama")
-    assert o.launch_argv(cfg, cfg["arms"]["a"], "qwen3:0.6b", "python3") == ["ollama", "serve"]
-    assert o.launch_env(cfg, cfg["arms"]["a"]) == {
+    assert o.launch_argv(cfg, cfg.arms["a"], "qwen3:0.6b", "python3") == ["ollama", "serve"]
+    assert o.launch_env(cfg, cfg.arms["a"]) == {
         "OLLAMA_HOST": "127.0.0.1:8051",
         "OLLAMA_NUM_PARALLEL": "1",
         "OLLAMA_KEEP_ALIVE": "-1",
@@ -725,7 +753,7 @@ def test_docker_run_passes_environment_by_name_and_publishes_the_port_on_loopbac
     argv = launch.server_argv(
         cfg,
         engines.get("sglang"),
-        cfg["arms"]["a"],
+        cfg.arms["a"],
         "/models/m",
         "python3",
         name="bracket-x-a-b0",
@@ -766,7 +794,7 @@ def test_docker_run_passes_environment_by_name_and_publishes_the_port_on_loopbac
     assert inner[inner.index("--host") + 1] == "0.0.0.0"  # inside the container; published on loopback only
     assert "hf_secret_value_123" not in " ".join(argv) and "True" not in argv
     host_net = cfg_for("vllm", launch="docker", docker={"image": "vllm/vllm-openai:v0.33.0", "network": "host"})
-    argv = launch.server_argv(host_net, engines.get("vllm"), {}, "/m", "python3", name="n")
+    argv = launch.server_argv(host_net, engines.get("vllm"), host_net.arms["a"], "/m", "python3", name="n")
     assert "--network" in argv and "-p" not in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
 
 
@@ -877,7 +905,7 @@ def test_attach_accepts_arms_that_share_their_server_settings():
         }
     )
     assert launch.base_url(cfg) == "http://127.0.0.1:8000"
-    assert launch.server_argv(cfg, engines.get("vllm"), cfg["arms"]["a"], "/m", "py", name="n") == []
+    assert launch.server_argv(cfg, engines.get("vllm"), cfg.arms["a"], "/m", "py", name="n") == []
 
 
 # -------------------------------------------------------------------------------------- provenance
@@ -974,5 +1002,5 @@ def test_example_experiments_for_each_engine_validate_and_print_their_command(pa
     monkeypatch.chdir(ROOT)
     cfg = config.load(path)
     config.check_prompt_files(cfg, ROOT)
-    for arm in cfg["arms"]:
+    for arm in cfg.arms:
         assert launch_command(cfg, arm, path.stem)

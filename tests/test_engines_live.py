@@ -37,15 +37,16 @@ def cfg(embedded_engine):
     )
     engine, model = embedded_engine  # the clone's own, or BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL
     assert (engine / ".installed").exists() and (model / "build.json").exists()
-    return {**c, "_engine": engine, "_model": model}
+    return c, engine, model
 
 
 def test_per_request_acceptance_from_the_response_matches_the_counter_difference(cfg, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
+    cfg, engine, model = cfg
     adapter = engines.get("vllm")
-    arm = cfg["arms"]["ngram_4"]
-    model = str(cfg["_model"])
-    argv = launch.server_argv(cfg, adapter, arm, model, str(cfg["_engine"] / "bin" / "python"), name="unused")
+    arm = cfg.arms["ngram_4"]
+    model = str(model)
+    argv = launch.server_argv(cfg, adapter, arm, model, str(engine / "bin" / "python"), name="unused")
     assert argv[-3:] == ["--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"]
     server = launch.make_server(
         cfg,
@@ -57,7 +58,7 @@ def test_per_request_acceptance_from_the_response_matches_the_counter_difference
         secret_names=[],
     )
     with server:
-        server.wait_ready(cfg["engine"]["startup_timeout_s"])
+        server.wait_ready(cfg.engine.startup_timeout_s)
         base = launch.base_url(cfg)
         with httpx.Client(timeout=30) as http:
             meta = provenance.collect(cfg, adapter, http, base, "bracket-model", model)
@@ -70,7 +71,7 @@ def test_per_request_acceptance_from_the_response_matches_the_counter_difference
             ]
             for i, prompt in enumerate(prompts):
                 before = adapter.spec_counters(get_text(http, base + "/metrics"))
-                out = adapter.measure(http, base, "bracket-model", f"# {i}\n{prompt}", cfg["request"], 1234, arm)
+                out = adapter.measure(http, base, "bracket-model", f"# {i}\n{prompt}", cfg.request, 1234, arm)
                 after = adapter.spec_counters(get_text(http, base + "/metrics"))
                 m, spec = out.measurement, out.spec
                 assert m.error is None and m.completion_tokens == 48 and m.finish_reason == "length"

@@ -23,6 +23,7 @@ import pytest
 from bracket import embedded, engines
 from bracket.engines import launch, provenance
 from bracket.experiment import config
+from bracket.experiment.model import Experiment
 from bracket.wire.client import get_text
 from conftest import ROOT
 
@@ -86,7 +87,7 @@ def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
     return str(out)
 
 
-def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> dict:
+def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> Experiment:
     return config.validate(
         {
             "engine": {
@@ -104,9 +105,14 @@ def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> dict:
     )
 
 
+def _engine(cfg: Experiment, **update) -> Experiment:
+    """The experiment with engine settings changed (args, port)."""
+    return cfg.model_copy(update={"engine": cfg.engine.model_copy(update=update)})
+
+
 def _serve(cfg, arm_name, model, tmp_path):
     adapter = engines.get("llamacpp")
-    arm = cfg["arms"][arm_name]
+    arm = cfg.arms[arm_name]
     argv = launch.server_argv(cfg, adapter, arm, model, "unused", name="unused")
     server = launch.make_server(
         cfg,
@@ -141,20 +147,18 @@ def test_launch_readiness_provenance_and_the_guards(llama_server, tiny_gguf, tmp
         assert meta["server_info"]["build_info"]  # what the server itself says (b0-unknown: no git in the sdist)
         # Cache guard: each prompt shares its first tokens with the one before; the slot would reuse them.
         for i, prompt in enumerate(PROMPTS):
-            m = adapter.measure(
-                http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm
-            ).measurement
+            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg.request, 1234, arm).measurement
             # Length guard: ignore_eos pins the output length.
             assert (m.error, m.completion_tokens, m.finish_reason, m.cached_tokens) == (None, 32, "length", 0)
         # Asked for, the cache is used, and the record says so (the collect step then rejects the run).
         same = "[run 9] " + PROMPTS[0]
-        adapter.measure(http, base, "bracket-model", same, cfg["request"], 1234, cfg["arms"]["cached"])
-        again = adapter.measure(http, base, "bracket-model", same, cfg["request"], 1234, cfg["arms"]["cached"])
+        adapter.measure(http, base, "bracket-model", same, cfg.request, 1234, cfg.arms["cached"])
+        again = adapter.measure(http, base, "bracket-model", same, cfg.request, 1234, cfg.arms["cached"])
         assert again.measurement.cached_tokens > 0
         assert "--slot-save-path" in adapter.flush_cache(http, base, "bracket-model")
     assert not server.alive()
     # With a save path, the slot is erased (attach mode flushes this way between blocks).
-    cfg["engine"]["args"] += ["--slot-save-path", str(tmp_path)]
+    cfg = _engine(cfg, args=(*cfg.engine.args, "--slot-save-path", str(tmp_path)))
     adapter, arm, argv, server = _serve(cfg, "plain", tiny_gguf, tmp_path)
     with server, httpx.Client(timeout=30) as http:
         server.wait_ready(60)
@@ -183,7 +187,7 @@ def test_acceptance_from_timings_matches_the_metrics_deltas(llama_server, traine
         assert slots[0]["speculative"] is True
         for i, prompt in enumerate(PROMPTS):
             before = adapter.spec_counters(get_text(http, base + "/metrics"))
-            out = adapter.measure(http, base, "bracket-model", f"[{i}] {prompt}", cfg["request"], 1234, arm)
+            out = adapter.measure(http, base, "bracket-model", f"[{i}] {prompt}", cfg.request, 1234, arm)
             after = adapter.spec_counters(get_text(http, base + "/metrics"))
             m, s = out.measurement, out.spec
             assert (m.error, m.completion_tokens, m.cached_tokens) == (None, 96, 0)
@@ -237,7 +241,7 @@ def test_brackets_body_yields_the_tokens_a_plain_client_gets(llama_server, which
     bracket's ignores it, so the plain output must then be where bracket's begins."""
     model = request.getfixturevalue(which)  # the full 151,936-token vocabulary, and the trained model
     cfg = _cfg(llama_server, {"plain": {}}, max_tokens=64)
-    cfg["engine"]["port"] = _free_port()
+    cfg = _engine(cfg, port=_free_port())
     adapter, arm, argv, server = _serve(cfg, "plain", model, tmp_path)
     base = launch.base_url(cfg)
     with server, httpx.Client(timeout=30) as http:
@@ -246,7 +250,7 @@ def test_brackets_body_yields_the_tokens_a_plain_client_gets(llama_server, which
             # A leading token of its own: the plain body (cache_prompt on by default) reuses nothing.
             prompt = f"{i}{i} {prompt}"
             plain = {"model": "bracket-model", "prompt": prompt, "max_tokens": 64, "temperature": 0, "stream": True}
-            ours = adapter.request_body("bracket-model", prompt, cfg["request"], seed=1234, arm=arm)
+            ours = adapter.request_body("bracket-model", prompt, cfg.request, seed=1234, arm=arm)
             assert "top_k" not in ours and "seed" not in ours
             plain_text, plain_finish = _completion(http, base + "/v1/completions", plain)
             our_text, our_finish = _completion(http, base + "/v1/completions", ours)
@@ -265,7 +269,7 @@ def _two_requests(cfg, arm_name, model, tmp_path):
     with server, httpx.Client(timeout=30) as http:
         server.wait_ready(60)
         for i, prompt in enumerate(PROMPTS[:2]):
-            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg["request"], 1234, arm)
+            m = adapter.measure(http, base, "bracket-model", f"[run {i}] {prompt}", cfg.request, 1234, arm)
             assert (m.measurement.error, m.measurement.cached_tokens) == (None, 0)
     return argv, adapter.server_state(argv, {}, arm), (tmp_path / "server.log").read_text(errors="replace")
 
@@ -277,8 +281,8 @@ def test_bracket_launches_llama_server_with_no_prompt_cache_saved_between_reques
     (-lv 4) says what it did; the same requests on a server started with the RAM cache on show the
     save, so the check can fail."""
     cfg = _cfg(llama_server, {"plain": {}, "ram_cache": {"args": ["--cache-ram", "8192"]}})
-    cfg["engine"]["args"] += ["-lv", "4"]  # the prompt cache's lines are trace level
-    cfg["engine"]["port"] = _free_port()  # others' servers may hold the module's fixed port
+    # the prompt cache's lines are trace level; others' servers may hold the module's fixed port
+    cfg = _engine(cfg, args=(*cfg.engine.args, "-lv", "4"), port=_free_port())
     argv, state, log = _two_requests(cfg, "plain", tiny_gguf, tmp_path / "plain")
     assert argv[argv.index("--cache-ram") + 1] == "0" and "--no-cache-prompt" in argv
     assert state["prefix_cache"] == "off"

@@ -17,13 +17,14 @@ from bracket import engines
 from bracket.engines import identify, reference, reference_server
 from bracket.engines.reference_server import ReferenceServer, truth
 from bracket.experiment import config, design, preflight
+from bracket.experiment.model import Experiment
 from bracket.measure import runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
 
 
-def experiment(**engine) -> dict:
+def experiment(**engine) -> Experiment:
     return config.validate(
         {
             "engine": {"kind": "reference", "port": 8123, **engine},
@@ -38,7 +39,7 @@ def experiment(**engine) -> dict:
 def test_an_arm_becomes_the_servers_flags_and_the_last_flag_wins():
     cfg = experiment(args=["--rate", "1000", "--ttft", "0.01"])
     adapter = engines.get("reference")
-    plain = adapter.launch_argv(cfg, cfg["arms"]["plain"], "embedded", "python3")
+    plain = adapter.launch_argv(cfg, cfg.arms["plain"], "embedded", "python3")
     assert plain == [
         sys.executable,  # not the `python3` on PATH: the server needs the package, which bracket's Python has
         "-m",
@@ -54,18 +55,19 @@ def test_an_arm_becomes_the_servers_flags_and_the_last_flag_wins():
         "--rate",
         "400",  # the arm's, after the engine's: argparse keeps the last, so the arm runs at 400 tok/s
     ]
-    spec = adapter.launch_argv(cfg, cfg["arms"]["spec"], "embedded", "python3")
+    spec = adapter.launch_argv(cfg, cfg.arms["spec"], "embedded", "python3")
     # three drafts per verify step, all accepted: 4 tokens per event after the prefill's one
     assert spec[7:14] == ["--max-model-len", "512", "--tokens-per-event", "4", "--draft-budget", "3", "--prefill-token"]
-    assert adapter.launch_argv(experiment(python="/opt/py/bin/python"), {}, "", "")[0] == "/opt/py/bin/python"
-    env = adapter.launch_env(cfg, cfg["arms"]["plain"])
+    own = experiment(python="/opt/py/bin/python")
+    assert adapter.launch_argv(own, own.arms["plain"], "", "")[0] == "/opt/py/bin/python"
+    env = adapter.launch_env(cfg, cfg.arms["plain"])
     assert env["PYTHONPATH"].split(os.pathsep)[0] == reference.PACKAGE_PARENT
     assert os.path.isfile(os.path.join(reference.PACKAGE_PARENT, "bracket", "engines", "reference_server.py"))
 
 
 def test_a_reference_experiment_needs_no_model_and_no_engine_build():
     cfg = experiment()
-    assert cfg["engine"]["embedded"] is False  # defaulted for this kind: nothing to build
+    assert cfg.engine.embedded is False  # defaulted for this kind: nothing to build
     assert preflight.problems(cfg, "/nonexistent") == []  # no model, no program on PATH, no docker
 
 
@@ -157,7 +159,9 @@ def test_the_server_times_each_request_as_vllm_would_and_the_neutrality_control_
     cfg = block_experiment(
         tmp_path, port, {"plain": {}}, args=["--rate", "500", "--ttft", "0.005", "--body-cost", "0.25"]
     )
-    cfg["controls"].update(neutrality=True, neutrality_pairs=2)
+    cfg = cfg.model_copy(
+        update={"controls": cfg.controls.model_copy(update={"neutrality": True, "neutrality_pairs": 2})}
+    )
     runner.run_block(
         cfg,
         "ref",

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from bracket.engines.reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
+from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
@@ -34,8 +35,11 @@ def http():
         yield c
 
 
+GREEDY = config.validate({"arms": {"a": {}}, "request": {"temperature": 0.0}}).request
+
+
 def body(n: int) -> dict:
-    return VLLM().request_body("reference-model", "hello world", {"max_tokens": n, "temperature": 0.0}, seed=1)
+    return VLLM().request_body("reference-model", "hello world", GREEDY.model_copy(update={"max_tokens": n}), seed=1)
 
 
 def tokens_for(rate: float, k: int, seconds: float) -> int:

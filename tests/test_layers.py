@@ -23,8 +23,17 @@ PACKAGE = ROOT / "workflow" / "bracket"
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "foundation",
-        "what every part shares: redaction, the shipped files, rule logs, raw records, the community's formats",
-        ("bracket", "bracket.secrets", "bracket.share", "bracket.rulelog", "bracket.records", "bracket.interop"),
+        "what every part shares: redaction, the shipped files, rule logs, raw records, the community's formats, "
+        "and the experiment as the typed value every stage is handed (generated from the schema; pydantic only)",
+        (
+            "bracket",
+            "bracket.secrets",
+            "bracket.share",
+            "bracket.rulelog",
+            "bracket.records",
+            "bracket.interop",
+            "bracket.experiment.model",
+        ),
     ),
     ("cluster", "what a block asks of a scheduler, and the SLURM executor's names and states", ("bracket.cluster",)),
     ("embedded", "the out-of-the-box engine and model, built", ("bracket.embedded",)),

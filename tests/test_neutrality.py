@@ -15,7 +15,9 @@ from bracket.experiment.config import ExperimentError
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 
-REQ = {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}
+REQ = config.validate(
+    {"arms": {"a": {}}, "request": {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}}
+).request
 PLAIN = {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"}
 
 
@@ -33,7 +35,7 @@ def test_what_bracket_adds_to_the_plain_body_per_engine():
     want = {"vllm": {"repetition_penalty"}, "llamacpp": {"repeat_penalty", "cache_prompt"}, "openai": set()}
     for kind, fields in want.items():
         a = get(kind)
-        extra = set(a.request_body("m", "hello", REQ, seed=7, arm={})) - set(a.plain_body("m", "hello", REQ))
+        extra = set(a.request_body("m", "hello", REQ, seed=7, arm=None)) - set(a.plain_body("m", "hello", REQ))
         assert extra == fields, kind
 
 

@@ -6,6 +6,7 @@ import math
 import sys
 
 import pytest
+from bracket.experiment import config
 from conftest import ROOT
 from scipy import stats
 
@@ -47,6 +48,5 @@ def test_the_plain_body_is_what_a_bare_client_sends_and_bracket_now_comes_from_t
         "stream": True,
     }
     assert bodies["+ top_k 0"] == {**bodies["plain"], "top_k": 0}
-    assert bodies["bracket now"] == engines.get("llamacpp").request_body(
-        "bracket-model", "p", {"max_tokens": 16, "temperature": 0, "timeout_s": 120}, seed=1234, arm={}
-    )
+    req = config.validate({"arms": {"a": {}}, "request": {"max_tokens": 16, "temperature": 0, "timeout_s": 120}})
+    assert bodies["bracket now"] == engines.get("llamacpp").request_body("bracket-model", "p", req.request, seed=1234)

@@ -66,10 +66,12 @@ def hub_named_server(embedded_engine, tmp_path_factory):
     port = fk.free_port()
     cfg = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": port}, "arms": {"a": {}}})
     adapter = engines.get("vllm")
-    argv = adapter.launch_argv(cfg, {}, str(model), str(Path(engine) / "bin" / "python"))
+    argv = adapter.launch_argv(cfg, cfg.arms["a"], str(model), str(Path(engine) / "bin" / "python"))
     argv[argv.index("bracket-model")] = HUB_NAME
     log = tmp_path_factory.mktemp("server") / "vllm.log"
-    server = Server(argv=argv, env=adapter.launch_env(cfg, {}), log_path=log, base_url=f"http://127.0.0.1:{port}")
+    server = Server(
+        argv=argv, env=adapter.launch_env(cfg, cfg.arms["a"]), log_path=log, base_url=f"http://127.0.0.1:{port}"
+    )
     server.start()
     try:
         server.wait_ready(600)

@@ -47,11 +47,17 @@ def test_budget_groups_need_two_budgets():
     assert spec.budget_groups(arms) == []
 
 
+def speculative(**settings):
+    """An arm's speculative settings as config.validate builds them (on vLLM, which refuses none of these)."""
+    raw = {"engine": {"kind": "vllm", "embedded": False, "model": "/m"}, "arms": {"a": {"speculative": settings}}}
+    return config.validate(raw).arms["a"].speculative
+
+
 def test_ngram_simple_below_its_match_length_is_refused():
-    assert never_drafts("ngram_2", {**NGRAM, "draft_tokens": 2})  # size_m 2 < size_n 3: never drafts
-    assert never_drafts("ngram_3", {**NGRAM, "draft_tokens": 3}) == []
-    assert never_drafts("ngram_2", {**NGRAM, "prompt_lookup_max": 2, "draft_tokens": 2}) == []
-    assert never_drafts("mod_2", {**NGRAM, "engine_method": "ngram-mod", "draft_tokens": 2}) == []
+    assert never_drafts("ngram_2", speculative(**NGRAM, draft_tokens=2))  # size_m 2 < size_n 3: never drafts
+    assert never_drafts("ngram_3", speculative(**NGRAM, draft_tokens=3)) == []
+    assert never_drafts("ngram_2", speculative(**{**NGRAM, "prompt_lookup_max": 2}, draft_tokens=2)) == []
+    assert never_drafts("mod_2", speculative(**NGRAM, engine_method="ngram-mod", draft_tokens=2)) == []
     assert never_drafts("plain", None) == []
 
 

@@ -14,10 +14,30 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
 from bracket.wire.client import Measurement, get_text, stream_completion, tokens_per_event_bound
 
 # Names sent as the model in requests, for servers we launch (--served-model-name, -a).
 SERVED_NAME = "bracket-model"
+# An arm without a `server` block: every key unset, so each engine keeps its own defaults (and bracket's
+# fresh-cache one for prefix_caching).
+NO_SERVER_SETTINGS = ServerSettings(**dict.fromkeys(ServerSettings.model_fields))
+
+
+def as_arm(arm: Arm | dict) -> Arm:
+    """The arm as a typed value: config.validate checks arms (check_arm, check_drafts, server_settings) while
+    they are still the mapping it is validating, with the schema's defaults filled; it builds the Experiment after."""
+    return arm if isinstance(arm, Arm) else Arm.model_validate(arm)
+
+
+def spec_of(arm: Arm | None) -> Speculative | None:
+    """The arm's speculative settings; None for an arm without speculation, or no arm at all."""
+    return arm.speculative if arm else None
+
+
+def server_of(arm: Arm | None) -> ServerSettings:
+    """The arm's server settings; NO_SERVER_SETTINGS (each engine's defaults) where it sets none."""
+    return (arm.server if arm else None) or NO_SERVER_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -121,40 +141,42 @@ class Engine:
     attached = False
 
     # ---- launch ---------------------------------------------------------------------------------------
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
         raise NotImplementedError
 
-    def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
-        env = {k: str(v) for k, v in cfg["engine"]["env"].items()}
-        env.update({k: str(v) for k, v in arm.get("env", {}).items()})
+    def launch_env(self, exp: Experiment, arm: Arm) -> dict[str, str]:
+        env = {k: str(v) for k, v in exp.engine.env.items()}
+        env.update({k: str(v) for k, v in arm.env.items()})
         return env
 
-    def check_drafts(self, name: str, arm: dict) -> list[str]:
+    def check_drafts(self, name: str, arm: Arm) -> list[str]:
         """Speculative settings this engine accepts but would never draft with, one sentence each.
 
         Checked before an experiment runs, not when its records are re-rendered (config.validate's
         `measured`), where the analysis's "never drafted" finding reads the same from the counters."""
         return []
 
-    def check_arm(self, name: str, arm: dict) -> list[str]:
+    def check_arm(self, name: str, arm: Arm) -> list[str]:
         """What this engine cannot do of an arm's settings, one sentence each (empty: all fine)."""
+        arm = as_arm(arm)
         out = []
-        spec = arm.get("speculative")
-        if spec:
-            if not spec.get("engine_method") and spec["method"] not in self.spec_methods:
+        spec = arm.speculative
+        if spec is not None:
+            if not spec.engine_method and spec.method not in self.spec_methods:
                 out.append(
-                    f"arms.{name}.speculative.method {spec['method']!r} is not available on {self.kind}; "
+                    f"arms.{name}.speculative.method {spec.method!r} is not available on {self.kind}; "
                     f"it offers {', '.join(sorted(self.spec_methods)) or 'no speculative decoding'}"
                     + (" (or name the engine's own method in speculative.engine_method)" if self.spec_methods else "")
                 )
             for key in ("steps", "topk"):
-                if spec.get(key) is not None and key not in self.spec_keys:
+                if getattr(spec, key) is not None and key not in self.spec_keys:
                     out.append(
                         f"arms.{name}.speculative.{key} has no {self.kind} equivalent; remove it "
                         f"(it is an SGLang setting)"
                     )
-        for key, value in (arm.get("server") or {}).items():
-            if value is not None and key not in self.server_keys:
+        server = server_of(arm)
+        for key in ServerSettings.model_fields:
+            if getattr(server, key) is not None and key not in self.server_keys:
                 out.append(
                     f"arms.{name}.server.{key} has no {self.kind} switch; remove it or pass the "
                     f"engine's own flag in arms.{name}.args"
@@ -173,22 +195,22 @@ class Engine:
         """Work the engine needs once it answers, before the first timed request (Ollama's preload)."""
         return None
 
-    def request_model(self, cfg: dict, http: httpx.Client | None = None, base: str | None = None) -> str:
+    def request_model(self, exp: Experiment, http: httpx.Client | None = None, base: str | None = None) -> str:
         """The model name requests carry: engine.served_model, else, on a server bracket did not start, the
         first one /v1/models lists, else the name bracket gives the servers it launches."""
-        if cfg["engine"].get("served_model"):
-            return cfg["engine"]["served_model"]
-        if cfg["engine"]["launch"] == "attach" and http is not None and base:
+        if exp.engine.served_model:
+            return exp.engine.served_model
+        if exp.engine.launch == "attach" and http is not None and base:
             listed = listed_models(http, base)
             if listed:
                 return listed[0]
         return SERVED_NAME
 
     # ---- requests -------------------------------------------------------------------------------------
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         raise NotImplementedError
 
-    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+    def plain_body(self, model_name: str, prompt: str, request: Request) -> dict:
         """The plainest request that yields bracket's tokens: what llama-benchy or a bare OpenAI client sends.
 
         model, prompt, max_tokens, temperature (0: greedy), stream with usage; and ignore_eos, the one
@@ -198,8 +220,8 @@ class Engine:
         return {
             "model": model_name,
             "prompt": prompt,
-            "max_tokens": request["max_tokens"],
-            "temperature": request["temperature"],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
             "ignore_eos": True,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -219,9 +241,9 @@ class Engine:
         base: str,
         model_name: str,
         prompt: str,
-        request: dict,
+        request: Request,
         seed: int,
-        arm: dict | None,
+        arm: Arm | None,
         body: str,
     ) -> tuple[Measurement, ServerTiming | None]:
         """One request of the neutrality control: `body` "bracket" (request_body) or "plain" (plain_body).
@@ -242,7 +264,7 @@ class Engine:
                 kept.append(event)
 
         before = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
-        m = self.control_stream(http, url, payload, request["timeout_s"], keep)
+        m = self.control_stream(http, url, payload, request.timeout_s, keep)
         after = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
         self.adjust(m, kept)
         timing = None if m.error else self.server_timing(kept, before, after)
@@ -271,9 +293,9 @@ class Engine:
         base: str,
         model_name: str,
         prompt: str,
-        request: dict,
+        request: Request,
         seed: int,
-        arm: dict | None = None,
+        arm: Arm | None = None,
     ) -> Measured:
         """Send one streamed request of `arm` and time it.
 
@@ -282,8 +304,8 @@ class Engine:
         difference of /metrics counters read just before and after the request (single stream, so
         the difference is this request's).
         """
-        arm = arm or {}
-        speculative = bool(arm.get("speculative"))
+        spec_settings = spec_of(arm)
+        speculative = spec_settings is not None
         body = self.request_body(model_name, prompt, request, seed=seed, arm=arm)
         kept: list[dict] = []
 
@@ -294,9 +316,9 @@ class Engine:
         # The cache counters only where the response may not say (a server bracket did not start).
         counters = speculative or (self.attached and type(self).cache_hits is not Engine.cache_hits)
         text0 = get_text(http, base + "/metrics") or "" if counters else ""
-        bound = tokens_per_event_bound(speculative, (arm.get("speculative") or {}).get("draft_tokens"))
+        bound = tokens_per_event_bound(speculative, spec_settings.draft_tokens if speculative else None)
         m = stream_completion(
-            http, base + self.request_path, body, request["timeout_s"], on_event=keep, max_tokens_per_event=bound
+            http, base + self.request_path, body, request.timeout_s, on_event=keep, max_tokens_per_event=bound
         )
         text1 = get_text(http, base + "/metrics") or "" if counters else ""
         before = self.spec_counters(text0) if speculative else None
@@ -328,7 +350,7 @@ class Engine:
         return spec
 
     # ---- cache and provenance -------------------------------------------------------------------------
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """The state this server keeps between requests, as launched (`argv` and `env` are the block's own).
 
         Read from what ran, not from the experiment, so a flag in arms.X.args that overrides
@@ -384,9 +406,10 @@ def get_json(
         return None
 
 
-def server_settings(arm: dict) -> dict:
-    """The parts of an arm that are server launch settings (what attach mode cannot change)."""
-    return {k: arm.get(k) or None for k in ("speculative", "server", "args", "env")}
+def server_settings(arm: Arm) -> dict:
+    """The parts of an arm that are server launch settings (what attach mode cannot change); None where unset."""
+    arm = as_arm(arm)
+    return {k: getattr(arm, k) or None for k in ("speculative", "server", "args", "env")}
 
 
 def as_int(v) -> int | None:
@@ -399,12 +422,12 @@ def as_int(v) -> int | None:
         return None
 
 
-def greedy(request: dict) -> bool:
+def greedy(request: Request) -> bool:
     """Whether the request decodes greedily (temperature 0, the schema's default)."""
-    return request["temperature"] == 0
+    return request.temperature == 0
 
 
-def neutral_sampling(request: dict, top_k_all: int | None = None) -> dict:
+def neutral_sampling(request: Request, top_k_all: int | None = None) -> dict:
     """The sampling fields every engine is sent; each adapter adds its own (ARCHITECTURE.md, "What a request asks").
 
     Greedy (temperature 0): ``{"temperature": 0.0}`` and nothing else. Each engine here decodes the
@@ -422,7 +445,7 @@ def neutral_sampling(request: dict, top_k_all: int | None = None) -> dict:
     """
     if greedy(request):
         return {"temperature": 0.0}
-    out = {"temperature": request["temperature"], "top_p": 1.0, "min_p": 0.0}
+    out = {"temperature": request.temperature, "top_p": 1.0, "min_p": 0.0}
     if top_k_all is not None:
         out["top_k"] = top_k_all
     return out

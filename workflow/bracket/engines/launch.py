@@ -13,7 +13,6 @@ attach  nothing is launched or stopped: the server the user started at engine.ba
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -28,14 +27,15 @@ import httpx
 from bracket import engines
 from bracket.engines import identify
 from bracket.engines.base import Engine
+from bracket.experiment.model import Arm, Experiment
 from bracket.wire.server import Server, ServerError, start_watchdog, stop_watchdog
 
 
-def base_url(cfg: dict) -> str:
-    eng = cfg["engine"]
-    if eng["launch"] == "attach" and eng.get("base_url"):
-        return eng["base_url"].rstrip("/")
-    return f"http://{eng['host']}:{eng['port']}"
+def base_url(exp: Experiment) -> str:
+    eng = exp.engine
+    if eng.launch == "attach" and eng.base_url:
+        return eng.base_url.rstrip("/")
+    return f"http://{eng.host}:{eng.port}"
 
 
 def container_name(experiment: str, arm: str, position: int | None = None) -> str:
@@ -43,56 +43,54 @@ def container_name(experiment: str, arm: str, position: int | None = None) -> st
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
 
 
-def _inside(cfg: dict) -> dict:
+def _inside(exp: Experiment) -> Experiment:
     """The experiment as the engine inside a container sees it: listening on every interface of the
     container (its port is published on engine.host only), unless it shares the host's network."""
-    if cfg["engine"]["docker"].get("network") == "host":
-        return cfg
-    inner = copy.deepcopy(cfg)
-    inner["engine"]["host"] = "0.0.0.0"
-    return inner
+    if exp.engine.docker.network == "host":
+        return exp
+    return exp.model_copy(update={"engine": exp.engine.model_copy(update={"host": "0.0.0.0"})})
 
 
-def docker_argv(cfg: dict, inner_argv: list[str], env_names: list[str], name: str) -> list[str]:
+def docker_argv(exp: Experiment, inner_argv: list[str], env_names: list[str], name: str) -> list[str]:
     """`docker run -d ...` for the engine command `inner_argv` (its first word becomes the entrypoint)."""
-    eng, d = cfg["engine"], cfg["engine"]["docker"]
+    eng, d = exp.engine, exp.engine.docker
     argv = ["docker", "run", "-d", "--name", name, "--label", "org.bracket.managed=1"]
-    if d.get("pull"):
-        argv += ["--pull", d["pull"]]
-    if d.get("gpus"):
-        argv += ["--gpus", d["gpus"]]
-    if d.get("shm_size"):
-        argv += ["--shm-size", d["shm_size"]]
-    if d.get("ipc"):
-        argv += ["--ipc", d["ipc"]]
-    if d.get("network") == "host":
+    if d.pull:
+        argv += ["--pull", d.pull]
+    if d.gpus:
+        argv += ["--gpus", d.gpus]
+    if d.shm_size:
+        argv += ["--shm-size", d.shm_size]
+    if d.ipc:
+        argv += ["--ipc", d.ipc]
+    if d.network == "host":
         argv += ["--network", "host"]
     else:
-        argv += ["-p", f"{eng['host']}:{eng['port']}:{eng['port']}"]
-    for v in d.get("volumes", []):
+        argv += ["-p", f"{eng.host}:{eng.port}:{eng.port}"]
+    for v in d.volumes:
         argv += ["-v", v]
     for n in env_names:
         argv += ["-e", n]  # by name: docker reads the value from its own environment
-    argv += list(d.get("extra_args", []))
-    return argv + ["--entrypoint", inner_argv[0], d["image"], *inner_argv[1:]]
+    argv += list(d.extra_args)
+    return argv + ["--entrypoint", inner_argv[0], d.image, *inner_argv[1:]]
 
 
 def server_argv(
-    cfg: dict, adapter: Engine, arm: dict, model: str, python: str, *, name: str, env_names: list[str] = ()
+    exp: Experiment, adapter: Engine, arm: Arm, model: str, python: str, *, name: str, env_names: list[str] = ()
 ) -> list[str]:
     """The exact command a block runs: the engine's own, wrapped in `docker run`, or none under attach."""
-    launch = cfg["engine"]["launch"]
+    launch = exp.engine.launch
     if launch == "attach":
         return []
     if launch == "docker":
-        inner = adapter.launch_argv(_inside(cfg), arm, model, python)
-        env = adapter.launch_env(_inside(cfg), arm)
-        return docker_argv(cfg, inner, sorted({*env, *env_names}), name)
-    return adapter.launch_argv(cfg, arm, model, python)
+        inner = adapter.launch_argv(_inside(exp), arm, model, python)
+        env = adapter.launch_env(_inside(exp), arm)
+        return docker_argv(exp, inner, sorted({*env, *env_names}), name)
+    return adapter.launch_argv(exp, arm, model, python)
 
 
-def launch_env(cfg: dict, adapter: Engine, arm: dict) -> dict[str, str]:
-    return adapter.launch_env(_inside(cfg) if cfg["engine"]["launch"] == "docker" else cfg, arm)
+def launch_env(exp: Experiment, adapter: Engine, arm: Arm) -> dict[str, str]:
+    return adapter.launch_env(_inside(exp) if exp.engine.launch == "docker" else exp, arm)
 
 
 @dataclass
@@ -336,7 +334,7 @@ class AttachedServer(NativeServer):
     Its cache holds whatever earlier blocks left; every prompt carries a prefix unique in the whole
     experiment (bracket.measure.runner.unique_prefix), so none of it can serve a later block's prompt."""
 
-    cfg: dict = field(default_factory=dict)
+    exp: Experiment | None = None
     declared_kind: str = "auto"
     unique_prefixes: bool = True
 
@@ -406,7 +404,7 @@ class AttachedServer(NativeServer):
             if problem:
                 raise ServerError(problem)
             self.adapter = engines.for_server(self.declared_kind, found)
-            self.model_name = self.adapter.request_model(self.cfg, http, self.base_url)
+            self.model_name = self.adapter.request_model(self.exp, http, self.base_url)
         self.notes["engine_identified"] = found.record()
 
     def alive(self) -> bool:
@@ -417,7 +415,7 @@ class AttachedServer(NativeServer):
 
 
 def make_server(
-    cfg: dict,
+    exp: Experiment,
     adapter: Engine,
     *,
     argv: list[str],
@@ -427,10 +425,10 @@ def make_server(
     secret_names: list[str],
 ) -> NativeServer:
     """The server object for a block under engine.launch; the runner treats all three alike."""
-    kind = {"native": NativeServer, "docker": DockerServer, "attach": AttachedServer}[cfg["engine"]["launch"]]
+    kind = {"native": NativeServer, "docker": DockerServer, "attach": AttachedServer}[exp.engine.launch]
     if kind is DockerServer and "--name" not in argv:
         kind = NativeServer  # a command given in place of the adapter's (tests, engine overrides)
-    key = os.environ.get(cfg["engine"].get("api_key_env") or "")
+    key = os.environ.get(exp.engine.api_key_env)
     if kind is AttachedServer:
         return AttachedServer(
             argv=argv,
@@ -440,11 +438,11 @@ def make_server(
             health_path=adapter.health_path,
             secret_names=secret_names,
             adapter=adapter,
-            model_name=adapter.request_model(cfg),
+            model_name=adapter.request_model(exp),
             headers={"Authorization": f"Bearer {key}"} if key else {},
-            cfg=cfg,
-            declared_kind=cfg["engine"]["kind"],
-            unique_prefixes=bool(cfg["request"].get("unique_prefix", True)),
+            exp=exp,
+            declared_kind=exp.engine.kind,
+            unique_prefixes=exp.request.unique_prefix,
         )
     return kind(
         argv=argv,
@@ -454,6 +452,6 @@ def make_server(
         health_path=adapter.health_path,
         secret_names=secret_names,
         adapter=adapter,
-        model_name=adapter.request_model(cfg),
+        model_name=adapter.request_model(exp),
         headers={"Authorization": f"Bearer {key}"} if key else {},
     )

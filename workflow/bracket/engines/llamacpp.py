@@ -27,14 +27,17 @@ from bracket.engines.base import (
     ServerTiming,
     SpecCounters,
     SpecFields,
+    as_arm,
     as_int,
     get_json,
     greedy,
     last_flag,
     neutral_sampling,
     prometheus_sums,
+    server_of,
     state_record,
 )
+from bracket.experiment.model import Arm, Experiment, Request, Speculative
 from bracket.wire.client import Measurement
 
 METHODS = {
@@ -72,7 +75,7 @@ def spec_from_timings(timings: dict) -> SpecFields | None:
     )
 
 
-def spec_argv(spec: dict) -> list[str]:
+def spec_argv(spec: Speculative) -> list[str]:
     """Speculative flags of this llama.cpp (llama-cpp-python 0.3.36's vendored source, docs/llamacpp.md).
 
     ngram-simple drafts size_m tokens after a match of size_n tokens: draft_tokens and
@@ -80,35 +83,35 @@ def spec_argv(spec: dict) -> list[str]:
     exceeds any useful n-max, so it would never draft: n-min is set to 1. A draft model drafts
     up to --spec-draft-n-max tokens.
     """
-    method = spec.get("engine_method") or METHODS[spec["method"]]
-    n = str(spec["draft_tokens"])
+    method = spec.engine_method or METHODS[spec.method]
+    n = str(spec.draft_tokens)
     argv = ["--spec-type", method]
-    if spec.get("model"):
-        argv += ["--spec-draft-model", spec["model"]]
+    if spec.model:
+        argv += ["--spec-draft-model", spec.model]
     if method == "ngram-simple":
-        argv += ["--spec-ngram-simple-size-n", str(spec.get("prompt_lookup_max") or 3), "--spec-ngram-simple-size-m", n]
+        argv += ["--spec-ngram-simple-size-n", str(spec.prompt_lookup_max or 3), "--spec-ngram-simple-size-m", n]
     elif method == "ngram-mod":
         argv += ["--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", n]
     return argv + ["--spec-draft-n-max", n]
 
 
-def never_drafts(name: str, spec: dict | None) -> list[str]:
+def never_drafts(name: str, spec: Speculative | None) -> list[str]:
     """An ngram-simple arm whose draft budget is below its match length: llama.cpp never drafts for it.
 
     common_ngram_simple_draft (common/ngram-map.cpp) copies at most size_m tokens after a match of
     size_n and returns no draft when that copy is shorter than size_n, so with size_m < size_n every
     lookup comes back empty and the arm is the baseline under another name.
     """
-    if not spec or (spec.get("engine_method") or METHODS.get(spec.get("method"))) != "ngram-simple":
+    if spec is None or (spec.engine_method or METHODS.get(spec.method)) != "ngram-simple":
         return []
-    size_n = spec.get("prompt_lookup_max") or 3
-    if spec["draft_tokens"] >= size_n:
+    size_n = spec.prompt_lookup_max or 3
+    if spec.draft_tokens >= size_n:
         return []
     return [
         f"arms.{name}.speculative: ngram-simple drafts only when it can copy at least as many tokens as it "
-        f"matched (prompt_lookup_max {size_n}), so a draft budget of {spec['draft_tokens']} never drafts and "
+        f"matched (prompt_lookup_max {size_n}), so a draft budget of {spec.draft_tokens} never drafts and "
         f"the arm would measure the baseline; raise draft_tokens to {size_n} or more, or lower "
-        f"prompt_lookup_max to {spec['draft_tokens']}"
+        f"prompt_lookup_max to {spec.draft_tokens}"
     ]
 
 
@@ -150,9 +153,10 @@ class LlamaCpp(Engine):
     spec_methods = METHODS
     server_keys = frozenset({"context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"})
 
-    def check_arm(self, name: str, arm: dict) -> list[str]:
+    def check_arm(self, name: str, arm: Arm) -> list[str]:
+        arm = as_arm(arm)
         out = super().check_arm(name, arm)
-        cp = (arm.get("server") or {}).get("chunked_prefill")
+        cp = server_of(arm).chunked_prefill
         if isinstance(cp, bool):
             out.append(
                 f"arms.{name}.server.chunked_prefill: llama.cpp always splits prompts into batches; give the "
@@ -160,47 +164,46 @@ class LlamaCpp(Engine):
             )
         return out
 
-    def check_drafts(self, name: str, arm: dict) -> list[str]:
-        return never_drafts(name, arm.get("speculative"))
+    def check_drafts(self, name: str, arm: Arm) -> list[str]:
+        return never_drafts(name, as_arm(arm).speculative)
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        eng = cfg["engine"]
-        s = arm.get("server") or {}
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
+        eng = exp.engine
+        s = server_of(arm)
         argv = [
-            eng.get("executable") or "llama-server",
+            eng.executable or "llama-server",
             "-m",
             model,
             "--host",
-            eng["host"],
+            eng.host,
             "--port",
-            str(eng["port"]),
+            str(eng.port),
             "--alias",
             SERVED_NAME,
             "--seed",
-            str(cfg["request"]["seed"]),
+            str(exp.request.seed),
             # one slot: the whole context for one stream, and no cross-slot nondeterminism (issue #7052)
             "--parallel",
             "1",
             "--metrics",
         ]
-        if s.get("context_length") is not None:
-            argv += ["--ctx-size", str(s["context_length"])]
-        if s.get("kv_cache_dtype") is not None:
-            argv += ["--cache-type-k", s["kv_cache_dtype"], "--cache-type-v", s["kv_cache_dtype"]]
-        if s.get("prefix_caching") is not True:
+        if s.context_length is not None:
+            argv += ["--ctx-size", str(s.context_length)]
+        if s.kv_cache_dtype is not None:
+            argv += ["--cache-type-k", s.kv_cache_dtype, "--cache-type-v", s.kv_cache_dtype]
+        if s.prefix_caching is not True:
             # Fresh-cache measurement (bracket's default): no slot reuse, and no RAM prompt cache, which
             # otherwise saves the previous prompt's state before every new task whatever the request says
             # (0.36-0.45 s of TTFT on a 40-token prompt, flash attention off, on an H200).
             argv += ["--no-cache-prompt", "--cache-ram", "0"]
-        if s.get("chunked_prefill") is not None and not isinstance(s["chunked_prefill"], bool):
-            argv += ["--batch-size", str(s["chunked_prefill"])]
-        spec = arm.get("speculative")
-        if spec:
-            argv += spec_argv(spec)
+        if s.chunked_prefill is not None and not isinstance(s.chunked_prefill, bool):
+            argv += ["--batch-size", str(s.chunked_prefill)]
+        if arm.speculative is not None:
+            argv += spec_argv(arm.speculative)
         self.executable = argv[0]
-        return argv + list(eng["args"]) + list(arm.get("args", []))
+        return argv + list(eng.args) + list(arm.args)
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         """A plain client's greedy body (model, prompt, max_tokens, temperature 0, stream) and, each for a reason:
 
         No top_k when greedy: the server's default chain (top_k 40, or the GGUF's general.sampling.top_k),
@@ -225,11 +228,11 @@ class LlamaCpp(Engine):
         # One slot keeps the previous prompt's KV: without cache_prompt false, the first token or two
         # that every prompt shares are reused (cached_tokens 1-2, measured on the H200), and the cache
         # guard rightly rejects the run. Prefix caching is measured only when an arm asks for it.
-        caching = ((arm or {}).get("server") or {}).get("prefix_caching") is True
+        caching = server_of(arm).prefix_caching is True
         body = {
             "model": model_name,
             "prompt": prompt,
-            "max_tokens": request["max_tokens"],
+            "max_tokens": request.max_tokens,
             **neutral_sampling(request, top_k_all=0),
             "repeat_penalty": 1.0,
         }
@@ -252,7 +255,7 @@ class LlamaCpp(Engine):
             return None
         return SpecCounters(drafts=s[DRAFTS], draft_tokens=s.get(DRAFT_TOKENS, 0.0), accepted=s.get(ACCEPTED, 0.0))
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """Slot reuse and the RAM prompt cache, as this llama-server was started (common/arg.cpp of 0.3.36).
 
         Two caches: the slot's own KV, reused for a request whose `cache_prompt` is true (the request's
@@ -262,7 +265,7 @@ class LlamaCpp(Engine):
         """
         if argv is None:
             return state_record("unknown", ["the server was started by hand (attach)"])
-        reuse = ((arm or {}).get("server") or {}).get("prefix_caching") is True
+        reuse = server_of(arm).prefix_caching is True
         ram = last_flag(argv, ("--cache-ram", "-cram"))
         ram_mib = ram[1] if ram else (env or {}).get("LLAMA_ARG_CACHE_RAM")
         how = [f"cache_prompt {'true' if reuse else 'false'} in each request"]

@@ -21,12 +21,16 @@ from bracket.engines.base import (
     Measured,
     ServerTiming,
     SpecFields,
+    as_arm,
     as_int,
     get_json,
     greedy,
     neutral_sampling,
+    server_of,
+    spec_of,
     state_record,
 )
+from bracket.experiment.model import Arm, Experiment, Request
 from bracket.wire.client import Counts, Measurement, timed_stream
 from bracket.wire.server import ServerError
 
@@ -54,67 +58,62 @@ class Ollama(Engine):
     spec_methods = METHODS
     server_keys = frozenset({"context_length", "kv_cache_dtype"})
 
-    def check_arm(self, name: str, arm: dict) -> list[str]:
+    def check_arm(self, name: str, arm: Arm) -> list[str]:
+        arm = as_arm(arm)
         out = super().check_arm(name, arm)
-        spec = arm.get("speculative") or {}
-        if spec.get("model"):
+        if arm.speculative is not None and arm.speculative.model:
             out.append(
                 f"arms.{name}.speculative.model: Ollama takes its draft model from the Modelfile's DRAFT "
                 f"line; create the model with it (ollama create) and remove speculative.model"
             )
         return out
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        return (
-            [cfg["engine"].get("executable") or "ollama", "serve"]
-            + list(cfg["engine"]["args"])
-            + list(arm.get("args", []))
-        )
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
+        return [exp.engine.executable or "ollama", "serve"] + list(exp.engine.args) + list(arm.args)
 
-    def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
-        eng = cfg["engine"]
-        s = arm.get("server") or {}
+    def launch_env(self, exp: Experiment, arm: Arm) -> dict[str, str]:
+        eng = exp.engine
+        s = server_of(arm)
         env = {
-            "OLLAMA_HOST": f"{eng['host']}:{eng['port']}",
+            "OLLAMA_HOST": f"{eng.host}:{eng.port}",
             "OLLAMA_NUM_PARALLEL": "1",  # one request at a time, batch 1
             "OLLAMA_KEEP_ALIVE": "-1",
             "OLLAMA_NO_CLOUD": "1",
         }
-        if s.get("context_length") is not None:
-            env["OLLAMA_CONTEXT_LENGTH"] = str(s["context_length"])
-        if s.get("kv_cache_dtype") is not None:
-            env["OLLAMA_KV_CACHE_TYPE"] = s["kv_cache_dtype"]
-            if s["kv_cache_dtype"] in QUANTIZED_KV:
+        if s.context_length is not None:
+            env["OLLAMA_CONTEXT_LENGTH"] = str(s.context_length)
+        if s.kv_cache_dtype is not None:
+            env["OLLAMA_KV_CACHE_TYPE"] = s.kv_cache_dtype
+            if s.kv_cache_dtype in QUANTIZED_KV:
                 env["OLLAMA_FLASH_ATTENTION"] = "1"  # a quantized KV cache needs flash attention
-        env.update(super().launch_env(cfg, arm))
+        env.update(super().launch_env(exp, arm))
         return env
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """Ollama's prompt cache has no switch: each block's server is fresh, and within it the cache stays on."""
         return state_record("on", ["Ollama has no switch; a fresh server per block (attach: the model reloaded)"])
 
-    def request_model(self, cfg: dict, http=None, base=None) -> str:
-        model = cfg["engine"].get("served_model") or cfg["engine"].get("model") or ""
-        return model if model not in ("", "embedded") else super().request_model(cfg, http, base)
+    def request_model(self, exp: Experiment, http=None, base=None) -> str:
+        model = exp.engine.served_model or exp.engine.model or ""
+        return model if model not in ("", "embedded") else super().request_model(exp, http, base)
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         # Ollama sends every sampler setting on to its llama-server (llm/llama_server.go), its own
         # defaults or the Modelfile's PARAMETER lines where a request is silent: top_k 40 (0 makes
         # llama.cpp walk the whole vocabulary per token), repeat_penalty 1 unless the Modelfile sets
         # one. Greedy: no top_k, the default chain a plain client gets (never 0); repeat_penalty 1 keeps
         # a Modelfile's penalty from changing the tokens. A seed only where something is drawn.
         options = {
-            "num_predict": request["max_tokens"],
+            "num_predict": request.max_tokens,
             **neutral_sampling(request, top_k_all=0),
             "repeat_penalty": 1.0,
         }
         if not greedy(request):
             options["seed"] = seed
-        arm = arm or {}
-        if (arm.get("server") or {}).get("context_length") is not None:
-            options["num_ctx"] = arm["server"]["context_length"]
-        if arm.get("speculative"):
-            options["draft_num_predict"] = arm["speculative"]["draft_tokens"]
+        if server_of(arm).context_length is not None:
+            options["num_ctx"] = server_of(arm).context_length
+        if spec_of(arm) is not None:
+            options["draft_num_predict"] = spec_of(arm).draft_tokens
         # raw: the prompt as given, with no chat template, like /v1/completions elsewhere
         return {
             "model": model_name,
@@ -125,7 +124,7 @@ class Ollama(Engine):
             "options": options,
         }
 
-    def plain_body(self, model_name: str, prompt: str, request: dict) -> dict:
+    def plain_body(self, model_name: str, prompt: str, request: Request) -> dict:
         # A plain client of Ollama's own route: model, prompt, length and temperature. raw keeps bracket's
         # prompt (no chat template) so both bodies yield the same tokens; Ollama has no ignore_eos.
         return {
@@ -133,7 +132,7 @@ class Ollama(Engine):
             "prompt": prompt,
             "raw": True,
             "stream": True,
-            "options": {"num_predict": request["max_tokens"], "temperature": request["temperature"]},
+            "options": {"num_predict": request.max_tokens, "temperature": request.temperature},
         }
 
     def control_stream(self, http: httpx.Client, url: str, body: dict, timeout_s: float, on_event) -> Measurement:
@@ -164,16 +163,16 @@ class Ollama(Engine):
         base: str,
         model_name: str,
         prompt: str,
-        request: dict,
+        request: Request,
         seed: int,
-        arm: dict | None = None,
+        arm: Arm | None = None,
     ) -> Measured:
         body = self.request_body(model_name, prompt, request, seed, arm)
         m, _ = timed_stream(
             http,
             base + self.request_path,
             body,
-            request["timeout_s"],
+            request.timeout_s,
             framing="ndjson",
             new_text=lambda e: e.get("response") or "",
             is_last=lambda e: e.get("done") is True,

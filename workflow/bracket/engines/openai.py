@@ -22,6 +22,7 @@ from bracket.engines.base import (
     neutral_sampling,
     state_record,
 )
+from bracket.experiment.model import Arm, Experiment, Request
 from bracket.wire.client import Measurement
 
 
@@ -35,7 +36,7 @@ class OpenAI(Engine):
         {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
     )  # declarations only: the server was started by hand
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
         raise ValueError(
             "engine.kind openai attaches to a running server and launches nothing; "
             "set engine.launch: attach and engine.base_url"
@@ -50,7 +51,7 @@ class OpenAI(Engine):
                 return False
         return False
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """An attached server keeps the state it was started with: bracket can only flush its cache per block."""
         return state_record(
             "unknown",
@@ -60,11 +61,11 @@ class OpenAI(Engine):
             ],
         )
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         # The server's kind is unknown: only fields every OpenAI-compatible engine reads alike. Greedy:
         # temperature 0 alone (no top_k: its cheap value and its spelling differ by engine). A seed
         # only where something is drawn; ignore_eos and the usage chunk as for every engine.
-        body = {"model": model_name, "prompt": prompt, "max_tokens": request["max_tokens"], **neutral_sampling(request)}
+        body = {"model": model_name, "prompt": prompt, "max_tokens": request.max_tokens, **neutral_sampling(request)}
         if not greedy(request):
             body["seed"] = seed
         return {**body, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}

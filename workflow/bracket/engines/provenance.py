@@ -20,6 +20,7 @@ import httpx
 
 from bracket import embedded
 from bracket.engines.base import Engine
+from bracket.experiment.model import Experiment
 from bracket.wire.client import get_text
 
 # Small files that define a model besides its tensors.
@@ -78,12 +79,12 @@ def model_fingerprint(path: str | Path | None) -> dict | None:
     return {"sha256": h.hexdigest(), "path": str(p), "covers": parts}
 
 
-def host_model_path(cfg: dict, model: str) -> str:
+def host_model_path(exp: Experiment, model: str) -> str:
     """Where the model a container serves lies on this host, from engine.docker.volumes (host:container)."""
-    eng = cfg["engine"]
-    if eng["launch"] != "docker":
+    eng = exp.engine
+    if eng.launch != "docker":
         return model
-    for vol in eng["docker"].get("volumes", []):
+    for vol in eng.docker.volumes:
         bits = vol.split(":")
         if len(bits) >= 2 and (model == bits[1] or model.startswith(bits[1].rstrip("/") + "/")):
             return bits[0].rstrip("/") + model[len(bits[1].rstrip("/")) :]
@@ -132,7 +133,13 @@ def host_info() -> dict:
 
 
 def collect(
-    cfg: dict, adapter: Engine, http: httpx.Client, base: str, model_name: str, model: str, notes: dict | None = None
+    exp: Experiment,
+    adapter: Engine,
+    http: httpx.Client,
+    base: str,
+    model_name: str,
+    model: str,
+    notes: dict | None = None,
 ) -> dict:
     """Provenance fields for a block's meta, read from the running server and this host.
 
@@ -151,9 +158,9 @@ def collect(
     meta["base_url"] = base
     meta["served_model"] = model_name
     meta["model"] = model
-    meta["model_fingerprint"] = model_fingerprint(host_model_path(cfg, model))
+    meta["model_fingerprint"] = model_fingerprint(host_model_path(exp, model))
     # the whole weights file's sha256 where it is small (the embedded model), and whether it is the pinned one
-    meta["model_sha256"] = embedded.model_hash(host_model_path(cfg, model))
+    meta["model_sha256"] = embedded.model_hash(host_model_path(exp, model))
     meta["gpus"] = gpu_driver()
     meta["host_info"] = host_info()
     for key, value in (notes or {}).items():

@@ -28,7 +28,8 @@ from pathlib import Path
 import httpx
 
 from bracket.engines import vllm
-from bracket.engines.base import Engine, ServerTiming, SpecCounters, get_json, state_record
+from bracket.engines.base import Engine, ServerTiming, SpecCounters, as_arm, get_json, server_of, state_record
+from bracket.experiment.model import Arm, Experiment, Request
 
 MODULE = "bracket.engines.reference_server"
 # reference_server.API_KEY_ENV, named here without importing the server's module: `python -m` would find it
@@ -49,39 +50,39 @@ class Reference(Engine):
     server_keys = frozenset({"context_length"})
     timing_from_metrics = True
 
-    def check_arm(self, name: str, arm: dict) -> list[str]:
+    def check_arm(self, name: str, arm: Arm) -> list[str]:
+        arm = as_arm(arm)
         out = super().check_arm(name, arm)
-        spec = arm.get("speculative") or {}
-        if spec and not 1 <= int(spec.get("draft_tokens") or 0) <= MAX_DRAFT_TOKENS:
+        spec = arm.speculative
+        if spec is not None and not 1 <= spec.draft_tokens <= MAX_DRAFT_TOKENS:
             out.append(
-                f"arms.{name}.speculative.draft_tokens is {spec.get('draft_tokens')!r}; the reference server "
+                f"arms.{name}.speculative.draft_tokens is {spec.draft_tokens!r}; the reference server "
                 f"verifies 1 to {MAX_DRAFT_TOKENS} drafts per step (at most 8 tokens per stream event)"
             )
         return out
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
         """`python -m bracket.engines.reference_server` on engine.host and engine.port; `model` is not read.
 
         The Python is engine.python, else the one running bracket (the server needs nothing but the
         standard library and the package's folder, which launch_env puts on PYTHONPATH)."""
-        eng = cfg["engine"]
-        argv = [eng.get("python") or sys.executable, "-m", MODULE, "--host", eng["host"], "--port", str(eng["port"])]
-        context = (arm.get("server") or {}).get("context_length")
+        eng = exp.engine
+        argv = [eng.python or sys.executable, "-m", MODULE, "--host", eng.host, "--port", str(eng.port)]
+        context = server_of(arm).context_length
         if context is not None:
             argv += ["--max-model-len", str(context)]
-        spec = arm.get("speculative")
-        if spec:
-            d = int(spec["draft_tokens"])
+        if arm.speculative is not None:
+            d = arm.speculative.draft_tokens
             argv += ["--tokens-per-event", str(d + 1), "--draft-budget", str(d), "--prefill-token"]
-        return argv + list(eng["args"]) + list(arm.get("args", []))
+        return argv + list(eng.args) + list(arm.args)
 
-    def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
+    def launch_env(self, exp: Experiment, arm: Arm) -> dict[str, str]:
         here = os.environ.get("PYTHONPATH")
         env = {"PYTHONPATH": PACKAGE_PARENT + (os.pathsep + here if here else "")}
-        env.update(super().launch_env(cfg, arm))
+        env.update(super().launch_env(exp, arm))
         return env
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         """vLLM's body: the server imitates vLLM, and its `--body-cost` charges each field beyond a plain
         client's (repetition_penalty here), so the neutrality control has a cost of known size to find."""
         return vllm.VLLM().request_body(model_name, prompt, request, seed, arm)
@@ -92,7 +93,7 @@ class Reference(Engine):
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
         return vllm.VLLM().spec_counters(metrics_text)
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         if argv is None:
             return state_record("unknown", ["the server was started by hand (attach)"])
         return state_record("off", ["the reference server keeps nothing between requests"])

@@ -29,8 +29,11 @@ from bracket.engines.base import (
     get_json,
     greedy,
     neutral_sampling,
+    server_of,
+    spec_of,
     state_record,
 )
+from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
 from bracket.wire.client import Counts, Measurement, stream_completion, timed_stream
 
 METHODS = {
@@ -54,41 +57,41 @@ ACCEPTED_NAMES = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accep
 PROPOSED_NAMES = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 
 
-def spec_flags(spec: dict) -> list[str]:
-    algo = spec.get("engine_method") or METHODS[spec["method"]]
+def spec_flags(spec: Speculative) -> list[str]:
+    algo = spec.engine_method or METHODS[spec.method]
     out = ["--speculative-algorithm", algo]
-    if spec.get("model"):
-        out += ["--speculative-draft-model-path", spec["model"]]
+    if spec.model:
+        out += ["--speculative-draft-model-path", spec.model]
     if algo.upper() in TREE_DRAFTERS:
         # SGLang wants steps, topk and draft tokens set together, or none of them.
         out += [
             "--speculative-num-steps",
-            str(spec.get("steps") or spec["draft_tokens"]),
+            str(spec.steps or spec.draft_tokens),
             "--speculative-eagle-topk",
-            str(spec.get("topk") or 1),
+            str(spec.topk or 1),
         ]
     else:
-        if spec.get("steps") is not None:
-            out += ["--speculative-num-steps", str(spec["steps"])]
-        if spec.get("topk") is not None:
-            out += ["--speculative-eagle-topk", str(spec["topk"])]
+        if spec.steps is not None:
+            out += ["--speculative-num-steps", str(spec.steps)]
+        if spec.topk is not None:
+            out += ["--speculative-eagle-topk", str(spec.topk)]
     block = algo.upper() in BLOCK_DRAFTERS
-    out += ["--speculative-num-draft-tokens", str(spec["draft_tokens"] + (0 if block else 1))]
+    out += ["--speculative-num-draft-tokens", str(spec.draft_tokens + (0 if block else 1))]
     return out
 
 
-def server_flags(server: dict) -> list[str]:
-    s = server or {}
+def server_flags(s: ServerSettings) -> list[str]:
+    """SGLang flags for an arm's `server` block (bracket.engines.base.server_of); unset keys leave SGLang's defaults."""
     out = []
-    if s.get("memory_fraction") is not None:
-        out += ["--mem-fraction-static", f"{s['memory_fraction']:g}"]
-    if s.get("context_length") is not None:
-        out += ["--context-length", str(s["context_length"])]
-    if s.get("kv_cache_dtype") is not None:
-        out += ["--kv-cache-dtype", s["kv_cache_dtype"]]
-    if s.get("prefix_caching") is not True:
+    if s.memory_fraction is not None:
+        out += ["--mem-fraction-static", f"{s.memory_fraction:g}"]
+    if s.context_length is not None:
+        out += ["--context-length", str(s.context_length)]
+    if s.kv_cache_dtype is not None:
+        out += ["--kv-cache-dtype", s.kv_cache_dtype]
+    if s.prefix_caching is not True:
         out += ["--disable-radix-cache"]  # on by default; off unless an arm measures prefix caching
-    cp = s.get("chunked_prefill")
+    cp = s.chunked_prefill
     if cp is False:
         out += ["--chunked-prefill-size", "-1"]
     elif cp is not None and cp is not True:
@@ -162,8 +165,8 @@ class SGLang(Engine):
         {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
     )
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        eng = cfg["engine"]
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
+        eng = exp.engine
         argv = [
             python,
             "-m",
@@ -173,19 +176,19 @@ class SGLang(Engine):
             "--served-model-name",
             SERVED_NAME,
             "--host",
-            eng["host"],
+            eng.host,
             "--port",
-            str(eng["port"]),
+            str(eng.port),
             "--random-seed",
-            str(cfg["request"]["seed"]),
+            str(exp.request.seed),
             "--enable-cache-report",
         ]
-        argv += server_flags(arm.get("server"))
-        if arm.get("speculative"):
-            argv += spec_flags(arm["speculative"])
-        return argv + list(eng["args"]) + list(arm.get("args", []))
+        argv += server_flags(server_of(arm))
+        if arm.speculative is not None:
+            argv += spec_flags(arm.speculative)
+        return argv + list(eng.args) + list(arm.args)
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """The radix (prefix) cache (--disable-radix-cache; on by default) and CUDA graphs (--disable-cuda-graph)."""
         if argv is None:
             return state_record("unknown", ["the server was started by hand (attach)"])
@@ -194,14 +197,14 @@ class SGLang(Engine):
         graphs = "off (--disable-cuda-graph)" if "--disable-cuda-graph" in argv else "captured at start-up"
         return state_record("off" if off else "on", how, graphs)
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         # Greedy: SamplingParams turns temperature 0 into top_k 1 itself (the argmax path), so no top_k,
         # top_p or min_p is sent. repetition_penalty 1: under --sampling-defaults model (the default)
         # a model's generation_config would supply one, changing the tokens and adding the penalizer
         # (penaltylib's BatchedRepetitionPenalizer is required only where a value is not 1.0).
         # ignore_eos: the output length is part of the workload.
         sp = {
-            "max_new_tokens": request["max_tokens"],
+            "max_new_tokens": request.max_tokens,
             "ignore_eos": True,
             "repetition_penalty": 1.0,
             **neutral_sampling(request, top_k_all=-1),
@@ -217,17 +220,17 @@ class SGLang(Engine):
         base: str,
         model_name: str,
         prompt: str,
-        request: dict,
+        request: Request,
         seed: int,
-        arm: dict | None = None,
+        arm: Arm | None = None,
     ) -> Measured:
-        speculative = bool((arm or {}).get("speculative"))
+        speculative = spec_of(arm) is not None
         body = self.request_body(model_name, prompt, request, seed, arm)
         m, events = timed_stream(
             http,
             base + self.request_path,
             body,
-            request["timeout_s"],
+            request.timeout_s,
             framing="sse",
             new_text=_Text(),
             is_last=lambda e: False,

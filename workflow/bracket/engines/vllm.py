@@ -25,8 +25,10 @@ from bracket.engines.base import (
     last_flag,
     neutral_sampling,
     prometheus_sums,
+    server_of,
     state_record,
 )
+from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -68,31 +70,30 @@ def decode_from_metrics(before: str | None, after: str | None) -> ServerTiming |
     )
 
 
-def speculative_config(spec: dict) -> dict:
+def speculative_config(spec: Speculative) -> dict:
     """The --speculative-config JSON for an arm's `speculative` block."""
-    method = spec.get("engine_method") or METHODS.get(spec["method"], spec["method"])
-    out = {"method": method, "num_speculative_tokens": spec["draft_tokens"]}
-    if spec["method"] == "ngram":
-        out["prompt_lookup_min"] = spec.get("prompt_lookup_min", 2)
-        out["prompt_lookup_max"] = spec.get("prompt_lookup_max", 5)
-    if spec.get("model"):
-        out["model"] = spec["model"]
+    method = spec.engine_method or METHODS.get(spec.method, spec.method)
+    out = {"method": method, "num_speculative_tokens": spec.draft_tokens}
+    if spec.method == "ngram":
+        out["prompt_lookup_min"] = spec.prompt_lookup_min
+        out["prompt_lookup_max"] = spec.prompt_lookup_max
+    if spec.model:
+        out["model"] = spec.model
     return out
 
 
-def server_flags(server: dict) -> list[str]:
-    """vLLM flags for an arm's `server` block; unset keys leave vLLM's defaults."""
-    s = server or {}
+def server_flags(s: ServerSettings) -> list[str]:
+    """vLLM flags for an arm's `server` block (bracket.engines.base.server_of); unset keys leave vLLM's defaults."""
     out = []
-    if s.get("memory_fraction") is not None:
-        out += ["--gpu-memory-utilization", f"{s['memory_fraction']:g}"]
-    if s.get("context_length") is not None:
-        out += ["--max-model-len", str(s["context_length"])]
-    if s.get("kv_cache_dtype") is not None:
-        out += ["--kv-cache-dtype", s["kv_cache_dtype"]]
+    if s.memory_fraction is not None:
+        out += ["--gpu-memory-utilization", f"{s.memory_fraction:g}"]
+    if s.context_length is not None:
+        out += ["--max-model-len", str(s.context_length)]
+    if s.kv_cache_dtype is not None:
+        out += ["--kv-cache-dtype", s.kv_cache_dtype]
     # Off unless an arm measures prefix caching: every request pays a fresh prefill (schema, prefix_caching).
-    out += ["--enable-prefix-caching" if s.get("prefix_caching") is True else "--no-enable-prefix-caching"]
-    cp = s.get("chunked_prefill")
+    out += ["--enable-prefix-caching" if s.prefix_caching is True else "--no-enable-prefix-caching"]
+    cp = s.chunked_prefill
     if cp is not None:
         if cp is False:
             out += ["--no-enable-chunked-prefill"]
@@ -111,9 +112,9 @@ class VLLM(Engine):
         {"memory_fraction", "context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"}
     )
 
-    def launch_argv(self, cfg: dict, arm: dict, model: str, python: str) -> list[str]:
-        eng = cfg["engine"]
-        server = arm.get("server") or {}
+    def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
+        eng = exp.engine
+        server = server_of(arm)
         argv = [
             python,
             "-m",
@@ -123,35 +124,35 @@ class VLLM(Engine):
             "--served-model-name",
             "bracket-model",
             "--host",
-            eng["host"],
+            eng.host,
             "--port",
-            str(eng["port"]),
+            str(eng.port),
             "--seed",
-            str(cfg["request"]["seed"]),
+            str(exp.request.seed),
             "--generation-config",
             "vllm",
             "--enable-prompt-tokens-details",
         ]
-        if eng["embedded"]:
+        if eng.embedded:
             # What the CPU build needs on a small shared machine (DESIGN.md, "Engines").
             argv += ["--dtype", "bfloat16", "--enforce-eager"]
-            if server.get("context_length") is None:
+            if server.context_length is None:
                 argv += ["--max-model-len", "2048"]
             argv += ["--max-num-seqs", "8"]
         argv += server_flags(server)
-        spec = arm.get("speculative")
-        if spec:
+        spec = arm.speculative
+        if spec is not None:
             argv += ["--speculative-config", json.dumps(speculative_config(spec), separators=(",", ":"))]
-        if eng.get("per_request_metrics"):
+        if eng.per_request_metrics:
             argv += ["--enable-per-request-metrics"]
-            if spec:
+            if spec is not None:
                 argv += ["--per-request-spec-decode-metrics", "summary"]
-        argv += list(eng["args"]) + list(arm.get("args", []))
+        argv += list(eng.args) + list(arm.args)
         return argv
 
-    def launch_env(self, cfg: dict, arm: dict) -> dict[str, str]:
+    def launch_env(self, exp: Experiment, arm: Arm) -> dict[str, str]:
         env = {}
-        if cfg["engine"]["embedded"]:
+        if exp.engine.embedded:
             env = {
                 "VLLM_CPU_KVCACHE_SPACE": "1",
                 "VLLM_TARGET_DEVICE": "cpu",
@@ -160,10 +161,10 @@ class VLLM(Engine):
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
             }
-        env.update(super().launch_env(cfg, arm))
+        env.update(super().launch_env(exp, arm))
         return env
 
-    def request_body(self, model_name: str, prompt: str, request: dict, seed: int, arm: dict | None = None) -> dict:
+    def request_body(self, model_name: str, prompt: str, request: Request, seed: int, arm: Arm | None = None) -> dict:
         """A plain client's greedy body (model, prompt, max_tokens, temperature 0, stream) and, each for a reason:
 
         repetition_penalty 1: under --generation-config auto (vLLM's default, which an attached server
@@ -177,7 +178,7 @@ class VLLM(Engine):
         body = {
             "model": model_name,
             "prompt": prompt,
-            "max_tokens": request["max_tokens"],
+            "max_tokens": request.max_tokens,
             **neutral_sampling(request, top_k_all=-1),
             "repetition_penalty": 1.0,
         }
@@ -190,7 +191,7 @@ class VLLM(Engine):
     def server_timing(self, events: list[dict], before: str | None, after: str | None) -> ServerTiming | None:
         return decode_from_metrics(before, after)
 
-    def server_state(self, argv: list[str] | None, env: dict, arm: dict) -> dict:
+    def server_state(self, argv: list[str] | None, env: dict, arm: Arm | None) -> dict:
         """The prefix cache (--[no-]enable-prefix-caching, on by default in V1) and CUDA graphs (--enforce-eager)."""
         if argv is None:
             return state_record("unknown", ["the server was started by hand (attach)"])
