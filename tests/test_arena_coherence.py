@@ -8,6 +8,7 @@ from bracket import article
 from bracket.arena import coherence as arena_coherence
 from bracket.arena import readings as arena_stats
 from bracket.article.elements import Para
+from bracket.experiment import config
 from test_arena import user
 from test_engines import Recorded
 
@@ -91,11 +92,13 @@ def test_a_cell_takes_the_verdicts_of_its_own_servers():
 
 
 def test_the_cell_and_the_article_name_a_failed_check():
-    cfg = {
-        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
-        "arms": {"b": {}},
-        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
-    }
+    cfg = config.validate(
+        {
+            "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "prompts": "p"}},
+            "arms": {"b": {}},
+            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+        }
+    )
     raw = [control("srv", False, "<b>import</b> os")]
     for run, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):

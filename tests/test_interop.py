@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from bracket import interop
 from bracket.arena import readings as arena_stats
+from bracket.experiment import config
 from bracket.stats import io as sio
 
 
@@ -101,11 +102,15 @@ def test_a_report_without_sizes_or_with_a_cell_twice_is_refused():
 
 
 def test_arena_cells_export_as_llama_benchy_and_import_back():
-    cfg = {
-        "workloads": {"arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "tokens": 16, "prompts": "p"}},
-        "arms": {"b": {}},
-        "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
-    }
+    cfg = config.validate(
+        {
+            "workloads": {
+                "arena": {"kind": "arena", "depth": 1024, "prompt_tokens": 128, "tokens": 16, "prompts": "p"}
+            },
+            "arms": {"b": {}},
+            "analysis": {"confidence": 0.95, "bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+        }
+    )
     raw = []
     for run_i, tg in enumerate([100.0, 110.0, 120.0]):
         for ttft in (0.5, 0.6):

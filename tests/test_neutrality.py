@@ -15,7 +15,9 @@ from bracket.experiment.config import ExperimentError
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 
-REQ = {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}
+# what every timed request asks for, as validated (bracket.experiment.model.Request), and an arm of no speculation
+_EXP = config.validate({"arms": {"a": {}}, "request": {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}})
+REQ, ARM = _EXP.request, _EXP.arms["a"]
 PLAIN = {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"}
 
 
@@ -33,7 +35,7 @@ def test_what_bracket_adds_to_the_plain_body_per_engine():
     want = {"vllm": {"repetition_penalty"}, "llamacpp": {"repeat_penalty", "cache_prompt"}, "openai": set()}
     for kind, fields in want.items():
         a = get(kind)
-        extra = set(a.request_body("m", "hello", REQ, seed=7, arm={})) - set(a.plain_body("m", "hello", REQ))
+        extra = set(a.request_body("m", "hello", REQ, seed=7, arm=ARM)) - set(a.plain_body("m", "hello", REQ))
         assert extra == fields, kind
 
 
@@ -171,7 +173,13 @@ def test_control_records_never_reach_the_runs_table():
 
 
 def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
-    cfg = {"workloads": {"code": {}, "chat": {}}, "controls": {"neutrality_pairs": 3}}
+    cfg = config.validate(
+        {
+            "arms": {"a": {}},
+            "workloads": {"code": {"prompts": "c.jsonl"}, "chat": {"prompts": "h.jsonl"}},
+            "controls": {"neutrality_pairs": 3},
+        }
+    )
     wl = {"code": [{"id": "c0", "prompt": "C0"}, {"id": "c1", "prompt": "C1"}], "chat": [{"id": "h0", "prompt": "H0"}]}
     reqs = plan(cfg, 1, wl, lambda w, i: f"[{w}:{i}]")
     assert [(r.pair, r.body, r.workload, r.prompt_id) for r in reqs] == [
@@ -188,7 +196,7 @@ def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
 
 def test_turning_the_control_off_needs_a_reason():
     base = {"arms": {"a": {}}}
-    assert config.validate(base)["controls"]["neutrality"] is True
+    assert config.validate(base).controls.neutrality is True
     with pytest.raises(ExperimentError, match="controls.neutrality is false without a reason.*neutrality_off"):
         config.validate({**base, "controls": {"neutrality": False}})
     assert config.validate({**base, "controls": {"neutrality": False, "neutrality_off": "attached to production"}})

@@ -115,7 +115,9 @@ def test_the_workflow_writes_the_synthetic_models_it_names():
         }
     )
     assert preflight.model_problems(cfg, ROOT) == []
-    cfg["engine"]["model"] = "resources/models/missing-f16.gguf"
+    cfg = cfg.model_copy(
+        update={"engine": cfg.engine.model_copy(update={"model": "resources/models/missing-f16.gguf"})}
+    )
     assert any("missing-f16.gguf" in p for p in preflight.model_problems(cfg, ROOT))
 
 
