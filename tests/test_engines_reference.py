@@ -157,7 +157,9 @@ def test_the_server_times_each_request_as_vllm_would_and_the_neutrality_control_
     cfg = block_experiment(
         tmp_path, port, {"plain": {}}, args=["--rate", "500", "--ttft", "0.005", "--body-cost", "0.25"]
     )
-    cfg["controls"].update(neutrality=True, neutrality_pairs=2)
+    cfg = cfg.model_copy(
+        update={"controls": cfg.controls.model_copy(update={"neutrality": True, "neutrality_pairs": 2})}
+    )
     runner.run_block(
         cfg,
         "ref",

@@ -28,7 +28,7 @@ from bracket import records, secrets
 from bracket.arena import run as arena
 from bracket.controls import neutrality
 from bracket.engines import launch, provenance
-from bracket.experiment import arena_workload, prompts
+from bracket.experiment import arena_workload, config, prompts
 from bracket.experiment.config import draft_budget
 from bracket.experiment.design import Block
 from bracket.experiment.model import Arm, Experiment
@@ -378,10 +378,13 @@ def run_block(
 
 
 def _with_arm(exp: Experiment, arm_name: str, arm: Arm) -> Experiment:
-    """The experiment with arm `arm_name` as given (the same experiment where it is already that arm)."""
+    """The experiment with arm `arm_name` as given (the same experiment where it is already that arm): a new
+    experiment, validated as the file's was, so the arm's keys left out get their defaults."""
     if exp.arms[arm_name] is arm:
         return exp
-    return exp.model_copy(update={"arms": {**exp.arms, arm_name: arm}})
+    data = config.as_data(exp)
+    data["arms"][arm_name] = config.as_data(arm)
+    return config.validate(data, source=f"arms.{arm_name} as the block launches it")
 
 
 def _serve_more(
