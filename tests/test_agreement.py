@@ -68,14 +68,18 @@ def test_a_reference_that_disagrees_with_itself_is_flagged():
 
 
 def test_lossless_arms_differ_from_the_reference_by_speculation_only():
-    cfg = {
-        "reference": "b",
-        "arms": {
-            "b": {"args": [], "env": {}},
-            "n4": {"speculative": {"method": "ngram"}, "args": [], "env": {}},
-            "n4x": {"speculative": {"method": "ngram"}, "args": ["--x"], "env": {}},
-        },
-    }
+    from bracket.experiment import config
+
+    cfg = config.validate(
+        {
+            "reference": "b",
+            "arms": {
+                "b": {"args": [], "env": {}},
+                "n4": {"speculative": {"method": "ngram", "draft_tokens": 4}, "args": [], "env": {}},
+                "n4x": {"speculative": {"method": "ngram", "draft_tokens": 4}, "args": ["--x"], "env": {}},
+            },
+        }
+    )
     assert agreement.lossless_arms(cfg) == {"b": False, "n4": True, "n4x": False}
 
 

@@ -12,7 +12,7 @@ from bracket.arena import text as arena_text
 from bracket.experiment import arena_workload, config
 from bracket.experiment.config import ExperimentError
 from bracket.experiment.model import Workload
-from test_engines import REQ, Recorded, body
+from test_engines import Recorded, body
 
 
 def user(started, ttft, n, tg, **kw):
@@ -133,7 +133,15 @@ def test_validation_refuses_a_chat_cell_on_sglang_and_says_what_to_do():
         config.validate(arena_cfg("vllm", text="/no/such/book.txt"), source="t")
 
 
-REQ_ARENA = {**REQ, "max_tokens": 8}
+def _exp(**arm):
+    """A validated experiment of one arm `a` (these keys), its request test_engines.REQ's with max_tokens 8."""
+    return config.validate(
+        {"arms": {"a": arm}, "request": {"max_tokens": 8, "temperature": 0.0, "seed": 1234, "timeout_s": 10.0}}
+    )
+
+
+REQ_ARENA = _exp().request
+ARM = _exp().arms["a"]  # an arm of no speculation and no server settings
 
 
 def test_ollama_chat_cell_goes_through_api_chat_ndjson():
@@ -147,7 +155,7 @@ def test_ollama_chat_cell_goes_through_api_chat_ndjson():
         "PROMPT",
         REQ_ARENA,
         1234,
-        {},
+        ARM,
         "chat",
         False,
     )
@@ -162,7 +170,7 @@ def test_ollama_chat_cell_goes_through_api_chat_ndjson():
 def test_vllm_chat_cell_reads_role_chunk_and_token_ids():
     rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
     m, extra = arena_text.send(
-        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", True
+        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, ARM, "chat", True
     )
     assert m.error is None and m.completion_tokens == 8 and m.prompt_tokens == 300 and m.cached_tokens == 0
     assert m.output_text == " The fog lay over the street all night" and m.stream_events == 3
@@ -184,7 +192,7 @@ def test_sglang_completions_cell_goes_through_generate():
         "PROMPT",
         REQ_ARENA,
         1234,
-        {},
+        ARM,
         "completions",
         False,
     )
@@ -204,7 +212,7 @@ def test_ollama_completions_cell_goes_through_generate_ndjson():
         "PROMPT",
         REQ_ARENA,
         1234,
-        {},
+        ARM,
         "completions",
         False,
     )
@@ -265,7 +273,7 @@ def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first)
     # arena_text.chat_body sends (tests/data/engines/README.md): the role chunk comes first.
     rec = Recorded({"POST /v1/chat/completions": (200, body(name))})
     m, extra = arena_text.send(
-        engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", False
+        engines.get(kind), rec.http, "http://x", "bracket-model", "CTX", "P", REQ_ARENA, 1234, ARM, "chat", False
     )
     assert m.error is None and m.completion_tokens == 8 and m.finish_reason == "length" and m.cached_tokens == 0
     assert m.stream_events == 8 and extra["first_event_tokens"] == first and extra["ttfr_s"] <= m.ttft_s
@@ -276,7 +284,7 @@ def test_captured_chat_streams_of_real_servers(kind, name, prompt_tokens, first)
 def test_vllm_chat_cell_keeps_each_text_event_with_its_token_ids():
     rec = Recorded({"POST /v1/chat/completions": (200, body("vllm-0.32-chat-completions.sse"))})
     m, extra = arena_text.send(
-        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, {}, "chat", False
+        engines.get("vllm"), rec.http, "http://v", "bracket-model", "CTX", "P", REQ_ARENA, 1234, ARM, "chat", False
     )
     chunks = extra["text_chunks"]
     assert len(chunks) == m.stream_events == 3 and sum(k for _, k in chunks) == m.completion_tokens == 8
@@ -284,13 +292,13 @@ def test_vllm_chat_cell_keeps_each_text_event_with_its_token_ids():
 
 
 def test_arena_mode_body_leaves_the_length_free_and_llamacpp_keeps_its_cache():
-    _, b, _ = arena_text.chat_body(engines.get("vllm"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, exact_tg=False)
+    _, b, _ = arena_text.chat_body(engines.get("vllm"), "m", "CTX", "P", REQ_ARENA, 1, ARM, False, exact_tg=False)
     assert "min_tokens" not in b and "ignore_eos" not in b  # llama-benchy without --exact-tg
-    on = {"server": {"prefix_caching": True}}  # the server bracket launches for a prefix cell
+    on = _exp(server={"prefix_caching": True}).arms["a"]  # the server bracket launches for a prefix cell
     _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, on, False, prefix=True)
     assert b["cache_prompt"] is True and b["min_tokens"] == 8
     # an arm whose cache is off (an attached server): no field, as llama-benchy sends; the server's default
-    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False, prefix=True)
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, ARM, False, prefix=True)
     assert "cache_prompt" not in b
-    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, {}, False)
+    _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, ARM, False)
     assert b["cache_prompt"] is False

@@ -214,11 +214,11 @@ def test_a_run_the_engine_reported_nothing_for_is_valid_by_its_unique_prefix_unl
     assert records.reasons({**rec, "cache_check": "unique prefix"}) == []
     assert records.reasons({**rec, "cache_check": None})[0][0] == "cached_tokens unknown"
     assert records.reasons({**rec, "cached_tokens": 4, "cache_check": "metrics"})[0][0] == "cache hit"
-    auto = {"unique_prefix": True, "cache_guard": "auto"}
+    auto = config.validate({"arms": {"a": {}}, "request": {"unique_prefix": True, "cache_guard": "auto"}}).request
     assert records.cache_check(None, auto) == "unique prefix"
     assert records.cache_check("metrics", auto) == "metrics"
-    assert records.cache_check(None, {**auto, "cache_guard": "strict"}) is None
-    assert records.cache_check(None, {**auto, "unique_prefix": False}) is None
+    assert records.cache_check(None, auto.model_copy(update={"cache_guard": "strict"})) is None
+    assert records.cache_check(None, auto.model_copy(update={"unique_prefix": False})) is None
 
 
 def test_guards_count_how_each_timed_run_was_checked():

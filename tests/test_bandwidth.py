@@ -40,15 +40,15 @@ def test_table_holds_the_seed_figures_with_citations():
 def test_resolve_order_user_then_table_then_probe(monkeypatch):
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: None)
     monkeypatch.setattr(bandwidth, "probe", lambda **k: {"gbps": 12.5, "method": "fake", "seconds": [1]})
-    assert bandwidth.resolve({"bandwidth_gbps": 100, "device": "H200"})[0] == 100
-    gbps, src = bandwidth.resolve({"device": "H200"})
+    assert bandwidth.resolve(bandwidth_gbps=100, device="H200")[0] == 100
+    gbps, src = bandwidth.resolve(device="H200")
     assert gbps == 4800 and src["kind"] == "table" and "h200" in src["citation"]
-    gbps, src = bandwidth.resolve({})
+    gbps, src = bandwidth.resolve()
     assert gbps == 12.5 and src == {"kind": "probe", "gbps": 12.5, "method": "fake"}
-    gbps, src = bandwidth.resolve({"probe_bandwidth": False})
+    gbps, src = bandwidth.resolve(probe_bandwidth=False)
     assert gbps is None and src["kind"] == "none" and "hardware.bandwidth_gbps" in src["detail"]
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: "NVIDIA H200")
-    gbps, src = bandwidth.resolve({})
+    gbps, src = bandwidth.resolve()
     assert gbps == 4800 and src["detected"] == "NVIDIA H200"
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bracket.experiment import config
 from bracket.physics import ceiling, weights
 from hypothesis import given
 from hypothesis import strategies as st
@@ -86,23 +87,28 @@ def test_with_measured_recomputes_efficiency(unsloth):
     assert c["hypotheses"][0]["efficiency"] is None  # the input is left as it was
 
 
+def _exp(**keys):
+    """A validated experiment of one arm with these top-level keys (hardware, engine, hosts)."""
+    return config.validate({"arms": {"a": {}}, **keys})
+
+
 def test_write_json_resolves_bandwidth_from_table_and_user(unsloth, tmp_path):
     wj = tmp_path / "weights.json"
     wj.write_text(json.dumps({**unsloth, "arms": {"mtp3": {"bytes_per_step": weights.mtp_step_bytes(unsloth, 3)}}}))
-    c = ceiling.write_json(wj, {"hardware": {"device": "GB10", "steadiness_s": 0}}, tmp_path / "ceiling.json")
+    c = ceiling.write_json(wj, _exp(hardware={"device": "GB10", "steadiness_s": 0}), tmp_path / "ceiling.json")
     assert c["bandwidth_gbps"] == 273 and c["bandwidth_source"]["kind"] == "table"
     assert "DGX Spark" in c["bandwidth_source"]["citation"]
     # Seed 003: an MTP step of 25.5 GB at 217 GB/s takes 117 ms; at 273 GB/s 93 ms (10.7 steps/s).
     assert c["arms"]["mtp3"]["steps_per_s_ceiling"] == pytest.approx(273 / 25.46, abs=0.01)
     u = ceiling.write_json(
-        wj, {"hardware": {"device": "GB10", "bandwidth_gbps": 217, "steadiness_s": 0}}, tmp_path / "c2.json"
+        wj, _exp(hardware={"device": "GB10", "bandwidth_gbps": 217, "steadiness_s": 0}), tmp_path / "c2.json"
     )
     assert u["bandwidth_gbps"] == 217 and u["bandwidth_source"]["kind"] == "user"
     assert json.loads((tmp_path / "c2.json").read_text())["ceiling_tok_s"] == pytest.approx(
         217e9 / unsloth["bytes_per_token"]
     )
     with pytest.raises(ValueError, match="not in the bandwidth table"):
-        ceiling.write_json(wj, {"hardware": {"device": "Z80"}}, tmp_path / "c3.json")
+        ceiling.write_json(wj, _exp(hardware={"device": "Z80"}), tmp_path / "c3.json")
 
 
 def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu(unsloth, tmp_path, monkeypatch):
@@ -116,22 +122,23 @@ def test_the_machine_steadiness_probe_runs_only_for_a_local_server_without_a_gpu
     )
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: None)
     hw = {"device": "GB10"}
-    assert ceiling.write_json(wj, {"hardware": hw}, tmp_path / "c.json")["machine_steadiness"] == {"spread": 0.2}
+    assert ceiling.write_json(wj, _exp(hardware=hw), tmp_path / "c.json")["machine_steadiness"] == {"spread": 0.2}
     assert json.loads((tmp_path / "c.json").read_text())["machine_steadiness"] == {"spread": 0.2}
     assert calls == [(10, 0.5)]  # the default: ten seconds in half-second windows
-    ceiling.write_json(wj, {"hardware": {**hw, "steadiness_s": 1}}, tmp_path / "c.json")
+    ceiling.write_json(wj, _exp(hardware={**hw, "steadiness_s": 1}), tmp_path / "c.json")
     assert calls[-1] == (1, 0.25)  # a short probe still has four windows
+    attach = {"launch": "attach", "kind": "openai", "embedded": False, "base_url": "http://127.0.0.1:9"}
     for cfg in (
-        {"hardware": {**hw, "steadiness_s": 0}},  # turned off
-        {"hardware": hw, "engine": {"launch": "attach"}},  # the server is elsewhere
-        {"hardware": hw, "hosts": ["box1", "box2"]},
+        _exp(hardware={**hw, "steadiness_s": 0}),  # turned off
+        _exp(hardware=hw, engine=attach),  # the server is elsewhere
+        _exp(hardware=hw, hosts=["box1", "box2"]),
     ):  # several machines
         assert "machine_steadiness" not in ceiling.write_json(wj, cfg, tmp_path / "c.json")
     monkeypatch.setattr(bandwidth, "detect_device_name", lambda: "NVIDIA H200")  # decoding reads HBM
-    assert "machine_steadiness" not in ceiling.write_json(wj, {"hardware": hw}, tmp_path / "c.json")
+    assert "machine_steadiness" not in ceiling.write_json(wj, _exp(hardware=hw), tmp_path / "c.json")
     assert len(calls) == 2
     with pytest.raises(ValueError, match="hardware.steadiness_s is 0.5: give 0"):
-        ceiling.write_json(wj, {"hardware": {**hw, "steadiness_s": 0.5}}, tmp_path / "c.json")
+        ceiling.write_json(wj, _exp(hardware={**hw, "steadiness_s": 0.5}), tmp_path / "c.json")
 
 
 def test_bad_inputs_are_named():

@@ -9,12 +9,16 @@ pytestmark = pytest.mark.engine
 
 
 def test_determinism_control_on_the_embedded_engine(tmp_path, embedded_engine):
-    cfg = config.load(ROOT / "experiments" / "smoke.yaml")
+    smoke = config.load(ROOT / "experiments" / "smoke.yaml")
     engine, model = embedded_engine  # the clone's own, or BRACKET_TEST_ENGINE / BRACKET_TEST_MODEL
     python = engine / "bin" / "python"
     assert (model / "build.json").is_file() and python.exists()
-    cfg["engine"]["port"] = 8043
-    cfg["controls"]["determinism_repeats"] = 2
+    cfg = smoke.model_copy(
+        update={
+            "engine": smoke.engine.model_copy(update={"port": 8043}),
+            "controls": smoke.controls.model_copy(update={"determinism_repeats": 2}),
+        }
+    )
     out = determinism.run_control(
         cfg,
         "smoke",
@@ -27,6 +31,6 @@ def test_determinism_control_on_the_embedded_engine(tmp_path, embedded_engine):
     (arm,) = out["arms"]
     assert arm["arm"] == "baseline" and "--no-enable-prefix-caching" in arm["argv"]
     assert [r["config"] for r in arm["rows"]] == ["batch 1"] * 2 + ["batch 2"] * 4
-    assert all(r["error"] is None and r["completion_tokens"] == cfg["request"]["max_tokens"] for r in arm["rows"])
+    assert all(r["error"] is None and r["completion_tokens"] == cfg.request.max_tokens for r in arm["rows"])
     assert all(r["cached_tokens"] in (0, None) for r in arm["rows"])
     assert arm["verdict"] in ("stable", "unstable") or arm["verdict"].endswith("stable paths")

@@ -71,7 +71,7 @@ def test_a_secret_env_value_echoed_anywhere_is_redacted_too(tmp_path, monkeypatc
     cfg = fk.experiment(tmp_path, port, runs=1, secret_env=["HF_TOKEN"])
     # the stand-in checks the value it was given by environment and echoes the header it got
     monkeypatch.setenv("BRACKET_TEST_API_KEY", token)
-    cfg["engine"]["api_key_env"] = "BRACKET_TEST_API_KEY"
+    cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"api_key_env": "BRACKET_TEST_API_KEY"})})
     fk.run(cfg, tmp_path, fk.fake_argv(port, "--api-key-env", "HF_TOKEN", "--script", "echo_auth"))
     assert fk.files_containing(tmp_path, token) == []
     meta = json.loads(fk.block_paths(tmp_path)["meta_path"].read_text())

@@ -25,13 +25,13 @@ def test_llamacpp_uses_the_workflows_build_unless_an_executable_is_named(tmp_pat
     record.write_text(json.dumps({"llama_server": "/cache/llama.cpp/0.3.36-cpu-x/bin/llama-server"}))
     native = _cfg(kind="llamacpp")
     assert (
-        embedded.with_llama_server(native, tmp_path)["engine"]["executable"]
+        embedded.with_llama_server(native, tmp_path).engine.executable
         == "/cache/llama.cpp/0.3.36-cpu-x/bin/llama-server"
     )
-    assert native["engine"]["executable"] == ""  # the loaded config is left as it was
+    assert native.engine.executable == ""  # the loaded config is left as it was
     own = _cfg(kind="llamacpp", embedded=False, model="/m.gguf", executable="/opt/llama-server")
     assert embedded.with_llama_server(own, tmp_path) is own
-    assert embedded.with_llama_server(_cfg(kind="vllm"), tmp_path)["engine"]["executable"] == ""
+    assert embedded.with_llama_server(_cfg(kind="vllm"), tmp_path).engine.executable == ""
 
 
 def test_a_missing_build_record_says_how_to_build_it(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from bracket.experiment import config, preflight
+from bracket.experiment.model import Experiment
 from bracket.physics import ceiling, modelsource, weights
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
@@ -20,7 +21,7 @@ _spec.loader.exec_module(_hf)
 hf_cache = _hf.hf_cache
 
 
-def experiment(**engine) -> dict:
+def experiment(**engine) -> Experiment:
     return config.validate(
         {
             "engine": {"embedded": False, **engine},
@@ -121,7 +122,7 @@ def test_an_unknown_model_leaves_an_account_and_a_ceiling_that_say_why(tmp_path,
     assert acct["status"] == "unknown" and acct["bytes_per_token"] is None
     assert "not in the local Hugging Face cache" in acct["reason"] and str(offline) in acct["reason"]
     assert acct["key"].startswith("engine.model")
-    cfg["hardware"] = {**cfg.get("hardware", {}), "steadiness_s": 0}  # the probe has tests of its own
+    cfg = cfg.model_copy(update={"hardware": cfg.hardware.model_copy(update={"steadiness_s": 0})})  # probed elsewhere
     c = ceiling.write_json(out, cfg, tmp_path / "ceiling.json")
     assert c["status"] == "unknown" and c["ceiling_tok_s"] is None and c["reason"] == acct["reason"]
     assert c["bandwidth_gbps"] == 20

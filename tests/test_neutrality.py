@@ -15,9 +15,9 @@ from bracket.experiment.config import ExperimentError
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 
-REQ = config.validate(
-    {"arms": {"a": {}}, "request": {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}}
-).request
+# what every timed request asks for, as validated (bracket.experiment.model.Request), and an arm of no speculation
+_EXP = config.validate({"arms": {"a": {}}, "request": {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}})
+REQ, ARM = _EXP.request, _EXP.arms["a"]
 PLAIN = {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"}
 
 
@@ -35,7 +35,7 @@ def test_what_bracket_adds_to_the_plain_body_per_engine():
     want = {"vllm": {"repetition_penalty"}, "llamacpp": {"repeat_penalty", "cache_prompt"}, "openai": set()}
     for kind, fields in want.items():
         a = get(kind)
-        extra = set(a.request_body("m", "hello", REQ, seed=7, arm=None)) - set(a.plain_body("m", "hello", REQ))
+        extra = set(a.request_body("m", "hello", REQ, seed=7, arm=ARM)) - set(a.plain_body("m", "hello", REQ))
         assert extra == fields, kind
 
 
@@ -196,7 +196,7 @@ def test_the_pairs_alternate_their_order_between_pairs_and_blocks():
 
 def test_turning_the_control_off_needs_a_reason():
     base = {"arms": {"a": {}}}
-    assert config.validate(base)["controls"]["neutrality"] is True
+    assert config.validate(base).controls.neutrality is True
     with pytest.raises(ExperimentError, match="controls.neutrality is false without a reason.*neutrality_off"):
         config.validate({**base, "controls": {"neutrality": False}})
     assert config.validate({**base, "controls": {"neutrality": False, "neutrality_off": "attached to production"}})

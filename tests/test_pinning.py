@@ -23,6 +23,11 @@ def _cfg(**engine):
     return validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True, **engine}, "arms": {"a": {}}})
 
 
+def _arm(**arm):
+    """An arm as validated (an entry of experiment.arms)."""
+    return validate({"engine": {"kind": "vllm", "launch": "native", "embedded": True}, "arms": {"a": arm}}).arms["a"]
+
+
 @needs_two
 def test_the_embedded_engine_computes_on_its_own_cores_and_everything_else_runs_on_the_last():
     cpus = sorted(os.sched_getaffinity(0))
@@ -52,7 +57,7 @@ def test_pinning_stays_out_of_the_way():
                     "arms": {"a": {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}}},
                 }
             ),
-            {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0"}},
+            _arm(env={"VLLM_CPU_OMP_THREADS_BIND": "0"}),
         )
         is None
     )
@@ -96,7 +101,7 @@ def test_the_in_process_worker_stays_out_of_the_way():
     # the user's own process or thread layout, in the engine's env or the arm's
     for key in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND"):
         assert pinning.worker(_cfg(inproc_worker="auto", env={key: "1"})) is None
-        assert pinning.worker(_cfg(inproc_worker="auto"), {"env": {key: "1"}}) is None
+        assert pinning.worker(_cfg(inproc_worker="auto"), _arm(env={key: "1"})) is None
     plan = session.plan(_cfg(inproc_worker="auto", env={"OMP_NUM_THREADS": "7"}), "a", model="/m", python="p", name="x")
     assert plan.worker is None and plan.env["OMP_NUM_THREADS"] == "7"
     # pinned: the compute thread's binding needs vLLM's worker process

@@ -11,7 +11,7 @@ from bracket.experiment import config
 
 
 def test_the_whole_node_by_default_and_no_nice():
-    cluster = config.validate({"arms": {"A": {}}})["cluster"]
+    cluster = config.validate({"arms": {"A": {}}}).cluster
     assert placement.exclusive_mode(cluster) == "node"
     assert placement.slurm_extra(cluster, "node7") == "--exclusive --nodelist=node7"
     assert placement.slurm_extra(cluster, "") == "--exclusive"
@@ -22,7 +22,7 @@ def test_the_whole_node_by_default_and_no_nice():
     "exclusive, mode, extra", [(True, "node", "--exclusive"), ("user", "user", "--exclusive=user"), (False, "none", "")]
 )
 def test_exclusive_modes(exclusive, mode, extra):
-    cluster = config.validate({"arms": {"A": {}}, "cluster": {"exclusive": exclusive, "cpus": 8}})["cluster"]
+    cluster = config.validate({"arms": {"A": {}}, "cluster": {"exclusive": exclusive, "cpus": 8}}).cluster
     assert placement.exclusive_mode(cluster) == mode
     assert placement.slurm_extra(cluster, "") == extra
     assert placement.cpus_per_task(cluster) == 8  # a named count reaches sbatch and the step alike
@@ -34,4 +34,6 @@ def test_a_bad_exclusive_value_names_the_choices():
     with pytest.raises(config.ExperimentError, match="cpus"):
         config.validate({"arms": {"A": {}}, "cluster": {"cpus": -2}})
     with pytest.raises(ValueError, match="use true .* 'user' .* false"):
-        placement.exclusive_mode({"exclusive": "yes"})
+        # a value validation would refuse, reaching placement another way (model_copy does not validate)
+        cluster = config.validate({"arms": {"A": {}}}).cluster
+        placement.exclusive_mode(cluster.model_copy(update={"exclusive": "yes"}))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from bracket import article
 from bracket.controls import corrections, reproduce
 from bracket.experiment import config
@@ -186,15 +187,39 @@ def smoke():
 
 
 def test_derive_brackets_the_arm_with_the_reference():
-    cfg = reproduce.derive(smoke(), "smoke", "ngram_4", ["code"], 10, "r1", created="2026-11-29T08:00:00+00:00")
-    assert list(cfg["arms"]) == ["baseline", "ngram_4"] and cfg["reference"] == "baseline"
-    assert list(cfg["workloads"]) == ["code"]
-    assert cfg["design"] == {**smoke()["design"], "kind": "bracket", "rounds": 1, "runs_per_block": 10}
+    base = smoke()
+    before = config.as_data(base)
+    cfg = reproduce.derive(base, "smoke", "ngram_4", ["code"], 10, "r1", created="2026-11-29T08:00:00+00:00")
+    assert config.as_data(base) == before  # the base experiment is left as it was
+    assert list(cfg.arms) == ["baseline", "ngram_4"] and cfg.reference == "baseline"
+    assert cfg.arms["ngram_4"] == base.arms["ngram_4"] and cfg.arms["baseline"] == base.arms["baseline"]
+    assert list(cfg.workloads) == ["code"]
+    assert config.as_data(cfg.design) == {
+        **config.as_data(base.design),
+        "kind": "bracket",
+        "rounds": 1,
+        "runs_per_block": 10,
+    }
+    assert cfg.controls.determinism is False
     from bracket.experiment import design
 
     assert [b.arm for b in design.from_config(cfg)] == ["baseline", "ngram_4", "baseline"]
-    assert cfg["request"] == smoke()["request"] and cfg["engine"] == smoke()["engine"]
-    assert cfg["reproduces"]["experiment"] == "smoke" and cfg["reproduces"]["runs"] == 10
+    assert cfg.request == base.request and cfg.engine == base.engine
+    assert cfg.reproduces.experiment == "smoke" and cfg.reproduces.runs == 10
+    assert cfg.reproduces.created == "2026-11-29T08:00:00+00:00"
+
+
+def test_a_cell_of_an_adaptive_experiment_is_reproduced_in_one_fixed_round():
+    """The adaptive design's stopping keys do not carry over to the reproduction's one bracket round."""
+    raw = yaml.safe_load((ROOT / "experiments" / "smoke.yaml").read_text())
+    raw["design"] = {**raw.get("design", {}), "kind": "abba", "rounds": "adaptive", "max_rounds": 6}
+    base = config.validate(raw)
+    assert base.design.max_rounds == 6 and base.design.min_rounds == 2
+    cfg = reproduce.derive(base, "smoke", "ngram_4", ["code"], 4, "r1")
+    d = cfg.design
+    assert (d.kind, d.rounds, d.runs_per_block) == ("bracket", 1, 4)
+    assert (d.min_rounds, d.max_rounds, d.target, d.margin) == (None, None, None, None)
+    assert d.seed == base.design.seed and d.warmup_runs == base.design.warmup_runs
 
 
 @pytest.mark.parametrize(
@@ -234,6 +259,11 @@ def test_the_derived_config_is_recorded_once(tmp_path):
     p = reproduce.record(cfg, tmp_path / "experiment.yaml")
     assert config.load(p) == cfg  # loads back as the same validated experiment
     before = p.read_text()
+    # the same input records the same bytes: the experiment as data, keys as validated
+    when = cfg.reproduces.created
+    again = reproduce.derive(smoke(), "smoke", "ngram_4", ["code"], 5, "r1", created=when)
+    assert reproduce.record(again, tmp_path / "again.yaml").read_bytes() == p.read_bytes()
+    assert yaml.safe_load(before) == config.as_data(cfg)
     reproduce.record(reproduce.derive(smoke(), "smoke", "ngram_4", ["code"], 5, "r1"), p)
     assert p.read_text() == before  # never rewritten (created stays)
     with pytest.raises(reproduce.ReproduceError, match="another --config id"):

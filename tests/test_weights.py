@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bracket.experiment import config
 from bracket.physics import weights
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -217,13 +218,15 @@ def test_index_naming_a_missing_shard_is_an_error(tmp_path):
 
 
 def test_write_json_notes_per_arm_bytes(unsloth, tmp_path):
-    cfg = {
-        "arms": {
-            "plain": {},
-            "mtp3": {"speculative": {"method": "mtp", "draft_tokens": 3}},
-            "ngram": {"speculative": {"method": "ngram", "draft_tokens": 8}},
+    cfg = config.validate(
+        {
+            "arms": {
+                "plain": {},
+                "mtp3": {"speculative": {"method": "mtp", "draft_tokens": 3}},
+                "ngram": {"speculative": {"method": "ngram", "draft_tokens": 8}},
+            }
         }
-    }
+    )
     out = tmp_path / "weights.json"
     weights.write_json(unsloth, out, cfg)
     a = json.loads(out.read_text())

@@ -15,6 +15,9 @@ import pandas as pd
 
 from bracket.secrets import redact_obj
 
+# request.* arrives typed (bracket.experiment.model.Request) and is read by attribute; not imported here:
+# experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
 FIELDS = [
     "experiment",
     "arm",
@@ -174,12 +177,12 @@ CACHE_BLOCK_SLACK = 256
 CACHE_CHECKS = ("reported", "metrics", "unique prefix")
 
 
-def cache_check(measured: str | None, request: dict) -> str | None:
+def cache_check(measured: str | None, request) -> str | None:
     """The record's cache_check: what the adapter measured by, else "unique prefix" where the prompt carried
     one and request.cache_guard allows it (auto), else None (the strict guard: cached tokens unknown)."""
     if measured is not None:
         return measured
-    if request.get("unique_prefix", True) and request.get("cache_guard", "auto") != "strict":
+    if request.unique_prefix and request.cache_guard != "strict":
         return "unique prefix"
     return None
 

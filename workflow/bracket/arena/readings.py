@@ -17,6 +17,7 @@ from bracket import records
 from bracket.arena import benchy as arena_benchy
 from bracket.arena import coherence as arena_coherence
 from bracket.experiment.arena_workload import is_arena, spec
+from bracket.experiment.model import Experiment
 from bracket.stats import findings as F
 from bracket.stats.summary import summarize as summarize_cell
 
@@ -134,18 +135,18 @@ def _findings(cell: dict) -> list[dict]:
     return out
 
 
-def summarize(raw: list[dict], cfg: dict) -> dict:
+def summarize(raw: list[dict], exp: Experiment) -> dict:
     """results/NAME/arena.json: per arm, arena workload and phase, each timed run in both definitions and summaries.
 
     A prefix-caching cell (cache: prefix) has two phases, as llama-benchy's --enable-prefix-caching:
     "ctx" (the context load) and "inference" (the prompt on the cached context); each is its own cell.
     """
-    a = cfg["analysis"]
+    a = exp.analysis
     checks = [r for r in raw if r.get("control") == "coherence"]
     out = {"definition": DEFINITION, "llama_benchy_definition": BENCHY_DEFINITION, "cells": []}
-    for wl_name in [w for w, wl in cfg["workloads"].items() if is_arena(wl)]:
-        wl = spec(cfg["workloads"][wl_name])
-        for arm in cfg["arms"]:
+    for wl_name in [w for w, wl in exp.workloads.items() if is_arena(wl)]:
+        wl = spec(exp.workloads[wl_name])
+        for arm in exp.arms:
             by_phase: dict = {}
             for r in raw:
                 if (
@@ -192,11 +193,11 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
                 if vals:
                     sm = summarize_cell(
                         vals,
-                        confidence=a["confidence"],
-                        n_resamples=a["bootstrap_resamples"],
-                        rng=a["seed"],
-                        spread_warning=a["spread_warning"],
-                        seed=a["seed"],
+                        confidence=a.confidence,
+                        n_resamples=a.bootstrap_resamples,
+                        rng=a.seed,
+                        spread_warning=a.spread_warning,
+                        seed=a.seed,
                     )
                     summary = {
                         "n": sm.n,
@@ -236,17 +237,17 @@ def summarize(raw: list[dict], cfg: dict) -> dict:
                 }
                 cell["findings"] = _findings(cell)
                 out["cells"].append(cell)
-    out["llama_benchy_metadata"] = metadata(cfg, out["cells"])
+    out["llama_benchy_metadata"] = metadata(exp, out["cells"])
     return out
 
 
-def metadata(cfg: dict, cells: list[dict]) -> dict:
+def metadata(exp: Experiment, cells: list[dict]) -> dict:
     """llama-benchy's report metadata for these cells, from what bracket ran (not constants).
 
     latency_mode from the arena workloads ("mixed" where they differ), latency_ms the mean of the
     latencies the cells measured (0 where none), prefix_caching_enabled where any cell cached.
     """
-    wls = [spec(cfg["workloads"][w]) for w in sorted({c["workload"] for c in cells})]
+    wls = [spec(exp.workloads[w]) for w in sorted({c["workload"] for c in cells})]
     modes = sorted({w["latency"] for w in wls}) or ["none"]
     lat = [c["latency_ms"] for c in cells if c.get("latency_ms") is not None]
     return {

@@ -46,6 +46,7 @@ from bracket.arena import coherence as arena_coherence
 from bracket.arena import text as arena_text
 from bracket.arena.readings import window_rate
 from bracket.experiment.arena_workload import spec
+from bracket.experiment.model import Arm, Experiment, Request
 from bracket.measure import session
 
 console = Console(stderr=True, highlight=False)
@@ -165,10 +166,10 @@ def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> 
 
 
 def run_cell(
-    cfg: dict,
+    exp: Experiment,
     experiment: str,
     block,
-    arm: dict,
+    arm: Arm,
     adapter,
     wl_name: str,
     prompts: list[dict],
@@ -185,9 +186,9 @@ def run_cell(
     users' contexts with the prompt "." (the context load, records with arena_phase "ctx"), then the
     same contexts with their prompts (arena_phase "inference"), which the server's prefix cache serves.
     """
-    wl = spec(cfg["workloads"][wl_name])
-    req = {**cfg["request"], "max_tokens": wl["tokens"]}
-    model = session.served_name(adapter, cfg, http, base)
+    wl = spec(exp.workloads[wl_name])
+    req = exp.request.model_copy(update={"max_tokens": wl["tokens"]})
+    model = session.served_name(adapter, exp, http, base)
     words = arena_text.words_of(wl)
     no_cache = wl["cache"] == "no_cache"
 
@@ -200,7 +201,7 @@ def run_cell(
             context,
             prompt,
             request,
-            req["seed"],
+            req.seed,
             arm,
             wl["api"],
             no_cache,
@@ -212,7 +213,7 @@ def run_cell(
     if key not in _calibrated:
 
         def count(context, prompt):
-            m = send(context, prompt, {**req, "max_tokens": 1})[0]
+            m = send(context, prompt, req.model_copy(update={"max_tokens": 1}))[0]
             if m.error or not m.prompt_tokens:
                 raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
             return m.prompt_tokens
@@ -226,10 +227,10 @@ def run_cell(
         else:  # no tokenizer route (Ollama, SGLang): word counts that make depth + pp as the server counts
             ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
             ctx_tokens = pp_tokens = 0
-        lat = latency(http, base, model, wl["latency"], req["timeout_s"])
+        lat = latency(http, base, model, wl["latency"], req.timeout_s)
         _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat)
     ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat = _calibrated[key]
-    seed = cfg["design"]["seed"]
+    seed = exp.design.seed
     texts = [
         arena_text.request_texts(
             words, ctx_words, pp_words, seed, wl_name, block.position, run, u, no_cache, tokens, ctx_tokens, pp_tokens
@@ -239,9 +240,7 @@ def run_cell(
     recs = []
     if wl["coherence"] and server_id not in _coherence_checked:  # once per server, before its first arena run
         _coherence_checked.add(server_id)
-        recs.append(
-            coherence_record(cfg, experiment, block, wl_name, http, base, model, server_id, run, req["timeout_s"])
-        )
+        recs.append(coherence_record(exp, experiment, block, wl_name, http, base, model, server_id, run, req.timeout_s))
     two = wl["cache"] == "prefix" and wl["depth"] > 0
     phases = (
         [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)]
@@ -274,12 +273,12 @@ def run_cell(
             )
             for u, (m, extra) in enumerate(out)
         ]
-        _say(cfg, block, wl, wl_name, run, warm, phase, out, recs[-len(out) :])
+        _say(exp, block, wl, wl_name, run, warm, phase, out, recs[-len(out) :])
     return recs
 
 
 def coherence_record(
-    cfg: dict,
+    exp: Experiment,
     experiment: str,
     block,
     wl_name: str,
@@ -311,7 +310,7 @@ def coherence_record(
     )
 
 
-def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:
+def _concurrently(send, batch: list[tuple[str, str]], req: Request) -> list:
     """Each (context, prompt) sent by its own thread, all released at one instant."""
     barrier = threading.Barrier(len(batch))
 
@@ -323,9 +322,9 @@ def _concurrently(send, batch: list[tuple[str, str]], req: dict) -> list:
         return list(pool.map(one, batch))
 
 
-def _say(cfg, block, wl, wl_name, run, warm, phase, out, recs) -> None:
+def _say(exp, block, wl, wl_name, run, warm, phase, out, recs) -> None:
     w = window_rate(recs)
-    tag = "warmup" if warm else f"run {run - cfg['design']['warmup_runs'] + 1}/{cfg['design']['runs_per_block']}"
+    tag = "warmup" if warm else f"run {run - exp.design.warmup_runs + 1}/{exp.design.runs_per_block}"
     rate = f"{w['window_tok_s']:8.1f} tok/s" if w["window_tok_s"] else "   (no rate)"
     errs = "; ".join(sorted({m.error for m, _ in out if m.error}))[:300]
     console.print(

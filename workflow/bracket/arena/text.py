@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bracket.engines.ollama import counts
+from bracket.experiment.model import Arm, Request
 from bracket.wire.client import Counts, Measurement, _openai_counts, timed_stream
 
 # Common English words, most frequent first (drawn with weight 1 / rank).
@@ -220,9 +221,9 @@ def chat_body(
     model: str,
     context: str,
     prompt: str,
-    request: dict,
+    request: Request,
     seed: int,
-    arm: dict | None,
+    arm: Arm | None,
     no_cache: bool,
     exact_tg: bool = True,
     prefix: bool = False,
@@ -249,7 +250,7 @@ def chat_body(
         return "/api/chat", body, "ndjson"
     body["return_token_ids"] = True  # as llama-benchy; servers that do not know it ignore it
     if exact_tg:
-        body["min_tokens"] = request["max_tokens"]  # with ignore_eos: llama-benchy's --exact-tg
+        body["min_tokens"] = request.max_tokens  # with ignore_eos: llama-benchy's --exact-tg
     if no_cache:
         body["cache_prompt"] = False
     elif prefix and "cache_prompt" in body and body["cache_prompt"] is not True:
@@ -279,9 +280,9 @@ def send(
     model: str,
     context: str,
     prompt: str,
-    request: dict,
+    request: Request,
     seed: int,
-    arm: dict | None,
+    arm: Arm | None,
     api: str,
     no_cache: bool,
     exact_tg: bool = True,
@@ -298,7 +299,7 @@ def send(
     """
     if api == "completions":
         text = (context + "\n\n" + prompt) if context else prompt
-        arm_q = arm if adapter.kind == "ollama" else {k: v for k, v in (arm or {}).items() if k != "speculative"}
+        arm_q = arm if adapter.kind == "ollama" or arm is None else arm.model_copy(update={"speculative": None})
         m = adapter.measure(http, base, model, text, request, seed, arm_q).measurement
         return m, {"ttfr_s": m.ttft_s, "first_event_tokens": None, "text_chunks": None}
     path, body, framing = chat_body(adapter, model, context, prompt, request, seed, arm, no_cache, exact_tg, prefix)
@@ -325,7 +326,7 @@ def send(
             http,
             base + path,
             body,
-            request["timeout_s"],
+            request.timeout_s,
             framing="ndjson",
             new_text=lambda e: (e.get("message") or {}).get("content") or "",
             is_last=lambda e: e.get("done") is True,
@@ -337,7 +338,7 @@ def send(
             http,
             base + path,
             body,
-            request["timeout_s"],
+            request.timeout_s,
             framing="sse",
             new_text=_openai_chat_text,
             is_last=lambda e: False,

@@ -9,41 +9,40 @@ from bracket import engines
 from bracket.embedded import engine_python, model_dir
 from bracket.engines import launch
 from bracket.experiment import config
+from bracket.experiment.model import Experiment
 from bracket.measure import session
 
 
-def launch_command(cfg: dict, arm: str, experiment: str = "experiment") -> str:
+def launch_command(exp: Experiment, arm: str, experiment: str = "experiment") -> str:
     """The command a block of `arm` runs, ready to paste: environment first, then the argv.
 
     Under docker the environment reaches the container by name (`-e NAME`), so it is set for the
     docker client; secrets stay `NAME=$NAME`, never their values.
     """
-    if arm not in cfg["arms"]:
-        raise ValueError(f"no arm {arm!r} in this experiment; arms: {', '.join(cfg['arms'])}")
-    eng = cfg["engine"]
-    adapter = engines.get(eng["kind"])
-    if eng["launch"] == "attach":
+    if arm not in exp.arms:
+        raise ValueError(f"no arm {arm!r} in this experiment; arms: {', '.join(exp.arms)}")
+    eng = exp.engine
+    adapter = engines.get(eng.kind)
+    if eng.launch == "attach":
         return (
-            f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(cfg)}; "
+            f"# engine.launch is attach: bracket launches nothing and attaches to {launch.base_url(exp)}; "
             f"start the server there yourself, with the same flags for every arm."
         )
-    if eng.get("api_key_env") and not adapter.api_key_env:  # as a block would refuse it
-        raise ValueError(
-            f"engine.kind {eng['kind']!r} takes no API key by environment; leave engine.api_key_env empty."
-        )
+    if eng.api_key_env and not adapter.api_key_env:  # as a block would refuse it
+        raise ValueError(f"engine.kind {eng.kind!r} takes no API key by environment; leave engine.api_key_env empty.")
     argv = launch.server_argv(
-        cfg,
+        exp,
         adapter,
-        cfg["arms"][arm],
-        model_dir(cfg),
-        engine_python(cfg),
+        exp.arms[arm],
+        model_dir(exp),
+        engine_python(exp),
         name=launch.container_name(experiment, arm),
-        env_names=session.secret_names(cfg, adapter),
+        env_names=session.secret_names(exp, adapter),
     )
-    env = launch.launch_env(cfg, adapter, cfg["arms"][arm])
-    secret = " ".join(f"{name}=${name}" for name in eng["secret_env"])
-    if eng.get("api_key_env") and adapter.api_key_env:
-        secret = " ".join(x for x in (secret, f"{adapter.api_key_env}=${eng['api_key_env']}") if x)
+    env = launch.launch_env(exp, adapter, exp.arms[arm])
+    secret = " ".join(f"{name}=${name}" for name in eng.secret_env)
+    if eng.api_key_env and adapter.api_key_env:
+        secret = " ".join(x for x in (secret, f"{adapter.api_key_env}=${eng.api_key_env}") if x)
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return " ".join(x for x in (prefix, secret, shlex.join(argv)) if x)
 
@@ -52,8 +51,7 @@ def _launch(args) -> int:
     path = Path(args.experiment)
     if not path.suffix:
         path = Path("experiments") / f"{args.experiment}.yaml"
-    cfg = config.load(path)
-    print(launch_command(cfg, args.arm, path.stem))
+    print(launch_command(config.load(path), args.arm, path.stem))
     return 0
 
 

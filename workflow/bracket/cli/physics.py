@@ -128,9 +128,9 @@ def run_ceiling(args) -> int:
     if args.bandwidth is not None:
         gbps, source = args.bandwidth, {"kind": "user", "detail": "--bandwidth"}
     elif args.device:
-        gbps, source = bandwidth.resolve({"device": args.device})
+        gbps, source = bandwidth.resolve(device=args.device)
     else:
-        gbps, source = bandwidth.resolve({"probe_bandwidth": True})
+        gbps, source = bandwidth.resolve(probe_bandwidth=True)
     result = ceiling.build(acct, gbps, source, args.measured)
     if args.json:
         print(json.dumps(result, indent=1))

@@ -32,11 +32,11 @@ def _experiment_path(name: str) -> Path:
 
 def _check(args) -> int:
     path = _experiment_path(args.experiment)
-    cfg = config.load(path)
+    exp = config.load(path)
     root = Path(args.root)
-    problems = preflight.problems(cfg, root)
-    model = embedded.model_dir(cfg) if cfg["engine"]["embedded"] else None
-    src = modelsource.resolve(cfg, root, model=model, remote=False if args.offline else None)
+    problems = preflight.problems(exp, root)
+    model = embedded.model_dir(exp) if exp.engine.embedded else None
+    src = modelsource.resolve(exp, root, model=model, remote=False if args.offline else None)
     result = {"experiment": str(path), "problems": problems, "model_source": src.to_dict()}
     if args.json:
         print(json.dumps(result, indent=1))
@@ -44,7 +44,7 @@ def _check(args) -> int:
         for p in problems:
             print(f"problem: {p}")
         where = src.detail if src.found else f"unknown: {src.detail}; set {src.key}"
-        if cfg["engine"]["embedded"] and not src.found:
+        if exp.engine.embedded and not src.found:
             where = f"the embedded model, which the workflow builds on its first run ({model})"
         print(f"byte account: {where}")
         print("ready to run" if not problems else f"{len(problems)} problem(s): fix them before running")

@@ -12,13 +12,16 @@ with task/affinity and task/cgroup (tools/slurm_cluster.py):
 
 from __future__ import annotations
 
+# `cluster` below is the experiment's cluster: key as validated (bracket.experiment.model.Cluster), read by
+# attribute; not imported here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
 # cluster.exclusive: true is "node", false is "none"
 EXCLUSIVE = {True: "node", False: "none", "user": "user"}
 
 
-def exclusive_mode(cluster: dict) -> str:
+def exclusive_mode(cluster) -> str:
     """`node`, `user` or `none`, from cluster.exclusive (true, user or false)."""
-    value = cluster.get("exclusive", True)
+    value = cluster.exclusive
     if value not in EXCLUSIVE:
         raise ValueError(
             f"cluster.exclusive is {value!r}: use true (the whole node), 'user' (no other user's "
@@ -27,16 +30,16 @@ def exclusive_mode(cluster: dict) -> str:
     return EXCLUSIVE[value]
 
 
-def cpus_per_task(cluster: dict) -> int:
+def cpus_per_task(cluster) -> int:
     """The block's CPU count for sbatch and for its job step; -1 asks for none (the plugins then pass no -c).
 
     cluster.cpus 0 asks for none: under exclusive node the job holds the whole node and its step,
     asking no count, runs on every CPU of it; elsewhere the site's default applies (often one CPU)."""
-    cpus = int(cluster.get("cpus", 0))
+    cpus = int(cluster.cpus)
     return cpus if cpus > 0 else -1
 
 
-def slurm_extra(cluster: dict, host: str) -> str:
+def slurm_extra(cluster, host: str) -> str:
     """sbatch options beyond the plugin's own: the node to itself, and the named host.
 
     No --nice: blocks are submitted one per host at a time (the profiles cap exclusive_host), so a

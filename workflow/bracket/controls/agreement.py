@@ -19,6 +19,8 @@ import json
 import statistics
 from pathlib import Path
 
+from bracket.experiment.model import Experiment
+
 LOSSLESS_NOTE = (
     "{arm} should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "
     "reference's{where}; first suspect: batch shape (run the determinism control: "
@@ -124,27 +126,24 @@ def _flags(rows: list[dict]) -> list[str]:
     ]
 
 
-def lossless_arms(cfg: dict) -> dict[str, bool]:
+def lossless_arms(exp: Experiment) -> dict[str, bool]:
     """Arms that differ from the reference only by speculative decoding (same args and env)."""
-    ref = cfg["arms"][cfg["reference"]]
+    ref = exp.arms[exp.reference]
     out = {}
-    for name, arm in cfg["arms"].items():
+    for name, arm in exp.arms.items():
         out[name] = (
-            bool(arm.get("speculative"))
-            and not ref.get("speculative")
-            and list(arm.get("args", [])) == list(ref.get("args", []))
-            and dict(arm.get("env", {})) == dict(ref.get("env", {}))
+            arm.speculative is not None and ref.speculative is None and arm.args == ref.args and arm.env == ref.env
         )
     return out
 
 
-def from_experiment(records: list[dict], cfg: dict) -> dict:
-    if cfg["engine"]["launch"] == "attach":
+def from_experiment(records: list[dict], exp: Experiment) -> dict:
+    if exp.engine.launch == "attach":
         # An attached server keeps its cache across blocks, so each block's prompts carry their own
         # prefix (bracket.measure.runner.unique_prefix): arms never see the same prompt text to compare.
         return {
-            "reference": cfg["reference"],
-            "temperature": float(cfg["request"]["temperature"]),
+            "reference": exp.reference,
+            "temperature": float(exp.request.temperature),
             "judged": False,
             "cells": [],
             "flags": [],
@@ -152,9 +151,9 @@ def from_experiment(records: list[dict], cfg: dict) -> dict:
             "answered the same prompt",
         }
     # Arena requests run concurrently at a long depth; their outputs are batch-2 outputs, kept out of the gate.
-    single = {w for w, wl in cfg["workloads"].items() if wl.get("kind", "single") != "arena"}
+    single = {w for w, wl in exp.workloads.items() if wl.kind != "arena"}
     recs = [r for r in records if r.get("workload") in single and not r.get("control")]  # controls are no arm's
-    return agreement(recs, cfg["reference"], lossless_arms(cfg), float(cfg["request"]["temperature"]))
+    return agreement(recs, exp.reference, lossless_arms(exp), float(exp.request.temperature))
 
 
 def write_json(result: dict, path: str | Path) -> None:

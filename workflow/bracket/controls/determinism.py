@@ -33,6 +33,7 @@ import httpx
 from bracket import engines
 from bracket.engines import launch
 from bracket.experiment import prompts
+from bracket.experiment.model import Experiment
 from bracket.measure import session
 from bracket.secrets import redact_obj
 from bracket.wire.client import stream_completion
@@ -100,21 +101,28 @@ def reading(result: dict) -> str:
 
 @contextlib.contextmanager
 def serve(
-    cfg: dict, arm_name: str, *, model: str, python: str, log_path: Path, lock_dir: Path, extra_args: list[str] = ()
+    exp: Experiment,
+    arm_name: str,
+    *,
+    model: str,
+    python: str,
+    log_path: Path,
+    lock_dir: Path,
+    extra_args: list[str] = (),
 ):
     """A fresh server for one arm (bracket.measure.session, as the block runner's); yields (http, base url, argv).
 
     Under attach there is no command, so `extra_args` (such as turning the prefix cache off) cannot apply.
     """
     p = session.plan(
-        cfg,
+        exp,
         arm_name,
         model=model,
         python=python,
         extra_args=extra_args,
         name=launch.container_name("determinism", arm_name, 0),
     )
-    with session.serve(cfg, p, log_path=log_path, lock_dir=lock_dir) as s:
+    with session.serve(exp, p, log_path=log_path, lock_dir=lock_dir) as s:
         yield s.http, s.base, p.argv
 
 
@@ -135,7 +143,7 @@ NO_PREFIX_CACHE = {"vllm": ["--no-enable-prefix-caching"]}
 
 
 def run_control(
-    cfg: dict,
+    exp: Experiment,
     experiment: str,
     *,
     model: str,
@@ -146,49 +154,47 @@ def run_control(
 ) -> dict:
     """Run the control on each arm of controls.determinism_arms (default: the reference); return the result."""
     root, log_path = Path(root), Path(log_path)
-    ctl = cfg["controls"]
-    arms = list(ctl["determinism_arms"]) or [cfg["reference"]]
+    ctl = exp.controls
+    arms = list(ctl.determinism_arms) or [exp.reference]
     for a in arms:
-        if a not in cfg["arms"]:
-            raise ValueError(
-                f"controls.determinism_arms names {a!r}, which is not an arm; arms: {', '.join(cfg['arms'])}"
-            )
-    wl_name = next(iter(cfg["workloads"]))
-    prompt = prompts.load(root / cfg["workloads"][wl_name]["prompts"])[0]
-    adapter = engines.get(cfg["engine"]["kind"])
-    req = {**cfg["request"], "temperature": 0}
-    repeats = int(ctl["determinism_repeats"])
+        if a not in exp.arms:
+            raise ValueError(f"controls.determinism_arms names {a!r}, which is not an arm; arms: {', '.join(exp.arms)}")
+    wl_name = next(iter(exp.workloads))
+    prompt = prompts.load(root / exp.workloads[wl_name].prompts)[0]
+    adapter = engines.get(exp.engine.kind)
+    req = exp.request.model_copy(update={"temperature": 0})
+    repeats = ctl.determinism_repeats
     out = {
         "experiment": experiment,
         "workload": wl_name,
         "prompt_id": prompt["id"],
-        "max_tokens": req["max_tokens"],
+        "max_tokens": req.max_tokens,
         "temperature": 0,
         "repeats": repeats,
-        "prefix_cache": "off" if cfg["engine"]["kind"] in NO_PREFIX_CACHE else "as configured",
+        "prefix_cache": "off" if exp.engine.kind in NO_PREFIX_CACHE else "as configured",
         "arms": [],
     }
     url = None
     for arm in arms:
         rows = []
         with serve(
-            cfg,
+            exp,
             arm,
             model=model,
             python=python,
             log_path=log_path,
             lock_dir=Path(lock_dir),
-            extra_args=NO_PREFIX_CACHE.get(cfg["engine"]["kind"], []),
+            extra_args=NO_PREFIX_CACHE.get(exp.engine.kind, []),
         ) as (http, base, argv):
             url = base + getattr(adapter, "request_path", "/v1/completions")
             body = adapter.request_body(
-                session.served_name(adapter, cfg, http, base), prompt["prompt"], req, seed=req["seed"]
+                session.served_name(adapter, exp, http, base), prompt["prompt"], req, seed=req.seed
             )
             for i in range(repeats):
-                m = stream_completion(http, url, body, req["timeout_s"])
+                m = stream_completion(http, url, body, req.timeout_s)
                 rows.append(_row("batch 1", i, "alone", m))
             for i in range(repeats):
-                for who, m in zip("AB", send_together(http, url, [body, body], req["timeout_s"])):
+                for who, m in zip("AB", send_together(http, url, [body, body], req.timeout_s)):
                     rows.append(_row("batch 2", i, who, m))
         errors = [r for r in rows if r["error"]]
         table = {}

@@ -18,6 +18,7 @@ from typing import Iterator
 
 from bracket import records
 from bracket.experiment import arena_workload
+from bracket.experiment.model import Experiment
 
 CONTROL = "neutrality"
 BODIES = ("bracket", "plain")
@@ -34,19 +35,19 @@ class Request:
     prompt: str
 
 
-def when_off(cfg: dict, stand_in: bool) -> str | None:
+def when_off(exp: Experiment, stand_in: bool) -> str | None:
     """Why the control does not run in this experiment's blocks (None: it runs)."""
-    c = cfg.get("controls", {})
-    if not c.get("neutrality", True):
-        return f"off (controls.neutrality_off: {c.get('neutrality_off')})"
+    c = exp.controls
+    if not c.neutrality:
+        return f"off (controls.neutrality_off: {c.neutrality_off})"
     if stand_in:
         return "off: the block's server is a stand-in given by argv, not the engine whose cost is measured"
-    if not [w for w, wl in cfg["workloads"].items() if not arena_workload.is_arena(wl)]:
+    if not [w for w, wl in exp.workloads.items() if not arena_workload.is_arena(wl)]:
         return "off: every workload is an arena cell (concurrent users), and the control measures one stream"
     return None
 
 
-def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> list[Request]:
+def plan(exp: Experiment, position: int, workloads: dict[str, list[dict]], tag) -> list[Request]:
     """The block's control requests in the order they are sent.
 
     Pair i uses workload i mod W (in the experiment's order, arena cells left out) and that workload's
@@ -57,9 +58,9 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
     prefix cache: that shortens its prefill, not its decode, which is what the control compares
     (bracket.stats.neutrality). Bracket's body goes first when position + i is even.
     """
-    names = [w for w, wl in cfg["workloads"].items() if not arena_workload.is_arena(wl)]
+    names = [w for w, wl in exp.workloads.items() if not arena_workload.is_arena(wl)]
     out = []
-    for i in range(int(cfg["controls"]["neutrality_pairs"])):
+    for i in range(exp.controls.neutrality_pairs):
         wl = names[i % len(names)]
         texts = workloads[wl]
         p = texts[(position + i) % len(texts)]
@@ -69,7 +70,7 @@ def plan(cfg: dict, position: int, workloads: dict[str, list[dict]], tag) -> lis
 
 
 def run(
-    cfg: dict,
+    exp: Experiment,
     experiment: str,
     block,
     adapter,
@@ -82,10 +83,10 @@ def run(
     draft_budget: int | None,
 ) -> Iterator[dict]:
     """Send the block's control requests one at a time; yield one raw record per request."""
-    req = cfg["request"]
-    arm = cfg["arms"][block.arm]
-    for r in plan(cfg, block.position, workloads, tag):
-        m, timing = adapter.control(http, base, model_name, r.prompt, req, req["seed"], arm, r.body)
+    req = exp.request
+    arm = exp.arms[block.arm]
+    for r in plan(exp, block.position, workloads, tag):
+        m, timing = adapter.control(http, base, model_name, r.prompt, req, req.seed, arm, r.body)
         yield records.new_record(
             experiment=experiment,
             arm=block.arm,
@@ -98,7 +99,7 @@ def run(
             prompt_id=r.prompt_id,
             server_id=server_id,
             draft_budget=draft_budget,
-            max_tokens=req["max_tokens"],
+            max_tokens=req.max_tokens,
             host=block.host or None,
             control=CONTROL,
             body=r.body,

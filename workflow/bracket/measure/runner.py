@@ -28,9 +28,10 @@ from bracket import records, secrets
 from bracket.arena import run as arena
 from bracket.controls import neutrality
 from bracket.engines import launch, provenance
-from bracket.experiment import arena_workload, prompts
+from bracket.experiment import arena_workload, config, prompts
 from bracket.experiment.config import draft_budget
 from bracket.experiment.design import Block
+from bracket.experiment.model import Arm, Experiment
 from bracket.experiment.prompts import unique_prefix
 from bracket.measure import eta, session
 from bracket.measure.session import BlockFailed
@@ -153,7 +154,7 @@ def _disk_problem(exc: OSError, block: Block, n_blocks: int, partial: Path) -> s
 
 
 def run_block(
-    cfg: dict,
+    exp: Experiment,
     experiment: str,
     block: Block,
     n_blocks: int,
@@ -174,10 +175,10 @@ def run_block(
     """
     raw_path, meta_path, log_path, root = Path(raw_path), Path(meta_path), Path(log_path), Path(root)
     partial = raw_path.with_name(raw_path.name + ".partial")
-    eng = cfg["engine"]
+    eng = exp.engine
     # The adapter's command, natively or inside `docker run` (none under attach): the seam to engines/launch.py.
     # The block's servers: one, or a second for its prefix-caching arena cells (bracket.experiment.arena_workload.servers).
-    groups = [(_with_arm(cfg, block.arm, a), names) for a, names in arena_workload.servers(cfg, block.arm)]
+    groups = [(_with_arm(exp, block.arm, a), names) for a, names in arena_workload.servers(exp, block.arm)]
     p = session.plan(
         groups[0][0],
         block.arm,
@@ -193,13 +194,13 @@ def run_block(
             f"kept in {kept} and the block starts again in a fresh server[/]",
             soft_wrap=True,
         )
-    arm = groups[0][0]["arms"][block.arm]
+    arm = groups[0][0].arms[block.arm]
     try:  # before any server starts: the prompts parse and fit the arm's context
-        notes = prompts.check(cfg, root, model_dir=model if eng["launch"] == "native" else None)
-        if eng["launch"] != "attach":  # an attached server's tokens were counted by the preflight (its /tokenize)
+        notes = prompts.check(exp, root, model_dir=model if eng.launch == "native" else None)
+        if eng.launch != "attach":  # an attached server's tokens were counted by the preflight (its /tokenize)
             for note in notes:
                 console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
-        workloads = {name: prompts.load(root / wl["prompts"]) for name, wl in cfg["workloads"].items()}
+        workloads = {name: prompts.load(root / wl.prompts) for name, wl in exp.workloads.items()}
     except prompts.PromptError as exc:
         raise BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}") from None
     server_id = f"{experiment}-p{block.position}-{int(time.time())}"
@@ -210,8 +211,8 @@ def run_block(
         "round": block.round,
         "seed": block.seed,
         "server_id": server_id,
-        "engine": eng["kind"],
-        "launch": eng["launch"],
+        "engine": eng.kind,
+        "launch": eng.launch,
         "argv": p.argv,
         "env": {k: ("***" if k in p.creds.env else v) for k, v in p.env.items()},
         "pinning": p.pinning.record() if p.pinning else None,
@@ -225,16 +226,16 @@ def run_block(
         "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "log": str(log_path),
         "status": "started",
-        "neutrality": neutrality.when_off(cfg, stand_in=argv is not None) or "on",
+        "neutrality": neutrality.when_off(exp, stand_in=argv is not None) or "on",
     }
-    design = cfg["design"]
-    req = cfg["request"]
+    design = exp.design
+    req = exp.request
     writer = None
 
     def cooldown():
-        if block.position > 0 and design["cooldown_s"] > 0:
-            console.print(f"cooldown {design['cooldown_s']:.0f} s before block {block.position + 1}/{n_blocks}")
-            time.sleep(design["cooldown_s"])
+        if block.position > 0 and design.cooldown_s > 0:
+            console.print(f"cooldown {design.cooldown_s:.0f} s before block {block.position + 1}/{n_blocks}")
+            time.sleep(design.cooldown_s)
 
     def before_start():
         nonlocal writer
@@ -244,9 +245,9 @@ def run_block(
         writer = records.RecordWriter(partial)
         console.print(
             f"[bold]block {block.position + 1}/{n_blocks}[/] arm [cyan]{block.arm}[/] round "
-            f"{block.round}: starting {eng['kind']}"
+            f"{block.round}: starting {eng.kind}"
         )
-        left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design["cooldown_s"])
+        left = eta.left_in_experiment(meta_path.parent, n_blocks - block.position, design.cooldown_s)
         if left:
             console.print(
                 f"  about {eta.duration(left[0])} left in the experiment, this block included "
@@ -260,7 +261,7 @@ def run_block(
 
     try:
         with session.serve(
-            cfg,
+            exp,
             p,
             log_path=log_path,
             lock_dir=Path(lock_dir),
@@ -276,11 +277,11 @@ def run_block(
             with Telemetry(interval_s=0.5) as tel:
                 meta.update(
                     provenance.collect(
-                        cfg,
+                        exp,
                         p.adapter,
                         s.http,
                         s.base,
-                        session.served_name(p.adapter, cfg, s.http, s.base),
+                        session.served_name(p.adapter, exp, s.http, s.base),
                         model,
                         s.server.notes,
                     )
@@ -304,14 +305,14 @@ def run_block(
                 )
                 if meta["neutrality"] == "on":
                     _neutrality(
-                        cfg, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer, server_id
+                        exp, experiment, block, n_blocks, p.adapter, workloads, s.http, s.base, writer, server_id
                     )
             # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
             meta["telemetry"] = summarize(tel.samples)
             meta["telemetry_samples"] = tel.samples
-        for i, (cfg_i, names) in enumerate(groups[1:], start=1):
+        for i, (exp_i, names) in enumerate(groups[1:], start=1):
             _serve_more(
-                cfg_i,
+                exp_i,
                 experiment,
                 block,
                 n_blocks,
@@ -376,13 +377,18 @@ def run_block(
     return raw_path
 
 
-def _with_arm(cfg: dict, arm_name: str, arm: dict) -> dict:
-    """cfg with arm `arm_name` as given (the same cfg where it is already that arm)."""
-    return cfg if cfg["arms"][arm_name] is arm else {**cfg, "arms": {**cfg["arms"], arm_name: arm}}
+def _with_arm(exp: Experiment, arm_name: str, arm: Arm) -> Experiment:
+    """The experiment with arm `arm_name` as given (the same experiment where it is already that arm): a new
+    experiment, validated as the file's was, so the arm's keys left out get their defaults."""
+    if exp.arms[arm_name] is arm:
+        return exp
+    data = config.as_data(exp)
+    data["arms"][arm_name] = config.as_data(arm)
+    return config.validate(data, source=f"arms.{arm_name} as the block launches it")
 
 
 def _serve_more(
-    cfg,
+    exp,
     experiment,
     block,
     n_blocks,
@@ -402,9 +408,9 @@ def _serve_more(
 ) -> None:
     """A further server of the block (its prefix-caching arena cells, bracket.experiment.arena_workload.servers): launched after the
     first has stopped, its log beside the block's (block-K.sN.log), its command and state in meta["servers"]."""
-    arm = cfg["arms"][block.arm]
+    arm = exp.arms[block.arm]
     p = session.plan(
-        cfg,
+        exp,
         block.arm,
         model=model,
         python=python,
@@ -425,7 +431,7 @@ def _serve_more(
         f"arena cell(s), its prefix cache on"
     )
     with session.serve(
-        cfg,
+        exp,
         p,
         log_path=log,
         lock_dir=Path(lock_dir),
@@ -436,7 +442,7 @@ def _serve_more(
         entry["pid"] = s.server.proc.pid
         _write_meta(meta, meta_path)
         _measure(
-            cfg,
+            exp,
             experiment,
             block,
             n_blocks,
@@ -453,16 +459,16 @@ def _serve_more(
         )
 
 
-def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base, writer, server_id):
+def _neutrality(exp, experiment, block, n_blocks, adapter, workloads, http, base, writer, server_id):
     """The neutrality control's pairs on this block's server, after the arm's own requests (bracket.controls.neutrality)."""
-    model_name = session.served_name(adapter, cfg, http, base)
-    per_block = block.position if cfg["engine"]["launch"] == "attach" else None
+    model_name = session.served_name(adapter, exp, http, base)
+    per_block = block.position if exp.engine.launch == "attach" else None
 
     def tag(workload, pair):
-        return unique_prefix(cfg["design"]["seed"], f"{neutrality.CONTROL}:{workload}", pair, per_block)
+        return unique_prefix(exp.design.seed, f"{neutrality.CONTROL}:{workload}", pair, per_block)
 
     for rec in neutrality.run(
-        cfg,
+        exp,
         experiment,
         block,
         adapter,
@@ -472,7 +478,7 @@ def _neutrality(cfg, experiment, block, n_blocks, adapter, workloads, http, base
         server_id,
         workloads,
         tag,
-        draft_budget(cfg["arms"][block.arm]),
+        draft_budget(exp.arms[block.arm]),
     ):
         with _signals_deferred():
             writer.append(rec)
@@ -496,13 +502,13 @@ def _count_lines(path: Path) -> int:
 
 
 def _measure(
-    cfg, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id, req, design
+    exp, experiment, block, n_blocks, arm, adapter, workloads, http, base, server, writer, server_id, req, design
 ):
-    model_name = session.served_name(adapter, cfg, http, base)
-    total = design["warmup_runs"] + design["runs_per_block"]
+    model_name = session.served_name(adapter, exp, http, base)
+    total = design.warmup_runs + design.runs_per_block
     t0, done, requests = time.monotonic(), 0, total * len(workloads)
     for run in range(total):
-        warm = run < design["warmup_runs"]
+        warm = run < design.warmup_runs
         for wl_name, texts in workloads.items():
             if not server.alive():
                 raise BlockFailed(
@@ -510,9 +516,9 @@ def _measure(
                     f"{block_name(block, n_blocks)}; records so far are kept. Last lines of "
                     f"{server.log_path}:\n{log_tail(server.log_path)}"
                 )
-            if arena_workload.is_arena(cfg["workloads"][wl_name]):  # concurrent users at a context depth
+            if arena_workload.is_arena(exp.workloads[wl_name]):  # concurrent users at a context depth
                 for rec in arena.run_cell(
-                    cfg,
+                    exp,
                     experiment,
                     block,
                     arm,
@@ -530,11 +536,9 @@ def _measure(
                         writer.append(rec)
                 continue
             p = texts[run % len(texts)]
-            per_block = block.position if cfg["engine"]["launch"] == "attach" else None
-            text = (unique_prefix(design["seed"], wl_name, run, per_block) if req["unique_prefix"] else "") + p[
-                "prompt"
-            ]
-            measured = adapter.measure(http, base, model_name, text, req, req["seed"], arm)
+            per_block = block.position if exp.engine.launch == "attach" else None
+            text = (unique_prefix(design.seed, wl_name, run, per_block) if req.unique_prefix else "") + p["prompt"]
+            measured = adapter.measure(http, base, model_name, text, req, req.seed, arm)
             m = measured.measurement
             check = records.cache_check(measured.cache_check, req)
             rec = records.new_record(
@@ -549,7 +553,7 @@ def _measure(
                 prompt_id=p["id"],
                 server_id=server_id,
                 draft_budget=draft_budget(arm),
-                max_tokens=req["max_tokens"],
+                max_tokens=req.max_tokens,
                 host=block.host or None,
                 cache_check=check,
                 **m.fields(),
@@ -559,7 +563,7 @@ def _measure(
                 writer.append(rec)
             rate = f"{m.decode_tok_s:8.1f} tok/s" if m.decode_tok_s else "   (no rate)"
             al = f"  AL {rec['acceptance_length']:.2f}" if rec["acceptance_length"] else ""
-            tag = "warmup" if warm else f"run {run - design['warmup_runs'] + 1}/{design['runs_per_block']}"
+            tag = "warmup" if warm else f"run {run - design.warmup_runs + 1}/{design.runs_per_block}"
             err = f"  [red]{escape(secrets.redact(m.error))}[/]" if m.error else ""
             done += 1
             left = eta.left_in_block(done, requests, time.monotonic() - t0)
@@ -568,5 +572,5 @@ def _measure(
                 f"  block {block.position + 1}/{n_blocks} {block.arm:<12} {wl_name:<6} {tag:<9} {rate}{al}{err}{when}",
                 soft_wrap=True,
             )
-            if m.error and req["on_error"] == "stop":
+            if m.error and req.on_error == "stop":
                 raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")

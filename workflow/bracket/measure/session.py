@@ -30,11 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlsplit
 
 import httpx
 
 from bracket import engines, secrets
 from bracket.engines import launch
+from bracket.experiment.model import Engine, Experiment
 from bracket.measure import pinning, priority
 from bracket.wire.server import ServerError, port_owner
 
@@ -55,25 +57,25 @@ class Credentials:
         return list(self.env)
 
 
-def secret_names(cfg: dict, adapter) -> list[str]:
+def secret_names(exp: Experiment, adapter) -> list[str]:
     """The environment names a server of this experiment gets secrets under (values never needed)."""
-    names = list(cfg["engine"]["secret_env"])
-    if cfg["engine"].get("api_key_env") and adapter.api_key_env:
+    names = list(exp.engine.secret_env)
+    if exp.engine.api_key_env and adapter.api_key_env:
         names.append(adapter.api_key_env)
     return names
 
 
-def credentials(cfg: dict, adapter) -> Credentials:
+def credentials(exp: Experiment, adapter) -> Credentials:
     """Read engine.secret_env and engine.api_key_env from the environment; register them for redaction."""
-    eng = cfg["engine"]
+    eng = exp.engine
     out = Credentials()
-    for name in eng["secret_env"]:
+    for name in eng.secret_env:
         if name not in os.environ:
             raise BlockFailed(
                 f"engine.secret_env names {name!r}, but it is not set in this environment; export it before running."
             )
         out.env[name] = os.environ[name]
-    name = eng.get("api_key_env")
+    name = eng.api_key_env
     if name:
         key = os.environ.get(name)
         if not key:
@@ -83,11 +85,11 @@ def credentials(cfg: dict, adapter) -> Credentials:
             )
         if not adapter.api_key_env:
             raise BlockFailed(
-                f"engine.kind {eng['kind']!r} takes no API key by environment; leave engine.api_key_env empty."
+                f"engine.kind {eng.kind!r} takes no API key by environment; leave engine.api_key_env empty."
             )
         out.env[adapter.api_key_env] = key
         out.headers["Authorization"] = f"Bearer {key}"
-    for env_name, value in [(n, out.env[n]) for n in eng["secret_env"]] + ([(name, key)] if name else []):
+    for env_name, value in [(n, out.env[n]) for n in eng.secret_env] + ([(name, key)] if name else []):
         problem = secrets.short_problem(env_name, value)
         if problem:
             raise BlockFailed(f"engine.{'api_key_env' if env_name == name else 'secret_env'}: {problem}")
@@ -95,19 +97,18 @@ def credentials(cfg: dict, adapter) -> Credentials:
     return out
 
 
-def served_name(adapter, cfg: dict, http, base: str) -> str:
+def served_name(adapter, exp: Experiment, http, base: str) -> str:
     """The model name requests carry (the adapter's, when it can ask the server)."""
     ask = getattr(adapter, "request_model", None)
-    return ask(cfg, http, base) if ask else "bracket-model"
+    return ask(exp, http, base) if ask else "bracket-model"
 
 
-def ensure_port_free(eng: dict) -> None:
+def ensure_port_free(eng: Engine) -> None:
     """Before a launch: the engine's port must be free (an attached server is expected to hold it)."""
-    owner = port_owner(eng["host"], eng["port"]) if eng["launch"] != "attach" else None
+    owner = port_owner(eng.host, eng.port) if eng.launch != "attach" else None
     if owner:
         raise BlockFailed(
-            f"port {eng['port']} on {eng['host']} is already in use by {owner}; stop it or set "
-            f"engine.port to a free port."
+            f"port {eng.port} on {eng.host} is already in use by {owner}; stop it or set engine.port to a free port."
         )
 
 
@@ -135,7 +136,7 @@ HOST_LOCK_DIR = Path("/tmp/bracket-locks")
 LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", ""}
 
 
-def host_lock_path(cfg: dict, folder: str | Path | None = None) -> Path:
+def host_lock_path(exp: Experiment, folder: str | Path | None = None) -> Path:
     """The lock every measurement on the same cores takes: one block at a time per host, whichever checkout,
     experiment or port. A launched server, or one attached on this host, runs on this host's cores: the lock
     is this host's. An attached server elsewhere runs on that host's cores: the lock is named for it, so two
@@ -143,12 +144,9 @@ def host_lock_path(cfg: dict, folder: str | Path | None = None) -> Path:
     side. $BRACKET_LOCK_DIR moves the folder (default /tmp/bracket-locks: per node under SLURM, whose nodes each
     have their own /tmp)."""
     folder = Path(folder or os.environ.get("BRACKET_LOCK_DIR") or HOST_LOCK_DIR)
-    eng = cfg["engine"]
     host = socket.gethostname()
-    if eng["launch"] == "attach":
-        from urllib.parse import urlsplit
-
-        target = (urlsplit(launch.base_url(cfg)).hostname or "").lower()
+    if exp.engine.launch == "attach":
+        target = (urlsplit(launch.base_url(exp)).hostname or "").lower()
         if target not in LOOPBACK and target not in (host.lower(), socket.getfqdn().lower()):
             host = target
     return folder / f"host-{re.sub(r'[^A-Za-z0-9._-]', '_', host)}.lock"
@@ -220,7 +218,7 @@ class Plan:
 
 
 def plan(
-    cfg: dict,
+    exp: Experiment,
     arm_name: str,
     *,
     model: str,
@@ -234,19 +232,19 @@ def plan(
     `argv` replaces the adapter's command (a server started some other way, or a stand-in in tests);
     `extra_args` are appended to the adapter's (they cannot apply under attach).
     """
-    adapter = engines.get(cfg["engine"]["kind"])
-    arm = cfg["arms"][arm_name]
-    creds = credentials(cfg, adapter)
+    adapter = engines.get(exp.engine.kind)
+    arm = exp.arms[arm_name]
+    creds = credentials(exp, adapter)
     pin = work = nice = None
     if argv is None:  # the adapter's command (a given argv is a server started some other way: not pinned)
-        argv = launch.server_argv(cfg, adapter, arm, model, python, name=name, env_names=creds.names)
+        argv = launch.server_argv(exp, adapter, arm, model, python, name=name, env_names=creds.names)
         if argv:
-            pin = pinning.plan(cfg, arm)
+            pin = pinning.plan(exp, arm)
             argv = pinning.server_argv(pin, list(argv) + list(extra_args))
-            work = pinning.worker(cfg, arm, pin)
-            nice = cfg["engine"].get("nice") if cfg["engine"]["launch"] == "native" else None
+            work = pinning.worker(exp, arm, pin)
+            nice = exp.engine.nice if exp.engine.launch == "native" else None
             argv = priority.nice_argv(nice, argv)
-    env = launch.launch_env(cfg, adapter, arm)
+    env = launch.launch_env(exp, adapter, arm)
     env.update(pinning.server_env(pin))
     env.update(work.env() if work else {})
     env.update(creds.env)
@@ -254,7 +252,7 @@ def plan(
         adapter,
         list(argv) if argv is not None else None,
         env,
-        launch.base_url(cfg),
+        launch.base_url(exp),
         creds,
         pin,
         work,
@@ -279,7 +277,7 @@ class Session:
 
 @contextlib.contextmanager
 def serve(
-    cfg: dict,
+    exp: Experiment,
     p: Plan,
     *,
     log_path: Path,
@@ -297,9 +295,9 @@ def serve(
     (write provenance there, so a client killed outright still leaves it); `on_start(server)` once
     the process exists. A server that dies or never gets ready raises BlockFailed with its reason.
     """
-    eng = cfg["engine"]
+    eng = exp.engine
     log_path = Path(log_path)
-    with port_lock(lock_dir, eng["port"]), host_lock(host_lock_path(cfg), holder, say) as held, terminate_on_signal():
+    with port_lock(lock_dir, eng.port), host_lock(host_lock_path(exp), holder, say) as held, terminate_on_signal():
         p.host_lock = held
         if cooldown:
             cooldown()
@@ -309,7 +307,7 @@ def serve(
         if before_start:
             before_start()
         server = launch.make_server(
-            cfg, p.adapter, argv=p.argv, env=p.env, log_path=log_path, base_url=p.base, secret_names=p.creds.names
+            exp, p.adapter, argv=p.argv, env=p.env, log_path=log_path, base_url=p.base, secret_names=p.creds.names
         )
         try:
             server.start()
@@ -319,7 +317,7 @@ def serve(
             if on_start:
                 on_start(server)
             try:
-                ready = server.wait_ready(eng["startup_timeout_s"])
+                ready = server.wait_ready(eng.startup_timeout_s)
             except ServerError as exc:
                 raise BlockFailed(secrets.redact(str(exc))) from None
             p.adapter = (

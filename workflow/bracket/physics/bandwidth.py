@@ -352,24 +352,27 @@ def _cited(dev: Device) -> dict:
     return {k: v for k, v in asdict(dev).items() if k != "pattern"}
 
 
-def resolve(hardware: dict) -> tuple[float | None, dict]:
-    """Bandwidth in GB/s and its source, from an experiment's ``hardware`` block.
+def resolve(
+    *, bandwidth_gbps: float | None = None, device: str = "", probe_bandwidth: bool = True
+) -> tuple[float | None, dict]:
+    """Bandwidth in GB/s and its source, from the keys of an experiment's ``hardware`` block
+    (bracket.experiment.model.Hardware; the schema's defaults are these arguments').
 
     Order: ``bandwidth_gbps`` (source "user"); ``device`` from the table (source "table", with
     the citation; an unknown name is an error that lists the known ones); the GPU NVML reports,
     when the table knows it; the probe when ``probe_bandwidth`` is true (source "probe", with
     its method); otherwise (None, source "none") and the ceiling is left empty.
     """
-    if hardware.get("bandwidth_gbps"):
-        return float(hardware["bandwidth_gbps"]), {
+    if bandwidth_gbps:
+        return float(bandwidth_gbps), {
             "kind": "user",
             "detail": "hardware.bandwidth_gbps in the experiment",
         }
-    if hardware.get("device"):
-        dev = lookup(hardware["device"])
+    if device:
+        dev = lookup(device)
         if dev is None:
             raise ValueError(
-                f"hardware.device {hardware['device']!r} is not in the bandwidth table ({', '.join(known_names())}); "
+                f"hardware.device {device!r} is not in the bandwidth table ({', '.join(known_names())}); "
                 "set hardware.bandwidth_gbps to its datasheet figure instead."
             )
         return dev.gbps, {"kind": "table", **_cited(dev)}
@@ -377,7 +380,7 @@ def resolve(hardware: dict) -> tuple[float | None, dict]:
     if detected and lookup(detected):
         dev = lookup(detected)
         return dev.gbps, {"kind": "table", "detected": detected, **_cited(dev)}
-    if hardware.get("probe_bandwidth", True):
+    if probe_bandwidth:
         result = probe()
         log.info("bandwidth probe: %.1f GB/s (%s)", result["gbps"], result["method"])
         return result["gbps"], {

@@ -26,6 +26,9 @@ from pathlib import Path
 
 from bracket.physics import bandwidth, steadiness
 
+# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
 HYPOTHESES = (("as stored", None), ("dequantised to FP8", 8), ("dequantised to BF16", 16))
 
 
@@ -160,7 +163,7 @@ def build(acct: dict, bandwidth_gbps: float | None, source: dict, measured_tok_s
     return result
 
 
-def write_json(weights_json_path, cfg: dict, out_path) -> dict:
+def write_json(weights_json_path, exp, out_path) -> dict:
     """Write ceiling.json from weights.json and the experiment's ``hardware`` block.
 
     Bandwidth: ``hardware.bandwidth_gbps`` if given; else ``hardware.device`` from the known
@@ -170,15 +173,17 @@ def write_json(weights_json_path, cfg: dict, out_path) -> dict:
     ``machine_steadiness``: the memory copy rate over ``hardware.steadiness_s`` seconds, no server
     running (``bracket.physics.steadiness``).
     """
-    hardware = cfg.get("hardware") or {}
+    hardware = exp.hardware
     acct = json.loads(Path(weights_json_path).read_text())
-    gbps, source = bandwidth.resolve(hardware)
+    gbps, source = bandwidth.resolve(
+        bandwidth_gbps=hardware.bandwidth_gbps, device=hardware.device, probe_bandwidth=hardware.probe_bandwidth
+    )
     result = build(acct, gbps, source)
     # A host without an NVIDIA GPU decodes from its caches and memory: how steady they are, before any
     # block. Not for an attached server (it runs elsewhere) nor for named hosts (one probe here cannot
     # speak for several machines).
-    local = (cfg.get("engine") or {}).get("launch", "native") in ("native", "docker") and not cfg.get("hosts")
-    seconds = float(hardware.get("steadiness_s", 10))
+    local = exp.engine.launch in ("native", "docker") and not exp.hosts
+    seconds = float(hardware.steadiness_s)
     if 0 < seconds < 1:
         raise ValueError(
             f"hardware.steadiness_s is {seconds:g}: give 0 (no steadiness probe) or at least 1 s "

@@ -30,6 +30,9 @@ from pathlib import Path
 
 from bracket.engines.launch import base_url
 
+# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
 # org/name as the hub spells repositories; a path never matches because it is checked first.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WEIGHT_SUFFIXES = (".safetensors", ".gguf")
@@ -66,10 +69,11 @@ def is_hub_id(name: str) -> bool:
     return bool(HUB_ID.match(name)) and not is_pathlike(name)
 
 
-def container_to_host(cfg: dict, model: str) -> tuple[str | None, str | None]:
+def container_to_host(exp, model: str) -> tuple[str | None, str | None]:
     """(host path, the volume that maps it) for a path inside the container; (None, None) when no
     mount of engine.docker.volumes covers it."""
-    for vol in (cfg["engine"].get("docker") or {}).get("volumes", []):
+    docker = exp.engine.docker
+    for vol in docker.volumes if docker is not None else ():
         bits = vol.split(":")
         if len(bits) < 2:
             continue
@@ -113,16 +117,16 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
         return False
 
 
-def served_name(cfg: dict, timeout_s: float = 3.0) -> tuple[str | None, str]:
+def served_name(exp, timeout_s: float = 3.0) -> tuple[str | None, str]:
     """Under attach: the model name the requests use, and where it came from."""
-    eng = cfg["engine"]
-    if eng.get("served_model"):
-        return eng["served_model"], "engine.served_model"
+    eng = exp.engine
+    if eng.served_model:
+        return eng.served_model, "engine.served_model"
     import httpx
 
-    url = base_url(cfg) + "/v1/models"
+    url = base_url(exp) + "/v1/models"
     headers = {}
-    key_env = eng.get("api_key_env")
+    key_env = eng.api_key_env
     if key_env and os.environ.get(key_env):
         headers["Authorization"] = f"Bearer {os.environ[key_env]}"
     try:
@@ -133,18 +137,18 @@ def served_name(cfg: dict, timeout_s: float = 3.0) -> tuple[str | None, str]:
         return None, f"{url} did not answer ({type(exc).__name__})"
 
 
-def resolve(cfg: dict, root: str | Path = ".", *, model: str | None = None, remote: bool | None = None) -> Source:
+def resolve(exp, root: str | Path = ".", *, model: str | None = None, remote: bool | None = None) -> Source:
     """Find the headers of the experiment's model (see the module doc for the order).
 
     ``model`` replaces the name the experiment gives (the workflow passes the embedded model's
     directory). ``remote`` forces the hub read on or off; None tries it only where the hub answers.
     """
-    eng = cfg["engine"]
-    launch = eng["launch"]
+    eng = exp.engine
+    launch = eng.launch
     how = "engine.model"
-    name = model if model is not None else eng.get("model") or ""
+    name = model if model is not None else eng.model
     if launch == "attach" and (not name or name == "embedded"):
-        name, how = served_name(cfg)
+        name, how = served_name(exp)
         if not name:
             return Source(
                 "unknown",
@@ -156,7 +160,7 @@ def resolve(cfg: dict, root: str | Path = ".", *, model: str | None = None, remo
         return Source("unknown", name or "", detail="no model is named", key="engine.model")
 
     if launch == "docker" and name.startswith("/"):
-        host, vol = container_to_host(cfg, name)
+        host, vol = container_to_host(exp, name)
         if host and Path(host).exists():
             return Source(
                 "container",

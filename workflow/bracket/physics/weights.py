@@ -36,6 +36,9 @@ from bracket.physics import modelsource
 from bracket.physics.storage import Module, group_modules
 from bracket.physics.tensor_headers import Checkpoint, read_checkpoint, read_hub_checkpoint
 
+# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+
 COMPONENTS = ("backbone", "embedding", "output", "vision", "mtp", "other")
 # Parts a plain text token never reads.
 NOT_READ = ("vision", "mtp", "other")
@@ -348,16 +351,15 @@ def mtp_step_bytes(acct: dict, draft_tokens: int) -> float:
     return plain_bytes_per_token(acct) + draft_tokens * acct["draft_pass_bytes"]
 
 
-def arm_notes(acct: dict, cfg: dict) -> dict[str, dict]:
+def arm_notes(acct: dict, exp) -> dict[str, dict]:
     """Per arm, what its speculative method reads beyond plain decoding."""
     notes = {}
-    for arm, spec in (cfg.get("arms") or {}).items():
-        spec = (spec or {}).get("speculative") or {}
-        method = spec.get("method")
-        if not method:
+    for arm, a in exp.arms.items():
+        spec = a.speculative
+        if spec is None:
             notes[arm] = {"method": None, "bytes_per_step": plain_bytes_per_token(acct), "extra": "none"}
             continue
-        k = int(spec.get("draft_tokens", 1))
+        method, k = spec.method, spec.draft_tokens
         entry = {"method": method, "draft_tokens": k, "extra": SPECULATIVE_EXTRA.get(method, "unknown")}
         if method == "mtp":
             entry["bytes_per_step"] = mtp_step_bytes(acct, k) if acct.get("draft_pass_bytes") else None
@@ -367,7 +369,7 @@ def arm_notes(acct: dict, cfg: dict) -> dict[str, dict]:
             entry["bytes_per_step"] = plain_bytes_per_token(acct)
         else:
             entry["bytes_per_step"] = None  # the drafter's bytes are not in this checkpoint
-            draft = spec.get("model")
+            draft = spec.model
             if draft and Path(draft).exists():
                 try:
                     entry["draft_bytes_per_pass"] = account(draft)["bytes_per_token"]
@@ -377,15 +379,13 @@ def arm_notes(acct: dict, cfg: dict) -> dict[str, dict]:
     return notes
 
 
-def write_json(model_path, out_path, cfg: dict) -> dict:
+def write_json(model_path, out_path, exp) -> dict:
     """Write the plain-decoding account of ``model_path`` to ``out_path``, with per-arm notes.
 
-    ``cfg`` is the validated experiment; classification overrides come from
-    ``cfg["weights"]["overrides"]`` when the experiment has that block.
+    Classification overrides come from the experiment's ``weights.overrides``.
     """
-    overrides = (cfg.get("weights") or {}).get("overrides") or None
-    acct = account(model_path, overrides=overrides)
-    acct["arms"] = arm_notes(acct, cfg)
+    acct = account(model_path, overrides=dict(exp.weights.overrides) or None)
+    acct["arms"] = arm_notes(acct, exp)
     _write(acct, out_path)
     return acct
 
@@ -406,16 +406,16 @@ def unknown_account(source: modelsource.Source, reason: str | None = None) -> di
     }
 
 
-def account_for_experiment(cfg: dict, root=".", model: str | None = None, remote: bool | None = None) -> dict:
+def account_for_experiment(exp, root=".", model: str | None = None, remote: bool | None = None) -> dict:
     """The byte account of the experiment's model from whatever this host has (bracket.physics.modelsource),
     or, when nothing has its headers, an account with ``status: unknown`` that says why.
 
     Physics never costs the article: a model whose headers cannot be found or read is recorded,
     not raised. ``model`` replaces engine.model (the workflow passes the embedded model's directory).
     """
-    overrides = (cfg.get("weights") or {}).get("overrides") or None
+    overrides = dict(exp.weights.overrides) or None
     compile_overrides(overrides)  # a bad override is the user's error: raised, not hidden
-    src = modelsource.resolve(cfg, root, model=model, remote=remote)
+    src = modelsource.resolve(exp, root, model=model, remote=remote)
     if not src.found:
         return unknown_account(src)
     try:
@@ -425,13 +425,13 @@ def account_for_experiment(cfg: dict, root=".", model: str | None = None, remote
         return unknown_account(src, f"{src.detail}, but its headers could not be read: {type(exc).__name__}: {exc}")
     acct["model"] = src.name or acct["model"]  # as the experiment names it; where it was read is in source
     acct["source"] = src.to_dict()
-    acct["arms"] = arm_notes(acct, cfg)
+    acct["arms"] = arm_notes(acct, exp)
     return acct
 
 
-def write_for_experiment(cfg: dict, out_path, root=".", model: str | None = None, remote: bool | None = None) -> dict:
+def write_for_experiment(exp, out_path, root=".", model: str | None = None, remote: bool | None = None) -> dict:
     """Write weights.json for the experiment (rule ``weights``); see ``account_for_experiment``."""
-    acct = account_for_experiment(cfg, root, model, remote)
+    acct = account_for_experiment(exp, root, model, remote)
     _write(acct, out_path)
     return acct
 
