@@ -184,12 +184,12 @@ def unmeasured(d: Data) -> list[str]:
 
 
 def section_headline(d: Data) -> Section:
-    s = Section([Heading(d.cfg.get("title") or d.name, 1)])
+    s = Section([Heading(d.experiment.get("title") or d.name, 1)])
     sub = title_line(d)
     if sub:
         s.add(Para(sub, "lead"))
-    if d.cfg.get("question"):
-        s.add(Para(f"The question: {d.cfg['question']}"))
+    if d.experiment.get("question"):
+        s.add(Para(f"The question: {d.experiment['question']}"))
     for problem in unmeasured(d):  # before any number: what could not be measured at all
         s.add(Para(problem, "warn"))
     rows = headline_rows(d)

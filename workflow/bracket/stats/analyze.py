@@ -12,7 +12,7 @@ import pandas as pd
 
 from bracket.physics.ceiling import measured
 from bracket.records import guards
-from bracket.stats import conservatism
+from bracket.stats import conservatism, stated
 from bracket.stats import defaults as D
 from bracket.stats import findings as F
 from bracket.stats import neutrality as neutral
@@ -36,8 +36,9 @@ from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
 #: stats.json's contract version: 2 made findings data (kind + payload) and added design_ran,
-#: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event.
-STATS_VERSION = 2
+#: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event; 3 added
+#: `experiment` and physics' `weights` and `ceiling` (bracket.stats.stated): the article reads nothing else.
+STATS_VERSION = 3
 
 
 def jsonable(obj):
@@ -125,6 +126,10 @@ def analyze(
     ceiling: dict | None = None,
     control: pd.DataFrame | None = None,
     metas: list[dict] | None = None,
+    *,
+    weights: dict | None = None,
+    schedule: pd.DataFrame | None = None,
+    name: str | None = None,
 ) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
@@ -139,6 +144,11 @@ def analyze(
         replicates, and the analysed column ("decode_tok_s").
     reference, design, noise_threshold, spread_warning
         From cfg, echoed so the report needs nothing else.
+    experiment
+        The experiment as the article names it (bracket.stats.stated.experiment): name (`name`, else
+        runs.csv's experiment column), title, question, reference, arms in order with label, speculative,
+        args and server, workloads in order, engine, design as planned, request, and the schedule
+        (`schedule`, schedule.csv) as planned.
     counts
         {total, valid, warmups, invalid (not counting warmups), invalid_by_reason}.
     cells
@@ -235,7 +245,9 @@ def analyze(
         evaluated at it (bracket.physics.ceiling.measured); reference_reading (the reference's efficiency
         over its workloads, its regime, the spread of its workload medians and whether they are
         flat: bracket.stats.efficiency.reference_reading) and above_ceiling (rows of arms without
-        speculation above the plain ceiling).
+        speculation above the plain ceiling); weights and ceiling, the byte account (`weights`,
+        weights.json) and the ceiling as the article prints them (bracket.stats.stated.physics_inputs).
+        None where neither file was given.
     phases
         TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
         one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
@@ -278,7 +290,7 @@ def analyze(
         (bracket.stats.findings: kind is a FindingKind, payload its numbers). Their sentences are made
         by bracket.article.findings, for the article and the CLI alike.
     stats_version
-        2 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
+        3 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
@@ -289,6 +301,12 @@ def analyze(
     reference = cfg.get("reference") or next(iter(cfg["arms"]))
     frame = from_runs(runs)
     valid = valid_rows(frame)
+    if name is None:
+        name = (
+            str(runs["experiment"].dropna().iloc[0])
+            if "experiment" in runs and runs["experiment"].notna().any()
+            else "experiment"
+        )
     out: dict = {
         "stats_version": STATS_VERSION,
         "seed": seed,
@@ -303,6 +321,7 @@ def analyze(
         "counts": _counts(runs, frame),
         "design_ran": design_ran(runs),
         "unmeasured": unmeasured(runs, cfg),
+        "experiment": stated.experiment(cfg, name, schedule),
     }
     warnings: list[Finding] = []
     if valid.empty:
@@ -447,12 +466,16 @@ def analyze(
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
-    out["physics"] = measured(ceiling, out["cells"], reference, plain) if ceiling is not None else None
-    if out["physics"] is not None:
-        eff = out["physics"]["efficiency"]
-        out["physics"].update(
-            reference_reading=reference_reading(eff, reference, order), above_ceiling=above_ceiling(eff)
-        )
+    out["physics"] = None
+    if ceiling is not None or weights is not None:
+        m = measured(ceiling, out["cells"], reference, plain)
+        eff = m["efficiency"]
+        out["physics"] = {
+            **m,
+            "reference_reading": reference_reading(eff, reference, order),
+            "above_ceiling": above_ceiling(eff),
+            **stated.physics_inputs(weights, ceiling),
+        }
     warnings += _machine((ceiling or {}).get("machine_steadiness"), spread_warn)
     out["guards"] = guards(runs)
     out["gaps"] = block_gaps(metas or [], float(cfg.get("design", {}).get("cooldown_s", 0) or 0))
