@@ -9,6 +9,7 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, span
+from bracket.article.verdicts import significance_words, undetermined_words
 
 
 def ci_label(level, comparisons, method: str | None = None) -> str:
@@ -141,12 +142,18 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         if t.empty:
             continue
         s.add(Heading(wl, 3), Table(t, f"{wl}: decode rate per arm", f"results_{wl}.csv"))
-        tests = sorted({c["test"] for c in d.stats.get("comparisons", []) if c["workload"] == wl and c.get("test")})
+        tests = sorted(
+            {
+                significance_words(c["test"])
+                for c in d.stats.get("comparisons", [])
+                if c["workload"] == wl and c.get("test")
+            }
+        )
         if tests:
             s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
         for c in d.stats.get("comparisons", []):
-            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined_reason"):
-                s.add(Para(f"{c['candidate']}: undetermined: {c['undetermined_reason']}.", "warn"))
+            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined"):
+                s.add(Para(f"{c['candidate']}: undetermined: {undetermined_words(c['undetermined'])}.", "warn"))
         for c in d.stats.get("cells", []):
             m2 = c.get("modes")
             if c["workload"] == wl and m2:

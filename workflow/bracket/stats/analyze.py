@@ -167,11 +167,15 @@ def analyze(
         and raw_ci_* hold the request-level bootstrap); raw_ratio with raw_ci_low/raw_ci_high is the
         raw fit (OLS on log block medians, arm only, t on the blocks' df; unadjusted),
         drift_adjusted_ratio with its CI the fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
-        fit the verdict rests on), p_value (no effect) and test, p_beyond_band (the effect lies
+        fit the verdict rests on), ci_method (where the interval comes from) and test, as data
+        (bracket.stats.reasons.CiMethod and SignificanceTest records: kind, block summary, df, variance;
+        the words are bracket.article.verdicts'), block_statistic ("median" or "mean" of log rate),
+        p_value (no effect), p_beyond_band (the effect lies
         outside the noise band) and p_adjusted (Holm), multiplicity {method, comparisons, family,
         level}, verdict
-        ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined_reason,
-        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, from the
+        ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined (why, as a
+        bracket.stats.reasons.Undetermined record: a Why code and its numbers; null beside a verdict),
+        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, a fraction, from the
         block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
         the log scale), drift, drift_per_block, noise_band, notes.
     multiplicity
@@ -201,8 +205,8 @@ def analyze(
         above `threshold` by fitted drift), total (df x level x drift factors, [min, max]); null
         without a block-level fit.
     undetermined
-        [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
-        comparison.
+        [{workload, candidate, reason (its `undetermined` record), rounds_needed, rounds_needed_for}] for
+        each undetermined comparison.
     drift
         Per workload: reference_first_vs_last (ln(last block median / first block median) of
         the reference, which is (last - first) / mean to third order, with both medians and
@@ -220,7 +224,8 @@ def analyze(
     speculative
         One per speculative arm and workload: draft_budget, acceptance_length (1 + sum accepted
         / sum verify steps), acceptance_rate (sum accepted / sum proposed), saturation
-        (acceptance length / draft budget), reading (seed 000's words), source.
+        (acceptance length / draft budget), reading (seed 000's reading as a code: bracket.stats.speculative.Reading),
+        source.
     k_model
         Seed 000's decode = k x baseline x acceptance_length. baseline = the non-speculative arm
         (the reference if it is one) on the same workload. band = [min k, max k] over the
@@ -424,13 +429,13 @@ def analyze(
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
         warnings += [dataclasses.replace(n, **where) for n in notes[(c["workload"], c["candidate"])]]
         if c["verdict"] == "undetermined":
-            payload = F.Undetermined(c["undetermined_reason"], c["rounds_needed"])
+            payload = F.Undetermined(c["undetermined"], c["rounds_needed"])
             warnings.append(Finding(K.UNDETERMINED, payload, **where))
     out["undetermined"] = [
         {
             "workload": c["workload"],
             "candidate": c["candidate"],
-            "reason": c["undetermined_reason"],
+            "reason": c["undetermined"],
             "rounds_needed": c["rounds_needed"],
             "rounds_needed_for": c["rounds_needed_for"],
         }
@@ -447,7 +452,7 @@ def analyze(
     silent = {(c["arm"], c["workload"]) for c in never}
     for r in out["speculative"]:
         if (r["arm"], r["workload"]) in silent:
-            r["reading"] = "never drafted: the engine proposed no draft token, so this arm measured the baseline"
+            r["reading"] = spec.Reading.NEVER_DRAFTED
     # an arm that drafted on no workload is not a budget: the table of budgets leaves it out
     mute = {c["arm"] for c in never} - {
         a for a, w in valid[["arm", "workload"]].drop_duplicates().itertuples(index=False) if (a, w) not in silent
@@ -648,6 +653,6 @@ def _best(cells, comparisons, medians, reference):
             "ci_basis": comp["basis"] if comp else None,
             "picked_from": len(here),
             "verdict": comp["verdict"] if comp else None,
-            "undetermined_reason": comp["undetermined_reason"] if comp else None,
+            "undetermined": comp["undetermined"] if comp else None,
         }
     return best

@@ -10,7 +10,9 @@ finding's sentence as a `recorded` finding.
 
 Version 3 (issue 28) made stats.json all the article reads besides runs.csv: `experiment` (the
 experiment as the article names it, with its schedule) and `physics.weights` / `physics.ceiling` (the byte
-account and the ceiling as the article prints them), bracket.stats.stated. `current` fills them in from the
+account and the ceiling as the article prints them), bracket.stats.stated; and a comparison's reasons became
+data (`undetermined` for `undetermined_reason`, `ci_method` and `test` as records: bracket.stats.reasons), an
+older file's sentences kept as they were (why "recorded"). `current` fills them in from the
 experiment, weights.json, ceiling.json and schedule.csv where the caller passes them; the article passes
 none (it reads no experiment file), so a file older than version 3 stops it with `require`'s message,
 which names the command that analyses the records again.
@@ -26,6 +28,7 @@ through `current` first.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +42,7 @@ from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
+from bracket.stats.reasons import Undetermined, Why
 
 VERSION = 3
 
@@ -183,7 +187,21 @@ def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling
     return out
 
 
+def recorded_reason(row: dict) -> dict:
+    """A comparison (or `best` entry) of a file before version 3 with its `undetermined_reason` sentence as an
+    `undetermined` record of why "recorded" (bracket.stats.reasons; said as it was recorded)."""
+    if "undetermined_reason" not in row:
+        return row
+    new = {k: v for k, v in row.items() if k != "undetermined_reason"}
+    text = row["undetermined_reason"]
+    new["undetermined"] = asdict(Undetermined(Why.RECORDED, text=text)) if text else None
+    return new
+
+
 def _version_3(stats, cfg, runs, ceiling, weights, schedule, name) -> dict:
+    stats = {**stats, "comparisons": [recorded_reason(c) for c in stats.get("comparisons") or []]}
+    if isinstance(stats.get("best"), dict):
+        stats["best"] = {w: recorded_reason(b) for w, b in stats["best"].items()}
     if name is None and runs is not None and "experiment" in runs and runs["experiment"].notna().any():
         name = str(runs["experiment"].dropna().iloc[0])
     out = {**stats, "stats_version": VERSION, "experiment": stated.experiment(cfg, name or "experiment", schedule)}
