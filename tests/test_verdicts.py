@@ -4,7 +4,9 @@ codes, never on the words."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +122,48 @@ def test_the_analysis_reads_the_codes_not_the_words():
     assert conservatism.sources({**base, "ci_method": floored}, 0.95)["floored"]
     plain = CiMethod(CiKind.BLOCK_FIT, Center.MEDIAN, 1, 1.0, Variance.BLOCKS, 0.5).record()
     assert not conservatism.sources({**base, "ci_method": plain}, 0.95)["floored"]
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "bracket"
+
+
+def _prose_matches(path: Path) -> list[str]:
+    """Where a module decides on words: `"some words" in x`, or x.startswith / endswith of a word (a flag,
+    "--spec", or a single character is not prose)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(n, ast.Compare)
+            and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+            and isinstance(n.left, ast.Constant)
+            and isinstance(n.left.value, str)
+            and " " in n.left.value
+        ):
+            out.append(f"{path.name}:{n.lineno} {n.left.value!r} in ...")
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("startswith", "endswith")
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+            and len(n.args[0].value) > 1
+            and not n.args[0].value.startswith("-")
+        ):
+            out.append(f"{path.name}:{n.lineno} .{n.func.attr}({n.args[0].value!r})")
+    return out
+
+
+@pytest.mark.parametrize("part", ["stats", "article"])
+def test_no_judgement_rests_on_words(part):
+    """The statistics decide on codes and numbers, and the article reads stats.json's codes: neither matches a
+    substring of a sentence (raw.py's column names, which the article itself makes, are not judgements)."""
+    found = [m for p in sorted((PACKAGE / part).glob("*.py")) for m in _prose_matches(p)]
+    allowed = {"raw.py"}  # `"decode tok/s" in out`: a column of the raw table raw.py builds
+    assert [m for m in found if m.split(":")[0] not in allowed] == []
+
+
+def test_the_scan_finds_what_it_forbids(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text('def f(c):\n    return "requests only" in c["ci_method"] or c["how"].startswith("open")\n')
+    assert _prose_matches(p) == ["m.py:2 'requests only' in ...", "m.py:2 .startswith('open')"]

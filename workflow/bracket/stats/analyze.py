@@ -266,9 +266,10 @@ def analyze(
     neutrality
         The instrument's cost from the neutrality control's records (`control`, records.control_table):
         bracket.stats.neutrality.instrument_cost (ratio of bracket's per-token server time to the plain
-        request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", or why
-        it is off (controls.neutrality_off). A finding of kind "instrument" when the cost and its whole
-        CI lie beyond 1 % either way.
+        request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", "off"
+        (with `off_reason`, controls.neutrality_off) or "no_records" (the blocks ran no control pairs), and
+        `reading` (bracket.stats.neutrality.Reading: the cost against `threshold`, 1 %, either way). A
+        finding of kind "instrument" when the cost and its whole CI lie beyond 1 % either way.
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
@@ -487,14 +488,14 @@ def analyze(
     warnings += gap_findings(out["gaps"])
     c = cfg.get("controls", {})
     if not c.get("neutrality", True):
-        out["neutrality"] = {"status": f"off: {c.get('neutrality_off')}"}
+        out["neutrality"] = {"status": "off", "off_reason": c.get("neutrality_off")}
     else:
         cost = neutral.instrument_cost(control, conf) if control is not None else None
         out["neutrality"] = {
-            "status": "on"
-            if cost
-            else "no records: the blocks ran no control pairs (a stand-in server, or results from before the control)",
+            "status": "on" if cost else "no_records",  # no_records: a stand-in server, or from before the control
             **(cost or {}),
+            "reading": neutral.reading(cost),
+            "threshold": neutral.THRESHOLD,
         }
         warnings += neutral.findings(cost)
     unreported = out["guards"]["cache_unreported_unique"]
