@@ -178,7 +178,7 @@ def test_the_experiment_byte_account_and_ceiling_are_the_ones_stats_json_states(
         e["arms"] = [e["arms"][2], e["arms"][0], {**e["arms"][1], "label": "four drafted"}]
         e["request"].update(max_tokens=99, temperature=0.5, seed=7, unique_prefix=False)
         e["design"].update(kind="abba", seed=42, cooldown_s=3)
-        e["engine"].update(kind="llamacpp", embedded=False)
+        e["engine"].update(kind="llamacpp", embedded=False, model="/models/m.gguf")
         e["schedule"] = [{"position": 0, "arm": "ngram_8", "round": 1, "seed": 5}]
         w = s["physics"]["weights"]
         w.update(tied_embeddings=False, model="the-model", notes=["a note of the account"])
@@ -198,7 +198,10 @@ def test_the_experiment_byte_account_and_ceiling_are_the_ones_stats_json_states(
     assert "Requests: max_tokens 99, temperature 0.5, seed 7; prompts were sent without a unique prefix" in md
     assert "Design: abba, 1 round, 1 blocks in the order below, drawn once with seed 42" in md
     assert "3 s of cooldown between blocks" in md
-    assert "Served by llama.cpp" in md and "embedded" not in md.split("Served by", 1)[1].split("\n")[0]
+    assert (
+        "Served by llama.cpp (llama-server), a fresh process per block. Model: /models/m.gguf." in md
+        and "embedded" not in md.split("Served by", 1)[1].split("\n")[0]
+    )
     assert f"14.4 GB/s {TIMES} 8.39 MB = 1715.46 tok/s" in md and "measured by a copy probe: a copy loop" in md
     assert "Byte account of the-model" in _tables(d) and "Note from the account: a note of the account" in md
     assert "A text token reads 8.39 MB: everything stored." in md  # no longer tied

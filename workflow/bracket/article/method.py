@@ -109,7 +109,8 @@ def served_sentence(d: Data) -> str:
         "slurm": ", a fresh process per block",
     }.get(launch, f", launch {launch}" if launch else "")
     served = _first(d, "served_model")
-    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model")
+    # the model as the workflow resolved it, else as the blocks recorded it, else as the experiment named it
+    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model") or eng.get("model")
     if where == "embedded":
         where = None
     model = ""

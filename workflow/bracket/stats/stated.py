@@ -12,8 +12,8 @@ import pandas as pd
 
 #: An arm's settings the article names: its label, speculation, extra launch args and server state.
 ARM_KEYS = ("label", "speculative", "args", "server")
-#: The engine as the article names it (what served, how it was reached).
-ENGINE_KEYS = ("kind", "launch", "embedded", "base_url")
+#: The engine as the article names it (what served, how it was reached, the model as the experiment names it).
+ENGINE_KEYS = ("kind", "launch", "embedded", "base_url", "model")
 #: The design as planned (what ran is stats.json's design_ran).
 DESIGN_KEYS = ("kind", "rounds", "runs_per_block", "warmup_runs", "cooldown_s", "seed", "min_rounds", "max_rounds")
 #: The request settings the method section states.
@@ -70,7 +70,7 @@ def experiment(cfg: dict, name: str, schedule: pd.DataFrame | None = None) -> di
     the article names it, and its schedule.
 
     Keys: name, title, question, reference, arms (a list in the experiment's order: {arm, label, speculative,
-    args, server}), workloads (names in the experiment's order), engine {kind, launch, embedded, base_url},
+    args, server}), workloads (names in the experiment's order), engine {kind, launch, embedded, base_url, model},
     design {kind, rounds, runs_per_block, warmup_runs, cooldown_s, seed, min_rounds, max_rounds}, request
     {max_tokens, temperature, seed, unique_prefix}, schedule [{position, arm, round, seed}].
     """
