@@ -42,7 +42,9 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
         runs.to_csv(res / "runs.csv", index=False)
         (res / "failed_attempts.json").write_text(json.dumps(records.failed_attempts(res / "raw"), default=str))
         ceiling = json.loads((res / "ceiling.json").read_text())
-        stats = analyze(pd.read_csv(res / "runs.csv"), cfg, ceiling)
+        weights = json.loads((res / "weights.json").read_text())
+        schedule = pd.read_csv(res / "schedule.csv")
+        stats = analyze(pd.read_csv(res / "runs.csv"), cfg, ceiling, weights=weights, schedule=schedule, name=name)
         (res / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False))
         dest.mkdir(parents=True, exist_ok=True)
         out = dest.resolve()
@@ -50,12 +52,8 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
             ROOT / "notebooks" / "article.ipynb",
             out,
             {
-                "experiment_path": str(experiment.resolve()),
                 "runs_csv": str(res / "runs.csv"),
                 "stats_json": str(res / "stats.json"),
-                "weights_json": str(res / "weights.json"),
-                "ceiling_json": str(res / "ceiling.json"),
-                "schedule_csv": str(res / "schedule.csv"),
                 "meta_dir": str(res / "raw"),
                 "block_files": json.dumps([str(p) for p in blocks]),
                 "attempts_json": str(res / "failed_attempts.json"),

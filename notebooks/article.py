@@ -18,16 +18,14 @@
 #
 # Rendered by `snakemake report/NAME/article.html` (rule `report`, via `bracket.article.render.render`):
 # papermill runs this notebook on one experiment's files, then nbconvert writes HTML and Markdown
-# without code. Every section is built by `bracket.article`; this notebook only loads and displays.
+# without code. Every section is built by `bracket.article`; this notebook only loads and displays. Every number
+# and judgement comes from stats.json, which also states the experiment, the byte account and the ceiling; runs.csv
+# gives the raw tables and figures, raw/ the blocks' provenance and the models' outputs.
 # The defaults below point at the committed fixture, so the notebook also runs on its own.
 
 # %% tags=["parameters"]
-experiment_path = "../tests/data/report/probe/probe.yaml"
 runs_csv = "../tests/data/report/probe/runs.csv"
 stats_json = "../tests/data/report/probe/stats.json"
-weights_json = "../tests/data/report/probe/weights.json"
-ceiling_json = "../tests/data/report/probe/ceiling.json"
-schedule_csv = "../tests/data/report/probe/schedule.csv"
 meta_dir = "../tests/data/report/probe/raw"
 corrections_path = "../tests/data/report/probe/probe.corrections.yaml"
 agreement_json = "../tests/data/report/probe/agreement.json"
@@ -48,12 +46,8 @@ from bracket import article
 from IPython.display import display
 
 d = article.load(
-    experiment_path,
     runs_csv,
     stats_json,
-    weights_json,
-    ceiling_json,
-    schedule_csv,
     meta_dir,
     corrections_path,
     out_dir,

@@ -61,7 +61,7 @@ def _data(argv_by_arm: dict, args_by_arm: dict | None = None):
     args_by_arm = args_by_arm or {}
     return SimpleNamespace(
         metas={i: {"arm": arm, "argv": argv} for i, (arm, argv) in enumerate(argv_by_arm.items())},
-        cfg={"arms": {arm: {"args": args_by_arm.get(arm, [])} for arm in argv_by_arm}},
+        arm_config=lambda arm: {"arm": arm, "args": args_by_arm.get(arm, [])},
     )
 
 

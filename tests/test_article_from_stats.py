@@ -1,14 +1,20 @@
 """The article only formats: every number and judgement it states is read from stats.json.
 
 The committed fixture (tests/data/report/probe) is rendered section by section, as
-notebooks/article.py does, with its raw records and their provenance withheld (no raw/): runs.csv is
-there for the raw tables only. Then stats.json is changed where the article used to work things out
-itself (efficiency and flatness, the draft budget's effect, tokens per event, the recommendation, the
-design that ran, the findings) and the text must follow stats.json, not runs.csv.
+notebooks/article.py does, from stats.json and runs.csv alone: the experiment file, weights.json,
+ceiling.json, schedule.csv and the raw records with their provenance (raw/) are all withheld, and
+runs.csv is there for the raw tables only. Then stats.json is changed where the article used to work
+things out itself or read another file (efficiency and flatness, the draft budget's effect, tokens per
+event, the recommendation, the design that ran, the findings; the experiment's title, arms, labels,
+workloads, design and request; the byte account and the ceiling) and the text must follow stats.json.
+A last test reads the article package's source: it imports nothing that reads an experiment file, a
+byte account or a ceiling, and names no such file.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -17,12 +23,15 @@ import pandas as pd
 import pytest
 from bracket import article
 from bracket.article.findings import group
-from bracket.article.text import pct, rate
+from bracket.article.text import TIMES, pct, rate, size
+from bracket.experiment import config
 from bracket.stats import findings as F
+from bracket.stats.contract import OldStats, current
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
-FILES = ("probe.yaml", "stats.json", "runs.csv", "schedule.csv", "weights.json", "ceiling.json")
+FILES = ("stats.json", "runs.csv")
+PACKAGE = ROOT / "workflow" / "bracket" / "article"
 
 
 def _dir(tmp_path: Path) -> Path:
@@ -30,21 +39,12 @@ def _dir(tmp_path: Path) -> Path:
     src.mkdir()
     for name in FILES:
         shutil.copy(FIXTURE / name, src / name)
-    return src  # no raw/: no block records, no meta, no model build, no corrections ledger
+    assert sorted(p.name for p in src.iterdir()) == sorted(FILES)
+    return src  # no experiment, weights, ceiling or schedule file; no raw/: no records, meta, model build, ledger
 
 
 def _render(src: Path, out: Path) -> tuple[str, article.Data]:
-    d = article.load(
-        src / "probe.yaml",
-        src / "runs.csv",
-        src / "stats.json",
-        src / "weights.json",
-        src / "ceiling.json",
-        src / "schedule.csv",
-        src / "raw",
-        None,
-        out,
-    )
+    d = article.load(src / "runs.csv", src / "stats.json", src / "raw", None, out)
     sections = [
         article.section_headline(d),
         article.section_ceiling(d),
@@ -78,7 +78,8 @@ def _edit(src: Path, change) -> None:
 
 def test_the_fixture_is_in_todays_contract():
     stats = json.loads((FIXTURE / "stats.json").read_text())
-    assert stats["stats_version"] == 2 and "warnings" not in stats
+    assert stats["stats_version"] == 3 and "warnings" not in stats
+    assert {"experiment", "physics"} <= set(stats) and {"weights", "ceiling"} <= set(stats["physics"])
     assert all("payload" in f and "message" not in f for f in stats["findings"])
 
 
@@ -155,29 +156,164 @@ def test_a_block_that_ran_short_is_said_as_a_range(tmp_path):
     assert "1 warmup run and 2 to 3 timed runs" in md
 
 
-@pytest.mark.parametrize(
-    "key", ["physics", "budget_groups", "tokens_per_event", "design_ran", "unmeasured", "drift_worst"]
-)
-def test_a_version_1_file_is_read_with_the_same_numbers(tmp_path, key):
-    """An older stats.json (no stats_version) gets what it lacks from the same functions of bracket.stats:
-    the article reads it as it reads today's."""
+def test_the_experiment_byte_account_and_ceiling_are_the_ones_stats_json_states(tmp_path):
     src = _dir(tmp_path)
-    today = json.loads((src / "stats.json").read_text())
+    md, d = _render(src, tmp_path / "out")
+    e, w, c = d.stats["experiment"], d.stats["physics"]["weights"], d.stats["physics"]["ceiling"]
+    assert md.startswith(e["title"]) and f"The question: {e['question']}" in md
+    assert d.arms == [a["arm"] for a in e["arms"]] and d.workloads == e["workloads"]
+    assert "baseline (no speculation)" in md  # the reference's label
+    r = e["request"]
+    assert f"Requests: max_tokens {r['max_tokens']}, temperature {r['temperature']}, seed {r['seed']}; " in md
+    assert f"drawn once with seed {e['design']['seed']} and recorded" in md
+    assert "Served by vLLM" in md and "(embedded: vLLM's CPU build serving a tiny model trained locally)" in md
+    bpt = size(w["bytes_per_token"])
+    assert f"{c['bandwidth_gbps']:.4g} GB/s {TIMES} {bpt} = {c['ceiling_tok_s']:.2f} tok/s" in md
+    assert "A text token reads 8.39 MB: everything stored, because the output layer is the embedding" in md
+    assert list(d.schedule["arm"]) == [b["arm"] for b in e["schedule"]]
 
-    def old(s):
-        del s["stats_version"]
-        if key == "physics":
-            for k in ("reference_reading", "above_ceiling"):
-                del s["physics"][k]
-        elif key == "budget_groups":
-            s["budget_groups"] = [{k: g[k] for k in ("method", "arms", "budgets")} for g in s["budget_groups"]]
-        else:
-            del s[key]
+    def change(s):
+        e = s["experiment"]
+        e.update(title="Another title", question="Another question?", workloads=["chat", "prose", "code"])
+        e["arms"] = [e["arms"][2], e["arms"][0], {**e["arms"][1], "label": "four drafted"}]
+        e["request"].update(max_tokens=99, temperature=0.5, seed=7, unique_prefix=False)
+        e["design"].update(kind="abba", seed=42, cooldown_s=3)
+        e["engine"].update(kind="llamacpp", embedded=False, model="/models/m.gguf")
+        e["schedule"] = [{"position": 0, "arm": "ngram_8", "round": 1, "seed": 5}]
+        w = s["physics"]["weights"]
+        w.update(tied_embeddings=False, model="the-model", notes=["a note of the account"])
+        s["physics"]["ceiling"].update(
+            bandwidth_gbps=14.4, ceiling_tok_s=1715.46, bandwidth_source={"kind": "probe", "method": "a copy loop"}
+        )
 
-    _edit(src, old)
-    _, d = _render(src, tmp_path / "out")
+    _edit(src, change)
+    md, d = _render(src, tmp_path / "out")
+    assert md.startswith("Another title") and "The question: Another question?" in md
+    assert d.arms == ["ngram_8", "baseline", "ngram_4"] and d.workloads == ["chat", "prose", "code"]
+    assert d.label("ngram_4") == "ngram_4 (four drafted)"
+    arms = next(
+        t.frame for t in article.section_method(d).items if isinstance(t, article.Table) and t.csv == "arms.csv"
+    )
+    assert list(arms["arm"]) == d.arms and list(arms["label"]) == ["", "no speculation", "four drafted"]
+    assert "Requests: max_tokens 99, temperature 0.5, seed 7; prompts were sent without a unique prefix" in md
+    assert "Design: abba, 1 round, 1 blocks in the order below, drawn once with seed 42" in md
+    assert "3 s of cooldown between blocks" in md
+    assert (
+        "Served by llama.cpp (llama-server), a fresh process per block. Model: /models/m.gguf." in md
+        and "embedded" not in md.split("Served by", 1)[1].split("\n")[0]
+    )
+    assert f"14.4 GB/s {TIMES} 8.39 MB = 1715.46 tok/s" in md and "measured by a copy probe: a copy loop" in md
+    assert "Byte account of the-model" in _tables(d) and "Note from the account: a note of the account" in md
+    assert "A text token reads 8.39 MB: everything stored." in md  # no longer tied
+
+
+def _tables(d: article.Data) -> str:
+    return "\n".join(t.caption for t in article.section_ceiling(d).items if isinstance(t, article.Table))
+
+
+def test_an_unknown_byte_account_is_said_from_stats_json(tmp_path):
+    src = _dir(tmp_path)
+
+    def unknown(s):
+        s["physics"]["weights"] = {"status": "unknown", "reason": "no headers at /m", "key": "engine.model"}
+        s["physics"]["ceiling"] = {"status": "unknown", "bandwidth_gbps": 7.2}
+
+    _edit(src, unknown)
+    md, _ = _render(src, tmp_path / "out")
+    assert "The ceiling is unknown: no byte account of the model" in md and "Why: no headers at /m." in md
+    assert "Memory bandwidth was found (7.2 GB/s)" in md
+
+
+def test_an_older_file_stops_the_article_with_the_command_that_analyses_it_again(tmp_path):
+    src = _dir(tmp_path)
+    _edit(src, lambda s: (s.pop("experiment"), s.update(stats_version=2)))
+    with pytest.raises(OldStats, match="version 2 lacks what the article states") as e:
+        _render(src, tmp_path / "out")
+    assert f"snakemake --cores 1 results/{src.name}/stats.json --forcerun analyze" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "key", ["physics", "budget_groups", "tokens_per_event", "design_ran", "unmeasured", "drift_worst", "experiment"]
+)
+def test_an_older_file_gets_the_same_numbers_from_the_experiment_and_its_files(key):
+    """A version 1 stats.json (no stats_version) passed through bracket.stats.contract.current with the experiment,
+    runs.csv, weights.json, ceiling.json and schedule.csv gets what it lacks from the same functions of
+    bracket.stats as the analysis: what the article reads is today's."""
+    today = json.loads((FIXTURE / "stats.json").read_text())
+    old = copy.deepcopy(today)
+    del old["stats_version"], old["experiment"]
+    for k in ("weights", "ceiling"):
+        del old["physics"][k]
+    if key == "physics":
+        for k in ("reference_reading", "above_ceiling"):
+            del old["physics"][k]
+    elif key == "budget_groups":
+        old["budget_groups"] = [{k: g[k] for k in ("method", "arms", "budgets")} for g in old["budget_groups"]]
+    elif key != "experiment":
+        del old[key]
+    runs = pd.read_csv(FIXTURE / "runs.csv")
+    got = current(
+        old,
+        cfg=config.load(FIXTURE / "probe.yaml", measured=True),
+        runs=runs,
+        ceiling=json.loads((FIXTURE / "ceiling.json").read_text()),
+        weights=json.loads((FIXTURE / "weights.json").read_text()),
+        schedule=pd.read_csv(FIXTURE / "schedule.csv"),
+    )
+    assert got["stats_version"] == 3
     if key == "tokens_per_event":  # from runs.csv as written: equal to its last digits
-        assert [t["arm"] for t in d.stats[key]] == [t["arm"] for t in today[key]]
-        assert [t[key] for t in d.stats[key]] == pytest.approx([t[key] for t in today[key]], rel=1e-12)
+        assert [t["arm"] for t in got[key]] == [t["arm"] for t in today[key]]
+        assert [t[key] for t in got[key]] == pytest.approx([t[key] for t in today[key]], rel=1e-12)
     else:
-        assert d.stats[key] == today[key]
+        assert got[key] == today[key]
+    assert got["experiment"] == today["experiment"] and got["physics"] == today["physics"]
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def _strings(tree: ast.AST) -> list[str]:
+    """String constants outside docstrings."""
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+FORBIDDEN_IMPORTS = ("bracket.experiment", "bracket.physics", "yaml", "ruamel")
+FORBIDDEN_FILES = ("weights.json", "ceiling.json", ".yaml")  # the corrections ledger is read by bracket.controls
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+def test_the_article_package_reads_no_experiment_byte_account_or_ceiling(path):
+    tree = ast.parse(path.read_text(), str(path))
+    bad = sorted(m for m in _imports(tree) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_IMPORTS))
+    assert not bad, f"{path.name} imports {bad}: the article reads stats.json (bracket.stats.stated), not the files"
+    named = [s for s in _strings(tree) if any(f in s.replace("corrections.yaml", "") for f in FORBIDDEN_FILES)]
+    assert not named, f"{path.name} names {named}: stats.json states the experiment, byte account and ceiling"
+
+
+def test_the_package_test_would_catch_a_reader():
+    """The two checks above on a module that does what the article must not."""
+    tree = ast.parse(
+        'import yaml\nfrom bracket.experiment import config\ndef f(p):\n    "doc weights.json"\n'
+        '    return config.load(p / "probe.yaml"), open(p / "ceiling.json")\n'
+    )
+    assert {"yaml", "bracket.experiment", "bracket.experiment.config"} <= _imports(tree)
+    assert sorted(_strings(tree)) == ["ceiling.json", "probe.yaml"]

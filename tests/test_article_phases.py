@@ -14,12 +14,8 @@ FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
 
 def _fixture(tmp_path, **changes):
     d = article.load(
-        str(FIXTURE / "probe.yaml"),
         str(FIXTURE / "runs.csv"),
         str(FIXTURE / "stats.json"),
-        str(FIXTURE / "weights.json"),
-        str(FIXTURE / "ceiling.json"),
-        str(FIXTURE / "schedule.csv"),
         str(FIXTURE / "raw"),
         str(FIXTURE / "probe.corrections.yaml"),
         str(tmp_path),
@@ -37,7 +33,7 @@ def test_the_synthetic_arms_read_as_the_finding_says(tmp_path):
         }
     )
     stats = json.loads(json.dumps(analyze(_runs(), cfg)))
-    d = _fixture(tmp_path, stats=stats, cfg=cfg)
+    d = _fixture(tmp_path, stats=stats)
     t = article.phase_table(d)
     assert list(t["arm"]) == ["a", "b", "c", "d"]
     assert list(t["difference lives in"]) == ["reference", "TTFT", "decode", "TTFT"]
@@ -61,7 +57,7 @@ def test_no_arm_flagged_and_no_phases(tmp_path):
         }
     )
     stats = json.loads(json.dumps(analyze(_runs({k: ARMS[k] for k in "ac"}), cfg)))
-    md = article.section_phases(_fixture(tmp_path, stats=stats, cfg=cfg))._repr_markdown_()
+    md = article.section_phases(_fixture(tmp_path, stats=stats))._repr_markdown_()
     assert "No arm's TTFT moved further" in md
     d = _fixture(tmp_path)
     d = article.Data(**{**d.__dict__, "stats": {**d.stats, "phases": None}})  # a stats.json from before the phases

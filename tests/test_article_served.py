@@ -20,24 +20,27 @@ FIXTURE = Path(__file__).resolve().parent / "data" / "report" / "probe"
 def fixture_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("served")
     return article.load(
-        FIXTURE / "probe.yaml",
         FIXTURE / "runs.csv",
         FIXTURE / "stats.json",
-        FIXTURE / "weights.json",
-        FIXTURE / "ceiling.json",
-        FIXTURE / "schedule.csv",
         FIXTURE / "raw",
         FIXTURE / "probe.corrections.yaml",
         out,
     )
 
 
-def variant(d, *, cfg=None, stats=None, metas=None, model_dir=None):
+def fixture_cfg() -> dict:
+    """The fixture's experiment as the analysis reads it (the article reads only stats.json's echo of it)."""
+    return config.load(FIXTURE / "probe.yaml", measured=True)
+
+
+def variant(d, *, engine=None, stats=None, metas=None, model_dir=None):
+    stats = copy.deepcopy(stats if stats is not None else d.stats)
+    if engine:
+        stats["experiment"]["engine"].update(engine)
     return article.Data(
         **{
             **d.__dict__,
-            "cfg": cfg if cfg is not None else d.cfg,
-            "stats": stats if stats is not None else d.stats,
+            "stats": stats,
             "metas": metas if metas is not None else d.metas,
             "model_dir": model_dir,
         }
@@ -46,10 +49,7 @@ def variant(d, *, cfg=None, stats=None, metas=None, model_dir=None):
 
 def attached(d, **fields):
     """The fixture's blocks as an attach run records them: no model directory ("embedded", the default)."""
-    cfg = copy.deepcopy(d.cfg)
-    cfg["engine"].update(
-        kind="openai", launch="attach", embedded=False, model="embedded", base_url="http://127.0.0.1:8000"
-    )
+    engine = dict(kind="openai", launch="attach", embedded=False, base_url="http://127.0.0.1:8000")
     metas = {
         k: {
             **m,
@@ -62,7 +62,9 @@ def attached(d, **fields):
         }
         for k, m in d.metas.items()
     }
-    return article.Data(**{**variant(d, cfg=cfg, metas=metas, model_dir="embedded").__dict__, "model_build": None})
+    return article.Data(
+        **{**variant(d, engine=engine, metas=metas, model_dir="embedded").__dict__, "model_build": None}
+    )
 
 
 # ---------------------------------------------------------------- what served it
@@ -144,12 +146,12 @@ def test_same_settings_tells_an_aa_experiment_from_a_control_and_a_sweep():
 def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fixture_data):
     """The fixture's runs analysed as if its three arms had the same settings: the analysis marks it A/A,
     and the article reads it as a drift test, never "Keep baseline"."""
-    cfg = copy.deepcopy(fixture_data.cfg)
+    cfg = fixture_cfg()
     for arm in cfg["arms"]:
         cfg["arms"][arm] = {"label": arm}
     stats = analyze(pd.read_csv(FIXTURE / "runs.csv"), cfg)
     assert stats["aa"] == {"reference": "baseline", "arms": ["ngram_4", "ngram_8"], "all": True}
-    d = variant(fixture_data, cfg=cfg, stats=stats)
+    d = variant(fixture_data, stats=stats)
     verdicts = {c["verdict"] for c in stats["comparisons"]}
     title = article.title_line(d)
     assert title.startswith("A drift test (A/A): every arm ran the settings of baseline")
@@ -165,9 +167,9 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
 
     # one arm only (the reference's runs): a drift test too, never "Keep baseline"
     runs = pd.read_csv(FIXTURE / "runs.csv")
-    one = {**copy.deepcopy(fixture_data.cfg), "arms": {"baseline": {"label": "no speculation"}}}
+    one = {**fixture_cfg(), "arms": {"baseline": {"label": "no speculation"}}}
     solo = analyze(runs[runs["arm"] == "baseline"], one)
-    d1 = variant(fixture_data, cfg=one, stats=solo)
+    d1 = variant(fixture_data, stats=solo)
     assert article.title_line(d1).startswith("A drift test: one arm, baseline (no speculation), measured block after")
     assert "- code: " in article.section_headline(d1)._repr_markdown_()
     assert (
@@ -178,7 +180,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     )
 
     # the same runs, analysed as the sweep they were: no A/A, the usual headline
-    assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_data.cfg)["aa"] is None
+    assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_cfg())["aa"] is None
     assert not article.title_line(fixture_data).startswith("A drift test")
 
 

@@ -18,7 +18,14 @@ from bracket.stats.findings import Finding, FindingKind
 
 K = FindingKind
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = {int: 2, float: 0.5, str: "x", bool: True, tuple[float, ...]: (1.5, 2.5)}
+SAMPLE = {
+    int: 2,
+    float: 0.5,
+    str: "x",
+    bool: True,
+    tuple[float, ...]: (1.5, 2.5),
+    dict: {"why": "thin", "blocks": 4, "df": 1.0},  # an undetermined comparison's reason (bracket.stats.reasons)
+}
 
 
 def _sample(cls) -> object:

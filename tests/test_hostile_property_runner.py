@@ -25,6 +25,7 @@ from bracket.article import render as report
 from bracket.article.inputs import Data
 from bracket.experiment import config, design
 from bracket.measure import runner
+from bracket.stats import stated
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -80,11 +81,8 @@ def article(root: Path, exp: str, cfg: dict, raw: Path, meta: dict) -> tuple[Pat
     recs = records.read([raw])
     d = Data(
         name=exp,
-        cfg=cfg,
         runs=records.tidy(recs),
-        stats={},
-        weights=None,
-        ceiling=None,
+        stats={"experiment": stated.experiment(cfg, exp)},
         schedule=pd.DataFrame(),
         metas={0: meta},
         raw=recs,

@@ -12,6 +12,7 @@ from bracket.controls.neutrality import plan
 from bracket.engines import get, llamacpp, vllm
 from bracket.experiment import config
 from bracket.experiment.config import ExperimentError
+from bracket.stats import neutrality as neutral
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 
@@ -228,8 +229,14 @@ def test_the_method_section_states_the_cost_with_its_interval():
     assert kind == "warn" and "-7.9% per token" in text and "faster than a plain client would see" in text
     text, kind = instrument_sentence({**n, "ratio": 0.995, "cost": -0.005, "ci_low": 0.985, "ci_high": 1.004})
     assert kind == "" and "not ruled out" in text
-    text, kind = instrument_sentence({"status": "off: attached to production"})
+    text, kind = instrument_sentence({"status": "off", "off_reason": "attached to production"})
     assert kind == "warn" and "was off: attached to production" in text
+    text, _ = instrument_sentence({"status": "no_records"})
+    assert "left no pair to compare (no records: the blocks ran no control pairs" in text
+    # the analysis's reading is the one said (bracket.stats.neutrality.reading), not worked out again
+    assert neutral.reading(n) == "costs_more" and neutral.reading({**n, "ci_low": None}) == "no_interval"
+    text, kind = instrument_sentence({**n, "reading": "within"})
+    assert kind == "" and "within 1 % either way" in text
     assert instrument_sentence(None) is None
 
 

@@ -33,12 +33,8 @@ BOLD = "<b>bold</b>"
 
 def params(src: Path, out: Path) -> dict:
     return {
-        "experiment_path": str(src / "probe.yaml"),
         "runs_csv": str(src / "runs.csv"),
         "stats_json": str(src / "stats.json"),
-        "weights_json": str(src / "weights.json"),
-        "ceiling_json": str(src / "ceiling.json"),
-        "schedule_csv": str(src / "schedule.csv"),
         "meta_dir": str(src / "raw"),
         "corrections_path": str(src / "probe.corrections.yaml"),
         "out_dir": str(out),
@@ -255,8 +251,6 @@ def test_sections_absent_without_their_data(data):
         **{
             **data.__dict__,
             "stats": {**data.stats, "speculative": [], "k_model": {}, "physics": None},
-            "weights": None,
-            "ceiling": None,
             "corrections": None,
         }
     )
@@ -557,17 +551,20 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     cfg = config.validate(raw_cfg)
     runs = records.tidy(records.read(sorted((tmp_path / "raw").glob("*.jsonl"))))
     runs.to_csv(tmp_path / "runs.csv", index=False)
-    (tmp_path / "stats.json").write_text(json.dumps(analyze(runs, cfg)))
     from bracket.experiment import design
 
     design.write(design.from_config(cfg), tmp_path / "schedule.csv")
+    stats = analyze(
+        runs,
+        cfg,
+        json.loads((FIXTURE / "ceiling.json").read_text()),
+        weights=json.loads((FIXTURE / "weights.json").read_text()),
+        schedule=pd.read_csv(tmp_path / "schedule.csv"),
+    )
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
     d = article.load(
-        tmp_path / "two.yaml",
         tmp_path / "runs.csv",
         tmp_path / "stats.json",
-        FIXTURE / "weights.json",
-        FIXTURE / "ceiling.json",
-        tmp_path / "schedule.csv",
         tmp_path / "raw",
         tmp_path / "none.yaml",
         tmp_path / "out",

@@ -318,11 +318,8 @@ def test_ledger_entries_survive_re_rendering(tmp_path):
     corrections.append(p, [ENTRY])
     d = article.Data(
         name="x",
-        cfg={},
         runs=None,
         stats={},
-        weights=None,
-        ceiling=None,
         schedule=None,
         metas={},
         raw=[],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from bracket.article.findings import message
+from bracket.article.speculative import reading_words
 from bracket.engines.llamacpp import never_drafts
 from bracket.experiment import config
 from bracket.stats import speculative as spec
@@ -155,7 +156,8 @@ def test_analysis_finds_the_arm_that_never_drafted():
     assert "proposed no draft token" in message(never[0])
     # the arm that never drafted is no budget: with it gone, ngram_4 is alone and there is no budget table
     assert stats["budget_groups"] == []
-    assert [r["reading"] for r in stats["speculative"] if r["arm"] == "ngram_2"] == [
+    assert [r["reading"] for r in stats["speculative"] if r["arm"] == "ngram_2"] == ["never drafted"]
+    assert [reading_words(r["reading"]) for r in stats["speculative"] if r["arm"] == "ngram_2"] == [
         "never drafted: the engine proposed no draft token, so this arm measured the baseline"
     ]
     assert stats["never_drafted"] == [{"arm": "ngram_2", "workload": "code", "runs": 6, "draft_budget": 2}]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from bracket.article.findings import message
+from bracket.article.verdicts import undetermined_words
 from bracket.stats import io as sio
 from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -72,8 +73,9 @@ def test_one_block_per_arm_or_confounded_is_never_faster_or_slower(tmp_path, des
     for i in range(12):
         c = _compare(simulate(design, rounds=rounds, rng=rng, seed=i, **sim), tmp_path)
         assert c["verdict"] == UNDETERMINED, c["verdict"]
-        assert c["undetermined_reason"] and c["rounds_needed"] and c["rounds_needed"] >= 3
-        assert "abab" in c["undetermined_reason"]
+        u = c["undetermined"]
+        assert u["why"] in ("few_blocks", "confounded") and c["rounds_needed"] and c["rounds_needed"] >= 3
+        assert "abab" in undetermined_words(u)
 
 
 def test_three_percent_under_drift_at_four_rounds_is_found(tmp_path):
@@ -124,7 +126,9 @@ def test_one_block_df_is_never_pooled_and_its_variance_is_floored(tmp_path):
         assert o["se"] ** 2 >= 0.999 * max(o["block_var"], o["within_var"]) * (t["se"] ** 2 / t["block_var"])
         assert o["ci_high"] / o["ci_low"] >= t["ci_high"] / t["ci_low"] - 1e-12
         if o["verdict"] == UNDETERMINED:
-            assert "degree of freedom" in o["undetermined_reason"] and "rounds" in o["undetermined_reason"]
+            words = undetermined_words(o["undetermined"])
+            assert o["undetermined"]["why"] == "thin" and o["undetermined"]["df"] == 1
+            assert "degree of freedom" in words and "rounds" in words
 
 
 @pytest.mark.parametrize("run_sd", [0.005, 0.03])
@@ -224,7 +228,9 @@ def test_holm_verdicts_agree_with_the_adjusted_cis():
     # The two that fail Holm do not clear the band, nor rule out +2% (twice the band): undetermined,
     # with the rounds a CI at their Holm level would need.
     assert [r["verdict"] for r in rows] == [FASTER, UNDETERMINED, UNDETERMINED]
-    assert all("rounds of A/B/A/B" in r["undetermined_reason"] for r in rows[1:])
+    assert all(r["undetermined"]["why"] == "wide" for r in rows[1:])
+    assert all(r["undetermined"]["rounds_needed"] == r["rounds_needed"] for r in rows[1:])
+    assert all("rounds of A/B/A/B" in undetermined_words(r["undetermined"]) for r in rows[1:])
     for r in rows:
         clears = r["ci_low"] > 1.01
         assert clears == (r["verdict"] == FASTER) and r["multiplicity"]["method"] == "holm"
@@ -338,7 +344,14 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
     d = next(c for c in out["comparisons"] if c["candidate"] == "d")
     assert d["verdict"] == UNDETERMINED and d["rounds_needed"] >= 3
     named = {u["candidate"]: u for u in out["undetermined"]}
-    assert "one block" in named["d"]["reason"] and named["d"]["rounds_needed"] >= 3
+    assert named["d"]["reason"] == d["undetermined"] and (d["undetermined"]["why"], d["undetermined"]["blocks"]) == (
+        "few_blocks",
+        1,
+    )
+    assert (
+        undetermined_words(named["d"]["reason"]).startswith("one block for one arm")
+        and named["d"]["rounds_needed"] >= 3
+    )
     for c in out["comparisons"]:
         if c["verdict"] == UNDETERMINED and c["ci_low"] is not None:  # never beside a CI that clears the band
             assert c["ci_low"] <= 1 + c["noise_band"] and c["ci_high"] >= 1 / (1 + c["noise_band"])
@@ -367,7 +380,7 @@ def test_two_speed_cell_with_quiet_blocks_is_calibrated_and_named(tmp_path):
         "abab", rounds=3, runs=6, block_sd=0.002, run_sd=0.005, two_speed=0.08, rng=np.random.default_rng(1), seed=1
     )
     c = _compare(df, tmp_path)
-    assert c["block_statistic"].startswith("mean") and set(c["modes"]) == {"baseline", "candidate"}
+    assert c["block_statistic"] == "mean" and set(c["modes"]) == {"baseline", "candidate"}
     m = c["modes"]["candidate"]
     assert m["high_median"] / m["low_median"] == pytest.approx(1.08, abs=0.01) and m["where"] == "within blocks"
     (note,) = [

@@ -69,12 +69,8 @@ def test_a_holm_level_and_a_pooled_gpu_fit():
 @pytest.fixture(scope="module")
 def fixture_data(tmp_path_factory):
     return article.load(
-        FIXTURE / "probe.yaml",
         FIXTURE / "runs.csv",
         FIXTURE / "stats.json",
-        FIXTURE / "weights.json",
-        FIXTURE / "ceiling.json",
-        FIXTURE / "schedule.csv",
         FIXTURE / "raw",
         FIXTURE / "probe.corrections.yaml",
         tmp_path_factory.mktemp("cons"),

@@ -92,12 +92,8 @@ def test_the_article_reads_an_old_file_in_todays_contract(tmp_path):
     old = tmp_path / "stats.json"
     old.write_text(json.dumps(stats))
     d = article.load(
-        FIXTURE / "probe.yaml",
         FIXTURE / "runs.csv",
         old,
-        FIXTURE / "weights.json",
-        FIXTURE / "ceiling.json",
-        FIXTURE / "schedule.csv",
         FIXTURE / "raw",
         FIXTURE / "probe.corrections.yaml",
         tmp_path / "out",

@@ -72,12 +72,8 @@ def test_analyze_puts_the_gaps_into_stats_and_the_article_states_them(tmp_path):
     json.dumps(stats, allow_nan=False)
 
     d = article.load(
-        FIXTURE / "probe.yaml",
         FIXTURE / "runs.csv",
         FIXTURE / "stats.json",
-        FIXTURE / "weights.json",
-        FIXTURE / "ceiling.json",
-        FIXTURE / "schedule.csv",
         FIXTURE / "raw",
         FIXTURE / "probe.corrections.yaml",
         tmp_path,

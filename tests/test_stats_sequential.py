@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 from bracket.stats.io import from_table
-from bracket.stats.sequential import OPEN, SETTLED, Plan, assess, judge
+from bracket.stats.sequential import METHOD, OPEN, SETTLED, Plan, assess, judge
 from bracket.stats.simulate import simulate, simulate_arms
 from bracket.stats.spending import boundaries, obf_spending
 from scipy import stats
@@ -225,7 +225,7 @@ def test_an_early_looks_nominal_level_never_reads_100_percent():
         "99.95%",
         "99.99%",
     ]
-    assert ci_label(0.999973, 9, "group-sequential (repeated CIs)") == "repeated CI (nominal 99.997%, 9 comparisons)"
+    assert ci_label(0.999973, 9, METHOD) == "repeated CI (nominal 99.997%, 9 comparisons)"
     assert ci_label(0.983, 3, "holm") == "98.3% CI (Holm, 3 comparisons)"
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from bracket import records
 from bracket.article.findings import texts
+from bracket.article.verdicts import undetermined_words
 from bracket.experiment import config, design
 from bracket.stats import analyze
 from bracket.stats import io as sio
@@ -253,7 +254,10 @@ def test_cli_summarize_and_compare_json(capsys):
     # Seed 000's round three ran each arm in one block: 5.28x, but how much fresh servers differ
     # is unmeasured there, so the verdict is undetermined, with what to run instead.
     assert c["verdict"] == "undetermined" and round(c["ratio"], 2) == 5.28
-    assert "one block" in c["undetermined_reason"] and c["rounds_needed"] >= 3
+    u = c["undetermined"]
+    assert (u["why"], u["blocks"], u["arms_short"], u["lower_bound"]) == ("few_blocks", 1, 2, True)
+    assert u["rounds_needed"] == c["rounds_needed"] >= 3
+    assert undetermined_words(u).startswith("one block for each arm: how much fresh servers differ is not measured")
     assert {"ratio", "ci_low", "ci_high", "p_value", "test", "drift", "noise_band", "verdict"} <= set(c)
     args = p.parse_args(["compare", raw, "--baseline", "nope", "--candidate", "dflash2_draft12"])
     with pytest.raises(ValueError, match="baseline arm 'nope'"):

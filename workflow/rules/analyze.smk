@@ -38,10 +38,13 @@ rule collect:
 
 
 rule analyze:
-    """Summaries, drift, comparisons, speculative readings, the measurement against the ceiling, guards."""
+    """Summaries, drift, comparisons, speculative readings, the measurement against the ceiling, guards; and
+    the experiment, byte account and ceiling as the article states them (stats.json holds all it says)."""
     input:
         "results/{exp}/runs.csv",
         ceiling="results/{exp}/ceiling.json",
+        weights="results/{exp}/weights.json",
+        schedule="results/{exp}/schedule.csv",
         neutrality="results/{exp}/neutrality.csv",
         metas=get_block_meta_files,
     output:

@@ -1,12 +1,11 @@
 rule report:
-    """The article: papermill runs the notebook on this experiment's files; HTML and Markdown without code."""
+    """The article: papermill runs the notebook on stats.json (every number and judgement, and the experiment, byte
+    account and ceiling as it states them), runs.csv (the raw tables), the blocks' records and provenance and the
+    controls; HTML and Markdown without code. No experiment file, weights.json or ceiling.json is handed to it."""
     input:
         notebook="notebooks/article.ipynb",
         runs="results/{exp}/runs.csv",
         stats="results/{exp}/stats.json",
-        weights="results/{exp}/weights.json",
-        ceiling="results/{exp}/ceiling.json",
-        schedule="results/{exp}/schedule.csv",
         blocks=get_block_files,
         metas=get_block_meta_files,
         attempts="results/{exp}/failed_attempts.json",
@@ -20,7 +19,6 @@ rule report:
         md="report/{exp}/article.md",
         ipynb="report/{exp}/article.ipynb",
     params:
-        experiment=get_experiment_path,
         corrections=get_corrections_path,
         model_dir=get_model_param,
         verdicts_done=get_report_verdicts_done,

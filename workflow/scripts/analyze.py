@@ -26,10 +26,22 @@ with rule_log(snakemake.log[0]) as log:
         sys.exit(1)
     with open(snakemake.input.ceiling) as f:
         ceiling = json.load(f)
+    with open(snakemake.input.weights) as f:
+        weights = json.load(f)
+    schedule = pd.read_csv(snakemake.input.schedule)
     path = getattr(snakemake.input, "neutrality", None)
     control = pd.read_csv(path) if path else None
     metas = [json.loads(Path(p).read_text()) for p in getattr(snakemake.input, "metas", [])]
-    stats = analyze(runs, cfg, ceiling, control if control is not None and len(control) else None, metas=metas)
+    stats = analyze(
+        runs,
+        cfg,
+        ceiling,
+        control if control is not None and len(control) else None,
+        metas=metas,
+        weights=weights,
+        schedule=schedule,
+        name=snakemake.wildcards.exp,
+    )
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

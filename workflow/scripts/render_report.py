@@ -12,12 +12,8 @@ with rule_log(snakemake.log[0], mode="a"):
         notebook=snakemake.input.notebook,
         out_dir=out_dir,
         parameters={
-            "experiment_path": str(Path(snakemake.params.experiment).resolve()),
             "runs_csv": str(Path(snakemake.input.runs).resolve()),
             "stats_json": str(Path(snakemake.input.stats).resolve()),
-            "weights_json": str(Path(snakemake.input.weights).resolve()),
-            "ceiling_json": str(Path(snakemake.input.ceiling).resolve()),
-            "schedule_csv": str(Path(snakemake.input.schedule).resolve()),
             "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
             "block_files": json.dumps([str(Path(p).resolve()) for p in snakemake.input.blocks]),
             "attempts_json": str(Path(snakemake.input.attempts).resolve()),

@@ -19,6 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import yaml
 from bracket import records
 from bracket.experiment import config, design
@@ -82,12 +83,19 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     design.write(design.from_config(cfg), OUT / "schedule.csv")
     weights.write_json(model_dir, OUT / "weights.json", cfg)
     ceil = ceiling.write_json(OUT / "weights.json", cfg, OUT / "ceiling.json")
-    stats = analyze(runs, cfg, ceil)
+    stats = _analyze(runs, cfg, ceil)
     (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     if (model_dir / "build.json").exists():
         shutil.copy(model_dir / "build.json", OUT / "raw" / "model-build.json")
     size = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file())
     print(f"{OUT}: {len(runs)} runs, {size / 1e3:.0f} kB")
+
+
+def _analyze(runs, cfg: dict, ceil: dict) -> dict:
+    """As rule analyze: the byte account, the schedule and the experiment's name go in too (stats.json states them)."""
+    acct = json.loads((OUT / "weights.json").read_text())
+    schedule = pd.read_csv(OUT / "schedule.csv")
+    return analyze(runs, cfg, ceil, weights=acct, schedule=schedule, name="probe")
 
 
 def stats_only() -> None:
@@ -97,7 +105,7 @@ def stats_only() -> None:
     blocks = sorted((OUT / "raw").glob("block-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
     runs = records.tidy(records.read(blocks))
     ceil = json.loads((OUT / "ceiling.json").read_text())
-    stats = analyze(runs, cfg, ceil)
+    stats = _analyze(runs, cfg, ceil)
     (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     print(f"{OUT / 'stats.json'}: {len(runs)} runs")
 

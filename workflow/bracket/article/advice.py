@@ -35,12 +35,12 @@ def arm_flags(d: Data, arm: str) -> str:
         if m.get("arm") != arm or not m.get("argv"):
             continue
         spec = [g for g in _flag_groups(list(m["argv"])) if g[0].startswith("--spec")]
-        extra = [g for g in _flag_groups(list((d.cfg["arms"].get(arm, {}) or {}).get("args", []))) if g not in spec]
+        extra = [g for g in _flag_groups(list(d.arm_config(arm).get("args") or [])) if g not in spec]
         flags = [a for g in spec + extra for a in g]
         return shlex.join(flags) if flags else "(no speculative flags)"
-    spec = (d.cfg.get("arms", {}).get(arm) or {}).get("speculative")
+    spec = d.arm_config(arm).get("speculative")
     return (
-        f"{spec_words(spec, d.cfg.get('engine', {}).get('kind'))} (from the experiment: no launch record)"
+        f"{spec_words(spec, d.experiment.get('engine', {}).get('kind'))} (from the experiment: no launch record)"
         if spec
         else "(no speculative flags)"
     )

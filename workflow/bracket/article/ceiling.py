@@ -273,7 +273,7 @@ def section_ceiling(d: Data) -> Section | None:
                     "warn",
                 )
             )
-        if any((d.cfg.get("arms", {}).get(a) or {}).get("speculative") for a in d.arms):
+        if any(d.arm_config(a).get("speculative") for a in d.arms):
             s.add(
                 Para(
                     "Speculative arms are left out of this table: one weight read verifies several drafted "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bracket.article.verdicts import undetermined_words
 from bracket.records import REASON_HINTS
 from bracket.stats.findings import Finding
 from bracket.stats.findings import FindingKind as K
@@ -195,7 +196,7 @@ MESSAGES: dict[K, Callable[[object], str]] = {
     ),
     K.POOLED: lambda p: "blocks agreed within request noise (F test), so block and request noise were pooled",
     K.COMPARISON_MODES: _comparison_modes,
-    K.UNDETERMINED: lambda p: f"undetermined: {p.reason}.",
+    K.UNDETERMINED: lambda p: f"undetermined: {undetermined_words(p.reason)}.",
     K.HOST_DIFFERS: _host_differs,
     K.SERVER_STATE: _server_state,
     K.NEVER_DRAFTED: _never_drafted,

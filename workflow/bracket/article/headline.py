@@ -8,6 +8,7 @@ from bracket.article.elements import Bullets, Heading, Para, Section
 from bracket.article.inputs import Data
 from bracket.article.results import ci_label
 from bracket.article.text import interval, rate, ratio, rounds_needed, runs_phrase
+from bracket.article.verdicts import significance_words
 
 
 def headline_rows(d: Data) -> list[dict]:
@@ -44,7 +45,7 @@ def headline_rows(d: Data) -> list[dict]:
                 "ref_n": ref["n"] if ref else None,
                 "ref_min": ref["min"] if ref else None,
                 "ref_max": ref["max"] if ref else None,
-                "test": comp.get("test") if comp else None,
+                "test": significance_words(comp.get("test")) if comp else None,
                 "needed": rounds_needed(comp),
                 "same_settings": b["arm"] in ((d.stats.get("aa") or {}).get("arms") or []),
             }
@@ -184,12 +185,12 @@ def unmeasured(d: Data) -> list[str]:
 
 
 def section_headline(d: Data) -> Section:
-    s = Section([Heading(d.cfg.get("title") or d.name, 1)])
+    s = Section([Heading(d.experiment.get("title") or d.name, 1)])
     sub = title_line(d)
     if sub:
         s.add(Para(sub, "lead"))
-    if d.cfg.get("question"):
-        s.add(Para(f"The question: {d.cfg['question']}"))
+    if d.experiment.get("question"):
+        s.add(Para(f"The question: {d.experiment['question']}"))
     for problem in unmeasured(d):  # before any number: what could not be measured at all
         s.add(Para(problem, "warn"))
     rows = headline_rows(d)

@@ -1,4 +1,6 @@
-"""The article's inputs: the experiment's files read once into `Data`."""
+"""The article's inputs: stats.json (every number and judgement it states), runs.csv (the raw tables), and the
+blocks' records and provenance where they are there, read once into `Data`. No experiment file, byte
+account or ceiling file is read: stats.json states them (`experiment`, `physics.weights`, `physics.ceiling`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import pandas as pd
 
 from bracket import records
 from bracket.controls.corrections import load_corrections
-from bracket.experiment import config
-from bracket.stats.contract import current
+from bracket.stats.contract import current, require
+from bracket.stats.stated import SCHEDULE_COLUMNS
 
 
 @dataclass
@@ -19,12 +21,9 @@ class Data:
     """Everything the article reads; nothing else is consulted and no server is contacted."""
 
     name: str
-    cfg: dict
     runs: pd.DataFrame
     stats: dict
-    weights: dict | None
-    ceiling: dict | None
-    schedule: pd.DataFrame
+    schedule: pd.DataFrame  # the planned blocks, from stats.json's experiment.schedule
     metas: dict  # block position -> meta dict
     raw: list  # raw records (with output_text)
     corrections: list | None
@@ -35,21 +34,41 @@ class Data:
     failed_attempts: list = field(default_factory=list)  # meta of attempts set aside in raw/failed/
 
     @property
+    def experiment(self) -> dict:
+        """The experiment as stats.json states it (bracket.stats.stated.experiment)."""
+        return self.stats.get("experiment") or {}
+
+    @property
+    def weights(self) -> dict | None:
+        """The byte account as stats.json states it (physics.weights; None without one)."""
+        return (self.stats.get("physics") or {}).get("weights")
+
+    @property
+    def ceiling(self) -> dict | None:
+        """The ceiling as stats.json states it (physics.ceiling; None without one)."""
+        return (self.stats.get("physics") or {}).get("ceiling")
+
+    @property
     def reference(self) -> str:
-        return self.stats.get("reference") or self.cfg.get("reference")
+        return self.stats.get("reference") or self.experiment.get("reference")
 
     @property
     def workloads(self) -> list[str]:
         """Workloads in the experiment's order, then any others found in the runs."""
-        seen = list(self.cfg.get("workloads", {}))
+        seen = list(self.experiment.get("workloads") or [])
         return [w for w in seen if w in set(self.runs["workload"])] + sorted(
             set(self.runs["workload"].astype(str)) - set(seen)
         )
 
     @property
     def arms(self) -> list[str]:
-        seen = list(self.cfg.get("arms", {}))
+        seen = [a["arm"] for a in self.experiment.get("arms") or []]
         return seen + sorted(set(self.runs["arm"].astype(str)) - set(seen))
+
+    def arm_config(self, arm: str) -> dict:
+        """The arm's settings as stats.json states them: label, speculative, args, server ({} for an arm the
+        experiment does not name)."""
+        return next((a for a in self.experiment.get("arms") or [] if a["arm"] == arm), {})
 
     def cell(self, arm: str, workload: str) -> dict | None:
         return next((c for c in self.stats.get("cells", []) if c["arm"] == arm and c["workload"] == workload), None)
@@ -60,7 +79,7 @@ class Data:
         )
 
     def label(self, arm: str) -> str:
-        lab = (self.cfg.get("arms", {}).get(arm) or {}).get("label")
+        lab = self.arm_config(arm).get("label")
         return f"{arm} ({lab})" if lab and lab != arm else arm
 
 
@@ -70,12 +89,8 @@ def _read_json(path) -> dict | None:
 
 
 def load(
-    experiment_path,
     runs_csv,
     stats_json,
-    weights_json,
-    ceiling_json,
-    schedule_csv,
     meta_dir,
     corrections_path,
     out_dir,
@@ -86,17 +101,20 @@ def load(
 ) -> Data:
     """Read one experiment's files (the report rule's inputs) into a `Data`.
 
-    The report rule names every file: `block_files` (the raw records of the blocks the schedule
-    ran; their provenance is the `.meta.json` beside each), `attempts_json` (the failed attempts,
-    written by the collect rule) and `model_dir` (the model the experiment served, as the workflow
-    resolved it). Without them (the notebook on its own, the fixture) the blocks and attempts are
-    found in `meta_dir`, and the model's build record at meta_dir/model-build.json.
+    stats.json states every number and judgement, and the experiment, byte account and ceiling as the
+    article names them (version 3; an older file stops here with the command that analyses it again,
+    bracket.stats.contract.require); runs.csv gives the raw tables. The rest is provenance, used where it is
+    there: `block_files` (the raw records of the blocks the schedule ran; their provenance is the
+    `.meta.json` beside each), `attempts_json` (the failed attempts, written by the collect rule) and
+    `model_dir` (the model the experiment served, as the workflow resolved it). Without them (the notebook on
+    its own, the fixture) the blocks and attempts are found in `meta_dir`, and the model's build record at
+    meta_dir/model-build.json.
     """
-    cfg = config.load(experiment_path, measured=True)  # the article reads a run that happened
     runs = pd.read_csv(runs_csv)
     for col in ("valid", "warmup"):
         if col in runs:
             runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
+    stats = require(current(json.loads(Path(stats_json).read_text()), runs=runs), stats_json)
     meta_dir = Path(meta_dir)
     if block_files is None:
         block_files = sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
@@ -110,8 +128,8 @@ def load(
     raw = records.read(block_files)
     failed_attempts = (_read_json(attempts_json) or []) if attempts_json else records.failed_attempts(meta_dir)
     build = None
-    # A relative model path is relative to the workflow's root (experiments/..).
-    roots = [Path(experiment_path).resolve().parent.parent, Path.cwd()]
+    # A relative model path is relative to the workflow's root (results/NAME/stats.json's ../..).
+    roots = [*Path(stats_json).resolve().parents[2:3], Path.cwd()]
     dirs = (
         [Path(model_dir)]
         if model_dir and Path(model_dir).is_absolute()
@@ -123,17 +141,12 @@ def load(
         if cand.is_file():
             build = json.loads(cand.read_text())
             break
-    name = Path(experiment_path).stem
-    ceiling = _read_json(ceiling_json)
-    stats = current(json.loads(Path(stats_json).read_text()), cfg=cfg, runs=runs, ceiling=ceiling)
+    plan = stats["experiment"].get("schedule") or []
     return Data(
-        name=name,
-        cfg=cfg,
+        name=stats["experiment"].get("name") or Path(stats_json).parent.name,
         runs=runs,
         stats=stats,
-        weights=_read_json(weights_json),
-        ceiling=ceiling,
-        schedule=pd.read_csv(schedule_csv),
+        schedule=pd.DataFrame(plan, columns=list(SCHEDULE_COLUMNS)),
         metas=metas,
         raw=raw,
         corrections=load_corrections(corrections_path),

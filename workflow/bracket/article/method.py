@@ -8,7 +8,6 @@ import shlex
 
 import pandas as pd
 
-from bracket import records
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
@@ -73,7 +72,7 @@ def served_sentence(d: Data) -> str:
     """What served the experiment, from provenance: the engine as identified on the server
     (engine_identified, on attach) or as launched (the block's engine kind), its version, how bracket
     reached it, and the model as the server named it and where its files were."""
-    eng = d.cfg.get("engine", {})
+    eng = d.experiment.get("engine", {})
     found = _first(d, "engine_identified")
     launch = _first(d, "launch") or eng.get("launch")
     vs = _versions(d)
@@ -110,7 +109,8 @@ def served_sentence(d: Data) -> str:
         "slurm": ", a fresh process per block",
     }.get(launch, f", launch {launch}" if launch else "")
     served = _first(d, "served_model")
-    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model")
+    # the model as the workflow resolved it, else as the blocks recorded it, else as the experiment named it
+    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model") or eng.get("model")
     if where == "embedded":
         where = None
     model = ""
@@ -168,7 +168,7 @@ def hardware_sentence(d: Data) -> str:
 
 def cache_sentence(d: Data) -> str:
     """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
-    g = d.stats.get("guards") or records.guards(d.runs)
+    g = d.stats.get("guards") or {}
     checks = g.get("cache_checks") or {}
     found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
     who = (
@@ -203,7 +203,7 @@ def cache_sentence(d: Data) -> str:
 
 def launch_sentence(d: Data) -> str:
     """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
-    launches = {m.get("launch") for m in d.metas.values()} or {d.cfg.get("engine", {}).get("launch")}
+    launches = {m.get("launch") for m in d.metas.values()} or {d.experiment.get("engine", {}).get("launch")}
     if launches == {"attach"}:
         return (
             "The server was started by hand and only attached to: it was not restarted between blocks, so "
@@ -470,7 +470,7 @@ def _per_block(ran: dict, key: str, noun: str) -> str:
 
 
 def section_method(d: Data) -> Section:
-    cfg, des = d.cfg, d.cfg.get("design", {})
+    exp, des = d.experiment, d.experiment.get("design", {})
     s = Section([Heading("How these numbers were taken")])
     n_blocks = len(schedule_table(d))
     seq = d.stats.get("sequential")
@@ -497,7 +497,7 @@ def section_method(d: Data) -> Section:
     gaps = gap_sentence(d)
     if gaps:
         s.add(Para(gaps))
-    req = cfg.get("request", {})
+    req = exp.get("request", {})
     s.add(
         Para(
             f"Requests: max_tokens {req.get('max_tokens')}, temperature {req.get('temperature')}, seed "
@@ -518,7 +518,7 @@ def section_method(d: Data) -> Section:
     tel = section_telemetry(d)
     if tel is not None:
         s.add(*tel.items)
-    eng = cfg.get("engine", {})
+    eng = exp.get("engine", {})
     plat = sorted({str(m.get("platform")) for m in d.metas.values() if m.get("platform")})
     s.add(Para(served_sentence(d) + (f" Platform: {', '.join(plat)}." if plat else "")))
     hw = hardware_sentence(d)
@@ -529,7 +529,7 @@ def section_method(d: Data) -> Section:
         s.add(Para(served[0], served[1]))
     arm_rows = []
     for arm in d.arms:
-        a = cfg.get("arms", {}).get(arm) or {}
+        a = d.arm_config(arm)
         sp = a.get("speculative")
         arm_rows.append(
             {
@@ -616,10 +616,9 @@ def section_method(d: Data) -> Section:
             )
             if "layers" not in b:
                 s.add(Pre(json.dumps(b, indent=1)))
-    a = cfg.get("analysis", {})
     s.add(
         Para(
-            f"Analysis: medians with {d.stats.get('resamples', a.get('bootstrap_resamples'))} bootstrap resamples "
+            f"Analysis: medians with {d.stats.get('resamples')} bootstrap resamples "
             f"at {pct(d.stats.get('confidence', 0.95), 0)} confidence, analysis seed {d.stats.get('seed')} (each "
             f"statistic derives its own stream from it), noise threshold {pct(d.stats.get('noise_threshold'), 0)}, "
             f"spread warning above {pct(d.stats.get('spread_warning'), 0)}."

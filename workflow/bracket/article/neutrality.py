@@ -9,6 +9,13 @@ from __future__ import annotations
 from bracket.article.elements import Para
 from bracket.article.inputs import Data
 from bracket.article.text import _n, pct
+from bracket.stats.neutrality import THRESHOLD, Reading, reading
+
+#: The control's status in words where it left no pair ("on" with no pair, "no_records").
+STATUS_WORDS = {
+    "on": "on",
+    "no_records": "no records: the blocks ran no control pairs (a stand-in server, or results from before the control)",
+}
 
 
 def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
@@ -16,16 +23,17 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
     if not n:
         return None
     status = str(n.get("status", ""))
-    if status.startswith("off"):
+    if status == "off":
         return (
             f"The neutrality control, which compares bracket's request with the plainest request that yields "
-            f"the same tokens, was {status}; this article does not show what bracket's request cost the "
-            f"engine.",
+            f"the same tokens, was off: {n.get('off_reason')}; this article does not show what bracket's request "
+            f"cost the engine.",
             "warn",
         )
     if n.get("ratio") is None:
+        said = STATUS_WORDS.get(status, status)  # an older stats.json's status is its own words
         return (
-            f"The neutrality control left no pair to compare ({status}): this article does not show what "
+            f"The neutrality control left no pair to compare ({said}): this article does not show what "
             f"bracket's request cost the engine.",
             "warn",
         )
@@ -47,7 +55,10 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
             f" ({n['bracket_ms_per_token']:.3f} against {n['plain_ms_per_token']:.3f} ms per token, medians of "
             f"the pairs)"
         )
-    if n.get("ci_low") is None:
+    # the analysis reads the cost against its threshold (bracket.stats.neutrality.reading); a file from before
+    # it did, the same function on the same numbers
+    read = n.get("reading") or reading(n)
+    if read == Reading.NO_INTERVAL:
         return (
             what + f"bracket's request took {pct(n['cost'], 1, sign=True)} per token{per}; with one block there "
             f"is no block-level interval, so the instrument's cost is not established.",
@@ -57,14 +68,14 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
         f"{pct(n['confidence'], 0)} CI {pct(n['ci_low'] - 1, 1, sign=True)} to "
         f"{pct(n['ci_high'] - 1, 1, sign=True)}, {n['df']} degrees of freedom between blocks"
     )
-    if n["ci_low"] > 1.01:
+    if read == Reading.COSTS_MORE:
         return (
             what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
             f"the rates in this article are the engine's under bracket's request, slower than under a plain "
             f"client's.",
             "warn",
         )
-    if n["ci_high"] < 0.99:
+    if read == Reading.COSTS_LESS:
         return (
             what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
             f"less than a plain client's, so the rates in this article are the engine's under bracket's "
@@ -72,15 +83,16 @@ def instrument_sentence(n: dict | None) -> tuple[str, str] | None:
             f"adapter's request_body).",
             "warn",
         )
-    if n["ci_low"] >= 0.99 and n["ci_high"] <= 1.01:
+    limit = f"{100 * n.get('threshold', THRESHOLD):g} %"
+    if read == Reading.WITHIN:
         return (
             what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): "
-            f"within 1 % either way, so the instrument does not change what it measures.",
+            f"within {limit} either way, so the instrument does not change what it measures.",
             "",
         )
     return (
         what + f"bracket's request cost the server {pct(n['cost'], 1, sign=True)} per token{per} ({ci}): the "
-        f"interval reaches beyond 1 % on one side, so a cost or a saving of that size is not ruled out.",
+        f"interval reaches beyond {limit} on one side, so a cost or a saving of that size is not ruled out.",
         "",
     )
 

@@ -133,9 +133,7 @@ def arm_state(d: Data, arm: str) -> str:
         st = m.get("server_state")
         if st is None and m.get("engine"):
             try:
-                st = engines.get(m["engine"]).server_state(
-                    m.get("argv"), m.get("env") or {}, (d.cfg.get("arms") or {}).get(arm) or {}
-                )
+                st = engines.get(m["engine"]).server_state(m.get("argv"), m.get("env") or {}, d.arm_config(arm))
             except (KeyError, ValueError):
                 st = None
         text = state_words(st)

@@ -9,6 +9,8 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, span
+from bracket.article.verdicts import significance_words, undetermined_words
+from bracket.stats.sequential import METHOD as SEQUENTIAL_METHOD
 
 
 def ci_label(level, comparisons, method: str | None = None) -> str:
@@ -17,7 +19,7 @@ def ci_label(level, comparisons, method: str | None = None) -> str:
     if _missing(level):
         return "95% CI"
     text = f"{level_pct(level)} CI"
-    if method and method.startswith("group-sequential"):
+    if method == SEQUENTIAL_METHOD:
         return f"repeated CI (nominal {level_pct(level)}, {comparisons} comparisons)"
     return text + (f" (Holm, {comparisons} comparisons)" if comparisons and comparisons > 1 else "")
 
@@ -123,7 +125,7 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
                         f"every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}, and so is the chance of any "
                         f"wrong 'no measurable effect'; see the looks"
                     )
-                    if str(mult.get("method", "")).startswith("group-sequential")
+                    if mult.get("method") == SEQUENTIAL_METHOD
                     else (
                         f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
                         f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
@@ -141,12 +143,18 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         if t.empty:
             continue
         s.add(Heading(wl, 3), Table(t, f"{wl}: decode rate per arm", f"results_{wl}.csv"))
-        tests = sorted({c["test"] for c in d.stats.get("comparisons", []) if c["workload"] == wl and c.get("test")})
+        tests = sorted(
+            {
+                significance_words(c["test"])
+                for c in d.stats.get("comparisons", [])
+                if c["workload"] == wl and c.get("test")
+            }
+        )
         if tests:
             s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
         for c in d.stats.get("comparisons", []):
-            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined_reason"):
-                s.add(Para(f"{c['candidate']}: undetermined: {c['undetermined_reason']}.", "warn"))
+            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined"):
+                s.add(Para(f"{c['candidate']}: undetermined: {undetermined_words(c['undetermined'])}.", "warn"))
         for c in d.stats.get("cells", []):
             m2 = c.get("modes")
             if c["workload"] == wl and m2:

@@ -7,6 +7,21 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import pct, rate
+from bracket.stats.speculative import Reading
+
+#: Seed 000's readings of a saturation in words (bracket.stats.speculative.Reading).
+READING_WORDS = {
+    Reading.BUDGET_LIMITED: "budget-limited: the drafts are nearly all used; raise the draft budget",
+    Reading.NEARLY_FULL: "nearly full, more budget might pay",
+    Reading.PARTLY_USED: "partly used: a larger budget is unlikely to pay much",
+    Reading.GUESSING_BADLY: "guessing badly, more budget won't help",
+    Reading.NEVER_DRAFTED: "never drafted: the engine proposed no draft token, so this arm measured the baseline",
+}
+
+
+def reading_words(code: str | None) -> str:
+    """A reading's words; an older stats.json's words (not a code) as they were."""
+    return READING_WORDS.get(code, code or "")
 
 
 def speculative_table(d: Data) -> pd.DataFrame:
@@ -20,7 +35,7 @@ def speculative_table(d: Data) -> pd.DataFrame:
                 "acceptance length": "n/a" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}",
                 "acceptance rate": pct(r["acceptance_rate"]),
                 "saturation": pct(r["saturation"]),
-                "reading": r.get("reading") or "",
+                "reading": reading_words(r.get("reading")),
             }
         )
     return pd.DataFrame(rows)
@@ -78,9 +93,9 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
         s.add(
             Para(
                 f"Fullest: {hi['arm']} on {hi['workload']}, {hi['acceptance_length']:.2f} of a budget of "
-                f"{hi['draft_budget']} ({pct(hi['saturation'])}): {hi['reading']}. Emptiest: {lo['arm']} on "
+                f"{hi['draft_budget']} ({pct(hi['saturation'])}): {reading_words(hi['reading'])}. Emptiest: {lo['arm']} on "
                 f"{lo['workload']}, {lo['acceptance_length']:.2f} of {lo['draft_budget']} ({pct(lo['saturation'])}): "
-                f"{lo['reading']}."
+                f"{reading_words(lo['reading'])}."
             )
         )
         over = [r for r in sat if r["saturation"] > 1]

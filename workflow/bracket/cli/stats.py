@@ -8,6 +8,7 @@ import json
 
 from bracket import interop
 from bracket.article.findings import message
+from bracket.article.verdicts import ci_method_words, significance_words, undetermined_words
 from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
@@ -170,7 +171,7 @@ def compare_cmd(args) -> int:
             )
         print(
             f"  raw ratio       {r['raw_ratio']:.4f}x  {pct} CI {_ci(r['raw_ci_low'], r['raw_ci_high'])}  "
-            f"({r['ci_method']})"
+            f"({ci_method_words(r['ci_method'])})"
         )
         if r["drift_adjusted_ratio"] is not None:
             print(
@@ -182,13 +183,13 @@ def compare_cmd(args) -> int:
             if r["p_beyond_band"] is None
             else (f"; p beyond the band = {r['p_beyond_band']:.3g} (adjusted {r['p_adjusted']:.3g})")
         )
-        print(f"  p = {p} ({r['test']}){pb}")
+        print(f"  p = {p} ({significance_words(r['test'])}){pb}")
         print(
             f"  blocks {r['blocks_baseline']} + {r['blocks_candidate']}, runs {r['n_baseline']} + "
             f"{r['n_candidate']}; drift {drift}; noise band +/-{r['noise_band']:.2%}"
         )
         if r["verdict"] == "undetermined":
-            print(f"  undetermined: {r['undetermined_reason']}")
+            print(f"  undetermined: {undetermined_words(r['undetermined'])}")
         for n in r["notes"]:
             print(f"  note: {message(n)}")
     return 0

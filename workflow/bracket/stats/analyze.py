@@ -12,7 +12,7 @@ import pandas as pd
 
 from bracket.physics.ceiling import measured
 from bracket.records import guards
-from bracket.stats import conservatism
+from bracket.stats import conservatism, stated
 from bracket.stats import defaults as D
 from bracket.stats import findings as F
 from bracket.stats import neutrality as neutral
@@ -36,8 +36,9 @@ from bracket.stats.multiplicity import FAMILY, holm
 
 VALUE = "decode_tok_s"
 #: stats.json's contract version: 2 made findings data (kind + payload) and added design_ran,
-#: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event.
-STATS_VERSION = 2
+#: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event; 3 added
+#: `experiment` and physics' `weights` and `ceiling` (bracket.stats.stated): the article reads nothing else.
+STATS_VERSION = 3
 
 
 def jsonable(obj):
@@ -125,6 +126,10 @@ def analyze(
     ceiling: dict | None = None,
     control: pd.DataFrame | None = None,
     metas: list[dict] | None = None,
+    *,
+    weights: dict | None = None,
+    schedule: pd.DataFrame | None = None,
+    name: str | None = None,
 ) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
@@ -139,6 +144,11 @@ def analyze(
         replicates, and the analysed column ("decode_tok_s").
     reference, design, noise_threshold, spread_warning
         From cfg, echoed so the report needs nothing else.
+    experiment
+        The experiment as the article names it (bracket.stats.stated.experiment): name (`name`, else
+        runs.csv's experiment column), title, question, reference, arms in order with label, speculative,
+        args and server, workloads in order, engine, design as planned, request, and the schedule
+        (`schedule`, schedule.csv) as planned.
     counts
         {total, valid, warmups, invalid (not counting warmups), invalid_by_reason}.
     cells
@@ -157,11 +167,15 @@ def analyze(
         and raw_ci_* hold the request-level bootstrap); raw_ratio with raw_ci_low/raw_ci_high is the
         raw fit (OLS on log block medians, arm only, t on the blocks' df; unadjusted),
         drift_adjusted_ratio with its CI the fit with arm + position (unadjusted); ratio_of_medians (pooled requests), basis (which
-        fit the verdict rests on), p_value (no effect) and test, p_beyond_band (the effect lies
+        fit the verdict rests on), ci_method (where the interval comes from) and test, as data
+        (bracket.stats.reasons.CiMethod and SignificanceTest records: kind, block summary, df, variance;
+        the words are bracket.article.verdicts'), block_statistic ("median" or "mean" of log rate),
+        p_value (no effect), p_beyond_band (the effect lies
         outside the noise band) and p_adjusted (Holm), multiplicity {method, comparisons, family,
         level}, verdict
-        ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined_reason,
-        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, from the
+        ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined (why, as a
+        bracket.stats.reasons.Undetermined record: a Why code and its numbers; null beside a verdict),
+        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, a fraction, from the
         block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
         the log scale), drift, drift_per_block, noise_band, notes.
     multiplicity
@@ -191,8 +205,8 @@ def analyze(
         above `threshold` by fitted drift), total (df x level x drift factors, [min, max]); null
         without a block-level fit.
     undetermined
-        [{workload, candidate, reason, rounds_needed, rounds_needed_for}] for each undetermined
-        comparison.
+        [{workload, candidate, reason (its `undetermined` record), rounds_needed, rounds_needed_for}] for
+        each undetermined comparison.
     drift
         Per workload: reference_first_vs_last (ln(last block median / first block median) of
         the reference, which is (last - first) / mean to third order, with both medians and
@@ -210,7 +224,8 @@ def analyze(
     speculative
         One per speculative arm and workload: draft_budget, acceptance_length (1 + sum accepted
         / sum verify steps), acceptance_rate (sum accepted / sum proposed), saturation
-        (acceptance length / draft budget), reading (seed 000's words), source.
+        (acceptance length / draft budget), reading (seed 000's reading as a code: bracket.stats.speculative.Reading),
+        source.
     k_model
         Seed 000's decode = k x baseline x acceptance_length. baseline = the non-speculative arm
         (the reference if it is one) on the same workload. band = [min k, max k] over the
@@ -235,7 +250,9 @@ def analyze(
         evaluated at it (bracket.physics.ceiling.measured); reference_reading (the reference's efficiency
         over its workloads, its regime, the spread of its workload medians and whether they are
         flat: bracket.stats.efficiency.reference_reading) and above_ceiling (rows of arms without
-        speculation above the plain ceiling).
+        speculation above the plain ceiling); weights and ceiling, the byte account (`weights`,
+        weights.json) and the ceiling as the article prints them (bracket.stats.stated.physics_inputs).
+        None where neither file was given.
     phases
         TTFT apart from decode (bracket.stats.phases): margin (analysis.phase_margin), rule, and rows,
         one per arm and workload: n, ttft_s, tg_tok_s (decode phase, first to last token) and
@@ -249,9 +266,10 @@ def analyze(
     neutrality
         The instrument's cost from the neutrality control's records (`control`, records.control_table):
         bracket.stats.neutrality.instrument_cost (ratio of bracket's per-token server time to the plain
-        request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", or why
-        it is off (controls.neutrality_off). A finding of kind "instrument" when the cost and its whole
-        CI lie beyond 1 % either way.
+        request's, with its block-level CI, basis, blocks, pairs, per_block), plus `status`: "on", "off"
+        (with `off_reason`, controls.neutrality_off) or "no_records" (the blocks ran no control pairs), and
+        `reading` (bracket.stats.neutrality.Reading: the cost against `threshold`, 1 %, either way). A
+        finding of kind "instrument" when the cost and its whole CI lie beyond 1 % either way.
     hosts
         Null unless the runs name two hosts or more (`hosts:` in the experiment): names, baseline
         (the first host), drift per host and workload (as `drift`, time counted in that host's
@@ -278,7 +296,7 @@ def analyze(
         (bracket.stats.findings: kind is a FindingKind, payload its numbers). Their sentences are made
         by bracket.article.findings, for the article and the CLI alike.
     stats_version
-        2 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
+        3 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
     """
     if not isinstance(cfg, dict) or "arms" not in cfg:
         raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
@@ -289,6 +307,12 @@ def analyze(
     reference = cfg.get("reference") or next(iter(cfg["arms"]))
     frame = from_runs(runs)
     valid = valid_rows(frame)
+    if name is None:
+        name = (
+            str(runs["experiment"].dropna().iloc[0])
+            if "experiment" in runs and runs["experiment"].notna().any()
+            else "experiment"
+        )
     out: dict = {
         "stats_version": STATS_VERSION,
         "seed": seed,
@@ -303,6 +327,7 @@ def analyze(
         "counts": _counts(runs, frame),
         "design_ran": design_ran(runs),
         "unmeasured": unmeasured(runs, cfg),
+        "experiment": stated.experiment(cfg, name, schedule),
     }
     warnings: list[Finding] = []
     if valid.empty:
@@ -405,13 +430,13 @@ def analyze(
         where = dict(arm=c["candidate"], vs=reference, workload=c["workload"])
         warnings += [dataclasses.replace(n, **where) for n in notes[(c["workload"], c["candidate"])]]
         if c["verdict"] == "undetermined":
-            payload = F.Undetermined(c["undetermined_reason"], c["rounds_needed"])
+            payload = F.Undetermined(c["undetermined"], c["rounds_needed"])
             warnings.append(Finding(K.UNDETERMINED, payload, **where))
     out["undetermined"] = [
         {
             "workload": c["workload"],
             "candidate": c["candidate"],
-            "reason": c["undetermined_reason"],
+            "reason": c["undetermined"],
             "rounds_needed": c["rounds_needed"],
             "rounds_needed_for": c["rounds_needed_for"],
         }
@@ -428,7 +453,7 @@ def analyze(
     silent = {(c["arm"], c["workload"]) for c in never}
     for r in out["speculative"]:
         if (r["arm"], r["workload"]) in silent:
-            r["reading"] = "never drafted: the engine proposed no draft token, so this arm measured the baseline"
+            r["reading"] = spec.Reading.NEVER_DRAFTED
     # an arm that drafted on no workload is not a budget: the table of budgets leaves it out
     mute = {c["arm"] for c in never} - {
         a for a, w in valid[["arm", "workload"]].drop_duplicates().itertuples(index=False) if (a, w) not in silent
@@ -447,26 +472,30 @@ def analyze(
     out["levels"] = _levels(runs, cfg, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
-    out["physics"] = measured(ceiling, out["cells"], reference, plain) if ceiling is not None else None
-    if out["physics"] is not None:
-        eff = out["physics"]["efficiency"]
-        out["physics"].update(
-            reference_reading=reference_reading(eff, reference, order), above_ceiling=above_ceiling(eff)
-        )
+    out["physics"] = None
+    if ceiling is not None or weights is not None:
+        m = measured(ceiling, out["cells"], reference, plain)
+        eff = m["efficiency"]
+        out["physics"] = {
+            **m,
+            "reference_reading": reference_reading(eff, reference, order),
+            "above_ceiling": above_ceiling(eff),
+            **stated.physics_inputs(weights, ceiling),
+        }
     warnings += _machine((ceiling or {}).get("machine_steadiness"), spread_warn)
     out["guards"] = guards(runs)
     out["gaps"] = block_gaps(metas or [], float(cfg.get("design", {}).get("cooldown_s", 0) or 0))
     warnings += gap_findings(out["gaps"])
     c = cfg.get("controls", {})
     if not c.get("neutrality", True):
-        out["neutrality"] = {"status": f"off: {c.get('neutrality_off')}"}
+        out["neutrality"] = {"status": "off", "off_reason": c.get("neutrality_off")}
     else:
         cost = neutral.instrument_cost(control, conf) if control is not None else None
         out["neutrality"] = {
-            "status": "on"
-            if cost
-            else "no records: the blocks ran no control pairs (a stand-in server, or results from before the control)",
+            "status": "on" if cost else "no_records",  # no_records: a stand-in server, or from before the control
             **(cost or {}),
+            "reading": neutral.reading(cost),
+            "threshold": neutral.THRESHOLD,
         }
         warnings += neutral.findings(cost)
     unreported = out["guards"]["cache_unreported_unique"]
@@ -625,6 +654,6 @@ def _best(cells, comparisons, medians, reference):
             "ci_basis": comp["basis"] if comp else None,
             "picked_from": len(here),
             "verdict": comp["verdict"] if comp else None,
-            "undetermined_reason": comp["undetermined_reason"] if comp else None,
+            "undetermined": comp["undetermined"] if comp else None,
         }
     return best

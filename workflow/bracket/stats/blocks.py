@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bracket.stats.reasons import Center, CiKind, CiMethod, Variance
+
 #: Preliminary-test level of the pooling rule: pool when the block variance is not significant at it.
 #: Bancroft's 0.25 let per-arm coverage fall to 88 % at 2 rounds with 1 % block noise (the test has
 #: one or two degrees of freedom there); 0.5 keeps it at 92-98 % (bench/design_efficiency.py).
@@ -120,6 +122,7 @@ class BlockFit:
     pooled: bool
     vif: float  # variance inflation of the coefficient from the other regressors
     method: str
+    ci_method: CiMethod | None = None  # the same, as data (bracket.stats.reasons)
 
     def ci(self, confidence: float) -> tuple[float, float] | None:
         """(low, high) on the log scale; None when there are no degrees of freedom."""
@@ -186,6 +189,8 @@ def fit(
         )
     )
     pooled = False
+    center = Center.MEAN if table.attrs.get("center") == "mean" else Center.MEDIAN
+    variance = Variance.BLOCKS
     if s2_b is None:
         var, df, method = None, 0.0, "no residual degrees of freedom at the block level"
     else:
@@ -195,7 +200,7 @@ def fit(
             # One block df: an F pre-test there decides on one number and pooling after it let 12-54 %
             # of the verdicts it pooled be false (issue 29). Not pooled; a block median still varies at
             # least as much as request noise alone makes it, so that is the variance's floor.
-            var = v_w
+            var, variance = v_w, Variance.FLOORED
             method = (
                 f"OLS on {what}, t with {df_b} df; block variance below the within-block "
                 f"noise, which is its floor (not pooled on {df_b} df)"
@@ -209,13 +214,28 @@ def fit(
             and s2_b / v_w < stats.f.ppf(1 - POOL_ALPHA, df_b, df_w)
         ):
             var = (df_b * s2_b + df_w * v_w) / (df_b + df_w)
-            df, pooled = df_b + df_w, True
+            df, pooled, variance = df_b + df_w, True, Variance.POOLED
             method = (
                 f"OLS on {what}; block variance not above within-block noise "
                 f"(F test at {POOL_ALPHA:g}), pooled with it: t with {df:g} df"
             )
+    ci_method = (
+        CiMethod(CiKind.NO_BLOCK_DF, center)
+        if s2_b is None
+        else CiMethod(CiKind.BLOCK_FIT, center, int(df_b), float(df), variance, POOL_ALPHA if pool else None)
+    )
     return BlockFit(
-        float(beta[column]), math.sqrt(var * c) if var is not None else None, df, m, p, s2_b, v_w, pooled, vif, method
+        float(beta[column]),
+        math.sqrt(var * c) if var is not None else None,
+        df,
+        m,
+        p,
+        s2_b,
+        v_w,
+        pooled,
+        vif,
+        method,
+        ci_method,
     )
 
 

@@ -31,6 +31,7 @@ from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.findings import ComparisonModes, Finding
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
+from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, SignificanceTest, Undetermined, Why
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
@@ -60,7 +61,7 @@ class Comparison:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    test: str
+    test: dict  # bracket.stats.reasons.SignificanceTest as a record
     drift: float | None
     drift_per_block: float | None
     noise_band: float
@@ -69,7 +70,7 @@ class Comparison:
     drift_adjusted_ci_low: float | None
     drift_adjusted_ci_high: float | None
     basis: str
-    ci_method: str
+    ci_method: dict  # bracket.stats.reasons.CiMethod as a record
     n_baseline: int
     n_candidate: int
     blocks_baseline: int
@@ -86,19 +87,19 @@ class Comparison:
     raw_ratio: float | None = None
     raw_ci_low: float | None = None
     raw_ci_high: float | None = None
-    undetermined_reason: str | None = None
+    undetermined: dict | None = None  # why no verdict: bracket.stats.reasons.Undetermined as a record
     rounds_needed: int | None = None
-    rounds_needed_for: str | None = None
+    rounds_needed_for: float | None = None  # the CI half-width (a fraction) rounds_needed would give
     estimate: float | None = None  # log ratio on the basis
     se: float | None = None
     df: float | None = None
     pooled: bool | None = None
     block_var: float | None = None  # variance of a block median: between-block residual
     within_var: float | None = None  # ... and from within-block noise alone
-    thin_reason: str | None = None  # too few block df: undetermined unless the CI clears the band
+    thin: dict | None = None  # too few block df (an Undetermined record): undetermined unless the CI clears the band
     vif: float | None = None  # variance inflation of the arm by the drift term (confounding)
     modes: dict | None = None  # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
-    block_statistic: str | None = None  # what each block is reduced to
+    block_statistic: Center | None = None  # what each block is reduced to
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float, alpha: float) -> str:
@@ -182,8 +183,8 @@ def decide(
     df: float | None,
     band: float,
     level: float,
-    structural: str | None,
-    thin: str | None,
+    structural: object | None,
+    thin: object | None,
 ) -> tuple[str, float | None, float | None]:
     """The verdict and the ratio CI at `level` it rests on.
 
@@ -280,11 +281,15 @@ def compare(
         floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
         r, target = _rounds(floor, math.log(rom), band, confidence)
-        reason = (
-            f"{'one block' if min(n_b, n_c) == 1 else 'no block'} for "
-            f"{'each arm' if max(n_b, n_c) < 2 else 'one arm'}: how much fresh servers differ is "
-            f"not measured, and arm is confounded with time; run the arms interleaved "
-            f"(design.kind: abab) for at least {max(r or 3, 3)} rounds"
+        reason = Undetermined(
+            Why.FEW_BLOCKS,
+            blocks=min(n_b, n_c),
+            arms_short=2 if max(n_b, n_c) < 2 else 1,
+            rounds_needed=max(r or 3, 3),
+            half_width=target,
+            lower_bound=True,
+            rounds_now=min(n_b, n_c),
+            max_rounds_searched=MAX_ROUNDS,
         )
         # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
         return Comparison(
@@ -296,7 +301,7 @@ def compare(
             raw_ci_low=boot.ci_low,
             raw_ci_high=boot.ci_high,
             p_value=None,
-            test="none: a test needs two blocks per arm",
+            test=NO_TEST.record(),
             drift=drift,
             drift_per_block=None,
             noise_band=band,
@@ -305,11 +310,11 @@ def compare(
             drift_adjusted_ci_low=None,
             drift_adjusted_ci_high=None,
             basis="raw",
-            ci_method=f"{boot.method}; requests only, block-to-block variation unmeasured",
+            ci_method=CiMethod(CiKind.REQUESTS_ONLY, bootstrap=boot.method).record(),
             notes=tuple(notes),
-            undetermined_reason=reason,
+            undetermined=reason.record(),
             rounds_needed=max(r or 3, 3),
-            rounds_needed_for=target + " (a lower bound: block noise unmeasured)",
+            rounds_needed_for=target,
             within_var=floor or None,
             **common,
         )
@@ -351,16 +356,9 @@ def compare(
             notes.append(Finding(K.DRIFT_UNKNOWN))
     structural = thin = None
     if basis_fit.vif > CONFOUNDED_VIF:
-        structural = (
-            f"arm is confounded with time (the drift term inflates the arm's variance "
-            f"{basis_fit.vif:.1f}-fold, as in a sequential design): interleave the arms "
-            f"(design.kind: abab)"
-        )
+        structural = Undetermined(Why.CONFOUNDED, vif=float(basis_fit.vif))
     elif basis_fit.df < 2:
-        thin = (
-            f"{basis_fit.blocks} blocks leave {basis_fit.df:g} degree of freedom for block-to-block "
-            f"noise, too few to tell an effect from it"
-        )
+        thin = Undetermined(Why.THIN, blocks=int(basis_fit.blocks), df=float(basis_fit.df))
     band_log = (-math.log(1 + band), math.log(1 + band))
     p_band = basis_fit.p_beyond(*band_log)
     v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
@@ -368,8 +366,8 @@ def compare(
     r, target = _rounds(block_var, basis_fit.estimate, band, confidence)
     reason = None
     if v == UNDETERMINED:
-        # kept in undetermined_reason alone: notes are the other remarks, so nothing is said twice
-        reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c))
+        # kept in `undetermined` alone: notes are the other remarks, so nothing is said twice
+        reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c)).record()
     if basis_fit.pooled:
         notes.append(Finding(K.POOLED))
     for name, m in modes.items():
@@ -387,10 +385,13 @@ def compare(
                 ),
             )
         )
-    test = (
-        f"t test on log block medians ({'arm + drift' if adj is not None else 'arm'}), "
-        f"{basis_fit.df:g} df{' (pooled)' if basis_fit.pooled else ''}"
-    )
+    test = SignificanceTest(
+        "t",
+        basis_fit.ci_method.center,
+        drift_term=adj is not None,
+        df=float(basis_fit.df),
+        pooled=bool(basis_fit.pooled),
+    ).record()
     basis_ci = adj_ci if adj is not None else raw_ci
     if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
         vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
@@ -412,12 +413,12 @@ def compare(
         drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
         drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None,
         basis=basis,
-        ci_method=basis_fit.method,
+        ci_method=basis_fit.ci_method.record(),
         notes=tuple(notes),
         p_beyond_band=p_band,
         p_adjusted=p_band,
         multiplicity={"method": "none", "comparisons": 1},
-        undetermined_reason=reason,
+        undetermined=reason,
         rounds_needed=r,
         rounds_needed_for=target,
         estimate=basis_fit.estimate,
@@ -426,33 +427,31 @@ def compare(
         pooled=basis_fit.pooled,
         block_var=basis_fit.between_var,
         within_var=basis_fit.within_var,
-        thin_reason=thin,
+        thin=thin.record() if thin else None,
         vif=basis_fit.vif,
         modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
-        block_statistic="mean of log rate (two paths)" if two_paths else "median of log rate",
+        block_statistic=Center.MEAN if two_paths else Center.MEDIAN,
         **common,
     )
 
 
-def wide_reason(lo: float, hi: float, band: float) -> str:
-    edge = 1 + WIDE * band
-    return (
-        f"the CI {lo:.3f}-{hi:.3f} neither clears the {band:.1%} noise band nor stays within {WIDE:g} x it "
-        f"({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
+def wide_reason(lo: float, hi: float, band: float) -> Undetermined:
+    """The CI neither clears the band nor stays within WIDE x it: too few blocks for their noise."""
+    return Undetermined(Why.WIDE, ci_low=float(lo), ci_high=float(hi), band=float(band), wide=WIDE)
+
+
+def with_rounds(reason: Undetermined | dict, rounds: int | None, target: float | None, rounds_now: int) -> Undetermined:
+    """The undetermined reason with what to run instead: `rounds` A/B/A/B rounds (None: more than MAX_ROUNDS)
+    for a CI of +/- `target`, news when above `rounds_now`."""
+    if isinstance(reason, dict):
+        reason = Undetermined(**reason)
+    return dataclasses.replace(
+        reason, rounds_needed=rounds, half_width=target, rounds_now=rounds_now, max_rounds_searched=MAX_ROUNDS
     )
 
 
-def with_rounds(reason: str, rounds: int | None, target: str, rounds_now: int) -> str:
-    """The undetermined reason with what to run instead."""
-    if rounds is None:
-        return f"{reason}; more than {MAX_ROUNDS} rounds would be needed for a CI of {target}"
-    if rounds > rounds_now:
-        return f"{reason}; about {rounds} rounds of A/B/A/B would give a CI of {target}"
-    return reason
-
-
-def _rounds(block_var: float, estimate: float, band: float, confidence: float) -> tuple[int | None, str]:
-    """Rounds for a CI that decides at the effect measured so far, and that half-width in words.
+def _rounds(block_var: float, estimate: float, band: float, confidence: float) -> tuple[int | None, float]:
+    """Rounds for a CI that decides at the effect measured so far, and that half-width (a fraction).
 
     A CI of half-width |effect| - band clears the band; one of WIDE x band - |effect| rules out
     effects past WIDE x band ("no measurable effect"). The target is the easier of the two, so at
@@ -460,4 +459,4 @@ def _rounds(block_var: float, estimate: float, band: float, confidence: float) -
     """
     edge, e = math.log(1 + band), abs(estimate)
     hw = max(e - edge, WIDE * edge - e)
-    return rounds_needed(block_var, hw, confidence), f"+/-{math.expm1(hw):.1%}"
+    return rounds_needed(block_var, hw, confidence), float(math.expm1(hw))

@@ -29,6 +29,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from bracket.stats.reasons import Center, Variance
+
 
 @functools.lru_cache(maxsize=None)
 def median_factor(n: int) -> float:
@@ -46,12 +48,12 @@ def sources(c: dict, confidence: float) -> dict | None:
     if c.get("se") is None or not df or df <= 0:
         return None
     t0 = float(stats.t.ppf(0.5 + confidence / 2, df))
-    floored = "floor" in str(c.get("ci_method") or "")
+    floored = (c.get("ci_method") or {}).get("variance") == Variance.FLOORED
     request_part = bool(c.get("pooled")) or floored
     runs = (c.get("n_baseline", 0) + c.get("n_candidate", 0)) / max(
         (c.get("blocks_baseline") or 0) + (c.get("blocks_candidate") or 0), 1
     )
-    med = not str(c.get("block_statistic") or "").startswith("mean") and request_part and runs >= 1
+    med = c.get("block_statistic") != Center.MEAN and request_part and runs >= 1
     return {
         "df": float(df),
         "df_factor": t0 / float(stats.norm.ppf(0.5 + confidence / 2)),

@@ -8,6 +8,15 @@ and `same_direction`, `tokens_per_event`, `unmeasured`, `drift_worst`, and `best
 from the inputs the caller has (the experiment, runs.csv, ceiling.json), and keeps each old
 finding's sentence as a `recorded` finding.
 
+Version 3 (issue 28) made stats.json all the article reads besides runs.csv: `experiment` (the
+experiment as the article names it, with its schedule) and `physics.weights` / `physics.ceiling` (the byte
+account and the ceiling as the article prints them), bracket.stats.stated; and a comparison's reasons became
+data (`undetermined` for `undetermined_reason`, `ci_method` and `test` as records: bracket.stats.reasons), an
+older file's sentences kept as they were (why "recorded"). `current` fills them in from the
+experiment, weights.json, ceiling.json and schedule.csv where the caller passes them; the article passes
+none (it reads no experiment file), so a file older than version 3 stops it with `require`'s message,
+which names the command that analyses the records again.
+
 Today (bracket.stats.compare.Comparison, bracket.stats.analyze): a comparison's ``ratio`` with
 ``ci_low`` / ``ci_high`` at ``ci_level`` is the estimate and interval the verdict rests on, and
 ``raw_ratio`` / ``raw_ci_*`` the fit without the drift term. Files written before issue 29 named
@@ -19,18 +28,23 @@ through `current` first.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
+
 import pandas as pd
 
 from bracket.physics.ceiling import measured
 from bracket.stats import speculative as spec
+from bracket.stats import stated
 from bracket.stats.analyze import recommend, workload_order
 from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
+from bracket.stats.reasons import Undetermined, Why
 
-VERSION = 2
+VERSION = 3
 
 OLD = ("verdict_ci_low", "verdict_ci_high", "verdict_ci_level")
 
@@ -73,12 +87,20 @@ def _old(comps) -> bool:
 
 
 def current(
-    stats: dict, *, cfg: dict | None = None, runs: pd.DataFrame | None = None, ceiling: dict | None = None
+    stats: dict,
+    *,
+    cfg: dict | None = None,
+    runs: pd.DataFrame | None = None,
+    ceiling: dict | None = None,
+    weights: dict | None = None,
+    schedule: pd.DataFrame | None = None,
+    name: str | None = None,
 ) -> dict:
     """A whole stats.json in today's contract (a copy where anything changed): its comparisons and
-    the hosts section's (each host against the first), and a version 1 file's missing keys (module
-    docstring), each from `cfg` (the validated experiment), `runs` (runs.csv) or `ceiling`
-    (ceiling.json) where it needs them; without them the key stays missing."""
+    the hosts section's (each host against the first), and an older file's missing keys (module
+    docstring), each from `cfg` (the validated experiment), `runs` (runs.csv), `ceiling` (ceiling.json),
+    `weights` (weights.json), `schedule` (schedule.csv) or `name` (the experiment's) where it needs them;
+    without them the key stays missing, and so does version 3 without `cfg`."""
     out = stats
     if _old(stats.get("comparisons")):
         out = {**out, "comparisons": [current_comparison(c) for c in stats["comparisons"]]}
@@ -87,12 +109,32 @@ def current(
         out = {**out, "hosts": {**hosts, "comparisons": [current_comparison(c) for c in hosts["comparisons"]]}}
     if (stats.get("stats_version") or 1) < 2:
         out = _version_2(out, cfg, runs, ceiling)
+    if out.get("stats_version", 1) < 3 and cfg is not None:
+        out = _version_3(out, cfg, runs, ceiling, weights, schedule, name)
     return out
+
+
+class OldStats(ValueError):
+    """A stats.json from before version 3, which lacks what the article states (`require`)."""
+
+
+def require(stats: dict, path) -> dict:
+    """`stats` (passed through `current`) if it holds all the article reads; else OldStats naming the fix."""
+    if stats.get("stats_version", 1) >= 3 and "experiment" in stats:
+        return stats
+    name = Path(path).parent.name or "NAME"
+    raise OldStats(
+        f"{path}: stats.json version {stats.get('stats_version', 1)} lacks what the article states since version "
+        f"{VERSION} (the experiment as it ran, the byte account and the ceiling); the article reads no experiment "
+        f"file. Analyse the records again (nothing is measured again):\n  snakemake --cores 1 "
+        f"results/{name}/stats.json --forcerun analyze\nor, from Python, pass the file through "
+        "bracket.stats.contract.current with the experiment (cfg), weights.json, ceiling.json and schedule.csv."
+    )
 
 
 def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling: dict | None) -> dict:
     out = {k: v for k, v in stats.items() if k != "warnings"}
-    out["stats_version"] = VERSION
+    out["stats_version"] = 2
     old = stats.get("findings")
     if old is None:  # older still: the sentences alone
         old = [{"message": w} for w in stats.get("warnings") or []]
@@ -142,6 +184,30 @@ def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling
         out["design_ran"] = design_ran(runs)
         if cfg is not None:
             out["unmeasured"] = unmeasured(runs, cfg)
+    return out
+
+
+def recorded_reason(row: dict) -> dict:
+    """A comparison (or `best` entry) of a file before version 3 with its `undetermined_reason` sentence as an
+    `undetermined` record of why "recorded" (bracket.stats.reasons; said as it was recorded)."""
+    if "undetermined_reason" not in row:
+        return row
+    new = {k: v for k, v in row.items() if k != "undetermined_reason"}
+    text = row["undetermined_reason"]
+    new["undetermined"] = asdict(Undetermined(Why.RECORDED, text=text)) if text else None
+    return new
+
+
+def _version_3(stats, cfg, runs, ceiling, weights, schedule, name) -> dict:
+    stats = {**stats, "comparisons": [recorded_reason(c) for c in stats.get("comparisons") or []]}
+    if isinstance(stats.get("best"), dict):
+        stats["best"] = {w: recorded_reason(b) for w, b in stats["best"].items()}
+    if name is None and runs is not None and "experiment" in runs and runs["experiment"].notna().any():
+        name = str(runs["experiment"].dropna().iloc[0])
+    out = {**stats, "stats_version": VERSION, "experiment": stated.experiment(cfg, name or "experiment", schedule)}
+    if out.get("physics") is not None or weights is not None or ceiling is not None:
+        base = out.get("physics") or {"efficiency": [], "reference_median": None, "hypotheses": [], "above_ceiling": []}
+        out["physics"] = {**base, **stated.physics_inputs(weights, ceiling)}
     return out
 
 

@@ -109,7 +109,7 @@ class ComparisonModes:
 
 @dataclass(frozen=True)
 class Undetermined:
-    reason: str  # the comparison's undetermined_reason
+    reason: dict  # the comparison's `undetermined` (bracket.stats.reasons.Undetermined as a record)
     rounds_needed: int | None
 
 

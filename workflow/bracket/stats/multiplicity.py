@@ -64,9 +64,7 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
         level[j] = 1 - alpha / (m - (step if stop is None else stop))
     for j, i in enumerate(idx):
         r = rows[i]
-        v, lo, hi = decide(
-            r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None, r.get("thin_reason")
-        )
+        v, lo, hi = decide(r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None, r.get("thin"))
         if lo is not None:
             r.update(ci_low=lo, ci_high=hi, ci_level=float(level[j]))
         r.update(
@@ -83,12 +81,12 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMIL
             var = max(r.get("block_var") or 0.0, r.get("within_var") or 0.0)
             r["rounds_needed"], r["rounds_needed_for"] = _rounds(var, r["estimate"], r["noise_band"], float(level[j]))
         if v != UNDETERMINED:
-            r["undetermined_reason"] = None
+            r["undetermined"] = None
         else:
-            r["undetermined_reason"] = with_rounds(
-                r.get("thin_reason") or wide_reason(lo, hi, r["noise_band"]),
+            r["undetermined"] = with_rounds(
+                r.get("thin") or wide_reason(lo, hi, r["noise_band"]),
                 r.get("rounds_needed"),
-                r.get("rounds_needed_for") or "",
+                r.get("rounds_needed_for"),
                 min(r["blocks_baseline"], r["blocks_candidate"]),
-            )
+            ).record()
     return m

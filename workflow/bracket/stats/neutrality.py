@@ -19,6 +19,7 @@ block's server, so they are not independent replicates. With one block there is 
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
@@ -121,16 +122,37 @@ def instrument_cost(table: pd.DataFrame, confidence: float = D.CONFIDENCE) -> di
     }
 
 
+class Reading(StrEnum):
+    """What the instrument's cost and its CI say against `threshold` either way; stats.json's
+    neutrality.reading (the words are bracket.article.neutrality's)."""
+
+    NO_INTERVAL = "no_interval"  # one block: no block-level CI, the cost not established
+    COSTS_MORE = "costs_more"  # the whole CI above 1 + threshold: the rates are slower than a plain client's
+    COSTS_LESS = "costs_less"  # the whole CI below 1 - threshold: faster than a plain client's
+    WITHIN = "within"  # the whole CI within 1 -/+ threshold: the instrument does not change what it measures
+    NOT_RULED_OUT = "not_ruled_out"  # the CI reaches beyond the threshold on one side
+
+
+def reading(cost: dict | None, threshold: float = THRESHOLD) -> Reading | None:
+    """The cost's reading against `threshold` (None without a cost)."""
+    if not cost or cost.get("ratio") is None:
+        return None
+    if cost.get("ci_low") is None:
+        return Reading.NO_INTERVAL
+    if cost["ci_low"] > 1 + threshold:
+        return Reading.COSTS_MORE
+    if cost["ci_high"] < 1 - threshold:
+        return Reading.COSTS_LESS
+    if cost["ci_low"] >= 1 - threshold and cost["ci_high"] <= 1 + threshold:
+        return Reading.WITHIN
+    return Reading.NOT_RULED_OUT
+
+
 def findings(cost: dict | None, threshold: float = THRESHOLD) -> list[Finding]:
     """A finding when bracket's request costs the server more, or less, than a plain client's by more than
     `threshold` per token, its whole CI beyond it: either way the rates are not those a plain client sees."""
-    if not cost or cost.get("ci_low") is None:
-        return []
-    if cost["ci_low"] > 1 + threshold:
-        way = "slower"
-    elif cost["ci_high"] < 1 - threshold:
-        way = "faster"
-    else:
+    way = {Reading.COSTS_MORE: "slower", Reading.COSTS_LESS: "faster"}.get(reading(cost, threshold))
+    if way is None:
         return []
     return [
         Finding(

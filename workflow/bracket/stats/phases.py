@@ -38,6 +38,7 @@ from bracket.stats.cells import cell_summaries, compare_arms
 from bracket.stats.findings import Finding, ServerState
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.io import from_runs
+from bracket.stats.reasons import CiKind
 
 # Raw-record column -> what it is, in the order the table shows them.
 METRICS = ("ttft_s", "tg_tok_s", "decode_tok_s")
@@ -130,7 +131,7 @@ def _ratio(frame: pd.DataFrame, reference: str, arm: str, workload: str, **kw) -
         c = compare_arms(frame, reference, arm, workload, reference=reference, **kw)
     except ValueError:  # an arm without valid values of this metric on this workload
         return None, None, None
-    if "requests only" in c.ci_method:  # one block per arm: servers' differences unmeasured, no CI to lean on
+    if c.ci_method["kind"] == CiKind.REQUESTS_ONLY:  # one block per arm: servers' differences unmeasured, no CI
         return c.raw_ratio, None, None
     # The raw fit (arm only): each phase's ratio on the same footing, whatever basis a verdict would take.
     return c.raw_ratio, c.raw_ci_low, c.raw_ci_high

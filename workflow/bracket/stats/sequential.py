@@ -70,6 +70,7 @@ from bracket.stats import defaults as D
 from bracket.stats.blocks import MIN_POOL_DF
 from bracket.stats.cells import compare_arms
 from bracket.stats.compare import CONFOUNDED_VIF, FASTER, NO_EFFECT, UNDETERMINED, WIDE, clears
+from bracket.stats.reasons import Undetermined, Why
 from bracket.stats.spending import cached_boundaries
 
 OPEN, SETTLED = "open", "settled"
@@ -500,16 +501,15 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
             sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]},
         )
         if verdict == UNDETERMINED:
-            why = (
-                s["how"]
-                if s["status"] == SETTLED
-                else (f"still open after {seq['rounds_run']} of at most {seq['max_rounds']} rounds ({s['how']})")
-            )
-            r["undetermined_reason"] = (
-                f"{why}; raise design.max_rounds or state the smallest difference that matters as design.margin"
-            )
+            r["undetermined"] = Undetermined(
+                Why.SEQUENTIAL,
+                status=s["status"],
+                rounds_run=int(seq["rounds_run"]),
+                max_rounds=int(seq["max_rounds"]),
+                look=s["how"],
+            ).record()
         else:
-            r["undetermined_reason"] = None
+            r["undetermined"] = None
     return {
         "method": METHOD,
         "comparisons": seq["family"],

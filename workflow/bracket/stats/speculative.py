@@ -13,16 +13,29 @@ is so small there's barely anything to get wrong".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
+
+
+class Reading(StrEnum):
+    """Seed 000's reading of a saturation, as a code (stats.json's speculative[].reading); the words are
+    bracket.article.speculative's."""
+
+    BUDGET_LIMITED = "budget-limited"  # the drafts are nearly all used
+    NEARLY_FULL = "nearly full"  # more budget might pay
+    PARTLY_USED = "partly used"  # a larger budget is unlikely to pay much
+    GUESSING_BADLY = "guessing badly"  # more budget won't help
+    NEVER_DRAFTED = "never drafted"  # the engine proposed no draft token: the arm measured the baseline
+
 
 #: Saturation thresholds and readings, from seed 000's table (MTP 83.2 % "budget-limited",
 #: DFlash2 76.5 % "nearly full, more budget might pay", DSpark 58.6 % "guessing badly").
 READINGS = (
-    (0.80, "budget-limited: the drafts are nearly all used; raise the draft budget"),
-    (0.70, "nearly full, more budget might pay"),
-    (0.60, "partly used: a larger budget is unlikely to pay much"),
-    (0.0, "guessing badly, more budget won't help"),
+    (0.80, Reading.BUDGET_LIMITED),
+    (0.70, Reading.NEARLY_FULL),
+    (0.60, Reading.PARTLY_USED),
+    (0.0, Reading.GUESSING_BADLY),
 )
 
 
@@ -39,11 +52,11 @@ def saturation(acceptance_length: float, draft_budget: int) -> float:
     return float(acceptance_length / draft_budget)
 
 
-def reading(sat: float) -> str:
+def reading(sat: float) -> Reading:
     """Seed 000's reading of a saturation (see READINGS)."""
-    for floor, words in READINGS:
+    for floor, code in READINGS:
         if sat >= floor:
-            return words
+            return code
     return READINGS[-1][1]
 
 

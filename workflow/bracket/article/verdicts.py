@@ -1,0 +1,100 @@
+"""A comparison's interval method, test and undetermined reason in words (stats.json holds them as data,
+bracket.stats.reasons): the one place they become text, for the article and the command line alike.
+
+A value that is already a string is an older stats.json's sentence, said as it was recorded.
+"""
+
+from __future__ import annotations
+
+from bracket.stats.reasons import Center, CiKind, Variance, Why
+
+
+def _summary(center) -> str:
+    return "log block means (two paths)" if center == Center.MEAN else "log block medians"
+
+
+def ci_method_words(m: dict | str | None) -> str:
+    """Where a comparison's interval comes from: "OLS on log block medians, t with 4 df", ..."""
+    if m is None or isinstance(m, str):
+        return m or ""
+    kind = m.get("kind")
+    if kind == CiKind.REQUESTS_ONLY:
+        return f"{m.get('bootstrap') or 'bootstrap'}; requests only, block-to-block variation unmeasured"
+    if kind == CiKind.NO_BLOCK_DF:
+        return "no residual degrees of freedom at the block level"
+    what, block_df = _summary(m.get("center")), m.get("block_df")
+    if m.get("variance") == Variance.POOLED:
+        return (
+            f"OLS on {what}; block variance not above within-block noise (F test at {m['pool_alpha']:g}), pooled "
+            f"with it: t with {m['df']:g} df"
+        )
+    if m.get("variance") == Variance.FLOORED:
+        return (
+            f"OLS on {what}, t with {block_df} df; block variance below the within-block noise, which is its "
+            f"floor (not pooled on {block_df} df)"
+        )
+    return f"OLS on {what}, t with {block_df} df"
+
+
+def significance_words(t: dict | str | None) -> str:
+    """The test a verdict rests on: "t test on log block medians (arm + drift), 3 df (pooled)", or none."""
+    if t is None or isinstance(t, str):
+        return t or ""
+    if t.get("kind") != "t":
+        return "none: a test needs two blocks per arm"
+    return (
+        f"t test on {_summary(t.get('center'))} ({'arm + drift' if t.get('drift_term') else 'arm'}), "
+        f"{t['df']:g} df{' (pooled)' if t.get('pooled') else ''}"
+    )
+
+
+def _rounds(u: dict) -> str:
+    """What to run instead: the A/B/A/B rounds for a CI of +/- half_width, where that is news."""
+    if u.get("rounds_now") is None:
+        return ""
+    target = f"+/-{u['half_width']:.1%}" if u.get("half_width") is not None else "the width that decides"
+    if u.get("rounds_needed") is None:
+        return f"; more than {u.get('max_rounds_searched')} rounds would be needed for a CI of {target}"
+    if u["rounds_needed"] > u["rounds_now"]:
+        return f"; about {u['rounds_needed']} rounds of A/B/A/B would give a CI of {target}"
+    return ""
+
+
+def undetermined_words(u: dict | str | None) -> str:
+    """Why a comparison has no verdict, and what would give one (a comparison's `undetermined`)."""
+    if u is None or isinstance(u, str):
+        return u or ""
+    why = u.get("why")
+    if why == Why.FEW_BLOCKS:
+        return (
+            f"{'one block' if u['blocks'] == 1 else 'no block'} for {'each arm' if u['arms_short'] == 2 else 'one arm'}: "
+            f"how much fresh servers differ is not measured, and arm is confounded with time; run the arms "
+            f"interleaved (design.kind: abab) for at least {u['rounds_needed']} rounds"
+        )
+    if why == Why.CONFOUNDED:
+        text = (
+            f"arm is confounded with time (the drift term inflates the arm's variance {u['vif']:.1f}-fold, as in a "
+            f"sequential design): interleave the arms (design.kind: abab)"
+        )
+    elif why == Why.THIN:
+        text = (
+            f"{u['blocks']} blocks leave {u['df']:g} degree of freedom for block-to-block noise, too few to tell an "
+            f"effect from it"
+        )
+    elif why == Why.WIDE:
+        edge = 1 + u["wide"] * u["band"]
+        text = (
+            f"the CI {u['ci_low']:.3f}-{u['ci_high']:.3f} neither clears the {u['band']:.1%} noise band nor stays "
+            f"within {u['wide']:g} x it ({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
+        )
+    elif why == Why.SEQUENTIAL:
+        look = u.get("look") or ""
+        text = (
+            look
+            if u.get("status") == "settled"
+            else f"still open after {u['rounds_run']} of at most {u['max_rounds']} rounds ({look})"
+        )
+        return f"{text}; raise design.max_rounds or state the smallest difference that matters as design.margin"
+    else:
+        return str(u.get("text") or why or "")
+    return text + _rounds(u)
