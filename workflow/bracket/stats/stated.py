@@ -49,6 +49,13 @@ def _pick(d: dict | None, keys: tuple[str, ...]) -> dict:
     return {k: d[k] for k in keys if k in d}
 
 
+def _fields(node, keys: tuple[str, ...]) -> dict:
+    """The named fields of a part of the experiment (bracket.experiment.model) that the file or the schema's
+    defaults set, as JSON data."""
+    data = node.model_dump(mode="json", include=set(keys), exclude_unset=True)
+    return {k: data[k] for k in keys if k in data}
+
+
 def schedule_rows(schedule: pd.DataFrame | None) -> list[dict]:
     """The planned blocks in order (schedule.csv): position, arm, round, seed."""
     if schedule is None or schedule.empty:
@@ -65,26 +72,25 @@ def schedule_rows(schedule: pd.DataFrame | None) -> list[dict]:
     ]
 
 
-def experiment(cfg: dict, name: str, schedule: pd.DataFrame | None = None) -> dict:
-    """stats.json's `experiment`: the validated experiment (bracket.experiment.config.load, defaults filled) as
-    the article names it, and its schedule.
+def experiment(exp, name: str, schedule: pd.DataFrame | None = None) -> dict:
+    """stats.json's `experiment`: the validated experiment (a bracket.experiment.model.Experiment, defaults
+    filled) as the article names it, and its schedule.
 
     Keys: name, title, question, reference, arms (a list in the experiment's order: {arm, label, speculative,
     args, server}), workloads (names in the experiment's order), engine {kind, launch, embedded, base_url, model},
     design {kind, rounds, runs_per_block, warmup_runs, cooldown_s, seed, min_rounds, max_rounds}, request
     {max_tokens, temperature, seed, unique_prefix}, schedule [{position, arm, round, seed}].
     """
-    arms = cfg.get("arms") or {}
     return {
         "name": str(name),
-        "title": cfg.get("title"),
-        "question": cfg.get("question"),
-        "reference": cfg.get("reference") or next(iter(arms), None),
-        "arms": [{"arm": str(a), **_pick(v, ARM_KEYS)} for a, v in arms.items()],
-        "workloads": [str(w) for w in cfg.get("workloads") or {}],
-        "engine": _pick(cfg.get("engine"), ENGINE_KEYS),
-        "design": _pick(cfg.get("design"), DESIGN_KEYS),
-        "request": _pick(cfg.get("request"), REQUEST_KEYS),
+        "title": exp.title,
+        "question": exp.question,
+        "reference": exp.reference,
+        "arms": [{"arm": str(a), **_fields(arm, ARM_KEYS)} for a, arm in exp.arms.items()],
+        "workloads": [str(w) for w in exp.workloads],
+        "engine": _fields(exp.engine, ENGINE_KEYS),
+        "design": _fields(exp.design, DESIGN_KEYS),
+        "request": _fields(exp.request, REQUEST_KEYS),
         "schedule": schedule_rows(schedule),
     }
 
