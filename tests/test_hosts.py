@@ -30,7 +30,7 @@ def test_each_host_runs_the_whole_design_side_by_side():
 
 def test_without_hosts_the_schedule_is_unchanged():
     cfg = config.validate({"arms": {"A": {}, "B": {}}, "design": {"kind": "random", "rounds": 3, "seed": 5}})
-    assert cfg["hosts"] == []
+    assert cfg.hosts == ()
     assert design.from_config(cfg) == design.draw(["A", "B"], "A", "random", 3, 5)
     # the first host's sequence is the one the experiment has without hosts
     first = [b for b in design.draw_hosts(["A", "B"], "A", "random", 3, 5, ["x", "y"]) if b.host == "x"]
@@ -76,7 +76,7 @@ def test_hosts_are_validated():
     with pytest.raises(config.ExperimentError, match="hosts"):
         config.validate({"arms": {"A": {}}, "hosts": ["bad host"]})
     cfg = config.validate({"arms": {"A": {}}})
-    assert cfg["cluster"] == {
+    assert config.as_data(cfg.cluster) == {
         "gpus": 0,
         "mem_mb": 16000,
         "runtime_min": 120,
@@ -153,7 +153,7 @@ def test_equal_hosts_show_no_measurable_effect_and_swapping_inverts_the_ratio():
     runs, cfg = _runs({"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 0.0}, seed=3)
     ab = [c for c in analyze(runs, cfg)["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ab["verdict"] == "no measurable effect" and ab["ci_low"] < 1 < ab["ci_high"]
-    cfg_ba = {**cfg, "hosts": ["b", "a"]}
+    cfg_ba = cfg.model_copy(update={"hosts": ("b", "a")})
     ba = [c for c in analyze(runs, cfg_ba)["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ba["baseline"] == "b" and ba["ratio"] == pytest.approx(1 / ab["ratio"])
 
@@ -175,7 +175,7 @@ def test_drift_is_estimated_on_each_host():
 
 def test_no_hosts_no_section():
     runs, cfg = _runs({"only": 1.0}, {"only": 0.0}, rounds=2)
-    assert analyze(runs, {**cfg, "hosts": []})["hosts"] is None
+    assert analyze(runs, cfg.model_copy(update={"hosts": ()}))["hosts"] is None
     assert host_names(runs.drop(columns=["host"]), cfg) == []
 
 

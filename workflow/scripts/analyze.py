@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 from bracket import records
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
+    experiment = resolved.read(snakemake.input.experiment)
     runs = pd.read_csv(snakemake.input[0])
     why = records.nothing_valid(runs, where=snakemake.input[0])
     if why:
@@ -29,7 +29,7 @@ with rule_log(snakemake.log[0]) as log:
     path = getattr(snakemake.input, "neutrality", None)
     control = pd.read_csv(path) if path else None
     metas = [json.loads(Path(p).read_text()) for p in getattr(snakemake.input, "metas", [])]
-    stats = analyze(runs, cfg, ceiling, control if control is not None and len(control) else None, metas=metas)
+    stats = analyze(runs, experiment, ceiling, control if control is not None and len(control) else None, metas=metas)
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])
