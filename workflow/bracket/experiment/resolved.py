@@ -28,9 +28,11 @@ class ResolvedError(ValueError):
 
 
 def dumps(exp: Experiment) -> str:
-    """The experiment as the file holds it: JSON, keys sorted, keys as validated (a key the file and the
-    schema's defaults left out stays out), so two equal experiments give the same text."""
-    return json.dumps(exp.model_dump(mode="json", exclude_unset=True), indent=1, sort_keys=True) + "\n"
+    """The experiment as the file holds it: JSON, keys as validated (a key the file and the schema's defaults
+    left out stays out), in the model's order, and arms, workloads and hosts in the experiment's order, which
+    means something (the first arm is the default reference; the design draws arms in order). So two equal
+    experiments give the same text."""
+    return json.dumps(exp.model_dump(mode="json", exclude_unset=True), indent=1) + "\n"
 
 
 def write(exp: Experiment, path: str | Path) -> bool:
