@@ -51,7 +51,7 @@ def test_write_design_validates_and_drops_adaptive_keys_for_fixed(tmp_path):
         out,
         {"rounds": "adaptive", "min_rounds": 2, "max_rounds": 5, "margin": 0.1},
     )
-    assert cfg["design"]["rounds"] == "adaptive" and config.load(out)["design"]["max_rounds"] == 5
+    assert cfg.design.rounds == "adaptive" and config.load(out).design.max_rounds == 5
     planning.write_design(out, out, {"rounds": 4})
     assert "max_rounds" not in yaml.safe_load(out.read_text())["design"]
     with pytest.raises(config.ExperimentError, match="min_rounds"):
@@ -126,8 +126,8 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
         progress_bar=False,
     )
     cfg = config.load(out)
-    assert cfg["design"]["rounds"] == "adaptive" and cfg["design"]["max_rounds"] == 4
-    assert cfg["arms"].keys() == {"baseline", "ngram_2", "ngram_4", "ngram_8"}
+    assert cfg.design.rounds == "adaptive" and cfg.design.max_rounds == 4
+    assert cfg.arms.keys() == {"baseline", "ngram_2", "ngram_4", "ngram_8"}
     nb = pd.read_csv(table_csv).set_index("design")
 
     _, noise = planning.pilot_noise(pd.read_csv(DRAFT / "runs.csv"), "baseline")

@@ -77,7 +77,7 @@ def test_validation_names_the_arm_that_cannot_draft():
     ):
         config.validate(raw)
     # records of a run that already happened are re-rendered: the analysis finds the arm instead
-    assert "ngram_2" in config.validate(raw, measured=True)["arms"]
+    assert "ngram_2" in config.validate(raw, measured=True).arms
     raw["arms"]["ngram_2"]["speculative"]["draft_tokens"] = 3
     config.validate(raw)
 

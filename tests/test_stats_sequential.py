@@ -152,10 +152,10 @@ def test_adaptive_design_fills_its_keys_and_fixed_ones_stay_as_they_were():
     from bracket.experiment import config, design
 
     cfg = config.validate({"arms": {"a": {}, "b": {}}, "design": {"rounds": "adaptive"}})
-    assert cfg["design"]["min_rounds"] == 2 and cfg["design"]["max_rounds"] == 8
+    assert cfg.design.min_rounds == 2 and cfg.design.max_rounds == 8
     assert len(design.from_config(cfg)) == 16 and len(design.from_config(cfg, 3)) == 6
     fixed = config.validate({"arms": {"a": {}, "b": {}}})
-    assert "min_rounds" not in fixed["design"] and "max_rounds" not in fixed["design"]
+    assert "min_rounds" not in config.as_data(fixed.design) and "max_rounds" not in config.as_data(fixed.design)
 
 
 def test_analyze_puts_the_settling_look_on_the_comparison():
