@@ -66,9 +66,9 @@ from bracket.stats import planning
 from IPython.display import Markdown, display
 
 raw_exp = yaml.safe_load(Path(experiment_path).read_text())
-cfg = config.validate(raw_exp, source=experiment_path)
-arms, workloads = list(cfg["arms"]), list(cfg["workloads"])
-d0 = cfg["design"]
+experiment = config.validate(raw_exp, source=experiment_path)
+arms, workloads = list(experiment.arms), list(experiment.workloads)
+d0 = experiment.design
 
 # %% [markdown]
 # ## 1. The noise: between fresh servers, within a server, and drift
@@ -79,7 +79,7 @@ timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
 pilot_runs = pilot_warmups = 0
 if runs_csv:
     runs = pd.read_csv(runs_csv)
-    components, measured = planning.pilot_noise(runs, cfg["reference"])
+    components, measured = planning.pilot_noise(runs, experiment.reference)
     display(components.style.format({"between-block sd": "{:.2%}", "within-block sd": "{:.2%}"}, na_rep="n/a"))
     for key in ("block_sd", "run_sd", "drift", "block_sd_point", "block_sd_low", "block_sd_high", "block_df"):
         if measured.get(key) is not None:
@@ -137,7 +137,7 @@ grid = planning.design_grid(
     runs=tuple(runs_options),
     reps=reps,
     seed=seed,
-    kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+    kind=d0.kind if d0.kind != "sequential" else "abab",
 )
 rows = [grid]
 if adaptive:
@@ -157,7 +157,7 @@ if adaptive:
                         alpha=alpha,
                         reps=reps,
                         seed=seed,
-                        kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+                        kind=d0.kind if d0.kind != "sequential" else "abab",
                     )
                 ]
             )
@@ -174,7 +174,7 @@ if noise.get("block_sd_point") is not None and noise["block_sd_point"] != noise[
         runs=tuple(runs_options),
         reps=reps,
         seed=seed,
-        kind=d0["kind"] if d0["kind"] != "sequential" else "abab",
+        kind=d0.kind if d0.kind != "sequential" else "abab",
     )
     point_power = dict(zip(zip(at_point["rounds"], at_point["runs per block"]), at_point["power"]))
     table["power at the point estimate"] = [
@@ -187,7 +187,7 @@ if noise.get("block_sd_point") is not None and noise["block_sd_point"] != noise[
 
 # %%
 n_cmp = (len(arms) - 1) * len(workloads)
-blocks_per_round = len(arms) + (1 if d0["kind"] == "bracket" else 0)
+blocks_per_round = len(arms) + (1 if d0.kind == "bracket" else 0)
 
 
 def hours(rounds, runs):
@@ -198,8 +198,8 @@ def hours(rounds, runs):
             arms=len(arms),
             blocks=n_blocks,
             runs_per_block=runs,
-            warmup_runs=d0["warmup_runs"],
-            cooldown_s=d0["cooldown_s"],
+            warmup_runs=d0.warmup_runs,
+            cooldown_s=d0.cooldown_s,
         )
         / 3600
     )
@@ -237,7 +237,7 @@ pilot_estimate = (
         blocks=timings["blocks"],
         runs_per_block=int(pilot_runs),
         warmup_runs=int(pilot_warmups),
-        cooldown_s=d0["cooldown_s"],
+        cooldown_s=d0.cooldown_s,
     )
     if timings.get("wall_s") and pilot_runs
     else None
@@ -254,7 +254,7 @@ display(
             f"; between blocks {timings['gap_s']:.0f} s from one block's end to the next launch (cooldown and "
             f"orchestration)"
             if timings.get("gap_s") is not None
-            else f"; between blocks the cooldown of {d0['cooldown_s']} s"
+            else f"; between blocks the cooldown of {d0.cooldown_s} s"
         )
         + (
             f". The pilot itself, {timings['blocks']} blocks, took {timings['wall_s']:.0f} s; this estimate says "
@@ -269,8 +269,8 @@ if table_csv:
 for r in rounds_options[:3]:
     display(
         Markdown(
-            f"`{d0['kind']}`, {r} rounds: "
-            + planning.schedule(arms, d0["kind"] if d0["kind"] != "sequential" else "abab", r, d0["seed"])
+            f"`{d0.kind}`, {r} rounds: "
+            + planning.schedule(arms, d0.kind if d0.kind != "sequential" else "abab", r, d0.seed)
         )
     )
 
@@ -280,7 +280,7 @@ for r in rounds_options[:3]:
 # %%
 if choose == "adaptive":
     design = {
-        "kind": d0["kind"] if d0["kind"] != "sequential" else "abab",
+        "kind": d0.kind if d0.kind != "sequential" else "abab",
         "rounds": "adaptive",
         "min_rounds": min_rounds,
         "max_rounds": max_rounds,

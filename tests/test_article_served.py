@@ -28,9 +28,14 @@ def fixture_data(tmp_path_factory):
     )
 
 
-def fixture_cfg() -> dict:
+def fixture_cfg():
     """The fixture's experiment as the analysis reads it (the article reads only stats.json's echo of it)."""
     return config.load(FIXTURE / "probe.yaml", measured=True)
+
+
+def with_arms(experiment, arms: dict):
+    """`experiment` with these arms instead of its own, validated as the run it re-reads."""
+    return config.validate({**config.as_data(experiment), "arms": arms}, source="test", measured=True)
 
 
 def variant(d, *, engine=None, stats=None, metas=None, model_dir=None):
@@ -126,29 +131,27 @@ def test_the_hardware_recorded_is_shown(fixture_data):
 
 
 def test_same_settings_tells_an_aa_experiment_from_a_control_and_a_sweep():
-    cfg = config.validate(
-        {
-            "engine": {"kind": "openai", "launch": "attach", "embedded": False},
-            "arms": {"first": {"label": "the server"}, "again": {"label": "later"}},
-            "reference": "first",
-        },
-        source="test",
-    )
-    assert same_settings(cfg) == {"reference": "first", "arms": ["again"], "all": True}
-    cfg["arms"]["ngram"] = {"speculative": {"method": "ngram", "draft_tokens": 4}}
-    assert same_settings(cfg) == {"reference": "first", "arms": ["again"], "all": False}
-    del cfg["arms"]["again"]
-    assert same_settings(cfg) is None
-    del cfg["arms"]["ngram"]  # the reference alone: compared with itself, block by block
-    assert same_settings(cfg) == {"reference": "first", "arms": [], "all": True}
+    def experiment(**arms):
+        return config.validate({"engine": {"kind": "reference"}, "arms": arms, "reference": "first"}, source="test")
+
+    first, again = {"label": "the server"}, {"label": "later"}
+    ngram = {"speculative": {"method": "ngram", "draft_tokens": 4}}
+    assert same_settings(experiment(first=first, again=again)) == {"reference": "first", "arms": ["again"], "all": True}
+    assert same_settings(experiment(first=first, again=again, ngram=ngram)) == {
+        "reference": "first",
+        "arms": ["again"],
+        "all": False,
+    }
+    assert same_settings(experiment(first=first, ngram=ngram)) is None
+    # the reference alone: compared with itself, block by block
+    assert same_settings(experiment(first=first)) == {"reference": "first", "arms": [], "all": True}
 
 
 def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fixture_data):
     """The fixture's runs analysed as if its three arms had the same settings: the analysis marks it A/A,
     and the article reads it as a drift test, never "Keep baseline"."""
-    cfg = fixture_cfg()
-    for arm in cfg["arms"]:
-        cfg["arms"][arm] = {"label": arm}
+    base = fixture_cfg()
+    cfg = with_arms(base, {arm: {"label": arm} for arm in base.arms})
     stats = analyze(pd.read_csv(FIXTURE / "runs.csv"), cfg)
     assert stats["aa"] == {"reference": "baseline", "arms": ["ngram_4", "ngram_8"], "all": True}
     d = variant(fixture_data, stats=stats)
@@ -167,7 +170,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
 
     # one arm only (the reference's runs): a drift test too, never "Keep baseline"
     runs = pd.read_csv(FIXTURE / "runs.csv")
-    one = {**fixture_cfg(), "arms": {"baseline": {"label": "no speculation"}}}
+    one = with_arms(fixture_cfg(), {"baseline": {"label": "no speculation"}})
     solo = analyze(runs[runs["arm"] == "baseline"], one)
     d1 = variant(fixture_data, stats=solo)
     assert article.title_line(d1).startswith("A drift test: one arm, baseline (no speculation), measured block after")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from bracket.article.findings import MESSAGES, group, message, text, where
+from bracket.experiment import config
 from bracket.stats import findings as F
 from bracket.stats.analyze import analyze
 from bracket.stats.contract import current
@@ -142,7 +143,16 @@ def _rows(n_a: int, n_b: int, kind: str = "abab") -> pd.DataFrame:
 
 def test_analyze_writes_kinds_and_numbers_worked_by_hand():
     """Two runs per block, two blocks per arm: 4 valid runs per cell (< 5), and a sequential design."""
-    out = analyze(_rows(2, 2), {"arms": {"a": {}, "b": {}}, "reference": "a", "design": {"kind": "sequential"}})
+    experiment = config.validate(
+        {
+            "arms": {"a": {}, "b": {}},
+            "reference": "a",
+            "workloads": {"w": {"prompts": "experiments/prompts/code.jsonl"}},
+            "design": {"kind": "sequential"},
+        },
+        source="test",
+    )
+    out = analyze(_rows(2, 2), experiment)
     kinds = [(f["kind"], f["arm"], f["workload"]) for f in out["findings"]]
     assert (
         ("few runs", "a", "w") in kinds

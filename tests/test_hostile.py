@@ -334,8 +334,9 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
         )
         for i, (arm, wl) in enumerate([("a", "code"), ("b", "code"), ("b", "code")])
     ]
-    cfg = {"arms": {"a": {}, "b": {}}, "workloads": {"code": {}, "chat": {}}}
-    found = unmeasured(records.tidy(rows), cfg)
+    wl = {"prompts": "experiments/prompts/code.jsonl"}
+    experiment = config.validate({"arms": {"a": {}, "b": {}}, "workloads": {"code": wl, "chat": wl}}, source="test")
+    found = unmeasured(records.tidy(rows), experiment)
     assert found == [
         {"what": "arm", "name": "b", "reasons": {"error": 2}},
         {"what": "workload", "name": "chat", "reasons": {}},

@@ -413,7 +413,11 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
     ]
     runs = records.tidy(rows)
     assert records.arms_without_valid_run(runs, ["a", "b", "c"]) == ["b", "c"]
-    d = SimpleNamespace(stats={"unmeasured": unmeasured(runs, {"arms": {"a": {}, "b": {}, "c": {}}})})
+    experiment = config.validate(
+        {"arms": {"a": {}, "b": {}, "c": {}}, "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}}},
+        source="test",
+    )
+    d = SimpleNamespace(stats={"unmeasured": unmeasured(runs, experiment)})
     assert headline.unmeasured_arms(d) == ["b", "c"]
     row = {
         "workload": "code",

@@ -153,7 +153,7 @@ def test_equal_hosts_show_no_measurable_effect_and_swapping_inverts_the_ratio():
     runs, cfg = _runs({"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 0.0}, seed=3)
     ab = [c for c in analyze(runs, cfg)["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ab["verdict"] == "no measurable effect" and ab["ci_low"] < 1 < ab["ci_high"]
-    cfg_ba = {**cfg, "hosts": ["b", "a"]}
+    cfg_ba = cfg.model_copy(update={"hosts": ("b", "a")})
     ba = [c for c in analyze(runs, cfg_ba)["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ba["baseline"] == "b" and ba["ratio"] == pytest.approx(1 / ab["ratio"])
 

@@ -11,6 +11,8 @@ seconds instead of three vLLM starts. The run happens in a copy of the workflow 
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +175,57 @@ def test_stats_find_the_known_speedup_and_the_article_shows_every_value(ref_run)
 
 def test_nothing_to_do_the_second_time(ref_run):
     proc = snakemake(ref_run, EXP, "--dry-run", "--quiet")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def planned(out: str) -> tuple[list[int], set[str]]:
+    """The blocks (k) and the rules a dry run plans."""
+    chunks = re.split(r"\n(?=rule \w+:|localrule \w+:)", out)
+    blocks = [int(re.search(r"wildcards: exp=\w+, k=(\d+)", c).group(1)) for c in chunks if c.startswith("rule block:")]
+    return sorted(blocks), {m.group(1) for c in chunks if (m := re.match(r"(?:local)?rule (\w+):", c))}
+
+
+def test_an_edit_reruns_what_it_changes_and_a_comment_or_a_move_nothing(ref_run, tmp_path):
+    """Every stage reads the resolved experiment (results/NAME/experiment.resolved.json), rewritten by the DAG only
+    when the experiment's content changes: a block reruns when its own settings do, the analysis and the article
+    when anything does; a comment reruns nothing, and --forcerun block still reaches every block when the same
+    invocation changes the experiment (no job stands upstream of the blocks to hide them)."""
+    path = ref_run / "experiments" / f"{EXP}.yaml"
+    original = path.read_text()
+    fast, base = f'["--rate", "{SPEC_RATE}"]', f'["--rate", "{BASE_RATE}"]'
+
+    def dry_run(text: str, *args: str) -> tuple[list[int], set[str]]:
+        path.write_text(text)
+        proc = snakemake(ref_run, EXP, "--dry-run", *args)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return planned(proc.stdout + proc.stderr)
+
+    try:
+        layout = "# a comment, and the same keys laid out otherwise\n" + original.replace(": {", ":   {")
+        assert dry_run(layout) == ([], set())
+        one = original.replace(fast, f'["--rate", "{SPEC_RATE + 1}"]')  # ngram_4: blocks 1 and 3
+        blocks, rules = dry_run(one)
+        assert blocks == [1, 3] and {"collect", "analyze", "report"} <= rules and "plan" not in rules
+        assert dry_run(one.replace(base, f'["--rate", "{BASE_RATE + 1}"]'))[0] == [0, 1, 2, 3]  # two arms: both
+        # what no block measures: the analysis and the article again, never a block or the schedule
+        resamples = original.replace("bootstrap_resamples: 500", "bootstrap_resamples: 600")
+        blocks, rules = dry_run(resamples)
+        assert blocks == [] and {"analyze", "report"} <= rules and not rules & {"plan", "block", "collect"}
+        blocks, rules = dry_run(original.replace("ngram_4: {", 'ngram_4: {label: "ngram, 4 drafts", '))
+        assert blocks == [] and "analyze" in rules
+        # an edit and --forcerun block in one invocation: every block
+        assert dry_run(resamples, "--forcerun", "block")[0] == [0, 1, 2, 3]
+    finally:
+        path.write_text(original)
+    # back as it was: the resolved file holds what the analysis last read (Snakemake compares its checksum)
+    proc = snakemake(ref_run, EXP, "--dry-run", "--quiet")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    resolved = json.loads((ref_run / "results" / EXP / "experiment.resolved.json").read_text())
+    assert resolved["arms"]["ngram_4"]["args"] == ["--rate", str(SPEC_RATE)]
+    assert str(ref_run) not in json.dumps(resolved)  # nothing of where the checkout lies
+    moved = tmp_path / "moved"
+    shutil.copytree(ref_run, moved, symlinks=True)  # times kept, as a move keeps them
+    proc = snakemake(moved, EXP, "--dry-run", "--quiet")
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 

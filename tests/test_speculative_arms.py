@@ -15,6 +15,12 @@ from bracket.stats.analyze import analyze
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 3}
 
 
+def validated(arms: dict) -> dict:
+    """The arms as a validated experiment on llama.cpp holds them (ngram-mod is its method)."""
+    engine = {"kind": "llamacpp", "launch": "native", "embedded": True}
+    return config.validate({"engine": engine, "arms": arms}, source="test", measured=True).arms
+
+
 def test_budget_groups_keep_one_method_and_one_lookup():
     arms = {
         "baseline": {"label": "no speculation"},
@@ -32,7 +38,7 @@ def test_budget_groups_keep_one_method_and_one_lookup():
         # alone with its settings: no group
         "self_draft_4": {"speculative": {"method": "draft_model", "draft_tokens": 4, "model": "m.gguf"}},
     }
-    groups = dict(spec.budget_groups(arms))
+    groups = dict(spec.budget_groups(validated(arms)))
     assert groups == {
         "ngram (ngram_3, ngram_4, ngram_8)": [(3, "ngram_3"), (4, "ngram_4"), (8, "ngram_8")],
         "ngram-mod": [(8, "ngram_mod_8"), (16, "ngram_mod_16")],
@@ -45,7 +51,7 @@ def test_budget_groups_need_two_budgets():
         "a": {"speculative": {**NGRAM, "draft_tokens": 4}},
         "b": {"speculative": {**NGRAM, "engine_method": "ngram-mod", "draft_tokens": 8}},
     }
-    assert spec.budget_groups(arms) == []
+    assert spec.budget_groups(validated(arms)) == []
 
 
 def speculative(**settings):
@@ -78,7 +84,7 @@ def test_validation_names_the_arm_that_cannot_draft():
     ):
         config.validate(raw)
     # records of a run that already happened are re-rendered: the analysis finds the arm instead
-    assert "ngram_2" in config.validate(raw, measured=True)["arms"]
+    assert "ngram_2" in config.validate(raw, measured=True).arms
     raw["arms"]["ngram_2"]["speculative"]["draft_tokens"] = 3
     config.validate(raw)
 

@@ -305,7 +305,7 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
     effect = {"base": 1.0, "a": 1.0, "b": 1.06, "c": 1.0}
     pos = 0
     for rnd in range(1, 4):
-        for arm in cfg["arms"]:
+        for arm in cfg.arms:
             level = np.log(50 * effect[arm]) + rng.normal(0, 0.01)
             for run in range(5):
                 rows.append(

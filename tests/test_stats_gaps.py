@@ -62,8 +62,8 @@ def test_fewer_than_two_blocks_on_every_host_give_no_gaps():
 
 
 def test_analyze_puts_the_gaps_into_stats_and_the_article_states_them(tmp_path):
-    cfg = config.load(FIXTURE / "probe.yaml")
-    cfg["design"]["cooldown_s"] = 5
+    probe = config.load(FIXTURE / "probe.yaml")
+    cfg = probe.model_copy(update={"design": probe.design.model_copy(update={"cooldown_s": 5})})
     runs = pd.read_csv(FIXTURE / "runs.csv")
     stats = analyze(runs, cfg, metas=METAS)
     assert stats["gaps"]["median_s"] == 10.0 and stats["gaps"]["max_s"] == 90.0

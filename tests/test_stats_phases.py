@@ -122,7 +122,7 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
     group(out["findings"])  # the records, payloads included, read back as Findings
     assert Finding.of(state[0]).payload.decode_ratio == pytest.approx(0.4543, abs=1e-4)
     # The margin is the experiment's.
-    cfg["analysis"]["phase_margin"] = 0.2
+    cfg = cfg.model_copy(update={"analysis": cfg.analysis.model_copy(update={"phase_margin": 0.2})})
     out = analyze(_runs(), cfg)
     assert [r["arm"] for r in out["phases"]["rows"] if r["in_ttft"]] == ["b"]
 

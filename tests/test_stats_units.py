@@ -104,9 +104,9 @@ def _experiment_runs(seed=0):
     rng = np.random.default_rng(seed)
     recs = []
     for b in design.from_config(cfg):
-        sp = cfg["arms"][b.arm].get("speculative")
+        sp = cfg.arms[b.arm].speculative
         for run in range(-1, 5):
-            rate = 50 * (1 if not sp else {4: 2.5, 8: 2.7}[sp["draft_tokens"]]) * np.exp(rng.normal(0, 0.01))
+            rate = 50 * (1 if not sp else {4: 2.5, 8: 2.7}[sp.draft_tokens]) * np.exp(rng.normal(0, 0.01))
             rec = dict(
                 experiment="t",
                 arm=b.arm,
@@ -124,12 +124,12 @@ def _experiment_runs(seed=0):
                 cached_tokens=0 if run != 3 or b.position else 5,
                 finish_reason="length",
                 decode_tok_s=rate,
-                draft_budget=sp["draft_tokens"] if sp else None,
+                draft_budget=sp.draft_tokens if sp else None,
             )
             if sp:
                 rec.update(
-                    draft_tokens=100 * sp["draft_tokens"],
-                    accepted_tokens=160 if sp["draft_tokens"] == 4 else 190,
+                    draft_tokens=100 * sp.draft_tokens,
+                    accepted_tokens=160 if sp.draft_tokens == 4 else 190,
                     verify_steps=100,
                     acceptance_length=None,
                 )
@@ -158,7 +158,7 @@ def test_analyze_contract_and_reproducibility():
         "stats_version",
     ):
         assert key in out
-    assert out["value"] == "decode_tok_s" and out["seed"] == cfg["analysis"]["seed"]
+    assert out["value"] == "decode_tok_s" and out["seed"] == cfg.analysis.seed
     assert out["counts"]["warmups"] == 6 and out["counts"]["invalid_by_reason"] == {"cache hit": 1}
     assert "warnings" not in out  # findings are data; their sentences are the presenter's
     assert any("cache hit" in w and "unique_prefix" in w for w in texts(out["findings"]))
@@ -277,9 +277,9 @@ def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
         ],
     }
     out = analyze(runs, cfg, ceiling)
-    ref = next(c for c in out["cells"] if c["arm"] == cfg["reference"])
+    ref = next(c for c in out["cells"] if c["arm"] == cfg.reference)
     (eff,) = out["physics"]["efficiency"]  # speculative arms are not held against the plain ceiling
-    assert eff["arm"] == cfg["reference"] and eff["efficiency"] == pytest.approx(ref["median"] / 100)
+    assert eff["arm"] == cfg.reference and eff["efficiency"] == pytest.approx(ref["median"] / 100)
     assert eff["implied_gbps"] == pytest.approx(ref["median"] * 1e9 / 1e9)
     assert out["physics"]["reference_median"] == pytest.approx(ref["median"])
     assert [h["possible"] for h in out["physics"]["hypotheses"]] == [True, True, False]  # 50 tok/s > 25

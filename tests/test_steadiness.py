@@ -7,6 +7,7 @@ import math
 import pytest
 from bracket.article.ceiling import machine_steadiness
 from bracket.article.findings import message, texts
+from bracket.experiment import config
 from bracket.physics import steadiness
 from bracket.stats.analyze import _machine
 from bracket.stats.findings import Finding, FindingKind
@@ -77,7 +78,11 @@ def test_analyze_lists_the_machine_among_the_warnings():
         for b, arm in enumerate(["a", "b", "b", "a"])
         for r in range(3)
     ]
-    cfg = {"arms": {"a": {}, "b": {}}, "reference": "a", "design": {"kind": "abba"}}
+    wl = {"prompts": "experiments/prompts/code.jsonl"}
+    cfg = config.validate(
+        {"arms": {"a": {}, "b": {}}, "reference": "a", "workloads": {"w": wl}, "design": {"kind": "abba"}},
+        source="test",
+    )
     moved = {"machine_steadiness": steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)}
     out = analyze(pd.DataFrame(rows), cfg, moved)
     assert [f for f in out["findings"] if f["kind"] == "machine"]

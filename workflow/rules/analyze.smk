@@ -5,10 +5,10 @@ checkpoint look:
     input:
         schedule="results/{exp}/schedule.csv",
         blocks=get_look_blocks,
+        experiment=get_resolved_experiment_ancient,
     output:
         "results/{exp}/looks/look-{r}.json",
     params:
-        experiment=get_experiment_path,
         design=get_design_params,  # a changed plan (rounds, margin) judges again
     log:
         "logs/{exp}/looks/look-{r}.log",
@@ -27,8 +27,6 @@ rule collect:
         runs="results/{exp}/runs.csv",
         attempts="results/{exp}/failed_attempts.json",
         neutrality="results/{exp}/neutrality.csv",
-    params:
-        experiment=get_experiment_path,
     log:
         "logs/{exp}/collect.log",
     conda:
@@ -39,7 +37,8 @@ rule collect:
 
 rule analyze:
     """Summaries, drift, comparisons, speculative readings, the measurement against the ceiling, guards; and
-    the experiment, byte account and ceiling as the article states them (stats.json holds all it says)."""
+    the experiment, byte account and ceiling as the article states them (stats.json holds all it says).
+    Runs again whenever the resolved experiment changes (its thresholds, arms, labels)."""
     input:
         "results/{exp}/runs.csv",
         ceiling="results/{exp}/ceiling.json",
@@ -47,10 +46,9 @@ rule analyze:
         schedule="results/{exp}/schedule.csv",
         neutrality="results/{exp}/neutrality.csv",
         metas=get_block_meta_files,
+        experiment=get_resolved_experiment,
     output:
         "results/{exp}/stats.json",
-    params:
-        experiment=get_experiment_path,
     log:
         "logs/{exp}/analyze.log",
     conda:
@@ -65,10 +63,9 @@ rule arms_measured:
     input:
         runs="results/{exp}/runs.csv",
         article="report/{exp}/article.html",
+        experiment=get_resolved_experiment,
     output:
         "results/{exp}/arms_measured.json",
-    params:
-        experiment=get_experiment_path,
     log:
         "logs/{exp}/arms_measured.log",
     conda:

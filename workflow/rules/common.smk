@@ -16,6 +16,7 @@ from bracket.experiment import config as bconfig  # noqa: E402
 from bracket.experiment import design as bdesign  # noqa: E402
 from bracket.controls import reproduce as breproduce  # noqa: E402
 from bracket.experiment import preflight as bpreflight  # noqa: E402
+from bracket.experiment import resolved as bresolved  # noqa: E402
 from bracket.experiment import schema as bschema  # noqa: E402
 from bracket import share as bshare  # noqa: E402
 from bracket.cluster import placement as bplacement  # noqa: E402
@@ -82,36 +83,74 @@ wildcard_constraints:
 
 @lru_cache(maxsize=None)
 def load_experiment(exp):
-    """The validated experiment; a bad file stops the DAG before any server starts.
+    """The validated experiment (a frozen bracket.experiment.model.Experiment); a bad file stops the DAG
+    before any server starts. Written to results/NAME/experiment.resolved.json (get_resolved_experiment).
 
     A derived experiment (NAME--repro-ID, see reproduce.smk) resolves to its recorded configuration.
     """
     if breproduce.is_derived(exp):
-        return load_reproduction(exp)
-    if exp in NAMED_AS_RULES:
-        stop_with(f"experiments/{exp}.yaml: {rule_name_problem(exp)}")
-    try:
-        cfg = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
-        bconfig.check_prompt_files(cfg, ROOT, source=f"experiments/{exp}.yaml", model_dir=embedded.model_dir(cfg))
-    except bconfig.ExperimentError as exc:
-        stop_with(exc)
-    check_before_blocks(cfg, exp, f"experiments/{exp}.yaml")
-    return cfg
+        experiment = load_reproduction(exp)
+    else:
+        if exp in NAMED_AS_RULES:
+            stop_with(f"experiments/{exp}.yaml: {rule_name_problem(exp)}")
+        try:
+            experiment = bconfig.load(ROOT / "experiments" / f"{exp}.yaml")
+            bconfig.check_prompt_files(
+                experiment, ROOT, source=f"experiments/{exp}.yaml", model_dir=embedded.model_dir(experiment)
+            )
+        except bconfig.ExperimentError as exc:
+            stop_with(exc)
+        check_before_blocks(experiment, exp, f"experiments/{exp}.yaml")
+    if resolved_is_written(exp):
+        bresolved.write(experiment, resolved_path(exp))
+    return experiment
 
 
-def check_before_blocks(cfg, exp, source):
+def resolved_path(exp):
+    return ROOT / "results" / exp / bresolved.FILE_NAME
+
+
+def resolved_is_written(exp):
+    """A dry run of a reproduction not yet set up records nothing (load_reproduction), its resolved file neither."""
+    return not (workflow.dryrun and breproduce.is_derived(exp) and not breproduce.experiment_path(ROOT, exp).is_file())
+
+
+def get_resolved_experiment(wildcards):
+    """results/NAME/experiment.resolved.json: the experiment as the DAG validated it, what every script reads
+    (bracket.experiment.resolved.read) instead of validating the YAML again.
+
+    Written here, when the DAG is built, and only when its content changes; never by a rule. A rule that
+    wrote it would stand upstream of every block, and Snakemake 9.27 skips every check of a job downstream
+    of one that reruns, ancient() inputs included (snakemake/dag.py, update_needrun's masking): each edit of
+    the experiment would silently drop a block's --forcerun, its missing output and its params trigger for
+    that invocation. As a file no job makes, it triggers only the rules that take it as a plain input
+    (the analysis and what follows it); the blocks, the plan and the physics take it as ancient() and
+    rerun by their own triggers (block_settings, get_design_params). A comment or reformatting in the
+    YAML changes nothing in it, and a moved checkout keeps it as it was: both rerun nothing."""
+    load_experiment(wildcards.exp)
+    return rel(resolved_path(wildcards.exp)) if resolved_is_written(wildcards.exp) else []
+
+
+def get_resolved_experiment_ancient(wildcards):
+    """The resolved experiment as an ancient() input: read, never a trigger (get_resolved_experiment)."""
+    path = get_resolved_experiment(wildcards)
+    return ancient(path) if path else []
+
+
+def check_before_blocks(experiment, exp, source):
     """Model, mounts and engine program, checked in seconds when blocks remain to run (bracket.experiment.preflight);
     a finished experiment re-renders without them."""
-    blocks = bdesign.from_config(cfg, finished_rounds(exp) if bdesign.is_adaptive(cfg) else None)
+    blocks = bdesign.from_config(experiment, finished_rounds(exp) if bdesign.is_adaptive(experiment) else None)
     if all((ROOT / f"results/{exp}/raw/block-{b.position}.jsonl").is_file() for b in blocks):
         return
-    problems = bpreflight.problems(cfg, ROOT)
+    problems = bpreflight.problems(experiment, ROOT)
     if problems:
         raise bconfig.ExperimentError(f"{source}: cannot run on this host:\n  - " + "\n  - ".join(problems))
 
 
 def get_experiment_path(wildcards):
-    """experiments/NAME.yaml, or results/NAME--repro-ID/experiment.yaml for a derived experiment."""
+    """experiments/NAME.yaml, or results/NAME--repro-ID/experiment.yaml for a derived experiment: the file as
+    written, for the article, which names the experiment by it (every script reads get_resolved_experiment)."""
     load_experiment(wildcards.exp)  # a derived experiment is recorded before any script reads it
     return rel(breproduce.experiment_path(ROOT, wildcards.exp))
 
@@ -128,22 +167,23 @@ def get_blocks(exp):
 
 def get_block_files(wildcards):
     """Every block the experiment runs; for an adaptive design, the rounds its looks asked for (checkpoint `look`)."""
-    cfg = load_experiment(wildcards.exp)
-    if not bdesign.is_adaptive(cfg):
+    experiment = load_experiment(wildcards.exp)
+    if not bdesign.is_adaptive(experiment):
         return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in get_blocks(wildcards.exp)]
-    r = int(cfg["design"]["min_rounds"])
+    r = int(experiment.design.min_rounds)
     while True:
         with open(checkpoints.look.get(exp=wildcards.exp, r=r).output[0]) as f:
             if not json.load(f)["another_round"]:
                 break
         r += 1
-    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in bdesign.from_config(cfg, r)]
+    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in bdesign.from_config(experiment, r)]
 
 
 def get_look_blocks(wildcards):
     """The blocks of the first r rounds: what the look after round r judges."""
-    cfg = load_experiment(wildcards.exp)
-    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl" for b in bdesign.from_config(cfg, int(wildcards.r))]
+    experiment = load_experiment(wildcards.exp)
+    return [f"results/{wildcards.exp}/raw/block-{b.position}.jsonl"
+            for b in bdesign.from_config(experiment, int(wildcards.r))]
 
 
 def finished_rounds(exp):
@@ -165,31 +205,31 @@ def get_block_meta_files(wildcards):
 
 
 def get_design_params(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    hosts = {"hosts": cfg["hosts"]} if cfg.get("hosts") else {}
-    return json.dumps({"arms": list(cfg["arms"]), "reference": cfg["reference"], "design": cfg["design"],
-                       **hosts}, sort_keys=True)
+    experiment = load_experiment(wildcards.exp)
+    hosts = {"hosts": list(experiment.hosts)} if experiment.hosts else {}
+    return json.dumps({"arms": list(experiment.arms), "reference": experiment.reference,
+                       "design": bconfig.as_data(experiment.design), **hosts}, sort_keys=True)
 
 
 def get_block_params(wildcards):
     """Everything a block's measurement depends on; a change reruns only the blocks it touches."""
-    cfg = load_experiment(wildcards.exp)
+    experiment = load_experiment(wildcards.exp)
     blocks = get_blocks(wildcards.exp)
     k = int(wildcards.k)
     if k >= len(blocks):
         raise ValueError(f"experiment {wildcards.exp} has {len(blocks)} blocks; there is no block {k}")
     b = blocks[k]
-    d = cfg["design"]
+    d = experiment.design
     explicit = bconfig.without_defaults
     return json.dumps({
         "arm": b.arm,
-        "arm_config": {k: v for k, v in explicit(cfg["arms"][b.arm], bschema.schema_of("arms", "*")).items()
+        "arm_config": {k: v for k, v in explicit(experiment.arms[b.arm], bschema.schema_of("arms", "*")).items()
                        if k != "label"},  # a label names the arm in the article; it measures nothing
         "round": b.round, "seed": b.seed,
-        "engine": explicit(cfg["engine"], bschema.schema_of("engine")),
-        "request": explicit(cfg["request"], bschema.schema_of("request")),
-        "workloads": explicit(cfg["workloads"], bschema.schema_of("workloads")),
-        "runs_per_block": d["runs_per_block"], "warmup_runs": d["warmup_runs"], "cooldown_s": d["cooldown_s"],
+        "engine": explicit(experiment.engine, bschema.schema_of("engine")),
+        "request": explicit(experiment.request, bschema.schema_of("request")),
+        "workloads": explicit(bconfig.as_data(experiment.workloads), bschema.schema_of("workloads")),
+        "runs_per_block": d.runs_per_block, "warmup_runs": d.warmup_runs, "cooldown_s": d.cooldown_s,
         **({"host": b.host} if b.host else {}),
     }, sort_keys=True)
 
@@ -203,23 +243,21 @@ def get_model_param(wildcards):
 
 
 def get_engine_inputs(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(cfg) else []
-    if not cfg["engine"]["embedded"]:
+    experiment = load_experiment(wildcards.exp)
+    build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(experiment) else []
+    drafts = {(a.speculative.model if a.speculative else None) or "" for a in experiment.arms.values()}
+    if not experiment.engine.embedded:
         # a synthetic GGUF the workflow writes (rule synthetic_gguf), served or named as a draft
-        named = [cfg["engine"]["model"]] + [(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()]
-        return build + sorted({m for m in named if embedded.is_synthetic(m)})
-    if cfg["engine"]["kind"] == "llamacpp":
+        return build + sorted({m for m in {experiment.engine.model, *drafts} if embedded.is_synthetic(m)})
+    if experiment.engine.kind == "llamacpp":
         # the embedded model as GGUF, and any embedded-style draft model an arm names
-        drafts = {(a.get("speculative") or {}).get("model") or "" for a in cfg["arms"].values()}
         return build + [get_model_dir(wildcards.exp)] + sorted(
             d for d in drafts if d.startswith("resources/models/tiny-qwen3-") and d.endswith(".gguf"))
     return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
 
 
 def get_prompt_files(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    return sorted({wl["prompts"] for wl in cfg["workloads"].values()})
+    return sorted({wl.prompts for wl in load_experiment(wildcards.exp).workloads.values()})
 
 
 def get_engine_python(wildcards):
@@ -255,28 +293,28 @@ def get_block_host(wildcards):
 
 
 def get_block_gpus(wildcards):
-    return load_experiment(wildcards.exp)["cluster"]["gpus"]
+    return load_experiment(wildcards.exp).cluster.gpus
 
 
 def get_block_mem_mb(wildcards):
-    return load_experiment(wildcards.exp)["cluster"]["mem_mb"]
+    return load_experiment(wildcards.exp).cluster.mem_mb
 
 
 def get_block_runtime(wildcards):
-    return load_experiment(wildcards.exp)["cluster"]["runtime_min"]
+    return load_experiment(wildcards.exp).cluster.runtime_min
 
 
 def get_block_exclusive(wildcards):
     """1 when the block wants its host to itself (cluster.exclusive true or user): the profiles cap it at 1."""
-    return int(bplacement.exclusive_mode(load_experiment(wildcards.exp)["cluster"]) != "none")
+    return int(bplacement.exclusive_mode(load_experiment(wildcards.exp).cluster) != "none")
 
 
 def get_block_cpus(wildcards):
-    return bplacement.cpus_per_task(load_experiment(wildcards.exp)["cluster"])
+    return bplacement.cpus_per_task(load_experiment(wildcards.exp).cluster)
 
 
 def get_block_slurm_extra(wildcards):
-    return bplacement.slurm_extra(load_experiment(wildcards.exp)["cluster"], get_block_host(wildcards))
+    return bplacement.slurm_extra(load_experiment(wildcards.exp).cluster, get_block_host(wildcards))
 
 
 def get_block_group(wildcards):
@@ -285,8 +323,7 @@ def get_block_group(wildcards):
     between them are the design's cooldowns, not the scheduler's. The profile's `group-components:
     {blocks: N}` joins up to N blocks of one group into one job; every group of blocks is registered
     under the name `blocks` for that key (as Snakemake registers a group named with wildcards)."""
-    cfg = load_experiment(wildcards.exp)
-    if cfg["cluster"].get("allocation", "per_block") != "per_host":
+    if load_experiment(wildcards.exp).cluster.allocation != "per_host":
         return None
     group = f"blocks-{wildcards.exp}-{get_block_host(wildcards) or 'any'}"
     workflow.parent_groupids[group] = "blocks"

@@ -1,6 +1,8 @@
 # Physics first: the byte account and the ceiling need no server, so they run before the first
 # block (priority above every block's) and never stop the article. With no headers to read, both
 # files are still written, with status "unknown", the reason and the key that would give them.
+# Both read the resolved experiment as ancient(): they rerun when the served model does (its files, its
+# path), not when another part of the experiment changes.
 
 
 rule weights:
@@ -9,10 +11,10 @@ rule weights:
     volumes, the hub's headers where it is reachable); see bracket.physics.modelsource."""
     input:
         get_engine_inputs,
+        experiment=get_resolved_experiment_ancient,
     output:
         "results/{exp}/weights.json",
     params:
-        experiment=get_experiment_path,
         model=get_model_param,
         root=rel(ROOT),
     priority: 2_000_000
@@ -28,10 +30,9 @@ rule ceiling:
     """Decode ceiling = bandwidth / bytes per token, under each precision hypothesis."""
     input:
         "results/{exp}/weights.json",
+        experiment=get_resolved_experiment_ancient,
     output:
         "results/{exp}/ceiling.json",
-    params:
-        experiment=get_experiment_path,
     priority: 2_000_000
     log:
         "logs/{exp}/ceiling.log",

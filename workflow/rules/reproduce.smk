@@ -23,10 +23,10 @@ rule verdict:
     input:
         original=get_original_stats,
         reproduction="results/{exp}/stats.json",
+        experiment=get_resolved_experiment_ancient,  # recorded once (reproduce.smk), judged once
     output:
         "results/{exp}/verdict.json",
     params:
-        experiment=get_experiment_path,
         ledger=get_ledger_path,
     wildcard_constraints:
         exp=r"[A-Za-z0-9_-]+--repro-[A-Za-z0-9_-]+",
@@ -42,10 +42,9 @@ rule agreement:
     """Greedy agreement: each arm's outputs against the reference arm's on the same prompts."""
     input:
         blocks=get_block_files,
+        experiment=get_resolved_experiment,
     output:
         "results/{exp}/agreement.json",
-    params:
-        experiment=get_experiment_path,
     log:
         "logs/{exp}/agreement.log",
     conda:
@@ -58,10 +57,9 @@ rule arena_summary:
     """The Spark Arena cell's window rate per arm (empty when no workload is of kind arena)."""
     input:
         blocks=get_block_files,
+        experiment=get_resolved_experiment,
     output:
         "results/{exp}/arena.json",
-    params:
-        experiment=get_experiment_path,
     log:
         "logs/{exp}/arena.log",
     conda:
@@ -76,10 +74,10 @@ rule determinism_control:
         engine=get_engine_inputs,
         prompts=get_prompt_files,
         previous=get_last_block,
+        experiment=get_resolved_experiment_ancient,
     output:
         "results/{exp}/determinism.json",
     params:
-        experiment=get_experiment_path,
         python=get_engine_python,
         model=get_model_param,
         root=rel(ROOT),

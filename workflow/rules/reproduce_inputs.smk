@@ -12,21 +12,24 @@ def load_reproduction(exp):
     path = breproduce.experiment_path(ROOT, exp)
     if REPRODUCTION is not None and REPRODUCTION.name == exp:
         r = REPRODUCTION
-        cfg = breproduce.derive(load_experiment(r.base), r.base, r.arm, r.workloads, r.runs, r.ident)
-        if workflow.dryrun and not path.is_file():
-            return cfg
-        breproduce.record(cfg, path)
+        derived = breproduce.derive(load_experiment(r.base), r.base, r.arm, r.workloads, r.runs, r.ident)
+        if workflow.dryrun and not path.is_file():  # validated as the recorded file would be, and not recorded
+            try:
+                return bconfig.validate(bconfig.as_data(derived), source=rel(path))
+            except bconfig.ExperimentError as exc:
+                stop_with(exc)
+        breproduce.record(derived, path)
     if not path.is_file():
         raise breproduce.ReproduceError(
             f"{exp} is a reproduction that was never set up ({path} does not exist); start it with "
             f"snakemake --cores 1 reproduce --config experiment={breproduce.base_of(exp)} cell=ARM[,WORKLOAD] "
             f"runs=10 id={exp.split(breproduce.SEP, 1)[1]}")
     try:
-        cfg = bconfig.load(path)
-        bconfig.check_prompt_files(cfg, ROOT, source=rel(path), model_dir=embedded.model_dir(cfg))
+        experiment = bconfig.load(path)
+        bconfig.check_prompt_files(experiment, ROOT, source=rel(path), model_dir=embedded.model_dir(experiment))
     except bconfig.ExperimentError as exc:
         stop_with(exc)
-    return cfg
+    return experiment
 
 
 def get_reproduce_targets(wildcards):
@@ -75,8 +78,7 @@ def get_report_ledger(wildcards):
 
 
 def get_report_determinism(wildcards):
-    cfg = load_experiment(wildcards.exp)
-    wanted = cfg["controls"]["determinism"] or CONTROLS_FOR == wildcards.exp
+    wanted = load_experiment(wildcards.exp).controls.determinism or CONTROLS_FOR == wildcards.exp
     return [f"results/{wildcards.exp}/determinism.json"] if wanted else []
 
 

@@ -6,7 +6,14 @@ rule block_settings:
     """What block k measures, as a file: rewritten only when it changes, which reruns that block.
 
     A file rather than a params: entry, because Snakemake does not check the params of a job whose
-    (ancient) predecessor is itself rerunning; with a file, changing two arms reruns both at once."""
+    (ancient) predecessor is itself rerunning; with a file, changing two arms reruns both at once.
+
+    The block reads the whole resolved experiment (get_resolved_experiment), never this file: this is the
+    part of it that decides whether block k is still what the experiment asks, stated without the schema's
+    defaults (a release that adds a key with a default reruns no finished block) and without the arm's
+    label (it names the arm in the article; it measures nothing). The resolved file changes with any edit
+    of the experiment (another arm, the title), so it cannot be the trigger; this file, one per block,
+    cannot be what the block runs, since it leaves out what equals a default."""
     output:
         "results/{exp}/settings/block-{k}.json",
     params:
@@ -22,14 +29,14 @@ rule block:
     """One block: a fresh server for its arm, warmups, timed requests, teardown."""
     input:
         schedule="results/{exp}/schedule.csv",
-        settings="results/{exp}/settings/block-{k}.json",
+        settings="results/{exp}/settings/block-{k}.json",  # the trigger (rule block_settings)
+        experiment=get_resolved_experiment_ancient,  # what the block runs
         engine=get_engine_inputs,
         prompts=get_prompt_files,
     output:
         raw="results/{exp}/raw/block-{k}.jsonl",
         meta="results/{exp}/raw/block-{k}.meta.json",
     params:
-        experiment=get_experiment_path,
         python=get_engine_python,
         model=get_model_param,
         root=rel(ROOT),

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 from bracket import records
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
+    experiment = resolved.read(snakemake.input.experiment)
     runs = pd.read_csv(snakemake.input[0])
     why = records.nothing_valid(runs, where=snakemake.input[0])
     if why:
@@ -34,7 +34,7 @@ with rule_log(snakemake.log[0]) as log:
     metas = [json.loads(Path(p).read_text()) for p in getattr(snakemake.input, "metas", [])]
     stats = analyze(
         runs,
-        cfg,
+        experiment,
         ceiling,
         control if control is not None and len(control) else None,
         metas=metas,

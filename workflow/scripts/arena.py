@@ -2,12 +2,12 @@
 
 from bracket import records
 from bracket.arena import readings as arena_stats
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
-    result = arena_stats.summarize(records.read(snakemake.input.blocks), cfg)
+    experiment = resolved.read(snakemake.input.experiment)
+    result = arena_stats.summarize(records.read(snakemake.input.blocks), experiment)
     arena_stats.write_json(result, snakemake.output[0])
     for c in result["cells"]:
         s = c["summary"] or {}

@@ -5,12 +5,12 @@ import sys
 
 import pandas as pd
 from bracket import records
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]):
-    cfg = config.load(snakemake.params.experiment, measured=True)
-    missing = records.arms_without_valid_run(pd.read_csv(snakemake.input.runs), list(cfg["arms"]))
+    arms = list(resolved.read(snakemake.input.experiment).arms)
+    missing = records.arms_without_valid_run(pd.read_csv(snakemake.input.runs), arms)
     if missing:
         print(
             f"\n{', '.join(missing)}: no valid run, so no arm of {snakemake.wildcards.exp} can be named fastest. "
@@ -21,4 +21,4 @@ with rule_log(snakemake.log[0]):
         )
         sys.exit(1)
     with open(snakemake.output[0], "w") as f:
-        json.dump({"arms": list(cfg["arms"]), "without_valid_run": []}, f)
+        json.dump({"arms": arms, "without_valid_run": []}, f)

@@ -4,15 +4,15 @@ import sys
 
 from bracket import embedded
 from bracket.controls import determinism
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.measure import runner
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log.control):
-    cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
+    experiment = embedded.with_llama_server(resolved.read(snakemake.input.experiment), snakemake.params.root)
     try:
         result = determinism.run_control(
-            cfg,
+            experiment,
             snakemake.wildcards.exp,
             model=snakemake.params.model,
             python=snakemake.params.python,

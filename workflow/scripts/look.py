@@ -3,19 +3,21 @@
 import json
 
 from bracket import records
-from bracket.experiment import config, design
+from bracket.experiment import design, resolved
 from bracket.rulelog import rule_log
 from bracket.stats.analyze import jsonable
 from bracket.stats.io import from_runs
 from bracket.stats.sequential import Plan, assess
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
+    experiment = resolved.read(snakemake.input.experiment)
     r = int(snakemake.wildcards.r)
     frame = from_runs(records.tidy(records.read(snakemake.input.blocks)))
-    doc = assess(frame, Plan.of(cfg), upto=r)
+    doc = assess(frame, Plan.of(experiment), upto=r)
     # The round this look adds, as schedule.csv drew it before the first block (recorded here as it is decided).
-    nxt = design.from_config(cfg, r + 1)[len(design.from_config(cfg, r)) :] if doc["another_round"] else []
+    nxt = (
+        design.from_config(experiment, r + 1)[len(design.from_config(experiment, r)) :] if doc["another_round"] else []
+    )
     doc["adds"] = [
         {"position": b.position, "arm": b.arm, "round": b.round, "seed": b.seed, **({"host": b.host} if b.host else {})}
         for b in nxt

@@ -1,10 +1,10 @@
 """Write the experiment's schedule (snakemake rule `plan`)."""
 
-from bracket.experiment import config, design
+from bracket.experiment import design, resolved
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
-    blocks = design.from_config(cfg)
+    experiment = resolved.read(snakemake.input.experiment)
+    blocks = design.from_config(experiment)
     design.write(blocks, snakemake.output[0])
-    log.info("%d blocks, design %s: %s", len(blocks), cfg["design"]["kind"], " ".join(b.arm for b in blocks))
+    log.info("%d blocks, design %s: %s", len(blocks), experiment.design.kind, " ".join(b.arm for b in blocks))

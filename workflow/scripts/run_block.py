@@ -3,7 +3,7 @@
 import sys
 
 from bracket import embedded, secrets
-from bracket.experiment import config, design
+from bracket.experiment import design, resolved
 from bracket.measure import runner, session
 from bracket.rulelog import rule_log
 
@@ -11,11 +11,11 @@ from bracket.rulelog import rule_log
 with rule_log(snakemake.log.block):
     exp = snakemake.wildcards.exp
     k = int(snakemake.wildcards.k)
-    cfg = embedded.with_llama_server(config.load(snakemake.params.experiment), snakemake.params.root)
+    experiment = embedded.with_llama_server(resolved.read(snakemake.input.experiment), snakemake.params.root)
     blocks = design.read(snakemake.input.schedule)  # recorded, never re-drawn
     try:
         runner.run_block(
-            cfg,
+            experiment,
             exp,
             blocks[k],
             len(blocks),

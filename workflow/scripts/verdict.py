@@ -5,12 +5,11 @@ import json
 from pathlib import Path
 
 from bracket.controls import corrections, reproduce
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
-    r = cfg["reproduces"]
+    r = resolved.read(snakemake.input.experiment).reproduces
     name = snakemake.wildcards.exp
     with open(snakemake.input.original) as f:
         original = json.load(f)
@@ -21,10 +20,10 @@ with rule_log(snakemake.log[0]) as log:
         who: reproduce.served_models(Path(path).parent / "raw")
         for who, path in (("original", snakemake.input.original), ("reproduction", snakemake.input.reproduction))
     }
-    v = reproduce.verdict(original, repro, r["arm"], r["workloads"], models)
-    v.update(name=name, base=r["experiment"], runs=r["runs"], id=r["id"], created=r["created"], rule=reproduce.RULE)
-    date = datetime.date.fromisoformat(r["created"][:10]).isoformat()
-    entries = reproduce.correction_entries(v, r["experiment"], name, date)
+    v = reproduce.verdict(original, repro, r.arm, list(r.workloads), models)
+    v.update(name=name, base=r.experiment, runs=r.runs, id=r.id, created=r.created, rule=reproduce.RULE)
+    date = datetime.date.fromisoformat(r.created[:10]).isoformat()
+    entries = reproduce.correction_entries(v, r.experiment, name, date)
     added = corrections.append(snakemake.params.ledger, entries) if entries else []
     v["ledger"] = {"path": snakemake.params.ledger, "entries": entries, "appended": len(added)}
     with open(snakemake.output[0], "w") as f:

@@ -1,14 +1,14 @@
 """Byte account of the served model (snakemake rule `weights`): written whatever the setup, with
 `status: unknown` and the reason when no headers can be found (bracket.physics.modelsource)."""
 
-from bracket.experiment import config
+from bracket.experiment import resolved
 from bracket.physics import weights
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log[0]) as log:
-    cfg = config.load(snakemake.params.experiment)
+    experiment = resolved.read(snakemake.input.experiment)
     acct = weights.write_for_experiment(
-        cfg, snakemake.output[0], root=snakemake.params.root, model=snakemake.params.model or None
+        experiment, snakemake.output[0], root=snakemake.params.root, model=snakemake.params.model or None
     )
     src = acct.get("source") or {}
     if acct["status"] == "unknown":

@@ -1,4 +1,4 @@
-"""The workflow's analyze step: runs.csv + validated experiment -> stats.json (one dict)."""
+"""The workflow's analyze step: runs.csv + the validated experiment -> stats.json (one dict)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from bracket.experiment.model import Experiment
 from bracket.physics.ceiling import measured
 from bracket.records import guards
 from bracket.stats import conservatism, stated
-from bracket.stats import defaults as D
 from bracket.stats import findings as F
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
@@ -60,10 +60,10 @@ def jsonable(obj):
     return obj
 
 
-def workload_order(cfg: dict, runs: pd.DataFrame) -> list[str]:
+def workload_order(experiment: Experiment | None, runs: pd.DataFrame) -> list[str]:
     """Workloads in the experiment's order, then any others the runs name, sorted (the article's order)."""
     found = set(runs["workload"].astype(str)) if "workload" in runs else set()
-    seen = [w for w in cfg.get("workloads") or {} if w in found]
+    seen = [w for w in (experiment.workloads if experiment is not None else {}) if w in found]
     return seen + sorted(found - set(seen))
 
 
@@ -82,35 +82,34 @@ def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
     }
 
 
-def _draft_budgets(cfg: dict, frame: pd.DataFrame) -> dict:
+def _draft_budgets(experiment: Experiment, frame: pd.DataFrame) -> dict:
     out = {}
-    for name, arm in cfg.get("arms", {}).items():
-        sp = (arm or {}).get("speculative")
-        if sp:
-            out[name] = int(sp["draft_tokens"])
+    for name, arm in experiment.arms.items():
+        if arm.speculative is not None:
+            out[name] = int(arm.speculative.draft_tokens)
     for name, sub in frame.groupby("arm"):
         if name not in out and sub["draft_budget"].notna().any():
             out[str(name)] = int(sub["draft_budget"].dropna().iloc[0])
     return out
 
 
-def _block_cost_runs(runs: pd.DataFrame, cfg: dict) -> float:
-    d = cfg.get("design", {})
+def _block_cost_runs(runs: pd.DataFrame, experiment: Experiment) -> float:
+    d = experiment.design
     wall = pd.to_numeric(runs.get("wall_s", pd.Series(dtype=float)), errors="coerce").median()
-    cooldown = d.get("cooldown_s", 0) / wall if wall and math.isfinite(wall) and wall > 0 else 0.0
-    return max(1.0, d.get("warmup_runs", 1) + cooldown)
+    cooldown = d.cooldown_s / wall if wall and math.isfinite(wall) and wall > 0 else 0.0
+    return max(1.0, d.warmup_runs + cooldown)
 
 
-def same_settings(cfg: dict) -> dict | None:
+def same_settings(experiment: Experiment) -> dict | None:
     """An A/A experiment, as its configuration declares it: arms whose settings (all but the label) are
     those of the reference. All arms so: the experiment is an A/A test, a drift test whose comparisons
     say how large a difference this setup resolves, not which setting to use. Some arms so: those
     comparisons are A/A controls beside the others."""
-    arms = cfg.get("arms") or {}
-    reference = cfg.get("reference") or next(iter(arms), None)
+    arms = experiment.arms
+    reference = experiment.reference
 
     def settings(arm):
-        return json.dumps({k: v for k, v in (arms.get(arm) or {}).items() if k != "label"}, sort_keys=True, default=str)
+        return json.dumps(arms[arm].model_dump(mode="json", exclude_unset=True, exclude={"label"}), sort_keys=True)
 
     if len(arms) == 1:  # the reference alone, compared with itself block by block: drift and nothing else
         return {"reference": reference, "arms": [], "all": True}
@@ -122,7 +121,7 @@ def same_settings(cfg: dict) -> dict | None:
 
 def analyze(
     runs: pd.DataFrame,
-    cfg: dict,
+    experiment: Experiment,
     ceiling: dict | None = None,
     control: pd.DataFrame | None = None,
     metas: list[dict] | None = None,
@@ -143,7 +142,7 @@ def analyze(
         it describes, recorded as `seed` in each cell/comparison), the CI level, the bootstrap
         replicates, and the analysed column ("decode_tok_s").
     reference, design, noise_threshold, spread_warning
-        From cfg, echoed so the report needs nothing else.
+        From the experiment, echoed so the report needs nothing else.
     experiment
         The experiment as the article names it (bracket.stats.stated.experiment): name (`name`, else
         runs.csv's experiment column), title, question, reference, arms in order with label, speculative,
@@ -298,13 +297,16 @@ def analyze(
     stats_version
         3 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
     """
-    if not isinstance(cfg, dict) or "arms" not in cfg:
-        raise ValueError("analyze needs the validated experiment (bracket.experiment.config.load) as cfg.")
-    a = cfg.get("analysis", {})
-    seed, conf = int(a.get("seed", D.SEED)), float(a.get("confidence", D.CONFIDENCE))
-    R, thr = int(a.get("bootstrap_resamples", D.RESAMPLES)), float(a.get("noise_threshold", D.NOISE_THRESHOLD))
-    spread_warn = float(a.get("spread_warning", D.SPREAD_WARNING))
-    reference = cfg.get("reference") or next(iter(cfg["arms"]))
+    if not isinstance(experiment, Experiment):
+        raise TypeError(
+            f"analyze needs the validated experiment (bracket.experiment.config.validate or load, or "
+            f"bracket.experiment.resolved.read), got {type(experiment).__name__}."
+        )
+    a = experiment.analysis
+    seed, conf = int(a.seed), float(a.confidence)
+    R, thr = int(a.bootstrap_resamples), float(a.noise_threshold)
+    spread_warn = float(a.spread_warning)
+    reference = experiment.reference
     frame = from_runs(runs)
     valid = valid_rows(frame)
     if name is None:
@@ -320,14 +322,14 @@ def analyze(
         "resamples": R,
         "value": VALUE,
         "reference": reference,
-        "design": cfg.get("design", {}).get("kind"),
+        "design": experiment.design.kind,
         "noise_threshold": thr,
         "spread_warning": spread_warn,
-        "aa": same_settings(cfg),
+        "aa": same_settings(experiment),
         "counts": _counts(runs, frame),
         "design_ran": design_ran(runs),
-        "unmeasured": unmeasured(runs, cfg),
-        "experiment": stated.experiment(cfg, name, schedule),
+        "unmeasured": unmeasured(runs, experiment),
+        "experiment": stated.experiment(experiment, name, schedule),
     }
     warnings: list[Finding] = []
     if valid.empty:
@@ -357,7 +359,7 @@ def analyze(
 
     workloads = sorted(valid["workload"].unique())
     out["hosts"], host_warnings = hosts_section(
-        runs, frame, cfg, reference, seed=seed, confidence=conf, n_resamples=R, noise_threshold=thr
+        runs, frame, experiment, reference, seed=seed, confidence=conf, n_resamples=R, noise_threshold=thr
     )
     warnings += host_warnings
     out["drift"] = {}
@@ -412,9 +414,9 @@ def analyze(
                 {"workload": wl, "baseline": reference, "candidate": arm, **dataclasses.asdict(c)}
             )
     out["sequential"] = None
-    if cfg.get("design", {}).get("rounds") == "adaptive":
+    if experiment.design.rounds == "adaptive":
         # looked at after every round: the verdicts are the looks', on repeated CIs (bracket.stats.sequential)
-        out["sequential"] = seq.assess(frame, seq.Plan.of(cfg))
+        out["sequential"] = seq.assess(frame, seq.Plan.of(experiment))
         out["multiplicity"] = seq.apply(out["comparisons"], out["sequential"], FAMILY)
     else:
         m = holm(out["comparisons"], conf)
@@ -445,10 +447,10 @@ def analyze(
     ]
 
     out["phases"], phase_findings = _phases(
-        runs, reference, seed=seed, confidence=conf, n_resamples=R, margin=float(a.get("phase_margin", D.PHASE_MARGIN))
+        runs, reference, seed=seed, confidence=conf, n_resamples=R, margin=float(a.phase_margin)
     )
     warnings += phase_findings
-    out["speculative"], out["k_model"] = _speculative(cfg, valid, medians, reference)
+    out["speculative"], out["k_model"] = _speculative(experiment, valid, medians, reference)
     never = spec.never_drafted(runs)
     silent = {(c["arm"], c["workload"]) for c in never}
     for r in out["speculative"]:
@@ -460,18 +462,18 @@ def analyze(
     }
     groups = [
         {"method": label, "arms": [a for _, a in arms], "budgets": [k for k, _ in arms]}
-        for label, arms in spec.budget_groups({a: v for a, v in cfg["arms"].items() if a not in mute})
+        for label, arms in spec.budget_groups({a: v for a, v in experiment.arms.items() if a not in mute})
     ]
-    order = workload_order(cfg, runs)
+    order = workload_order(experiment, runs)
     out["budget_groups"] = spec.budget_effects(groups, medians, order)
     out["tokens_per_event"] = spec.tokens_per_event(runs)
     out["never_drafted"] = never
     for c in never:
         payload = F.NeverDrafted(int(c["runs"]), c["draft_budget"])
         warnings.append(Finding(K.NEVER_DRAFTED, payload, arm=c["arm"], workload=c["workload"]))
-    out["levels"] = _levels(runs, cfg, valid)
+    out["levels"] = _levels(runs, experiment, valid)
     out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
-    plain = [a for a, arm in cfg["arms"].items() if not (arm or {}).get("speculative")]
+    plain = [a for a, arm in experiment.arms.items() if arm.speculative is None]
     out["physics"] = None
     if ceiling is not None or weights is not None:
         m = measured(ceiling, out["cells"], reference, plain)
@@ -484,11 +486,11 @@ def analyze(
         }
     warnings += _machine((ceiling or {}).get("machine_steadiness"), spread_warn)
     out["guards"] = guards(runs)
-    out["gaps"] = block_gaps(metas or [], float(cfg.get("design", {}).get("cooldown_s", 0) or 0))
+    out["gaps"] = block_gaps(metas or [], float(experiment.design.cooldown_s))
     warnings += gap_findings(out["gaps"])
-    c = cfg.get("controls", {})
-    if not c.get("neutrality", True):
-        out["neutrality"] = {"status": "off", "off_reason": c.get("neutrality_off")}
+    c = experiment.controls
+    if not c.neutrality:
+        out["neutrality"] = {"status": "off", "off_reason": c.neutrality_off}
     else:
         cost = neutral.instrument_cost(control, conf) if control is not None else None
         out["neutrality"] = {
@@ -502,7 +504,7 @@ def analyze(
     if unreported:
         warnings.append(Finding(K.CACHE_UNREPORTED, F.CacheUnreported(int(unreported))))
 
-    if cfg.get("design", {}).get("kind") == "sequential":
+    if experiment.design.kind == "sequential":
         warnings.append(Finding(K.SEQUENTIAL))
     for arm, wl, hits, total in first_run_slow(frame):
         warnings.append(Finding(K.SLOW_FIRST_RUN, F.SlowFirstRun(int(hits), int(total)), arm=arm, workload=wl))
@@ -538,10 +540,10 @@ def _phases(runs, reference, *, seed, confidence, n_resamples, margin):
     }, ph.findings(rows, reference, margin)
 
 
-def _speculative(cfg, valid, medians, reference):
-    budgets = _draft_budgets(cfg, valid)
+def _speculative(experiment, valid, medians, reference):
+    budgets = _draft_budgets(experiment, valid)
     rows = []
-    for arm in [a for a in cfg["arms"] if a in budgets] + sorted(set(budgets) - set(cfg["arms"])):
+    for arm in [a for a in experiment.arms if a in budgets] + sorted(set(budgets) - set(experiment.arms)):
         for wl, sub in valid[valid["arm"] == arm].groupby("workload", sort=True):
             acc = spec.acceptance(
                 sub["draft_tokens"], sub["accepted_tokens"], sub["verify_steps"], sub["acceptance_length"]
@@ -559,10 +561,10 @@ def _speculative(cfg, valid, medians, reference):
                     "source": acc.source,
                 }
             )
-    plain = [a for a in cfg["arms"] if a not in budgets]
+    plain = [a for a in experiment.arms if a not in budgets]
     base = reference if reference in plain else (plain[0] if plain else None)
     k_model = {"baseline": base, "band": None, "calibration": [], "rows": [], "tolerance": 0.02}
-    spec_arms = [a for a in cfg["arms"] if a in budgets]
+    spec_arms = [a for a in experiment.arms if a in budgets]
     if base is None:
         return rows, {
             **k_model,
@@ -596,8 +598,8 @@ def _speculative(cfg, valid, medians, reference):
     return rows, k_model
 
 
-def _levels(runs, cfg, valid):
-    cost = _block_cost_runs(runs, cfg)
+def _levels(runs, experiment, valid):
+    cost = _block_cost_runs(runs, experiment)
     out = []
     for (arm, wl), sub in valid.dropna(subset=["block"]).groupby(["arm", "workload"], sort=True):
         try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -43,6 +44,9 @@ from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
 from bracket.stats.reasons import Undetermined, Why
+
+if TYPE_CHECKING:
+    from bracket.experiment.model import Experiment
 
 VERSION = 3
 
@@ -89,7 +93,7 @@ def _old(comps) -> bool:
 def current(
     stats: dict,
     *,
-    cfg: dict | None = None,
+    cfg: Experiment | None = None,
     runs: pd.DataFrame | None = None,
     ceiling: dict | None = None,
     weights: dict | None = None,
@@ -132,7 +136,7 @@ def require(stats: dict, path) -> dict:
     )
 
 
-def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling: dict | None) -> dict:
+def _version_2(stats: dict, cfg: Experiment | None, runs: pd.DataFrame | None, ceiling: dict | None) -> dict:
     out = {k: v for k, v in stats.items() if k != "warnings"}
     out["stats_version"] = 2
     old = stats.get("findings")
@@ -144,20 +148,16 @@ def _version_2(stats: dict, cfg: dict | None, runs: pd.DataFrame | None, ceiling
         else Finding(FindingKind.RECORDED, Recorded(str(f.get("message", ""))), **_where(f)).record()
         for f in old
     ]
-    reference = stats.get("reference") or next(iter((cfg or {}).get("arms") or {}), None)
+    arms = cfg.arms if cfg is not None else {}
+    reference = stats.get("reference") or next(iter(arms), None)
     out["best"] = {
         wl: b
         if "use" in b
         else {**b, **dict(zip(("use", "use_because"), recommend(b["arm"], b.get("verdict"), reference)))}
         for wl, b in (stats.get("best") or {}).items()
     }
-    arms = (cfg or {}).get("arms") or {}
-    plain = [a for a in arms if not (arms[a] or {}).get("speculative")]
-    order = (
-        workload_order(cfg or {}, runs)
-        if runs is not None
-        else sorted({c["workload"] for c in stats.get("cells") or []})
-    )
+    plain = [a for a, arm in arms.items() if arm.speculative is None]
+    order = workload_order(cfg, runs) if runs is not None else sorted({c["workload"] for c in stats.get("cells") or []})
     medians = {(c["arm"], c["workload"]): c["median"] for c in stats.get("cells") or []}
     physics = stats.get("physics")
     if physics is None and ceiling is not None and cfg is not None:

@@ -6,12 +6,17 @@ says so before any number (bracket.article.headline).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from bracket import records
 
+if TYPE_CHECKING:
+    from bracket.experiment.model import Experiment
 
-def unmeasured(runs: pd.DataFrame, cfg: dict) -> list[dict]:
+
+def unmeasured(runs: pd.DataFrame, experiment: Experiment) -> list[dict]:
     """[{what: "arm" | "workload", name, reasons: {invalid kind: timed runs}}] for each arm of the experiment
     (in its order) and each single-request workload without a valid timed run; `reasons` counts the timed
     runs that ran by their first invalid kind (records.first_kind), most common first, and is empty when
@@ -20,9 +25,9 @@ def unmeasured(runs: pd.DataFrame, cfg: dict) -> list[dict]:
         return []
     valid = runs.loc[runs["valid"].fillna(False).astype(bool)]
     warm = runs["warmup"].fillna(False).astype(bool) if "warmup" in runs else pd.Series(False, index=runs.index)
-    single = [w for w, spec in (cfg.get("workloads") or {}).items() if (spec or {}).get("kind", "single") == "single"]
+    single = [w for w, spec in experiment.workloads.items() if (spec.kind or "single") == "single"]
     out = []
-    for what, names in (("arm", list(cfg.get("arms") or [])), ("workload", single)):
+    for what, names in (("arm", list(experiment.arms)), ("workload", single)):
         for name in names:
             if (valid[what] == name).any():
                 continue

@@ -15,6 +15,7 @@ trend per block, exactly as `analyze` reports them for a single machine.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -26,13 +27,16 @@ from bracket.stats.findings import Drift, Finding, HostDiffers, NotCompared
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.multiplicity import holm
 
+if TYPE_CHECKING:
+    from bracket.experiment.model import Experiment
 
-def host_names(runs: pd.DataFrame, cfg: dict) -> list[str]:
+
+def host_names(runs: pd.DataFrame, experiment: Experiment) -> list[str]:
     """The hosts present in the runs, in the experiment's order (unknown ones after, sorted)."""
     if "host" not in runs.columns:
         return []
     seen = {str(h) for h in runs["host"].dropna().unique() if str(h)}
-    order = [h for h in (cfg.get("hosts") or []) if h in seen]
+    order = [h for h in experiment.hosts if h in seen]
     return order + sorted(seen - set(order))
 
 
@@ -132,7 +136,7 @@ def compare_hosts(
 def hosts_section(
     runs: pd.DataFrame,
     frame: pd.DataFrame,
-    cfg: dict,
+    experiment: Experiment,
     reference: str,
     *,
     seed: int,
@@ -147,12 +151,12 @@ def hosts_section(
     host after the first, see `compare_hosts`; the reference arm's rows answer "is this box
     slower?").
     """
-    names = host_names(runs, cfg)
+    names = host_names(runs, experiment)
     if len(names) < 2:
         return None, []
     framed = with_slots(frame, runs["host"].reset_index(drop=True))
     framed = framed[framed["host"].isin(names)]  # runs without a named host take no part
-    arms = [reference] + [a for a in cfg["arms"] if a != reference]
+    arms = [reference] + [a for a in experiment.arms if a != reference]
     comparisons, warnings = compare_hosts(
         framed, names, arms, seed=seed, confidence=confidence, n_resamples=n_resamples, noise_threshold=noise_threshold
     )

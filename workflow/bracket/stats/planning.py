@@ -22,6 +22,7 @@ from scipy import stats
 
 from bracket.experiment import config
 from bracket.experiment.design import draw
+from bracket.experiment.model import Experiment
 from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -372,19 +373,23 @@ def power_warning(power: float | None, block_sd: float, min_power: float = MIN_P
     )
 
 
-def write_design(experiment_path: str | Path, out_path: str | Path, design: dict, warning: str | None = None) -> dict:
+def write_design(
+    experiment_path: str | Path, out_path: str | Path, design: dict, warning: str | None = None
+) -> Experiment:
     """Write the experiment with `design` (merged over its own) to out_path, validated first; a `warning`
-    (power_warning) goes into the file's header, where whoever runs it reads it."""
+    (power_warning) goes into the file's header, where whoever runs it reads it. Returns the validated
+    experiment. The file's own YAML is edited, not the validated experiment: what the user wrote stays as
+    written, without the defaults validation fills."""
     raw = yaml.safe_load(Path(experiment_path).read_text())
     raw["design"] = {**(raw.get("design") or {}), **design}
     if raw["design"].get("rounds") != "adaptive":
         for k in ("min_rounds", "max_rounds", "target", "margin"):
             raw["design"].pop(k, None)
-    cfg = config.validate(raw, source=str(out_path))
+    experiment = config.validate(raw, source=str(out_path))
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(
         f"# design chosen in notebooks/design.py from {Path(experiment_path).name}\n"
         + (f"# WARNING: {warning}\n" if warning else "")
         + yaml.safe_dump(raw, sort_keys=False)
     )
-    return cfg
+    return experiment

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -66,12 +67,14 @@ from scipy import stats
 
 from bracket.experiment import design as bdesign
 from bracket.experiment.design import ADAPTIVE_KINDS
-from bracket.stats import defaults as D
 from bracket.stats.blocks import MIN_POOL_DF
 from bracket.stats.cells import compare_arms
 from bracket.stats.compare import CONFOUNDED_VIF, FASTER, NO_EFFECT, UNDETERMINED, WIDE, clears
 from bracket.stats.reasons import Undetermined, Why
 from bracket.stats.spending import cached_boundaries
+
+if TYPE_CHECKING:
+    from bracket.experiment.model import Experiment
 
 OPEN, SETTLED = "open", "settled"
 METHOD = (
@@ -124,20 +127,22 @@ class Plan:
             )
 
     @classmethod
-    def of(cls, cfg: dict) -> Plan:
-        d, a = cfg["design"], cfg.get("analysis", {})
+    def of(cls, experiment: Experiment) -> Plan:
+        """The plan an adaptive experiment states (design.rounds: adaptive; validation fills min_rounds and
+        max_rounds)."""
+        d, a = experiment.design, experiment.analysis
         return cls(
-            arms=tuple(cfg["arms"]),
-            reference=cfg["reference"],
-            workloads=tuple(cfg["workloads"]),
-            kind=d["kind"],
-            seed=int(d["seed"]),
-            min_rounds=int(d["min_rounds"]),
-            max_rounds=int(d["max_rounds"]),
-            alpha=round(1 - float(a.get("confidence", D.CONFIDENCE)), 12),
-            margin=d.get("margin"),
-            noise_threshold=float(a.get("noise_threshold", 0.01)),
-            hosts=tuple(cfg.get("hosts") or ()),
+            arms=tuple(experiment.arms),
+            reference=experiment.reference,
+            workloads=tuple(experiment.workloads),
+            kind=d.kind,
+            seed=int(d.seed),
+            min_rounds=int(d.min_rounds),
+            max_rounds=int(d.max_rounds),
+            alpha=round(1 - float(a.confidence), 12),
+            margin=d.margin,
+            noise_threshold=float(a.noise_threshold),
+            hosts=tuple(experiment.hosts),
         )
 
     @property

@@ -12,10 +12,15 @@ is so small there's barely anything to get wrong".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bracket.experiment.model import Arm
 
 
 class Reading(StrEnum):
@@ -142,7 +147,7 @@ def band_from(ks: list[float]) -> tuple[float, float]:
     return float(min(ks)), float(max(ks))
 
 
-def budget_groups(arms: dict) -> list[tuple[str, list[tuple[int, str]]]]:
+def budget_groups(arms: Mapping[str, Arm]) -> list[tuple[str, list[tuple[int, str]]]]:
     """Arms that differ only in their draft budget: [(method label, [(budget, arm), ...]), ...].
 
     Seed 000's "same flag, different workloads" table changes one flag; arms that also differ in
@@ -153,21 +158,15 @@ def budget_groups(arms: dict) -> list[tuple[str, list[tuple[int, str]]]]:
     """
     groups: dict = {}
     for name in sorted(arms):
-        arm = arms[name] or {}
-        spec = arm.get("speculative")
-        if not spec:
+        arm = arms[name]
+        spec = arm.speculative
+        if spec is None:
             continue
-        rest = {k: v for k, v in spec.items() if k != "draft_tokens"}
-        key = repr(
-            (
-                sorted(rest.items(), key=lambda kv: kv[0]),
-                sorted((arm.get("server") or {}).items()),
-                list(arm.get("args") or []),
-                sorted((arm.get("env") or {}).items()),
-            )
-        )
-        label = spec.get("engine_method") or spec["method"]
-        groups.setdefault(key, (label, {}))[1].setdefault(int(spec["draft_tokens"]), name)
+        rest = spec.model_dump(mode="json", exclude_unset=True, exclude={"draft_tokens"})
+        server = arm.server.model_dump(mode="json", exclude_unset=True) if arm.server is not None else {}
+        key = repr((sorted(rest.items()), sorted(server.items()), list(arm.args), sorted(arm.env.items())))
+        label = spec.engine_method or spec.method
+        groups.setdefault(key, (label, {}))[1].setdefault(int(spec.draft_tokens), name)
     out = [(label, sorted(by_budget.items())) for label, by_budget in groups.values() if len(by_budget) >= 2]
     labels = [lab for lab, _ in out]
     # two groups of one method (another lookup window, say) are told apart by their arms
