@@ -179,7 +179,7 @@ def serve(name: str, work: Path, port: int):
     arms = {"spec": {"speculative": spec}} if spec else {"spec": {}}
     cfg = config.validate({"engine": eng, "arms": arms, "request": {"max_tokens": 128}})
     adapter = engines.get(kind)
-    arm = cfg["arms"]["spec"]
+    arm = cfg.arms["spec"]
     python = str(ENGINE / "bin/python")
     argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
     log = work / f"{name}.log"
@@ -265,7 +265,7 @@ def measure_server(
     cfg, adapter, arm, argv, server, log = serve(name, work, port)
     rows = []
     with server:
-        server.wait_ready(cfg["engine"]["startup_timeout_s"])
+        server.wait_ready(cfg.engine.startup_timeout_s)
         base = launch.base_url(cfg)
         ctx = {
             "adapter": adapter,

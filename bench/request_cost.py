@@ -180,7 +180,7 @@ def serve(name: str, work: Path):
         eng = {"kind": "vllm", "embedded": True, "port": port, "startup_timeout_s": 900}
     cfg = config.validate({"engine": eng, "arms": {"base": {}}, "request": {"max_tokens": 128}})
     adapter = engines.get(kind)
-    arm = cfg["arms"]["base"]
+    arm = cfg.arms["base"]
     argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
     server = launch.make_server(
         cfg,
@@ -267,7 +267,7 @@ def run_server(name: str, rounds: int, max_tokens: int, work: Path, rng: random.
     cfg, adapter, argv, server = serve(name, work)
     rows = []
     with server, httpx.Client() as http:
-        server.wait_ready(cfg["engine"]["startup_timeout_s"])
+        server.wait_ready(cfg.engine.startup_timeout_s)
         base = launch.base_url(cfg)
         for i in range(3):  # warm-up, discarded
             measure(kind, http, base, plain(PROMPTS[i % len(PROMPTS)], max_tokens))

@@ -64,7 +64,7 @@ def _run(cfg, arm, gguf, tmp_path, server_id, runs=3):
 def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):  # noqa: F811
     depth, pp, tg, users = 256, 64, 16, 2
     cfg = _cfg(llama_server, 8185, depth=depth, prompt_tokens=pp, tokens=tg, users=users)
-    _, every = _run(cfg, cfg["arms"]["plain"], trained_gguf, tmp_path, "srv")
+    _, every = _run(cfg, cfg.arms["plain"], trained_gguf, tmp_path, "srv")
     (check,) = [r for r in every if r.get("control") == "coherence"]  # llama-benchy's question, asked once
     assert check["coherent"] is not None and check["error"] is None
     raw = [r for r in every if not r.get("control")]
@@ -119,7 +119,7 @@ def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_rea
 
     # The same cell on the arm as bracket launches it for everything else (--no-cache-prompt --cache-ram 0):
     # the request leaves cache_prompt out, as llama-benchy's does, so the server's default keeps nothing.
-    argv, raw = _run(cfg, cfg["arms"]["plain"], trained_gguf, tmp_path, "off", runs=2)
+    argv, raw = _run(cfg, cfg.arms["plain"], trained_gguf, tmp_path, "off", runs=2)
     assert "--no-cache-prompt" in argv
     inf = [r for r in raw if r["arena_phase"] == "inference"]
     assert inf and all(r["error"] is None and r["cached_tokens"] < depth - records.CACHE_BLOCK_SLACK for r in inf)

@@ -58,8 +58,8 @@ def test_arena_mode_sends_the_arenas_flags_to_both_tools():
     a = sbs.arguments(["--arena", "--quick", "--attach", "http://127.0.0.1:9"])
     assert (a.depth, a.pp, a.tg, a.runs, a.rounds, a.users) == (384, 64, 16, 2, 2, [1, 2])
     cfg = sbs.experiment(a)
-    assert list(cfg["workloads"]) == ["c1", "c2"]
-    assert {(w["cache"], w["tg_exact"], w["latency"], w["users"]) for w in cfg["workloads"].values()} == {
+    assert list(cfg.workloads) == ["c1", "c2"]
+    assert {(w.cache, w.tg_exact, w.latency, w.users) for w in cfg.workloads.values()} == {
         ("prefix", False, "api", 1),
         ("prefix", False, "api", 2),
     }
@@ -89,8 +89,8 @@ def test_llama_server_is_launched_with_its_cache_on_and_a_slot_per_user(tmp_path
         ]
     )
     cfg = sbs.experiment(a)
-    assert cfg["engine"]["kind"] == "llamacpp" and cfg["arms"]["server"]["server"]["prefix_caching"] is True
-    args = cfg["engine"]["args"]
+    assert cfg.engine.kind == "llamacpp" and cfg.arms["server"].server.prefix_caching is True
+    args = cfg.engine.args
     # two slots, each holding depth + pp + tg and a template's margin: 2 x (1024 + 128 + 32 + 256)
     assert args[args.index("--parallel") + 1] == "2" and args[args.index("--ctx-size") + 1] == "2880"
     with pytest.raises(SystemExit, match="--model"):

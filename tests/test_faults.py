@@ -199,7 +199,7 @@ def test_an_api_key_from_the_environment_is_sent_and_written_nowhere(tmp_path, m
     assert meta["env"]["VLLM_API_KEY"] == "***"
     assert fk.files_containing(tmp_path, fk.SECRET) == []
     # the real engine's command: key by environment only, loopback by default
-    argv = engines.get("vllm").launch_argv(cfg, cfg["arms"]["baseline"], "m", "python")
+    argv = engines.get("vllm").launch_argv(cfg, cfg.arms["baseline"], "m", "python")
     assert "--api-key" not in argv and fk.SECRET not in " ".join(argv)
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     # and `bracket launch --print` shows the key by name only

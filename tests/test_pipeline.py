@@ -70,7 +70,7 @@ def test_every_block_ran_in_a_fresh_server_in_schedule_order(smoke_run):
     assert json.loads(spec)["num_speculative_tokens"] == 4
     assert "--speculative-config" not in metas[0]["argv"]
     assert all(m["argv"][m["argv"].index("--host") + 1] == "127.0.0.1" for m in metas)
-    assert cfg["design"]["runs_per_block"] == 3
+    assert cfg.design.runs_per_block == 3
     assert engine_processes() == []  # teardown left nothing behind
 
 

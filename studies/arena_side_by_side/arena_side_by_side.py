@@ -119,17 +119,17 @@ def reference(a, work: Path):
 
 def bracket_block(cfg, http, base, rnd: int) -> list[dict]:
     """Each cell in turn, as llama-benchy runs its concurrencies: a warmup run, then the timed runs."""
-    adapter = engines.get(cfg["engine"]["kind"])
+    adapter = engines.get(cfg.engine.kind)
     block = SimpleNamespace(arm="server", position=rnd, round=rnd)
-    d = cfg["design"]
+    d = cfg.design
     recs = []
-    for wl in cfg["workloads"]:
-        for run in range(d["warmup_runs"] + d["runs_per_block"]):
+    for wl in cfg.workloads:
+        for run in range(d.warmup_runs + d.runs_per_block):
             recs += arena.run_cell(
                 cfg,
                 "side_by_side",
                 block,
-                cfg["arms"]["server"],
+                cfg.arms["server"],
                 adapter,
                 wl,
                 [],
@@ -137,7 +137,7 @@ def bracket_block(cfg, http, base, rnd: int) -> list[dict]:
                 base,
                 "s",
                 run,
-                run < d["warmup_runs"],
+                run < d.warmup_runs,
                 None,
             )
     return recs

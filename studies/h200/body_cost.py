@@ -43,9 +43,9 @@ from bracket.experiment import config, prompts  # noqa: E402
 BODIES = ("bracket", "plain", "top_k_1", "top_k_0")
 
 
-def bodies(adapter, cfg: dict, arm: dict, prompt: str, max_tokens: int) -> dict[str, dict]:
-    request = {**cfg["request"], "max_tokens": max_tokens}
-    ours = adapter.request_body(SERVED_NAME, prompt, request, int(cfg["request"]["seed"]), arm)
+def bodies(adapter, cfg, arm, prompt: str, max_tokens: int) -> dict[str, dict]:
+    request = cfg.request.model_copy(update={"max_tokens": max_tokens})
+    ours = adapter.request_body(SERVED_NAME, prompt, request, int(cfg.request.seed), arm)
     return {
         "bracket": ours,
         "plain": {"model": SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True},
@@ -132,14 +132,14 @@ def main() -> None:
     a = ap.parse_args()
     cfg = config.load(a.experiment)
     if a.port:
-        cfg["engine"]["port"] = a.port
+        cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"port": a.port})})
     cfg = embedded.with_llama_server(cfg, ROOT)
-    adapter = engines.get(cfg["engine"]["kind"])
+    adapter = engines.get(cfg.engine.kind)
     if adapter.kind != "llamacpp":
         sys.exit(f"{a.experiment}: body_cost.py measures llama-server's own timings; engine.kind is {adapter.kind}")
-    arm = cfg["arms"][a.arm]
-    argv = launch.server_argv(cfg, adapter, arm, cfg["engine"]["model"], "python3", name="body-cost")
-    texts = [p["prompt"] for wl in cfg["workloads"].values() for p in prompts.load(ROOT / wl["prompts"])]
+    arm = cfg.arms[a.arm]
+    argv = launch.server_argv(cfg, adapter, arm, cfg.engine.model, "python3", name="body-cost")
+    texts = [p["prompt"] for wl in cfg.workloads.values() for p in prompts.load(ROOT / wl.prompts)]
     base = launch.base_url(cfg)
     print("server:", " ".join(argv), flush=True)
     with open(a.log, "w") as log:
@@ -154,7 +154,7 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     pass
-                if proc.poll() is not None or time.monotonic() - t0 > cfg["engine"]["startup_timeout_s"]:
+                if proc.poll() is not None or time.monotonic() - t0 > cfg.engine.startup_timeout_s:
                     sys.exit(f"llama-server did not become ready (see {a.log})")
                 time.sleep(0.25)
             ready_s = time.monotonic() - t0

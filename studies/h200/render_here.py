@@ -48,7 +48,7 @@ def account_here(src: Path, res: Path, dest: Path) -> None:
     from bracket.physics import ceiling, weights
 
     cfg = config.load(dest / "experiments" / f"{EXP}.yaml")
-    model = Path(cfg["engine"]["model"])
+    model = Path(cfg.engine.model)
     repo = Path(__file__).resolve().parents[2]
     local, packed = repo / "resources/models" / model.name, repo / ".gpu/spec" / f"{model.name}.xz"
     import hashlib

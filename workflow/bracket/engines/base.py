@@ -24,12 +24,6 @@ SERVED_NAME = "bracket-model"
 NO_SERVER_SETTINGS = ServerSettings(**dict.fromkeys(ServerSettings.model_fields))
 
 
-def as_arm(arm: Arm | dict) -> Arm:
-    """The arm as a typed value: config.validate checks arms (check_arm, check_drafts, server_settings) while
-    they are still the mapping it is validating, with the schema's defaults filled; it builds the Experiment after."""
-    return arm if isinstance(arm, Arm) else Arm.model_validate(arm)
-
-
 def spec_of(arm: Arm | None) -> Speculative | None:
     """The arm's speculative settings; None for an arm without speculation, or no arm at all."""
     return arm.speculative if arm else None
@@ -158,7 +152,6 @@ class Engine:
 
     def check_arm(self, name: str, arm: Arm) -> list[str]:
         """What this engine cannot do of an arm's settings, one sentence each (empty: all fine)."""
-        arm = as_arm(arm)
         out = []
         spec = arm.speculative
         if spec is not None:
@@ -408,7 +401,6 @@ def get_json(
 
 def server_settings(arm: Arm) -> dict:
     """The parts of an arm that are server launch settings (what attach mode cannot change); None where unset."""
-    arm = as_arm(arm)
     return {k: getattr(arm, k) or None for k in ("speculative", "server", "args", "env")}
 
 

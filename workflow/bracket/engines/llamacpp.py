@@ -27,7 +27,6 @@ from bracket.engines.base import (
     ServerTiming,
     SpecCounters,
     SpecFields,
-    as_arm,
     as_int,
     get_json,
     greedy,
@@ -154,7 +153,6 @@ class LlamaCpp(Engine):
     server_keys = frozenset({"context_length", "kv_cache_dtype", "prefix_caching", "chunked_prefill"})
 
     def check_arm(self, name: str, arm: Arm) -> list[str]:
-        arm = as_arm(arm)
         out = super().check_arm(name, arm)
         cp = server_of(arm).chunked_prefill
         if isinstance(cp, bool):
@@ -165,7 +163,7 @@ class LlamaCpp(Engine):
         return out
 
     def check_drafts(self, name: str, arm: Arm) -> list[str]:
-        return never_drafts(name, as_arm(arm).speculative)
+        return never_drafts(name, arm.speculative)
 
     def launch_argv(self, exp: Experiment, arm: Arm, model: str, python: str) -> list[str]:
         eng = exp.engine

@@ -21,7 +21,6 @@ from bracket.engines.base import (
     Measured,
     ServerTiming,
     SpecFields,
-    as_arm,
     as_int,
     get_json,
     greedy,
@@ -59,7 +58,6 @@ class Ollama(Engine):
     server_keys = frozenset({"context_length", "kv_cache_dtype"})
 
     def check_arm(self, name: str, arm: Arm) -> list[str]:
-        arm = as_arm(arm)
         out = super().check_arm(name, arm)
         if arm.speculative is not None and arm.speculative.model:
             out.append(

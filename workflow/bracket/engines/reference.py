@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from bracket.engines import vllm
-from bracket.engines.base import Engine, ServerTiming, SpecCounters, as_arm, get_json, server_of, state_record
+from bracket.engines.base import Engine, ServerTiming, SpecCounters, get_json, server_of, state_record
 from bracket.experiment.model import Arm, Experiment, Request
 
 MODULE = "bracket.engines.reference_server"
@@ -51,7 +51,6 @@ class Reference(Engine):
     timing_from_metrics = True
 
     def check_arm(self, name: str, arm: Arm) -> list[str]:
-        arm = as_arm(arm)
         out = super().check_arm(name, arm)
         spec = arm.speculative
         if spec is not None and not 1 <= spec.draft_tokens <= MAX_DRAFT_TOKENS:

@@ -48,28 +48,6 @@ def as_data(value: Any) -> Any:
     return value
 
 
-# ---- TRANSITION: the experiment read like the dict it was; removed once no module indexes it ----------------
-def _node_getitem(self, key):
-    if key not in type(self).model_fields:
-        raise KeyError(key)
-    return getattr(self, key)
-
-
-def _node_keys(self):
-    return [k for k in type(self).model_fields if k in self.model_fields_set]
-
-
-Node.__getitem__ = _node_getitem
-Node.get = lambda self, key, default=None: getattr(self, key) if key in self.model_fields_set else default
-Node.__contains__ = lambda self, key: key in self.model_fields_set
-Node.keys = _node_keys
-Node.items = lambda self: [(k, getattr(self, k)) for k in _node_keys(self)]
-Node.values = lambda self: [getattr(self, k) for k in _node_keys(self)]
-Node.__iter__ = lambda self: iter(_node_keys(self))
-Node.__len__ = lambda self: len(_node_keys(self))
-# ---- end TRANSITION -------------------------------------------------------------------------------------------
-
-
 class ExperimentError(ValueError):
     """An experiment file that cannot be run; the message says what to change."""
 
