@@ -262,7 +262,10 @@ def test_jobs_leave_only_declared_files(executor_run):
     assert summary.returncode == 0, summary.stderr[-3000:]
     declared = {line.split("\t")[0] for line in summary.stdout.splitlines()[1:] if line.strip()}
     written = {str(p.relative_to(root)) for p in (root / "results" / EXP).rglob("*") if p.is_file()}
-    assert written <= declared, sorted(written - declared)
+    # and the experiment as the DAG resolved it: written when the DAG is built, no job's output, every rule's input
+    resolved = f"results/{EXP}/experiment.resolved.json"
+    assert resolved in written and resolved not in declared
+    assert written - {resolved} <= declared, sorted(written - declared)
     # the one file beside them is the port lock, named by the host that took it
     locks = [str(p.relative_to(root / "results" / ".locks")) for p in (root / "results" / ".locks").rglob("*.lock")]
     assert locks and all(re.fullmatch(rf"[^/]+/port-{PORT}\.lock", p) for p in locks)
