@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pydantic
 
-from bracket.experiment import config  # noqa: F401  TRANSITION: installs the dict-style reads; remove with them
 from bracket.experiment.model import Experiment
 
 #: results/NAME/FILE_NAME; apart from results/NAME--repro-ID/experiment.yaml, a reproduction's recorded config.
