@@ -126,7 +126,8 @@ def get_resolved_experiment(wildcards):
     that invocation. As a file no job makes, it triggers only the rules that take it as a plain input
     (the analysis and what follows it); the blocks, the plan and the physics take it as ancient() and
     rerun by their own triggers (block_settings, get_design_params). A comment or reformatting in the
-    YAML changes nothing in it, and a moved checkout keeps it as it was: both rerun nothing."""
+    YAML changes nothing in it, and a moved checkout keeps it as it was: both rerun nothing. A dry run writes
+    it too, so the jobs it lists are the ones a run would run (a reproduction not yet set up excepted)."""
     load_experiment(wildcards.exp)
     return rel(resolved_path(wildcards.exp)) if resolved_is_written(wildcards.exp) else []
 
