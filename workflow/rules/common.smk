@@ -149,13 +149,6 @@ def check_before_blocks(experiment, exp, source):
         raise bconfig.ExperimentError(f"{source}: cannot run on this host:\n  - " + "\n  - ".join(problems))
 
 
-def get_experiment_path(wildcards):
-    """experiments/NAME.yaml, or results/NAME--repro-ID/experiment.yaml for a derived experiment: the file as
-    written, for the article, which names the experiment by it (every script reads get_resolved_experiment)."""
-    load_experiment(wildcards.exp)  # a derived experiment is recorded before any script reads it
-    return rel(breproduce.experiment_path(ROOT, wildcards.exp))
-
-
 def get_corrections_path(wildcards):
     """The experiment's corrections ledger (may not exist yet)."""
     return rel(ROOT / "experiments" / f"{wildcards.exp}.corrections.yaml")
