@@ -1,4 +1,5 @@
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -212,3 +213,63 @@ def embedded_engine():
         build_in_checkout(f"{_embedded.ENGINE_VENV}/.installed", f"{SMOKE_MODEL}/build.json")
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL
     return engine, model
+
+
+# llama.cpp, for the live llama-server tests (test_engines_llamacpp_live.py, test_attach_engines.py,
+# test_arena_llamacpp_live.py): built once per machine (workflow/scripts/build_llamacpp.sh caches it under
+# ~/.cache/bracket/llama.cpp and locks the build, so xdist workers that ask together build it once), and the
+# models it serves made once per session here rather than once per module that imported the fixtures.
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    record = tmp_path_factory.mktemp("llamacpp") / "build.json"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), _embedded.LLAMACPP_VERSION, "cpu", "2", str(record)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(record.read_text())
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(llama_server, tmp_path_factory):
+    """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
+    out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workflow/bracket/embedded/synthetic.py"),
+            llama_server["source_dir"],
+            str(out),
+            "--shape",
+            "tiny",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
+    """The embedded tiny model, converted as the workflow's embedded_gguf rule does: its greedy output
+    repeats itself, so ngram lookups find matches (random weights never do)."""
+    engine, model = embedded_engine
+    out = tmp_path_factory.mktemp("gguf") / "embedded.gguf"
+    proc = subprocess.run(
+        [
+            str(engine / "bin/python"),
+            str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+            llama_server["source_dir"],
+            str(model),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)
