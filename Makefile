@@ -20,15 +20,22 @@ draft_sweep: env
 
 # Unit and property tests only (no engine, server, Snakemake, browser or install): under a minute.
 FAST := not engine and not integration and not slow and not slurm
+# pytest-xdist: one worker per core, at most 4 (each worker imports the package and collects the suite);
+# `make test WORKERS=0` runs in one process. The fast tier hands out tests one by one; the rest a file to a
+# worker, so a module's fixture (a workflow run, a server) is made once.
+WORKERS ?= auto
+PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --maxprocesses 4
 
-# Every test once: the fast tier first, so a broken unit stops the run before any engine is built, then
-# the rest (the two marker expressions split the suite in two).
+# Every test once: the fast tier first, so a broken unit stops the run before any engine is built, then the
+# rest on every core but the tests marked serial (timed against a known truth), which run last, alone (the
+# three marker expressions split the suite in three).
 test: env
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not ($(FAST))"
+	$(PYTEST) -m "$(FAST)" --dist load
+	$(PYTEST) -m "not ($(FAST)) and not serial" --dist loadfile
+	$(PYTEST) -m "not ($(FAST)) and serial" -n 0
 
 test-fast: env
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "$(FAST)"
+	$(PYTEST) -m "$(FAST)" --dist load
 
 # ruff (lint, import order, format) on every Python file, and Snakemake's own linter on the workflow (CI runs both: .ci/run).
 lint: env

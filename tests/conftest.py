@@ -1,3 +1,5 @@
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -16,22 +18,65 @@ SMOKE_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
 # 3.4 GB), or build llama.cpp (tests/test_engines_llamacpp_live.py, 11 minutes): only a test marked `engine`
 # may ask for one, so `make test-fast` (-m "not engine ...") can never start an engine.
 ENGINE_FIXTURES = ("embedded_engine", "engine_venv", "llama_server")
+# The marks that keep a test out of the fast tier (the Makefile's FAST expression).
+OUTSIDE_FAST_TIER = ("engine", "integration", "slow", "slurm")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Refuse the whole run, before any test, when a test reaches an engine fixture without the mark."""
+def is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def tier_problems(items) -> dict[str, str]:
+    """{nodeid: what is wrong} for the tests whose marks put them in the wrong tier: one that reaches an engine
+    fixture without the engine mark (the fast tier would install the engine), one marked serial in the fast
+    tier (`make test` runs serial tests alone in its last pass, which takes only tests outside the fast tier)."""
     unmarked = [
         item.nodeid
         for item in items
         if set(ENGINE_FIXTURES) & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("engine")
     ]
+    serial_fast = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("serial") and not any(item.get_closest_marker(m) for m in OUTSIDE_FAST_TIER)
+    ]
+    problems = {}
     if unmarked:
-        raise pytest.UsageError(
+        says = (
             f"{len(unmarked)} test(s) use an engine fixture ({', '.join(ENGINE_FIXTURES)}) without "
             "@pytest.mark.engine, so the fast tier would install the engine: "
             + "; ".join(unmarked)
             + ". Mark them engine (or mark their module: pytestmark = pytest.mark.engine)."
         )
+        problems.update(dict.fromkeys(unmarked, says))
+    if serial_fast:
+        says = (
+            f"{len(serial_fast)} test(s) marked serial are in the fast tier, which runs on every core and has no "
+            "serial pass: " + "; ".join(serial_fast) + ". Mark them integration (or engine) too, or drop serial."
+        )
+        problems.update(dict.fromkeys(serial_fast, says))
+    return problems
+
+
+_TIER_PROBLEMS = pytest.StashKey[dict]()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse the whole run, before any test, when a test's marks put it in the wrong tier (tier_problems).
+    On a pytest-xdist worker a UsageError would surface as an INTERNALERROR naming no test, so there each such
+    test fails before its fixtures are set up (no engine is built) and the run stops."""
+    problems = tier_problems(items)
+    if problems and not is_xdist_worker(config):
+        raise pytest.UsageError(" ".join(dict.fromkeys(problems.values())))
+    config.stash[_TIER_PROBLEMS] = problems
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    says = item.config.stash.get(_TIER_PROBLEMS, {}).get(item.nodeid)
+    if says:
+        item.session.shouldstop = says
+        pytest.fail(says, pytrace=False)
 
 
 # Nothing a test does writes into the checkout: a workflow run happens in a copy under tmp_path
@@ -90,10 +135,21 @@ _CHECKOUT = pytest.StashKey[dict]()
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_CHECKOUT] = checkout_files(ROOT)
+    # Under pytest-xdist the controller guards the checkout for the whole run; its workers only run tests.
+    if not is_xdist_worker(session.config):
+        session.config.stash[_CHECKOUT] = checkout_files(ROOT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker that ran the workflow's build rules in the checkout says so on its way out."""
+    BUILT_IN_CHECKOUT.update(getattr(node, "workeroutput", {}).get("built_in_checkout", ()))
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if is_xdist_worker(session.config):
+        session.config.workeroutput["built_in_checkout"] = sorted(BUILT_IN_CHECKOUT)
+        return
     before = session.config.stash.get(_CHECKOUT, None)
     if before is None:
         return
@@ -113,24 +169,35 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(scope="session")
-def engine_venv():
-    """The embedded engine's virtual environment alone (vLLM's CPU build), for a test whose workflow builds its
-    own model: BRACKET_TEST_ENGINE, or the clone's, installed by the workflow's own rule when absent."""
-    engine = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / _embedded.ENGINE_VENV))
-    if not (engine / ".installed").exists():
+def build_in_checkout(*targets: str) -> None:
+    """Run the workflow's own build rules for `targets` in the checkout (into resources/, as `make draft_sweep`
+    does). Under pytest-xdist every worker that needs the engine comes here: a lock in resources/ lets the first
+    build it while the others wait, and the others then find it built (the rules' outputs are Snakemake's own
+    up-to-date check), so the engine is installed and the model trained once per clone, whatever -n says."""
+    (ROOT / "resources").mkdir(exist_ok=True)
+    with open(ROOT / "resources" / ".tests-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         bin_dir = Path(sys.executable).parent
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
         proc = subprocess.run(
-            [str(bin_dir / "snakemake"), "--cores", "2", f"{_embedded.ENGINE_VENV}/.installed"],
+            [str(bin_dir / "snakemake"), "--cores", "2", *targets],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             timeout=3600,
         )
-        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+@pytest.fixture(scope="session")
+def engine_venv():
+    """The embedded engine's virtual environment alone (vLLM's CPU build), for a test whose workflow builds its
+    own model: BRACKET_TEST_ENGINE, or the clone's, installed by the workflow's own rule when absent."""
+    engine = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / _embedded.ENGINE_VENV))
+    if not (engine / ".installed").exists():
+        build_in_checkout(f"{_embedded.ENGINE_VENV}/.installed")
         engine = ROOT / _embedded.ENGINE_VENV
     return engine
 
@@ -143,23 +210,66 @@ def embedded_engine():
     engine = Path(os.environ.get("BRACKET_TEST_ENGINE", ROOT / _embedded.ENGINE_VENV))
     model = Path(os.environ.get("BRACKET_TEST_MODEL", ROOT / SMOKE_MODEL))
     if not ((engine / ".installed").exists() and (model / "build.json").exists()):
-        bin_dir = Path(sys.executable).parent
-        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
-        proc = subprocess.run(
-            [
-                str(bin_dir / "snakemake"),
-                "--cores",
-                "2",
-                f"{_embedded.ENGINE_VENV}/.installed",
-                f"{SMOKE_MODEL}/build.json",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        BUILT_IN_CHECKOUT.update((".snakemake", "logs/engine"))
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        build_in_checkout(f"{_embedded.ENGINE_VENV}/.installed", f"{SMOKE_MODEL}/build.json")
         engine, model = ROOT / _embedded.ENGINE_VENV, ROOT / SMOKE_MODEL
     return engine, model
+
+
+# llama.cpp, for the live llama-server tests (test_engines_llamacpp_live.py, test_attach_engines.py,
+# test_arena_llamacpp_live.py): built once per machine (workflow/scripts/build_llamacpp.sh caches it under
+# ~/.cache/bracket/llama.cpp and locks the build, so xdist workers that ask together build it once), and the
+# models it serves made once per session here rather than once per module that imported the fixtures.
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    record = tmp_path_factory.mktemp("llamacpp") / "build.json"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), _embedded.LLAMACPP_VERSION, "cpu", "2", str(record)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(record.read_text())
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(llama_server, tmp_path_factory):
+    """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
+    out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workflow/bracket/embedded/synthetic.py"),
+            llama_server["source_dir"],
+            str(out),
+            "--shape",
+            "tiny",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
+    """The embedded tiny model, converted as the workflow's embedded_gguf rule does: its greedy output
+    repeats itself, so ngram lookups find matches (random weights never do)."""
+    engine, model = embedded_engine
+    out = tmp_path_factory.mktemp("gguf") / "embedded.gguf"
+    proc = subprocess.run(
+        [
+            str(engine / "bin/python"),
+            str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
+            llama_server["source_dir"],
+            str(model),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return str(out)

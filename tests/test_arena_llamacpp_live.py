@@ -11,12 +11,11 @@ from bracket.arena import readings as arena_stats
 from bracket.arena import run as arena
 from bracket.engines import launch
 from bracket.experiment import arena_workload, config
-from test_engines_llamacpp_live import llama_server, trained_gguf  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.engine
 
 
-def _cfg(llama_server, port, **cell):  # noqa: F811
+def _cfg(llama_server, port, **cell):
     return config.validate(
         {
             "engine": {
@@ -61,7 +60,7 @@ def _run(cfg, arm, gguf, tmp_path, server_id, runs=3):
     return argv, raw
 
 
-def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):  # noqa: F811
+def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):
     depth, pp, tg, users = 256, 64, 16, 2
     cfg = _cfg(llama_server, 8185, depth=depth, prompt_tokens=pp, tokens=tg, users=users)
     _, every = _run(cfg, cfg.arms["plain"], trained_gguf, tmp_path, "srv")
@@ -79,8 +78,8 @@ def test_arena_cell_on_llama_server(llama_server, trained_gguf, tmp_path):  # no
 
 
 def test_prefix_cell_reads_its_context_from_the_cache_and_a_cache_off_server_reads_cache_miss(
-    llama_server,  # noqa: F811
-    trained_gguf,  # noqa: F811
+    llama_server,
+    trained_gguf,
     tmp_path,
 ):
     # Above the guard's one-block slack (256), so a context not served from the cache cannot pass for one that was.

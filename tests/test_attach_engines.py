@@ -26,7 +26,6 @@ import yaml
 from bracket.engines import identify
 from bracket.experiment import probe
 from conftest import ROOT
-from test_engines_llamacpp_live import llama_server, tiny_gguf  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
 from bracket.engines.reference_server import ReferenceServer, free_port  # noqa: E402
@@ -204,7 +203,7 @@ def test_an_unreachable_url_stops_the_workflow_in_seconds(wf):
 
 
 @pytest.fixture(scope="module")
-def plain_llama_server(llama_server, tiny_gguf, tmp_path_factory):  # noqa: F811
+def plain_llama_server(llama_server, tiny_gguf, tmp_path_factory):
     """The workflow's llama-server build with -m and --port only (and the host, to stay local)."""
     port = free_port()
     proc, log = _serve(

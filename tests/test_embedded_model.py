@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from bracket import embedded
 from bracket.article.method import model_hash_sentence
 from bracket.experiment import config
-from conftest import BUILT_IN_CHECKOUT, ROOT
+from conftest import ROOT, build_in_checkout
 
 HEX = set("0123456789abcdef")
 
@@ -95,19 +94,8 @@ def test_the_article_states_the_served_hash_and_the_pin():
 def _trainer() -> Path:
     py = Path(os.environ.get("BRACKET_TEST_TRAINER", ROOT / embedded.TRAINER_VENV)) / "bin" / "python"
     if not py.exists():
-        bin_dir = Path(sys.executable).parent
-        proc = subprocess.run(
-            [str(bin_dir / "snakemake"), "--cores", "1", f"{embedded.TRAINER_VENV}/.installed"],
-            cwd=ROOT,
-            env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        BUILT_IN_CHECKOUT.update(
-            (".snakemake", "logs/engine")
-        )  # the build's records, beside resources/ (tests/conftest.py)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        # the workflow's rule, under the lock the engine fixtures take: xdist workers never build in one folder at once
+        build_in_checkout(f"{embedded.TRAINER_VENV}/.installed")
         py = ROOT / embedded.TRAINER_VENV / "bin" / "python"
     return py
 

@@ -104,7 +104,7 @@ def listening(port: int) -> bool:
 
 def test_a_docker_block_runs_in_a_container_reads_acceptance_and_removes_it(tmp_path, fake_docker, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", SECRET)
-    port = 8053
+    port = 8058  # a port no other test file uses: pytest-xdist may run files side by side
     cfg = experiment(
         tmp_path,
         port,

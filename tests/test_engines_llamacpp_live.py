@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import subprocess
-import sys
 import warnings
 
 import httpx
@@ -25,66 +23,9 @@ from bracket.engines import launch, provenance
 from bracket.experiment import config
 from bracket.experiment.model import Experiment
 from bracket.wire.client import get_text
-from conftest import ROOT
 
 pytestmark = pytest.mark.engine
 PORT = 8053
-
-
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    record = tmp_path_factory.mktemp("llamacpp") / "build.json"
-    proc = subprocess.run(
-        ["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), embedded.LLAMACPP_VERSION, "cpu", "2", str(record)],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(record.read_text())
-
-
-@pytest.fixture(scope="session")
-def tiny_gguf(llama_server, tmp_path_factory):
-    """Random weights, Qwen3-shaped: enough for launch, provenance and the guards."""
-    out = tmp_path_factory.mktemp("gguf") / "tiny-random-qwen3.gguf"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "workflow/bracket/embedded/synthetic.py"),
-            llama_server["source_dir"],
-            str(out),
-            "--shape",
-            "tiny",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return str(out)
-
-
-@pytest.fixture(scope="session")
-def trained_gguf(llama_server, embedded_engine, tmp_path_factory):
-    """The embedded tiny model, converted as the workflow's embedded_gguf rule does: its greedy output
-    repeats itself, so ngram lookups find matches (random weights never do)."""
-    engine, model = embedded_engine
-    out = tmp_path_factory.mktemp("gguf") / "embedded.gguf"
-    proc = subprocess.run(
-        [
-            str(engine / "bin/python"),
-            str(ROOT / "workflow/bracket/embedded/to_gguf.py"),
-            llama_server["source_dir"],
-            str(model),
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return str(out)
 
 
 def _cfg(server: dict, arms: dict, max_tokens: int = 32) -> Experiment:

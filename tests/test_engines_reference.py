@@ -122,6 +122,7 @@ def block_experiment(tmp_path, port, arms, **engine):
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # timed against the schedule's truth with 50 ms of slack
 def test_a_block_on_the_reference_engine_records_the_schedules_truth(tmp_path):
     """33 tokens at 400 tok/s after a 20 ms ttft, 4 per event after the prefill's one (3 drafts, all accepted):
     E = 1 + ceil(32 / 4) = 9 events, wall = 0.02 + 8 * 4 / 400 = 0.1 s, acceptance 33 / 9; the client adds its
@@ -152,6 +153,7 @@ def test_a_block_on_the_reference_engine_records_the_schedules_truth(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # timed against the schedule's truth with 50 ms of slack
 def test_the_server_times_each_request_as_vllm_would_and_the_neutrality_control_finds_a_known_cost(tmp_path):
     """--body-cost 0.25: bracket's body (vLLM's, with repetition_penalty) is served at rate / 1.25, the plain
     body at rate; vLLM's decode histogram gives per token (E - 1) k / rate / (n - 1) = 1 / rate (k = 1)."""

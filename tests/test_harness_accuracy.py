@@ -16,7 +16,8 @@ from bracket.engines.vllm import VLLM  # noqa: E402
 from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
 
-pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+# Timed against a known truth with milliseconds of slack: run alone, after the parallel pass (`serial`).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TTFT = 0.05
 TOLERANCE = 0.002  # issue 9: decode-rate error at most 0.2 %

@@ -116,6 +116,7 @@ def test_the_h200_table_shows_what_its_own_csv_holds_against_llama_benchy():
 
 
 @pytest.mark.engine
+@pytest.mark.serial  # bracket's and a peer's rates against the server's own timings
 def test_bracket_and_llama_benchy_on_llama_server_against_its_timings(tmp_path, monkeypatch):
     if not (harness_live.LLAMACPP / "bin/llama-server").exists():
         pytest.skip(

@@ -26,7 +26,8 @@ from bracket.experiment import design
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 from faultkit import repo_copy  # noqa: E402
 
-pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
+# Timed against a known truth with milliseconds of slack: run alone, after the parallel pass (`serial`).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 EXP = "refsmoke"
 PORT = 8014
 TTFT, BASE_RATE, SPEC_RATE, TOKENS, DRAFTS = 0.02, 400, 800, 64, 4

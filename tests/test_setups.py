@@ -125,7 +125,7 @@ def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_byt
 def test_a_model_path_that_does_not_exist_stops_the_run_before_any_block_in_seconds(tmp_path):
     repo = fk.repo_copy(tmp_path / "repo")
     (repo / "experiments" / "missing_model.yaml").write_text(
-        "engine: {kind: vllm, embedded: false, model: /nonexistent/Qwen3-8B, port: 8037}\narms: {baseline: {}}\n"
+        "engine: {kind: vllm, embedded: false, model: /nonexistent/Qwen3-8B, port: 8038}\narms: {baseline: {}}\n"
     )
     proc, took = snakemake(repo, "missing_model", timeout=300)
     out = proc.stdout + proc.stderr

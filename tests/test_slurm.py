@@ -14,7 +14,9 @@ Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mar
 (.ci/run installs them); without them every test here is skipped with the command to install.
 Run alone: `pytest -m slurm`: 3.5 to 6.5 minutes on a shared 2-core machine before the cancel test (two runs: 213 s and
 393 s, of which the sweep's 12 jobs took 204 s and 372 s; the cluster starts in about 15 s); with it, 1356 s
-on a machine loaded by a parallel CI run (sweep 885 s; snakemake ended 35 s after the scancel).
+on a machine loaded by a parallel CI run (sweep 885 s; snakemake ended 35 s after the scancel). With the cancel and the
+one-allocation runs on the reference engine: 588 s at a 1-minute load near 2 (sweep 278 s, cancel and rerun 191 s,
+one allocation 110 s).
 """
 
 import csv
@@ -323,9 +325,19 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
     assert {"baseline", "ngram_4"} <= set(json.dumps(stats).split('"'))
 
 
+# The sweep above runs the embedded vLLM engine in its jobs; what the two tests below check is SLURM's and the
+# workflow's (a cancelled job, one allocation for a host's blocks), which the reference engine shows as well,
+# without five more vLLM starts on the longest file of the suite. At 10 tokens/s a block of 7 requests of 16
+# tokens and the neutrality pairs lasts about 15 s, so the cancel lands while it measures.
+ON_REFERENCE = (
+    "engine: {kind: vllm, embedded: true, port: %d}" % PORT,
+    'engine: {kind: reference, port: %d, args: ["--rate", "10"]}' % PORT,
+)
 CANCEL_EXP = "slurmcancel"
-CANCEL = SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 6").replace(
-    "Two arms through SLURM", "A block cancelled under it"
+CANCEL = (
+    SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 6")
+    .replace("Two arms through SLURM", "A block cancelled under it")
+    .replace(*ON_REFERENCE)
 )
 STATUS_FIRST_S = 3
 
@@ -407,7 +419,8 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
 
 HOST_EXP = "slurmhost"
 PER_HOST = (
-    SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2")
+    SWEEP.replace(*ON_REFERENCE)
+    .replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2")
     .replace("runtime_min: 15}", "runtime_min: 15, allocation: per_host}")
     .replace("Two arms through SLURM", "A host's blocks in one allocation")
     .replace(str(PORT), str(PORT + 1))

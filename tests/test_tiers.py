@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 FAST = "not engine and not integration and not slow and not slurm"  # the Makefile's test-fast
 
@@ -80,3 +82,43 @@ def test_writes_under_tmp_path_and_the_caches_leave_the_run_green(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "The tests wrote into the checkout" not in proc.stdout + proc.stderr
+
+
+# `make test` and `make test-fast` run on pytest-xdist's workers (-n); the guards hold there too. A probe with
+# two workers starts three Pythons (about 6 s of CPU): integration, out of the fast tier.
+@pytest.mark.integration
+def test_on_xdist_workers_an_unmarked_test_that_asks_for_the_engine_still_stops_the_run(tmp_path):
+    proc = pytest_on(tmp_path, "def test_reads_the_model(embedded_engine):\n    pass\n", "-n", "2")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "passed" not in out, out
+    assert "use an engine fixture (embedded_engine, engine_venv, llama_server) without @pytest.mark.engine" in out, out
+
+
+def test_a_serial_test_in_the_fast_tier_is_refused(tmp_path):
+    proc = collect(tmp_path, "@pytest.mark.serial\ndef test_timed():\n    pass\n")
+    assert proc.returncode != 0
+    assert "1 test(s) marked serial are in the fast tier" in proc.stderr and "test_probe.py::test_timed" in proc.stderr
+
+
+@pytest.mark.integration
+def test_on_xdist_workers_a_build_in_the_checkout_is_exempt_and_any_other_write_is_named(tmp_path):
+    """A worker that ran the workflow's build rules in the checkout (an engine fixture) tells the controller,
+    which guards the checkout: the build's records pass, a stray file in the same run is still named."""
+    proc = pytest_on(
+        tmp_path,
+        "from conftest import BUILT_IN_CHECKOUT\n\n"
+        "def test_builds_the_engine():\n"
+        "    BUILT_IN_CHECKOUT.update(('.snakemake', 'logs/engine'))\n"
+        "    (ROOT / '.snakemake' / 'log').mkdir(parents=True)\n"
+        "    (ROOT / '.snakemake' / 'log' / 'build.log').write_text('built\\n')\n\n"
+        "def test_leaves_results():\n"
+        "    (ROOT / 'results').mkdir()\n"
+        "    (ROOT / 'results' / 'runs.csv').write_text('arm\\n')\n",
+        "-n",
+        "2",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "2 passed" in out, out
+    assert "added results/runs.csv" in out and ".snakemake" not in out.split("The tests wrote into the checkout")[1], (
+        out
+    )
