@@ -80,3 +80,27 @@ def test_the_arms_table_shows_the_state_each_arm_ran_with(tmp_path):
     assert article.arm_state(d2, "ngram_4") == "prefix cache off (--no-enable-prefix-caching)"
     assert article.states_differ(d2)
     assert "ran with different server state" in article.section_method(d2)._repr_markdown_()
+
+
+def test_an_old_llama_server_block_is_read_with_the_arm_stats_json_states(tmp_path):
+    """A block from before bracket recorded its server state: llama.cpp's adapter reads it from the launch
+    command and the arm's settings, which the article takes from stats.json's experiment, not a file."""
+    d = _fixture(tmp_path)
+    metas = {k: {**m, "engine": "llamacpp", "argv": ["llama-server", "--cache-ram", "0"]} for k, m in d.metas.items()}
+    for m in metas.values():
+        m.pop("server_state", None)
+    stats = json.loads(json.dumps(d.stats))
+    arms = stats["experiment"]["arms"]
+    for a in arms:
+        if a["arm"] == "ngram_4":
+            # as stats.json states a server block: every key, the schema's defaults (null) filled
+            a["server"] = {
+                "memory_fraction": None,
+                "context_length": None,
+                "kv_cache_dtype": None,
+                "prefix_caching": True,
+                "chunked_prefill": None,
+            }
+    d2 = article.Data(**{**d.__dict__, "metas": metas, "stats": stats})
+    assert "cache_prompt true in each request" in article.arm_state(d2, "ngram_4")
+    assert "cache_prompt false in each request" in article.arm_state(d2, "baseline")

@@ -17,6 +17,7 @@ from bracket import engines
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import _missing, pct, rate, ratio, span
+from bracket.engines.base import stated_arm
 
 
 def _ms(x) -> str:
@@ -133,8 +134,9 @@ def arm_state(d: Data, arm: str) -> str:
         st = m.get("server_state")
         if st is None and m.get("engine"):
             try:
-                st = engines.get(m["engine"]).server_state(m.get("argv"), m.get("env") or {}, d.arm_config(arm))
-            except (KeyError, ValueError):
+                adapter = engines.get(m["engine"])
+                st = adapter.server_state(m.get("argv"), m.get("env") or {}, stated_arm(d.arm_config(arm)))
+            except (KeyError, ValueError):  # an unknown engine; an arm stats.json states otherwise
                 st = None
         text = state_words(st)
         if text not in states:
