@@ -22,6 +22,7 @@ from bracket.stats.compare import FASTER, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
 from bracket.stats.modes import bimodal
 from bracket.stats.multiplicity import holm, holm_adjust
+from bracket.stats.reasons import CiKind, CiMethod
 from bracket.stats.simulate import simulate
 from bracket.stats.summary import summarize
 from scipy import stats
@@ -220,9 +221,9 @@ def test_holm_verdicts_agree_with_the_adjusted_cis():
     from bracket.stats.blocks import BlockFit
 
     for r in rows:
-        r["p_beyond_band"] = BlockFit(r["estimate"], 0.004, 20.0, 8, 3, None, None, False, 1.0, "").p_beyond(
-            -np.log(1.01), np.log(1.01)
-        )
+        r["p_beyond_band"] = BlockFit(
+            r["estimate"], 0.004, 20.0, 8, 3, None, None, False, 1.0, CiMethod(CiKind.BLOCK_FIT)
+        ).p_beyond(-np.log(1.01), np.log(1.01))
     assert all(r["p_beyond_band"] < 0.05 for r in rows)
     assert holm(rows, 0.95) == 3
     # The two that fail Holm do not clear the band, nor rule out +2% (twice the band): undetermined,

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from bracket.article.verdicts import look_words
 from bracket.stats.io import from_table
 from bracket.stats.sequential import METHOD, OPEN, SETTLED, Plan, assess, judge
 from bracket.stats.simulate import simulate, simulate_arms
@@ -310,7 +311,7 @@ def test_recycled_alpha_is_spent_on_the_earlier_looks_too():
     assert b["verdict"] == "faster" and b["settled_round"] == 4
     assert c["verdict"] == "faster" and c["settled_round"] == 4 and c["looks"][-1]["interval_look"] == 1
     assert c["rci_low"] == pytest.approx(math.exp(c1[0] - q1f * se))
-    assert "judged again at the level 0.05" in c["how"]
+    assert "judged again at the level 0.05" in look_words(c["look"])
 
 
 @pytest.mark.integration

@@ -12,7 +12,7 @@ from bracket.stats import analyze
 from bracket.stats import io as sio
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED, compare, verdict
-from bracket.stats.levels import levels, variance_components
+from bracket.stats.levels import Advice, levels, variance_components
 from bracket.stats.summary import median_ci, outliers, summarize
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -85,7 +85,7 @@ def test_variance_components_recover_block_and_run_noise():
     assert m == 40 and n == 10
     assert between == pytest.approx(0.02**2, rel=0.5) and within == pytest.approx(0.01**2, rel=0.15)
     lv = levels(np.exp(y), blocks, block_cost_runs=5)
-    assert lv.best_runs_per_block < 10 and "more blocks" in lv.advice
+    assert lv.best_runs_per_block < 10 and lv.advice == Advice.MORE_BLOCKS
 
 
 def _experiment_runs(seed=0):

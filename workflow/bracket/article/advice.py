@@ -10,6 +10,33 @@ from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.headline import aa_test, headline_rows
 from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
+from bracket.stats.levels import Advice
+
+
+def levels_words(lv: dict) -> str:
+    """What one cell's variance components (stats.json's `levels`, bracket.stats.levels) say to change; an older
+    file's sentence as it was recorded."""
+    advice, best, n = lv.get("advice"), lv.get("best_runs_per_block"), lv.get("runs_per_block")
+    share = lv.get("between_share")
+    if advice == Advice.BLOCKS_AGREE:
+        return (
+            "blocks agree within run-to-run noise: runs within a block are as good as new "
+            "blocks; keep the blocks you need to measure drift and add runs per block."
+        )
+    if advice == Advice.MORE_BLOCKS:
+        return (
+            f"{share:.0%} of the variance is between blocks: use more blocks with fewer "
+            f"runs each (about {best} run{'s' if best > 1 else ''} per block; now {n:g}); "
+            f"raise design.rounds."
+        )
+    if advice == Advice.MORE_RUNS:
+        return (
+            f"blocks differ little ({share:.0%} of the variance): more runs per block "
+            f"(about {best}) buy a narrower CI more cheaply than more blocks."
+        )
+    if advice == Advice.BALANCED:
+        return f"{n:g} runs per block balances block and run noise; add blocks to narrow the CI."
+    return str(advice or "")
 
 
 def _flag_groups(argv: list[str]) -> list[tuple[str, ...]]:

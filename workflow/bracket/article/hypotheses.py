@@ -8,6 +8,22 @@ from bracket.article.ceiling import hypotheses
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import pct, span
+from bracket.stats.speculative import KReason
+
+#: Why the k model went untested (stats.json's k_model.reason), in words.
+K_REASONS = {
+    KReason.NO_VALID_RUNS: "no valid runs",
+    KReason.NO_BASELINE: "no arm without speculative decoding to serve as the baseline",
+    KReason.NO_ACCEPTANCE: "no acceptance data (draft/accepted/verify counters) for the calibration arms",
+    KReason.ALL_CALIBRATION: "every speculative arm was used to set the band; add arms to test it",
+}
+
+
+def k_reason_words(reason: str | None) -> str:
+    """Why the k model went untested; an older stats.json's sentence as it was recorded."""
+    if not reason:
+        return ""
+    return K_REASONS.get(reason, reason)
 
 
 def k_table(d: Data) -> pd.DataFrame:
@@ -47,7 +63,7 @@ def section_hypotheses(d: Data) -> Section | None:
                 f"{', '.join(k.get('calibration', []))}"
                 if band
                 else "needs acceptance data",
-                "outcome": verdict + (f" ({k['reason']})" if k.get("reason") else ""),
+                "outcome": verdict + (f" ({k_reason_words(k['reason'])})" if k.get("reason") else ""),
             }
         )
     for h in hyp:

@@ -10,6 +10,35 @@ import pandas as pd
 
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
+from bracket.article.verdicts import look_words
+from bracket.stats.compare import WIDE
+
+
+def rule(seq: dict) -> str:
+    """The stopping rule in words, from the plan stats.json's `sequential` records (alpha, family, first_look,
+    max_rounds, margin); an older file's `rule` sentence as it was recorded."""
+    if isinstance(seq.get("rule"), str):
+        return seq["rule"]
+    alpha, m, margin = seq["alpha"], seq["family"], seq.get("margin")
+    within = f"+/-{margin:.1%}" if margin else f"+/-{WIDE:g} x its noise band"
+    share = (
+        f"spending {alpha:g} / {m} per comparison to begin with; when a comparison settles as "
+        f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
+        f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
+        if m > 1
+        else f"spending {alpha:g}"
+    )
+    return (
+        f"After each round from {seq['first_look']} to {seq['max_rounds']}, each of the {m} "
+        f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
+        f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
+        f"interval clears the noise band, as no measurable effect when the interval at "
+        f"{alpha:g} / {m} (never recycled) lies within {within}; another round runs "
+        f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
+        f"stays estimable), and at {seq['max_rounds']} rounds the open ones are undetermined. "
+        f"Over every look and comparison, the chance of any false faster/slower is at most "
+        f"{alpha:g}, and so is the chance of any wrong no measurable effect."
+    )
 
 
 def _rci(lo, hi) -> str:
@@ -52,7 +81,7 @@ def settled_table(seq: dict) -> pd.DataFrame:
                 "repeated CI": _rci(c.get("rci_low"), c.get("rci_high")) if c.get("rci_low") is not None else "",
                 "nominal level": f"{c['nominal_level']:.4%}" if c.get("nominal_level") is not None else "",
                 "alpha share": f"{c['level']:.4g}" if c.get("level") is not None else "",
-                "how": c["how"],
+                "how": look_words(c["how"] if "how" in c else c.get("look")),
             }
             for c in seq["comparisons"]
         ]
@@ -65,7 +94,7 @@ def section_looks(d: Data) -> Section | None:
     if not seq:
         return None
     s = Section([Heading("When to stop: the looks of an adaptive design")])
-    s.add(Para(seq["rule"]))
+    s.add(Para(rule(seq)))
     n_settled = sum(1 for c in seq["comparisons"] if c["status"] == "settled")
     stop = f"It stopped after round {seq['rounds_run']}: " + (
         "every comparison had settled."

@@ -6,7 +6,8 @@ A value that is already a string is an older stats.json's sentence, said as it w
 
 from __future__ import annotations
 
-from bracket.stats.reasons import Center, CiKind, Variance, Why
+from bracket.stats.compare import FASTER
+from bracket.stats.reasons import Center, CiKind, Outcome, Structural, Variance, Why
 
 
 def _summary(center) -> str:
@@ -20,6 +21,13 @@ def ci_method_words(m: dict | str | None) -> str:
     kind = m.get("kind")
     if kind == CiKind.REQUESTS_ONLY:
         return f"{m.get('bootstrap') or 'bootstrap'}; requests only, block-to-block variation unmeasured"
+    if kind == CiKind.ONE_BLOCK:
+        return (
+            f"{m.get('bootstrap') or 'percentile'} bootstrap of {m.get('unit') or 'requests'}; one block, so "
+            f"block-to-block variation is unmeasured"
+        )
+    if kind == CiKind.BOOTSTRAP:
+        return m.get("bootstrap") or "percentile"
     if kind == CiKind.NO_BLOCK_DF:
         return "no residual degrees of freedom at the block level"
     what, block_df = _summary(m.get("center")), m.get("block_df")
@@ -34,6 +42,52 @@ def ci_method_words(m: dict | str | None) -> str:
             f"floor (not pooled on {block_df} df)"
         )
     return f"OLS on {what}, t with {block_df} df"
+
+
+def _r(x: float) -> str:
+    return f"{x:.3f}" if 1e-3 <= x <= 1e3 else f"{x:.2g}"
+
+
+STRUCTURAL = {
+    Structural.NO_RUNS: "an arm has no valid runs on this workload yet",
+    Structural.FEW_BLOCKS: "fewer than two blocks per arm",
+    Structural.CONFOUNDED: "arm confounded with time",
+    Structural.NO_DF: "no block-level degrees of freedom yet",
+}
+
+
+def look_words(j: dict | str | None) -> str:
+    """How one comparison stood at a look of an adaptive design (bracket.stats.sequential.judge's record, as
+    stats.json's `sequential.comparisons[].look` and an undetermined comparison's `undetermined.look` hold
+    it): "the repeated CI 1.050-1.120 lies above the 1.0% noise band", "open: ...", "budget spent: ..."."""
+    if j is None:
+        return "not looked at yet"
+    if isinstance(j, str):
+        return j
+    outcome, band, margin = j.get("outcome"), j.get("noise_band"), j.get("margin")
+    stage = "open" if j.get("status") == "open" else "budget spent"
+    if outcome == Outcome.STRUCTURAL:
+        why = j.get("structural")
+        return f"{stage}: {STRUCTURAL.get(why, why)}"
+    lo, hi = j["rci_low"], j["rci_high"]
+    if outcome == Outcome.CLEARS:
+        text = (
+            f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if j['verdict'] == FASTER else 'below'} the "
+            f"{band:.1%} noise band"
+        )
+        if j.get("interval_look") is not None and j.get("interval_look") != j.get("look"):
+            text += (
+                f" (the interval of the look after round {j['interval_round']}, judged again at the level "
+                f"{j['level']:.4g} recycled to it)"
+            )
+        return text
+    if outcome == Outcome.EQUIVALENT:
+        return f"equivalent within +/-{margin:.1%}: the repeated CI {_r(lo)}-{_r(hi)} lies inside it"
+    eq = f" (at the equivalence level {_r(j['eq_low'])}-{_r(j['eq_high'])})" if j.get("eq_low") is not None else ""
+    return (
+        f"{stage}: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies within "
+        f"+/-{margin:.1%}{eq}"
+    )
 
 
 def significance_words(t: dict | str | None) -> str:
@@ -88,7 +142,7 @@ def undetermined_words(u: dict | str | None) -> str:
             f"within {u['wide']:g} x it ({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
         )
     elif why == Why.SEQUENTIAL:
-        look = u.get("look") or ""
+        look = look_words(u.get("look"))
         text = (
             look
             if u.get("status") == "settled"

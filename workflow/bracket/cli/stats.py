@@ -108,7 +108,7 @@ def summarize_cmd(args) -> int:
             f"{s.spread:>7.2%}"
         )
     for a, w, s in cells:
-        print(f"CI: {a} / {w}: {s.method}")
+        print(f"CI: {a} / {w}: {ci_method_words(s.ci_method)}")
     for a, w, s in cells:
         for f in s.warnings:
             print(f"warning: {a} / {w}: {message(f)}")

@@ -346,7 +346,7 @@ def analyze(
             conservatism=None,
             budget_groups=[],
             tokens_per_event=[],
-            k_model={"band": None, "rows": [], "verdict": "untested", "reason": "no valid runs"},
+            k_model={"band": None, "rows": [], "verdict": spec.KVerdict.UNTESTED, "reason": spec.KReason.NO_VALID_RUNS},
         )
         out["findings"] = records([Finding(K.NO_VALID_RUNS)])
         return jsonable(out)
@@ -375,7 +375,7 @@ def analyze(
             "slope_ci": list(tr.slope_ci) if tr and tr.slope_ci else None,
             "slope_p": tr.slope_p if tr else None,
             "effects": tr.effects if tr else {},
-            "cov_type": tr.cov_type if tr else None,
+            "ci_method": tr.ci_method if tr else None,
             "blocks": tr.blocks if tr else None,
             "df": tr.df if tr else None,
             "slope_theil_sen": tr.slope_theil_sen if tr else None,
@@ -568,8 +568,8 @@ def _speculative(experiment, valid, medians, reference):
     if base is None:
         return rows, {
             **k_model,
-            "verdict": "untested",
-            "reason": "no arm without speculative decoding to serve as the baseline",
+            "verdict": spec.KVerdict.UNTESTED,
+            "reason": spec.KReason.NO_BASELINE,
         }
     ks = []
     for r in rows:
@@ -581,8 +581,8 @@ def _speculative(experiment, valid, medians, reference):
     if not calib_ks:
         return rows, {
             **k_model,
-            "verdict": "untested",
-            "reason": "no acceptance data (draft/accepted/verify counters) for the calibration arms",
+            "verdict": spec.KVerdict.UNTESTED,
+            "reason": spec.KReason.NO_ACCEPTANCE,
         }
     band = spec.band_from(calib_ks)
     marks = []
@@ -594,7 +594,7 @@ def _speculative(experiment, valid, medians, reference):
         k_model["rows"].append({**x, "role": role, "in_band": mark})
     k_model.update(band=list(band), calibration=calib, verdict=spec.k_verdict(marks))
     if not marks:
-        k_model["reason"] = "every speculative arm was used to set the band; add arms to test it"
+        k_model["reason"] = spec.KReason.ALL_CALIBRATION
     return rows, k_model
 
 

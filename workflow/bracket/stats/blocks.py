@@ -121,8 +121,7 @@ class BlockFit:
     within_var: float | None  # variance of a block median from within-block noise alone
     pooled: bool
     vif: float  # variance inflation of the coefficient from the other regressors
-    method: str
-    ci_method: CiMethod | None = None  # the same, as data (bracket.stats.reasons)
+    ci_method: CiMethod  # where the interval comes from, as data (bracket.stats.reasons; worded by the article)
 
     def ci(self, confidence: float) -> tuple[float, float] | None:
         """(low, high) on the log scale; None when there are no degrees of freedom."""
@@ -168,7 +167,6 @@ def fit(
     `pool` False the SE is the textbook block-level one (residual df = blocks - parameters).
     """
     y = table["ym"].to_numpy(dtype=float)
-    what = "log block means (two paths)" if table.attrs.get("center") == "mean" else "log block medians"
     m, p = X.shape
     XtX_inv = np.linalg.pinv(X.T @ X)
     beta = XtX_inv @ X.T @ y
@@ -192,19 +190,14 @@ def fit(
     center = Center.MEAN if table.attrs.get("center") == "mean" else Center.MEDIAN
     variance = Variance.BLOCKS
     if s2_b is None:
-        var, df, method = None, 0.0, "no residual degrees of freedom at the block level"
+        var, df = None, 0.0
     else:
         var, df = s2_b, float(df_b)
-        method = f"OLS on {what}, t with {df_b} df"
         if pool and df_b < MIN_POOL_DF and v_w is not None and s2_b < v_w:
             # One block df: an F pre-test there decides on one number and pooling after it let 12-54 %
             # of the verdicts it pooled be false (issue 29). Not pooled; a block median still varies at
             # least as much as request noise alone makes it, so that is the variance's floor.
             var, variance = v_w, Variance.FLOORED
-            method = (
-                f"OLS on {what}, t with {df_b} df; block variance below the within-block "
-                f"noise, which is its floor (not pooled on {df_b} df)"
-            )
         elif (
             pool
             and df_b >= MIN_POOL_DF
@@ -215,10 +208,6 @@ def fit(
         ):
             var = (df_b * s2_b + df_w * v_w) / (df_b + df_w)
             df, pooled, variance = df_b + df_w, True, Variance.POOLED
-            method = (
-                f"OLS on {what}; block variance not above within-block noise "
-                f"(F test at {POOL_ALPHA:g}), pooled with it: t with {df:g} df"
-            )
     ci_method = (
         CiMethod(CiKind.NO_BLOCK_DF, center)
         if s2_b is None
@@ -234,7 +223,6 @@ def fit(
         v_w,
         pooled,
         vif,
-        method,
         ci_method,
     )
 

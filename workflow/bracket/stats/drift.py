@@ -103,7 +103,7 @@ class Trend:
     slope_p: float | None
     effects: dict  # arm -> {"ratio", "ci_low", "ci_high", "p_value"} relative to the reference
     n: int
-    cov_type: str
+    ci_method: dict  # the slope's interval method (bracket.stats.reasons.CiMethod's record)
     blocks: int = 0
     df: float = 0.0
     slope_theil_sen: float | None = None
@@ -159,7 +159,7 @@ def trend(df: pd.DataFrame, reference: str, *, confidence: float = D.CONFIDENCE)
         slope_p=f.p_value(),
         effects=effects,
         n=int(len(d)),
-        cov_type=f.method,
+        ci_method=f.ci_method.record(),
         blocks=int(len(tb)),
         df=f.df,
         slope_theil_sen=bl.theil_sen_within(tb, arm_of),

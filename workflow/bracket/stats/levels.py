@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
+
+
+class Advice(StrEnum):
+    """What the variance components say to change (Levels.advice; bracket.article.advice words it)."""
+
+    BLOCKS_AGREE = "blocks_agree"  # no variance between blocks: add runs per block
+    MORE_BLOCKS = "more_blocks"  # best_runs_per_block below the runs per block now: more, shorter blocks
+    MORE_RUNS = "more_runs"  # best_runs_per_block above it: more runs per block
+    BALANCED = "balanced"  # the runs per block now are the cost-optimal ones
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class Levels:
     within_block_var: float
     between_share: float
     best_runs_per_block: int | None
-    advice: str
+    advice: Advice
 
 
 def variance_components(values, blocks) -> tuple[float, float, int, float]:
@@ -68,24 +78,8 @@ def levels(values, blocks, *, block_cost_runs: float = 5.0) -> Levels:
     total = between + within
     share = between / total if total > 0 else 0.0
     if between <= 0:
-        best = None
-        advice = (
-            "blocks agree within run-to-run noise: runs within a block are as good as new "
-            "blocks; keep the blocks you need to measure drift and add runs per block."
-        )
+        best, advice = None, Advice.BLOCKS_AGREE
     else:
         best = max(1, int(round(math.sqrt(block_cost_runs * within / between))))
-        if best < n:
-            advice = (
-                f"{share:.0%} of the variance is between blocks: use more blocks with fewer "
-                f"runs each (about {best} run{'s' if best > 1 else ''} per block; now {n:g}); "
-                f"raise design.rounds."
-            )
-        elif best > n:
-            advice = (
-                f"blocks differ little ({share:.0%} of the variance): more runs per block "
-                f"(about {best}) buy a narrower CI more cheaply than more blocks."
-            )
-        else:
-            advice = f"{n:g} runs per block balances block and run noise; add blocks to narrow the CI."
+        advice = Advice.MORE_BLOCKS if best < n else Advice.MORE_RUNS if best > n else Advice.BALANCED
     return Levels(m, n, between, within, share, best, advice)

@@ -17,6 +17,8 @@ class CiKind(StrEnum):
     BLOCK_FIT = "block_fit"  # t interval of an OLS fit on log block summaries (bracket.stats.blocks.fit)
     NO_BLOCK_DF = "no_block_df"  # the fit left no residual degree of freedom at the block level: no interval
     REQUESTS_ONLY = "requests_only"  # fewer than two blocks an arm: a bootstrap of requests, servers unmeasured
+    ONE_BLOCK = "one_block"  # a cell of one block: a bootstrap of its `unit` (requests, runs), servers unmeasured
+    BOOTSTRAP = "bootstrap"  # a cell without block ids: a bootstrap of its values
 
 
 class Variance(StrEnum):
@@ -37,8 +39,8 @@ class Center(StrEnum):
 @dataclass(frozen=True)
 class CiMethod:
     """A comparison's `ci_method`: kind, and for a block fit the block summary (center), the blocks' residual
-    df, the df of the t quantile, the variance and the F test's level (pool_alpha); for requests only, the
-    bootstrap's method."""
+    df, the df of the t quantile, the variance and the F test's level (pool_alpha); for a bootstrap, its method
+    (and for one block, the unit it resamples)."""
 
     kind: CiKind
     center: Center | None = None
@@ -47,6 +49,7 @@ class CiMethod:
     variance: Variance | None = None
     pool_alpha: float | None = None
     bootstrap: str | None = None
+    unit: str | None = None
 
     def record(self) -> dict:
         return asdict(self)
@@ -81,6 +84,24 @@ class Why(StrEnum):
     RECORDED = "recorded"  # a stats.json written before reasons were data: its sentence as it was
 
 
+class Outcome(StrEnum):
+    """What one look of an adaptive design found for one comparison (bracket.stats.sequential.judge's `outcome`)."""
+
+    CLEARS = "clears"  # the repeated CI lies above/below the noise band: faster/slower
+    EQUIVALENT = "equivalent"  # the repeated CI at the equivalence level lies within +/- margin
+    NEITHER = "neither"  # neither: open, or undetermined at the last look (eq_low/eq_high where that level differs)
+    STRUCTURAL = "structural"  # no interval to judge (`structural` says why)
+
+
+class Structural(StrEnum):
+    """Why a look had no interval to judge; a look's `structural`."""
+
+    NO_RUNS = "no_runs"  # an arm has no valid runs on the workload yet
+    FEW_BLOCKS = "few_blocks"  # fewer than two blocks per arm
+    CONFOUNDED = "confounded"  # arm confounded with time (variance inflation above CONFOUNDED_VIF)
+    NO_DF = "no_df"  # no block-level degrees of freedom yet
+
+
 @dataclass(frozen=True)
 class Undetermined:
     """A comparison's `undetermined` (None beside a verdict): why, the numbers of that reason, and the rounds
@@ -89,7 +110,7 @@ class Undetermined:
     few_blocks: blocks (the fewer of the two arms': 0 or 1), arms_short (how many arms have fewer than two).
     confounded: vif. thin: blocks, df. wide: ci_low, ci_high, band, wide (the multiple of the band).
     sequential: status ("open" or "settled"), rounds_run, max_rounds, look (the look's own record of how it
-    stood, bracket.stats.sequential). recorded: text.
+    stood: bracket.stats.sequential.judge's record, or an older file's sentence). recorded: text.
     rounds_needed: A/B/A/B rounds for a CI of +/- half_width (None: more than max_rounds_searched would be
     needed); lower_bound: block noise unmeasured, so at least that many; rounds_now: the fewer blocks of the
     two arms, below which rounds_needed is news.
@@ -107,7 +128,7 @@ class Undetermined:
     status: str | None = None
     rounds_run: int | None = None
     max_rounds: int | None = None
-    look: str | None = None
+    look: dict | str | None = None
     text: str | None = None
     rounds_needed: int | None = None
     half_width: float | None = None

@@ -69,8 +69,8 @@ from bracket.experiment import design as bdesign
 from bracket.experiment.design import ADAPTIVE_KINDS
 from bracket.stats.blocks import MIN_POOL_DF
 from bracket.stats.cells import compare_arms
-from bracket.stats.compare import CONFOUNDED_VIF, FASTER, NO_EFFECT, UNDETERMINED, WIDE, clears
-from bracket.stats.reasons import Undetermined, Why
+from bracket.stats.compare import CONFOUNDED_VIF, NO_EFFECT, UNDETERMINED, WIDE, clears
+from bracket.stats.reasons import Outcome, Structural, Undetermined, Why
 from bracket.stats.spending import cached_boundaries
 
 if TYPE_CHECKING:
@@ -187,33 +187,6 @@ class Plan:
         alpha / (comparisons - rejected) to each."""
         return self.alpha / max(self.comparisons - rejected, 1)  # all rejected: nothing left to test
 
-    def rule(self) -> str:
-        """The stopping rule in words (for the article and stats.json)."""
-        margin = f"+/-{self.margin:.1%}" if self.margin else f"+/-{WIDE:g} x its noise band"
-        m = self.comparisons
-        share = (
-            f"spending {self.alpha:g} / {m} per comparison to begin with; when a comparison settles as "
-            f"faster/slower its share passes to the others (Holm-type recycling in a group-sequential "
-            f"design, Maurer & Bretz 2013), which are then judged at the larger level on every look so far"
-            if m > 1
-            else f"spending {self.alpha:g}"
-        )
-        return (
-            f"After each round from {self.first_look} to {self.max_rounds}, each of the {m} "
-            f"comparisons is judged on a repeated confidence interval (Jennison & Turnbull) at the "
-            f"Lan-DeMets O'Brien-Fleming-type boundary, {share}: it settles as faster/slower when the "
-            f"interval clears the noise band, as no measurable effect when the interval at "
-            f"{self.alpha:g} / {m} (never recycled) lies within {margin}; another round runs "
-            f"while any comparison is open (every arm in every round, so the arms stay interleaved and drift "
-            f"stays estimable), and at {self.max_rounds} rounds the open ones are undetermined. "
-            f"Over every look and comparison, the chance of any false faster/slower is at most "
-            f"{self.alpha:g}, and so is the chance of any wrong no measurable effect."
-        )
-
-
-def _r(x: float) -> str:
-    return f"{x:.3f}" if 1e-3 <= x <= 1e3 else f"{x:.2g}"
-
 
 def rci(estimate: float, se: float, df: float, boundary: float) -> tuple[float, float]:
     """The repeated CI of the ratio at z boundary c: the nominal two-sided level 2 Phi(-c) read on the t
@@ -230,7 +203,7 @@ def judge(
     boundary: float,
     margin: float,
     final: bool,
-    structural: str | None = None,
+    structural: Structural | None = None,
     eq_boundary: float | None = None,
 ) -> dict:
     """One comparison at one look: the repeated CIs and what they settle.
@@ -239,7 +212,9 @@ def judge(
     interval settles faster/slower when it clears the band. `eq_boundary` (default the same) is the
     equivalence test's, at the un-recycled Bonferroni level: its interval settles "no measurable
     effect" when it lies within +/- margin. rci_low/rci_high are the interval the outcome rests on
-    (the equivalence one for "no measurable effect", else the difference one).
+    (the equivalence one for "no measurable effect", else the difference one); `outcome` (bracket.stats.reasons)
+    says which rule it met, with eq_low/eq_high where neither did and the equivalence interval differs. The
+    record holds no words: bracket.article.verdicts.look_words says it.
     """
     eq_boundary = boundary if eq_boundary is None else eq_boundary
     out = {
@@ -256,24 +231,18 @@ def judge(
         "structural": structural,
     }
     if structural or estimate is None or se is None or not df:
-        why = structural or "no block-level degrees of freedom yet"
         return {
             **out,
+            "structural": structural or Structural.NO_DF,
             "status": SETTLED if final else OPEN,
             "verdict": UNDETERMINED if final else None,
-            "how": f"budget spent: {why}" if final else f"open: {why}",
+            "outcome": Outcome.STRUCTURAL,
         }
     lo, hi = rci(estimate, se, df, boundary)
     out.update(rci_low=lo, rci_high=hi)
     v = clears(lo, hi, band)
     if v:
-        return {
-            **out,
-            "status": SETTLED,
-            "verdict": v,
-            "how": f"the repeated CI {_r(lo)}-{_r(hi)} lies {'above' if v == FASTER else 'below'} the "
-            f"{band:.1%} noise band",
-        }
+        return {**out, "status": SETTLED, "verdict": v, "outcome": Outcome.CLEARS}
     elo, ehi = rci(estimate, se, df, eq_boundary)
     if elo >= 1 / (1 + margin) and ehi <= 1 + margin:
         return {
@@ -283,23 +252,15 @@ def judge(
             "rci_low": elo,
             "rci_high": ehi,
             "nominal_level": float(1 - 2 * stats.norm.sf(eq_boundary)),
-            "how": f"equivalent within +/-{margin:.1%}: the repeated CI {_r(elo)}-{_r(ehi)} lies inside it",
+            "outcome": Outcome.EQUIVALENT,
         }
-    eq = "" if eq_boundary == boundary else f" (at the equivalence level {_r(elo)}-{_r(ehi)})"
-    if final:
-        return {
-            **out,
-            "status": SETTLED,
-            "verdict": UNDETERMINED,
-            "how": f"budget spent: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band "
-            f"nor lies within +/-{margin:.1%}{eq}",
-        }
+    eq = {} if eq_boundary == boundary else {"eq_low": elo, "eq_high": ehi}
     return {
         **out,
-        "status": OPEN,
-        "verdict": None,
-        "how": f"open: the repeated CI {_r(lo)}-{_r(hi)} neither clears the {band:.1%} band nor lies "
-        f"within +/-{margin:.1%}{eq}",
+        **eq,
+        "status": SETTLED if final else OPEN,
+        "verdict": UNDETERMINED if final else None,
+        "outcome": Outcome.NEITHER,
     }
 
 
@@ -321,8 +282,9 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
     `frame` is the tidy frame of bracket.stats.io (arm, workload, block, position, value, valid).
     `compare_fn(sub, baseline, candidate, workload)` returns a bracket.stats.compare.Comparison
     (default: bracket.stats.cells.compare_arms at the plan's noise threshold). Returns
-    {rule, alpha, family, looks: [{round, blocks, open}], comparisons: [...], rounds_run,
-    another_round, next_round}.
+    {alpha, family, recycled, min_rounds, first_look, max_rounds, margin, spending, looks: [{round, blocks,
+    level, open}], comparisons: [{..., look: the record its state rests on, looks: every look's}], rounds_run,
+    another_round, next_round}: numbers and codes, worded by bracket.article.looks and .verdicts.
     """
     if compare_fn is None:
 
@@ -357,22 +319,22 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                 continue
             try:
                 comp = compare_fn(sub, plan.reference, cand, wl)
-            except ValueError as exc:  # no valid runs for an arm yet
+            except ValueError:  # no valid runs for an arm yet
                 now[(wl, cand)] = dict(
                     estimate=None,
                     se=None,
                     df=None,
                     noise_band=plan.noise_threshold,
                     margin=plan.margin or 0.0,
-                    structural=str(exc),
+                    structural=Structural.NO_RUNS,
                     look=k + 1,
                     ratio=None,
                 )
                 continue
             structural = (
-                ("arm confounded with time" if comp.vif and comp.vif > CONFOUNDED_VIF else None)
+                (Structural.CONFOUNDED if comp.vif and comp.vif > CONFOUNDED_VIF else None)
                 if comp.se is not None
-                else "fewer than two blocks per arm"
+                else Structural.FEW_BLOCKS
             )
             now[(wl, cand)] = dict(
                 estimate=comp.estimate,
@@ -402,13 +364,13 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                         j = judge(
                             e["estimate"], e["se"], e["df"], e["noise_band"], c[e["look"] - 1], e["margin"], final, None
                         )
-                        if e["look"] != k + 1:
-                            j["how"] += (
-                                f" (the interval of the look after round {plan.looks[e['look'] - 1]}, "
-                                f"judged again at the level {level:.4g} recycled to it)"
-                            )
                         j.update(
-                            round=r, look=k + 1, interval_look=e["look"], level=level, estimate_ratio=e.get("ratio")
+                            round=r,
+                            look=k + 1,
+                            interval_look=e["look"],
+                            interval_round=plan.looks[e["look"] - 1],
+                            level=level,
+                            estimate_ratio=e.get("ratio"),
                         )
                         history[key].append(j)
                         state[key] = j
@@ -432,7 +394,9 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                 e["structural"],
                 eq_boundary=plan.boundaries(key[1])[k],
             )
-            j.update(round=r, look=k + 1, interval_look=k + 1, level=level, estimate_ratio=e.get("ratio"))
+            j.update(
+                round=r, look=k + 1, interval_look=k + 1, interval_round=r, level=level, estimate_ratio=e.get("ratio")
+            )
             history[key].append(j)
             if j["status"] == SETTLED:
                 state[key] = j
@@ -450,7 +414,7 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                 "status": SETTLED if done else OPEN,
                 "verdict": done["verdict"] if done else None,
                 "settled_round": done["round"] if done else None,
-                "how": (done or last or {}).get("how", "not looked at yet"),
+                "look": done or last,  # the look its verdict or state rests on (None: not looked at yet)
                 "rci_low": (done or last or {}).get("rci_low"),
                 "rci_high": (done or last or {}).get("rci_high"),
                 "nominal_level": (done or last or {}).get("nominal_level"),
@@ -461,7 +425,6 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
     any_open = any(c["status"] == OPEN for c in comparisons)
     another = rounds_run < plan.first_look or (any_open and rounds_run < plan.max_rounds)
     return {
-        "rule": plan.rule(),
         "alpha": plan.alpha,
         "family": plan.comparisons,
         "recycled": rejected,
@@ -503,7 +466,7 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
                 "level": s["nominal_level"],
                 "alpha_share": s.get("level"),
             },
-            sequential={"status": s["status"], "settled_round": s["settled_round"], "how": s["how"]},
+            sequential={"status": s["status"], "settled_round": s["settled_round"], "look": s["look"]},
         )
         if verdict == UNDETERMINED:
             r["undetermined"] = Undetermined(
@@ -511,7 +474,7 @@ def apply(rows: list[dict], seq: dict, family: str) -> dict:
                 status=s["status"],
                 rounds_run=int(seq["rounds_run"]),
                 max_rounds=int(seq["max_rounds"]),
-                look=s["how"],
+                look=s["look"],
             ).record()
         else:
             r["undetermined"] = None

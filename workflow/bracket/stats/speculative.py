@@ -34,6 +34,24 @@ class Reading(StrEnum):
     NEVER_DRAFTED = "never drafted"  # the engine proposed no draft token: the arm measured the baseline
 
 
+class KVerdict(StrEnum):
+    """The k model's outcome (stats.json's k_model.verdict)."""
+
+    FALSIFIED = "falsified"  # a tested arm's k lies outside the band
+    HELD = "held"  # every tested arm's k lies inside the band or within its tolerance
+    UNTESTED = "untested"  # nothing to test (k_model.reason says why)
+
+
+class KReason(StrEnum):
+    """Why the k model went untested, as a code (stats.json's k_model.reason); the words are
+    bracket.article.hypotheses'."""
+
+    NO_VALID_RUNS = "no_valid_runs"  # the experiment has no valid run
+    NO_BASELINE = "no_baseline"  # every arm decodes speculatively: no baseline for k
+    NO_ACCEPTANCE = "no_acceptance"  # no draft/accepted/verify counters for the calibration arms
+    ALL_CALIBRATION = "all_calibration"  # every speculative arm set the band: none is left to test it
+
+
 #: Saturation thresholds and readings, from seed 000's table (MTP 83.2 % "budget-limited",
 #: DFlash2 76.5 % "nearly full, more budget might pay", DSpark 58.6 % "guessing badly").
 READINGS = (
@@ -128,12 +146,12 @@ def in_band(k: float, band: tuple[float, float], tolerance: float = 0.02) -> str
     return "marginal" if abs(k - edge) <= tolerance * edge else "no"
 
 
-def k_verdict(marks: list[str]) -> str:
+def k_verdict(marks: list[str]) -> KVerdict:
     """ "falsified" if any tested config is out of band ("no"), "held" if all are in or marginal,
     "untested" if there is nothing to test."""
     if not marks:
-        return "untested"
-    return "falsified" if "no" in marks else "held"
+        return KVerdict.UNTESTED
+    return KVerdict.FALSIFIED if "no" in marks else KVerdict.HELD
 
 
 def band_from(ks: list[float]) -> tuple[float, float]:

@@ -25,6 +25,7 @@ from bracket.stats._seeds import as_generator
 from bracket.stats.findings import Finding
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
+from bracket.stats.reasons import CiKind, CiMethod
 
 #: Modified z-score above which a value is flagged (Iglewicz & Hoaglin 1993); never dropped.
 OUTLIER_Z = 3.5
@@ -50,7 +51,7 @@ class CellSummary:
     warnings: tuple[Finding, ...] = field(default=())  # what to do about this cell (bracket.stats.findings)
     confidence: float = D.CONFIDENCE
     n_resamples: int = 0
-    method: str = "percentile"
+    ci_method: dict | None = None  # where the CI comes from (bracket.stats.reasons.CiMethod's record)
     seed: int | None = None
     blocks: int | None = None
     center: float | None = None  # exp(mean log block median): the estimate the block-level CI is around
@@ -206,7 +207,7 @@ def summarize(
     x = _values_iv(values)
     med = float(np.median(x))
     n_blocks = center = None
-    method = "percentile"
+    ci_method = CiMethod(CiKind.BOOTSTRAP, bootstrap="percentile")
     if blocks is not None:
         b = np.asarray(blocks)
         if b.shape != x.shape:
@@ -217,11 +218,11 @@ def summarize(
         f = bl.fit(tb, np.ones((len(tb), 1)), 0, pool=pool)
         center = float(np.exp(f.estimate))
         lo, hi = (float(np.exp(e)) for e in f.ci(confidence))
-        method = f.method
+        ci_method = f.ci_method
     else:
         lo, hi = median_ci(x, confidence=confidence, n_resamples=n_resamples, rng=rng)
         if n_blocks == 1:
-            method = f"percentile bootstrap of {unit}; one block, so block-to-block variation is unmeasured"
+            ci_method = CiMethod(CiKind.ONE_BLOCK, bootstrap="percentile", unit=unit)
     sp = float((x.max() - x.min()) / med)
     two = bimodal(x, None if blocks is None else np.asarray(blocks))
     if two is None:
@@ -279,7 +280,7 @@ def summarize(
         warnings=tuple(warns),
         confidence=confidence,
         n_resamples=n_resamples,
-        method=method,
+        ci_method=ci_method.record(),
         seed=seed,
         blocks=n_blocks,
         center=center,
