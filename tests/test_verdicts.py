@@ -6,16 +6,36 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from bracket.article.verdicts import ci_method_words, significance_words, undetermined_words
-from bracket.stats import conservatism
+from bracket.article.advice import levels_words
+from bracket.article.hypotheses import k_reason_words
+from bracket.article.looks import rule
+from bracket.article.verdicts import ci_method_words, look_words, significance_words, undetermined_words
+from bracket.experiment import config
+from bracket.stats import analyze, conservatism
 from bracket.stats.bootstrap import Sample
 from bracket.stats.compare import MAX_ROUNDS, UNDETERMINED, compare
-from bracket.stats.reasons import Center, CiKind, CiMethod, SignificanceTest, Undetermined, Variance, Why
+from bracket.stats.levels import Advice
+from bracket.stats.reasons import (
+    Center,
+    CiKind,
+    CiMethod,
+    Outcome,
+    SignificanceTest,
+    Structural,
+    Undetermined,
+    Variance,
+    Why,
+)
+from bracket.stats.sequential import judge
 from bracket.stats.simulate import simulate
+from bracket.stats.speculative import KReason
+from bracket.stats.summary import summarize
 
 
 def test_each_interval_method_in_words():
@@ -35,6 +55,25 @@ def test_each_interval_method_in_words():
     few = CiMethod(CiKind.REQUESTS_ONLY, bootstrap="percentile").record()
     assert ci_method_words(few) == "percentile; requests only, block-to-block variation unmeasured"
     assert ci_method_words("an older file's words") == "an older file's words"
+    one = CiMethod(CiKind.ONE_BLOCK, bootstrap="percentile", unit="runs").record()
+    assert ci_method_words(one) == "percentile bootstrap of runs; one block, so block-to-block variation is unmeasured"
+    assert ci_method_words(CiMethod(CiKind.BOOTSTRAP, bootstrap="percentile").record()) == "percentile"
+
+
+def test_a_cells_interval_method_is_a_record_that_survives_json():
+    """One cell's CI: no block ids (a bootstrap), one block (a bootstrap that says blocks are unmeasured), two
+    blocks of 5 and 5 requests (OLS on the intercept: 2 - 1 = 1 block df)."""
+    x = [100.0, 101.0, 99.0, 102.0, 98.0, 100.5, 99.5, 101.5, 98.5, 100.0]
+    said = {}
+    for name, blocks in (("none", None), ("one", [0] * 10), ("two", [0] * 5 + [1] * 5)):
+        m = json.loads(json.dumps(summarize(x, blocks=blocks, n_resamples=200, rng=1).ci_method))
+        said[name] = (m["kind"], ci_method_words(m))
+    assert said["none"] == (CiKind.BOOTSTRAP, "percentile")
+    assert said["one"] == (
+        CiKind.ONE_BLOCK,
+        "percentile bootstrap of requests; one block, so block-to-block variation is unmeasured",
+    )
+    assert said["two"][0] == CiKind.BLOCK_FIT and said["two"][1].startswith("OLS on log block medians, t with 1 df")
 
 
 def test_each_test_in_words():
@@ -88,6 +127,103 @@ def test_every_reason_code_is_worded():
     words = {w: undetermined_words(Undetermined(w, **numbers, **seq).record()) for w in Why}
     assert all(words.values()) and len(set(words.values())) == len(Why)
     assert all(text != w.value for w, text in words.items())
+
+
+# judge at z 1.959964 on 1e6 df: the repeated CI is exp(estimate +/- 1.96 se); band 1 %, margin 2 %
+Z = 1.959964
+
+
+def test_each_look_in_words_from_its_numbers():
+    # ln 1.10 +/- 0.0196: 1.10 x 0.98059 = 1.0787, 1.10 x 1.01979 = 1.1218
+    up = judge(math.log(1.10), 0.01, 1e6, 0.01, Z, 0.02, final=False)
+    assert up["outcome"] == Outcome.CLEARS
+    assert look_words(up) == "the repeated CI 1.079-1.122 lies above the 1.0% noise band"
+    # ln 0.90 +/- 0.0196: 0.8825, 0.9178
+    down = judge(math.log(0.90), 0.01, 1e6, 0.01, Z, 0.02, final=True)
+    assert look_words(down) == "the repeated CI 0.883-0.918 lies below the 1.0% noise band"
+    # 0 +/- 0.0098: 0.9902-1.0098, inside 1 / 1.02 = 0.9804 and 1.02
+    same = judge(0.0, 0.005, 1e6, 0.01, Z, 0.02, final=False)
+    assert same["outcome"] == Outcome.EQUIVALENT
+    assert look_words(same) == "equivalent within +/-2.0%: the repeated CI 0.990-1.010 lies inside it"
+    # 0 +/- 0.098: 0.9066-1.1030, neither; the equivalence interval at z 1.0: exp(+/-0.05) = 0.9512-1.0513
+    wide = judge(0.0, 0.05, 1e6, 0.01, Z, 0.02, final=False)
+    assert look_words(wide) == (
+        "open: the repeated CI 0.907-1.103 neither clears the 1.0% band nor lies within +/-2.0%"
+    )
+    spent = judge(0.0, 0.05, 1e6, 0.01, Z, 0.02, final=True, eq_boundary=1.0)
+    assert look_words(spent) == (
+        "budget spent: the repeated CI 0.907-1.103 neither clears the 1.0% band nor lies within +/-2.0% "
+        "(at the equivalence level 0.951-1.051)"
+    )
+    recycled = {**up, "look": 2, "interval_look": 1, "interval_round": 3, "level": 0.05}
+    assert look_words(recycled) == (
+        "the repeated CI 1.079-1.122 lies above the 1.0% noise band (the interval of the look after round 3, "
+        "judged again at the level 0.05 recycled to it)"
+    )
+    confounded = judge(0.1, 0.01, 4.0, 0.01, Z, 0.02, final=False, structural=Structural.CONFOUNDED)
+    assert confounded["outcome"] == Outcome.STRUCTURAL and look_words(confounded) == "open: arm confounded with time"
+    no_df = judge(None, None, None, 0.01, Z, 0.02, final=True)
+    assert look_words(no_df) == "budget spent: no block-level degrees of freedom yet"
+    words = {look_words({**no_df, "structural": code}) for code in Structural}
+    assert len(words) == len(Structural) and not {w.split(": ", 1)[1] for w in words} & set(Structural)
+    assert look_words(None) == "not looked at yet" and look_words("open: as recorded") == "open: as recorded"
+
+
+def test_a_look_survives_json_and_is_said_inside_its_undetermined_reason():
+    wide = judge(0.0, 0.05, 1e6, 0.01, Z, 0.02, final=False)
+    back = json.loads(json.dumps(wide))
+    assert look_words(back) == look_words(wide)
+    u = Undetermined(Why.SEQUENTIAL, status="open", rounds_run=4, max_rounds=6, look=wide).record()
+    assert undetermined_words(json.loads(json.dumps(u))) == (
+        "still open after 4 of at most 6 rounds (open: the repeated CI 0.907-1.103 neither clears the 1.0% band "
+        "nor lies within +/-2.0%); raise design.max_rounds or state the smallest difference that matters as "
+        "design.margin"
+    )
+    spent = judge(0.0, 0.05, 1e6, 0.01, Z, 0.02, final=True)
+    u = Undetermined(Why.SEQUENTIAL, status="settled", rounds_run=6, max_rounds=6, look=spent).record()
+    assert undetermined_words(json.loads(json.dumps(u))).startswith("budget spent: the repeated CI 0.907-1.103")
+
+
+def test_the_stopping_rule_in_words_from_the_plan():
+    seq = {"alpha": 0.05, "family": 1, "first_look": 3, "max_rounds": 6, "margin": None}
+    assert rule(seq) == (
+        "After each round from 3 to 6, each of the 1 comparisons is judged on a repeated confidence interval "
+        "(Jennison & Turnbull) at the Lan-DeMets O'Brien-Fleming-type boundary, spending 0.05: it settles as "
+        "faster/slower when the interval clears the noise band, as no measurable effect when the interval at 0.05 / "
+        "1 (never recycled) lies within +/-2 x its noise band; another round runs while any comparison is open "
+        "(every arm in every round, so the arms stay interleaved and drift stays estimable), and at 6 rounds the "
+        "open ones are undetermined. Over every look and comparison, the chance of any false faster/slower is at "
+        "most 0.05, and so is the chance of any wrong no measurable effect."
+    )
+    four = rule({**seq, "family": 4, "margin": 0.02})
+    assert "spending 0.05 / 4 per comparison to begin with" in four and "lies within +/-2.0%;" in four
+    assert rule({**seq, "rule": "as recorded"}) == "as recorded"
+
+
+def test_each_k_model_reason_and_levels_advice_in_words():
+    assert k_reason_words(KReason.NO_BASELINE) == "no arm without speculative decoding to serve as the baseline"
+    assert k_reason_words("no_acceptance") == (
+        "no acceptance data (draft/accepted/verify counters) for the calibration arms"
+    )
+    assert k_reason_words(KReason.ALL_CALIBRATION) == (
+        "every speculative arm was used to set the band; add arms to test it"
+    )
+    assert k_reason_words(KReason.NO_VALID_RUNS) == "no valid runs"
+    assert k_reason_words("an older file's sentence") == "an older file's sentence" and k_reason_words(None) == ""
+    lv = {"runs_per_block": 10.0, "between_share": 0.6, "best_runs_per_block": 2, "advice": Advice.MORE_BLOCKS}
+    assert levels_words(json.loads(json.dumps(lv))) == (
+        "60% of the variance is between blocks: use more blocks with fewer runs each (about 2 runs per block; "
+        "now 10); raise design.rounds."
+    )
+    assert "(about 1 run per block; now 10)" in levels_words({**lv, "best_runs_per_block": 1})
+    assert levels_words({**lv, "between_share": 0.1, "best_runs_per_block": 25, "advice": Advice.MORE_RUNS}) == (
+        "blocks differ little (10% of the variance): more runs per block (about 25) buy a narrower CI more "
+        "cheaply than more blocks."
+    )
+    assert levels_words({**lv, "runs_per_block": 5.0, "advice": Advice.BALANCED}) == (
+        "5 runs per block balances block and run noise; add blocks to narrow the CI."
+    )
+    assert levels_words({**lv, "advice": Advice.BLOCKS_AGREE}).startswith("blocks agree within run-to-run noise")
 
 
 def _samples(df, arm):
@@ -167,3 +303,112 @@ def test_the_scan_finds_what_it_forbids(tmp_path):
     p = tmp_path / "m.py"
     p.write_text('def f(c):\n    return "requests only" in c["ci_method"] or c["how"].startswith("open")\n')
     assert _prose_matches(p) == ["m.py:2 'requests only' in ...", "m.py:2 .startswith('open')"]
+
+
+#: Words stats/ still writes, each a name rather than a sentence about this experiment: the bootstrap's method
+#: (CiMethod.bootstrap), the family Holm adjusts over, what the neutrality control timed, the phases rule as a
+#: formula, an adaptive design's multiplicity method (which the article reads as its code), and planning.py's
+#: column names and power warning (the design notebook's, never in stats.json).
+NAMED = {
+    "analyze.py": ("|ln(TTFT ratio)|",),
+    "bootstrap.py": ("percentile (requests", "hierarchical percentile"),
+    "hosts.py": ("every host comparison",),
+    "multiplicity.py": ("every comparison of the experiment",),
+    "neutrality.py": ("wall time, after",),
+    "planning.py": ("this design's power", "mean rounds", "# design chosen"),
+    "sequential.py": ("group-sequential (repeated CIs",),
+}
+
+
+def _sentences(path: Path) -> list[str]:
+    """String literals and f-strings of four words or more that a module may store: not a docstring, not an
+    error's message (raise) nor a log's or warning's."""
+    tree = ast.parse(path.read_text(), str(path))
+    quiet = set()
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body:
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                quiet.add(id(body[0].value))
+        said = isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in (
+            "warn",
+            "debug",
+            "info",
+            "warning",
+            "error",
+        )
+        if isinstance(n, ast.Raise) or said:
+            quiet |= {id(m) for m in ast.walk(n)}
+    out = []
+    for n in ast.walk(tree):
+        if id(n) in quiet:
+            continue
+        if isinstance(n, ast.JoinedStr):
+            quiet |= {id(v) for v in n.values}
+            text = "".join(v.value for v in n.values if isinstance(v, ast.Constant))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            text = n.value
+        else:
+            continue
+        if len(text.split()) >= 4:
+            out.append((path.name, n.lineno, text))
+    return out
+
+
+def test_stats_stores_no_sentence():
+    """What analyze returns holds codes and numbers; the words are made in article/ (module docstrings)."""
+    found = [s for p in sorted((PACKAGE / "stats").glob("*.py")) for s in _sentences(p)]
+    left = [f"{f}:{line} {t[:60]!r}" for f, line, t in found if not t.lstrip().startswith(NAMED.get(f, ()))]
+    assert left == []
+
+
+def test_the_sentence_scan_finds_what_it_forbids(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text(
+        '"""A module: its docstring is words."""\n'
+        "def f(x, n):\n"
+        '    """So is this one."""\n'
+        "    if n < 0:\n"
+        '        raise ValueError(f"n must not be negative, got {n}")\n'
+        '    return {"how": f"the CI lies above the {x:.1%} noise band", "kind": "no_df", "unit": "requests only"}\n'
+    )
+    assert _sentences(p) == [("m.py", 6, "the CI lies above the  noise band")]
+
+
+def _strings(value, where=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]")
+    elif isinstance(value, str):
+        yield where, value
+
+
+def test_an_adaptive_analysis_stores_no_sentence():
+    """stats.json of an adaptive design with a comparison settled, one left undetermined at a 0.1 % margin and a
+    cell of one block: every string value of four words or more is one of NAMED's."""
+    cfg = config.validate(
+        {
+            "arms": {"A": {}, "B": {}},
+            "reference": "A",
+            "workloads": {"sim": {"prompts": "x.jsonl"}, "other": {"prompts": "y.jsonl"}},
+            "design": {"rounds": "adaptive", "max_rounds": 4, "margin": 0.001},
+        }
+    )
+    rng = np.random.default_rng(5)
+    sim = simulate("abab", effect=1.3, rounds=4, block_sd=0.01, rng=rng, seed=3).assign(workload="sim")
+    other = simulate("abab", effect=1.0, rounds=4, block_sd=0.03, rng=rng, seed=4).assign(workload="other")
+    runs = (
+        pd.concat([sim, other], ignore_index=True)
+        .rename(columns={"value": "decode_tok_s"})
+        .assign(valid=True, invalid_reason="", warmup=False, experiment="x")
+    )
+    out = json.loads(json.dumps(analyze(runs, cfg), default=str))
+    verdicts = {c["workload"]: c["verdict"] for c in out["comparisons"]}
+    assert verdicts == {"sim": "faster", "other": UNDETERMINED}
+    assert out["comparisons"][0]["undetermined"]["look"]["outcome"] == Outcome.NEITHER
+    names = tuple(x for v in NAMED.values() for x in v)
+    long = [(w, v) for w, v in _strings(out) if len(v.split()) >= 4 and not v.startswith(names)]
+    assert long == []
