@@ -181,7 +181,7 @@ def test_analyze_puts_the_settling_look_on_the_comparison():
     )
     out = analyze(runs, cfg)
     assert out["sequential"]["rounds_run"] == 4 and not out["sequential"]["another_round"]
-    assert out["multiplicity"]["method"].startswith("group-sequential")
+    assert out["multiplicity"]["method"] == METHOD == "group_sequential"
     [c] = out["comparisons"]
     s = next(x for x in out["sequential"]["comparisons"])
     assert c["verdict"] == "faster" == s["verdict"] and c["sequential"]["settled_round"] == s["settled_round"] < 4

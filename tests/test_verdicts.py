@@ -15,12 +15,21 @@ import pytest
 from bracket.article.advice import levels_words
 from bracket.article.hypotheses import k_reason_words
 from bracket.article.looks import rule
-from bracket.article.verdicts import ci_method_words, look_words, significance_words, undetermined_words
+from bracket.article.results import ci_label
+from bracket.article.verdicts import (
+    ci_method_words,
+    family_words,
+    look_words,
+    significance_words,
+    undetermined_words,
+)
 from bracket.experiment import config
 from bracket.stats import analyze, conservatism
 from bracket.stats.bootstrap import Sample
 from bracket.stats.compare import MAX_ROUNDS, UNDETERMINED, compare
+from bracket.stats.contract import OLD_SEQUENTIAL_METHOD, current
 from bracket.stats.levels import Advice
+from bracket.stats.multiplicity import Family
 from bracket.stats.reasons import (
     Center,
     CiKind,
@@ -32,7 +41,7 @@ from bracket.stats.reasons import (
     Variance,
     Why,
 )
-from bracket.stats.sequential import judge
+from bracket.stats.sequential import METHOD, judge
 from bracket.stats.simulate import simulate
 from bracket.stats.speculative import KReason
 from bracket.stats.summary import summarize
@@ -226,6 +235,21 @@ def test_each_k_model_reason_and_levels_advice_in_words():
     assert levels_words({**lv, "advice": Advice.BLOCKS_AGREE}).startswith("blocks agree within run-to-run noise")
 
 
+def test_each_family_in_words_and_an_older_adaptive_method_read_as_its_code():
+    assert family_words(Family.EXPERIMENT) == "every comparison of the experiment with a test (arms x workloads)"
+    assert family_words("hosts") == "every host comparison (hosts x arms x workloads)"
+    assert family_words(Family.WORKLOADS) == "the workloads compared here"
+    assert family_words("as recorded") == "as recorded" and family_words(None) == "arms x workloads"
+    old = {"method": OLD_SEQUENTIAL_METHOD, "comparisons": 2, "family": "every comparison"}
+    stats = {"stats_version": 3, "multiplicity": old, "comparisons": [{"multiplicity": old}, {"multiplicity": None}]}
+    new = json.loads(json.dumps(current(stats)))
+    assert new["multiplicity"] == {**old, "method": METHOD} == new["comparisons"][0]["multiplicity"]
+    assert new["comparisons"][1]["multiplicity"] is None and stats["multiplicity"] is old  # the input is kept
+    assert ci_label(0.99, 2, new["multiplicity"]["method"]) == "repeated CI (nominal 99%, 2 comparisons)"
+    holm_file = {"stats_version": 3, "multiplicity": {"method": "holm"}, "comparisons": []}
+    assert current(holm_file) is holm_file
+
+
 def _samples(df, arm):
     sub = df[df["arm"] == arm]
     return Sample.of(sub["value"], sub["block"], sub["position"])
@@ -306,17 +330,15 @@ def test_the_scan_finds_what_it_forbids(tmp_path):
 
 
 #: Words stats/ still writes, each a name rather than a sentence about this experiment: the bootstrap's method
-#: (CiMethod.bootstrap), the family Holm adjusts over, what the neutrality control timed, the phases rule as a
-#: formula, an adaptive design's multiplicity method (which the article reads as its code), and planning.py's
-#: column names and power warning (the design notebook's, never in stats.json).
+#: (CiMethod.bootstrap), what the neutrality control timed, the phases rule as a formula, and planning.py's column
+#: names and power warning (the design notebook's, never in stats.json).
 NAMED = {
     "analyze.py": ("|ln(TTFT ratio)|",),
     "bootstrap.py": ("percentile (requests", "hierarchical percentile"),
-    "hosts.py": ("every host comparison",),
-    "multiplicity.py": ("every comparison of the experiment",),
     "neutrality.py": ("wall time, after",),
     "planning.py": ("this design's power", "mean rounds", "# design chosen"),
-    "sequential.py": ("group-sequential (repeated CIs",),
+    # the sentence version 3 files wrote as an adaptive design's multiplicity.method, read as the code it is now
+    "contract.py": ("group-sequential (repeated CIs",),
 }
 
 

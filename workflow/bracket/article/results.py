@@ -9,7 +9,7 @@ import pandas as pd
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, span
-from bracket.article.verdicts import significance_words, undetermined_words
+from bracket.article.verdicts import family_words, significance_words, undetermined_words
 from bracket.stats.sequential import METHOD as SEQUENTIAL_METHOD
 
 
@@ -116,7 +116,7 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         m = mult["comparisons"]
         s.add(
             Para(
-                f"{m} comparison{'s' if m != 1 else ''} with a test ({mult.get('family', 'arms x workloads')})"
+                f"{m} comparison{'s' if m != 1 else ''} with a test ({family_words(mult.get('family'))})"
                 + (
                     (
                         f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "

@@ -7,6 +7,7 @@ A value that is already a string is an older stats.json's sentence, said as it w
 from __future__ import annotations
 
 from bracket.stats.compare import FASTER
+from bracket.stats.multiplicity import Family
 from bracket.stats.reasons import Center, CiKind, Outcome, Structural, Variance, Why
 
 
@@ -42,6 +43,20 @@ def ci_method_words(m: dict | str | None) -> str:
             f"floor (not pooled on {block_df} df)"
         )
     return f"OLS on {what}, t with {block_df} df"
+
+
+FAMILIES = {
+    Family.EXPERIMENT: "every comparison of the experiment with a test (arms x workloads)",
+    Family.HOSTS: "every host comparison (hosts x arms x workloads)",
+    Family.WORKLOADS: "the workloads compared here",
+}
+
+
+def family_words(family: str | None) -> str:
+    """Which comparisons share alpha (`multiplicity.family`); an older file's words as recorded."""
+    if not family:
+        return "arms x workloads"
+    return FAMILIES.get(family, family)
 
 
 def _r(x: float) -> str:

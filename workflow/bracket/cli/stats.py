@@ -13,7 +13,7 @@ from bracket.stats import defaults as D
 from bracket.stats import io
 from bracket.stats.analyze import jsonable
 from bracket.stats.cells import cell_summaries, compare_arms, valid_rows
-from bracket.stats.multiplicity import holm
+from bracket.stats.multiplicity import Family, holm
 
 DEFAULT_SEED = D.SEED
 
@@ -153,7 +153,7 @@ def compare_cmd(args) -> int:
         results.append(
             {"workload": wl, "baseline": args.baseline, "candidate": args.candidate, **dataclasses.asdict(c)}
         )
-    holm(results, args.confidence, family="the workloads compared here")
+    holm(results, args.confidence, family=Family.WORKLOADS)
     if args.json:
         print(json.dumps(jsonable(results), indent=2))  # always a list: one shape per command
         return 0

@@ -178,18 +178,21 @@ def analyze(
         block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
         the log scale), drift, drift_per_block, noise_band, notes.
     multiplicity
-        {method ("holm" or "none" for one comparison), comparisons (family size), family,
-        confidence, untested (comparisons without a test, left out of the family)}; for an
-        adaptive design the group-sequential method (each comparison starting at alpha / comparisons, Holm-type recycling).
+        {method ("holm" or "none" for one comparison), comparisons (family size), family (a
+        bracket.stats.multiplicity.Family code), confidence, untested (comparisons without a test, left out of
+        the family)}; for an adaptive design method "group_sequential" (each comparison starting at alpha /
+        comparisons, Holm-type recycling).
     sequential
         Null unless design.rounds is adaptive: bracket.stats.sequential.assess on these runs:
-        rule (the stopping rule in words), alpha, family, min_rounds, first_look (the first round
+        alpha, family, recycled, min_rounds, first_look (the first round
         judged: min_rounds or later, until every comparison's block-level fit has two residual
         degrees of freedom; round 3 of A/B/A/B), max_rounds, margin, looks
-        [{round, blocks, open}], comparisons [{workload, candidate, status, verdict,
-        settled_round, how, rci_low, rci_high, nominal_level, looks}], rounds_run,
-        another_round. Each comparison then also has `sequential` {status, settled_round, how},
-        and its verdict and ci_low/ci_high/ci_level are the settling look's repeated CI.
+        [{round, blocks, level, open}], comparisons [{workload, candidate, status, verdict,
+        settled_round, look, rci_low, rci_high, nominal_level, level, looks}], rounds_run,
+        another_round; each look a bracket.stats.sequential.judge record (an Outcome code, its repeated CIs,
+        band and margin; no words: bracket.article.looks and .verdicts say the rule and each look). Each
+        comparison then also has `sequential` {status, settled_round, look}, and its verdict and
+        ci_low/ci_high/ci_level are the settling look's repeated CI.
 
     Files written before issue 29 named the verdict's interval verdict_ci_* and gave the raw fit as
     ratio/ci_*; readers pass them through bracket.stats.contract.current.
@@ -232,11 +235,12 @@ def analyze(
         experiment's order, as seed 000 set its band from the first round's configs; the other
         arms are tested: in_band "yes" inside, "marginal" within 2 % of an edge, else "no".
         verdict: "falsified" if any tested row is "no", "held" otherwise, "untested" when there
-        is no baseline, no acceptance data or no arm left to test (reason says which).
+        is no baseline, no acceptance data or no arm left to test (reason, a
+        bracket.stats.speculative.KReason code, says which; bracket.article.hypotheses words it).
     levels
         Per (arm, workload) with two blocks or more: between- and within-block variance of
-        log(rate), the between share, the cost-optimal runs per block and advice (Kalibera &
-        Jones), with block_cost_runs (warmup runs + cooldown in run lengths).
+        log(rate), the between share, the cost-optimal runs per block and advice (a
+        bracket.stats.levels.Advice code, worded by bracket.article.advice; Kalibera & Jones), with block_cost_runs (warmup runs + cooldown in run lengths).
     best
         Per workload: the arm with the highest median, with n, min, max, ratio_to_reference,
         picked_from (arms it was picked from), and its comparison's verdict and the CI that

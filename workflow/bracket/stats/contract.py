@@ -17,6 +17,12 @@ experiment, weights.json, ceiling.json and schedule.csv where the caller passes 
 none (it reads no experiment file), so a file older than version 3 stops it with `require`'s message,
 which names the command that analyses the records again.
 
+Within version 3, the last sentences stats/ stored became codes and numbers (issue 28): an adaptive design's looks
+(`sequential.comparisons[].look`, `undetermined.look`) and stopping rule, a cell's and drift's `ci_method`,
+`k_model.reason`, `levels[].advice`, `multiplicity.family` and `.method`. An older version 3 file's sentences
+are said as recorded (each presenter in bracket.article takes a string as one); its adaptive
+`multiplicity.method` sentence, which the article compares, is read as today's code (`current`).
+
 Today (bracket.stats.compare.Comparison, bracket.stats.analyze): a comparison's ``ratio`` with
 ``ci_low`` / ``ci_high`` at ``ci_level`` is the estimate and interval the verdict rests on, and
 ``raw_ratio`` / ``raw_ci_*`` the fit without the drift term. Files written before issue 29 named
@@ -44,6 +50,7 @@ from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
 from bracket.stats.reasons import Undetermined, Why
+from bracket.stats.sequential import METHOD
 
 if TYPE_CHECKING:
     from bracket.experiment.model import Experiment
@@ -51,6 +58,11 @@ if TYPE_CHECKING:
 VERSION = 3
 
 OLD = ("verdict_ci_low", "verdict_ci_high", "verdict_ci_level")
+#: An adaptive design's `multiplicity.method` as version 3 files wrote it before it became a code.
+OLD_SEQUENTIAL_METHOD = (
+    "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
+    "across comparisons (Maurer & Bretz 2013)"
+)
 
 
 def current_comparison(c: dict) -> dict:
@@ -115,7 +127,20 @@ def current(
         out = _version_2(out, cfg, runs, ceiling)
     if out.get("stats_version", 1) < 3 and cfg is not None:
         out = _version_3(out, cfg, runs, ceiling, weights, schedule, name)
-    return out
+    return _sequential_method(out)
+
+
+def _sequential_method(stats: dict) -> dict:
+    """An adaptive design's `multiplicity.method` (the whole file's and each comparison's) as today's code, from
+    the sentence a version 3 file wrote before (the article reads the code)."""
+    if (stats.get("multiplicity") or {}).get("method") != OLD_SEQUENTIAL_METHOD:
+        return stats
+
+    def code(m: dict | None) -> dict | None:
+        return {**m, "method": METHOD} if m and m.get("method") == OLD_SEQUENTIAL_METHOD else m
+
+    comparisons = [{**c, "multiplicity": code(c.get("multiplicity"))} for c in stats.get("comparisons") or []]
+    return {**stats, "multiplicity": code(stats["multiplicity"]), "comparisons": comparisons}
 
 
 class OldStats(ValueError):

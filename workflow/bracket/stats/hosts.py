@@ -25,7 +25,7 @@ from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.drift import first_vs_last, round_changes, trend
 from bracket.stats.findings import Drift, Finding, HostDiffers, NotCompared
 from bracket.stats.findings import FindingKind as K
-from bracket.stats.multiplicity import holm
+from bracket.stats.multiplicity import Family, holm
 
 if TYPE_CHECKING:
     from bracket.experiment.model import Experiment
@@ -160,7 +160,7 @@ def hosts_section(
     comparisons, warnings = compare_hosts(
         framed, names, arms, seed=seed, confidence=confidence, n_resamples=n_resamples, noise_threshold=noise_threshold
     )
-    holm(comparisons, confidence, family="every host comparison (hosts x arms x workloads)")
+    holm(comparisons, confidence, family=Family.HOSTS)
     drift = host_drift(framed, reference, confidence=confidence)
     for c in comparisons:
         if c["arm"] == reference and c["verdict"] in ("faster", "slower"):

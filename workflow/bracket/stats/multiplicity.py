@@ -14,12 +14,23 @@ those levels clears the band exactly when Holm rejects.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 
 from bracket.stats import defaults as D
 from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
 
-FAMILY = "every comparison of the experiment with a test (arms x workloads)"
+
+class Family(StrEnum):
+    """Which comparisons share alpha (a comparison's `multiplicity.family`; bracket.article.verdicts words it)."""
+
+    EXPERIMENT = "experiment"  # every comparison of the experiment with a test (arms x workloads)
+    HOSTS = "hosts"  # every host comparison (hosts x arms x workloads)
+    WORKLOADS = "workloads"  # the workloads the command line compares
+
+
+FAMILY = Family.EXPERIMENT
 
 
 def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
@@ -36,7 +47,7 @@ def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
     return adj, order
 
 
-def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: str = FAMILY) -> int:
+def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: Family = FAMILY) -> int:
     """Adjust `rows` (Comparison dicts) in place; returns the family size m.
 
     Rows without a test (undetermined for lack of blocks) are outside the family and keep their

@@ -77,10 +77,9 @@ if TYPE_CHECKING:
     from bracket.experiment.model import Experiment
 
 OPEN, SETTLED = "open", "settled"
-METHOD = (
-    "group-sequential (repeated CIs, Lan-DeMets O'Brien-Fleming-type spending), Holm-type alpha recycling "
-    "across comparisons (Maurer & Bretz 2013)"
-)
+#: `multiplicity.method` of an adaptive design: group-sequential repeated CIs (Lan-DeMets O'Brien-Fleming-type
+#: spending) with Holm-type alpha recycling across comparisons (Maurer & Bretz 2013).
+METHOD = "group_sequential"
 
 
 def pair_factor(blocks: list[bdesign.Block], baseline: str, candidate: str) -> float:
