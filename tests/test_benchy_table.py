@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from bracket import interop
+from bracket.article.verdicts import ci_method_words
 from bracket.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,9 +153,11 @@ def test_imported_values_are_worded_by_what_they_are(tmp_path, capsys):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(report()))
     assert main(["summarize", str(path), "--json"]) == 0
-    cells = {c["workload"]: c["method"] for c in json.loads(capsys.readouterr().out)}
-    assert cells["tg pp2048 tg128 @ d0 c1"].startswith("percentile bootstrap of requests;")
-    assert cells["tg pp2048 tg128 @ d4096 c2"].startswith("percentile bootstrap of runs;")
+    cells = {c["workload"]: c["ci_method"] for c in json.loads(capsys.readouterr().out)}
+    assert (
+        cells["tg pp2048 tg128 @ d0 c1"]["unit"] == "requests" and cells["tg pp2048 tg128 @ d4096 c2"]["unit"] == "runs"
+    )
+    assert ci_method_words(cells["tg pp2048 tg128 @ d4096 c2"]).startswith("percentile bootstrap of runs;")
     assert main(["summarize", str(path), "--metric", "ttfr"]) == 0  # per request at any concurrency
     out = capsys.readouterr().out
     assert "ttfr ms pp2048 tg128 @ d4096 c2: percentile bootstrap of requests" in out
