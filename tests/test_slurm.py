@@ -320,7 +320,10 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
     declared = {r[0] for r in rows}
     assert not [r for r in rows if r[0].startswith(("results/", "report/")) and "missing" in r]
     written = {str(p.relative_to(root)) for p in res.rglob("*") if p.is_file()}
-    assert written <= declared, sorted(written - declared)
+    # and the experiment as the DAG resolved it: written when the DAG is built, no job's output, every rule's input
+    resolved = f"results/{EXP}/experiment.resolved.json"
+    assert resolved in written and resolved not in declared
+    assert written - {resolved} <= declared, sorted(written - declared)
     stats = json.loads((res / "stats.json").read_text())
     assert {"baseline", "ngram_4"} <= set(json.dumps(stats).split('"'))
 
