@@ -521,7 +521,3 @@ def load(path: str | Path, measured: bool = False) -> Experiment:
 def draft_budget(arm: Arm) -> int | None:
     """The arm's draft tokens per verify step; None for an arm that does not draft."""
     return arm.speculative.draft_tokens if arm.speculative is not None else None
-
-
-def arm_label(exp: Experiment, arm: str) -> str:
-    return exp.arms[arm].label or arm
