@@ -40,11 +40,21 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
         blocks = sorted(res.glob("raw/block-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
         runs = records.tidy(records.read(blocks))
         runs.to_csv(res / "runs.csv", index=False)
-        (res / "failed_attempts.json").write_text(json.dumps(records.failed_attempts(res / "raw"), default=str))
+        attempts = json.loads(json.dumps(records.failed_attempts(res / "raw"), default=str))
+        metas = [json.loads(p.read_text()) for p in sorted(res.glob("raw/block-*.meta.json"))]
         ceiling = json.loads((res / "ceiling.json").read_text())
         weights = json.loads((res / "weights.json").read_text())
         schedule = pd.read_csv(res / "schedule.csv")
-        stats = analyze(pd.read_csv(res / "runs.csv"), cfg, ceiling, weights=weights, schedule=schedule, name=name)
+        stats = analyze(
+            pd.read_csv(res / "runs.csv"),
+            cfg,
+            ceiling,
+            metas=metas,
+            weights=weights,
+            schedule=schedule,
+            name=name,
+            failed_attempts=attempts,
+        )
         (res / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False))
         dest.mkdir(parents=True, exist_ok=True)
         out = dest.resolve()
@@ -56,8 +66,6 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
                 "stats_json": str(res / "stats.json"),
                 "meta_dir": str(res / "raw"),
                 "block_files": json.dumps([str(p) for p in blocks]),
-                "attempts_json": str(res / "failed_attempts.json"),
-                "model_dir": "",
                 "corrections_path": str(
                     (ledger or experiment.with_suffix("").with_suffix(".corrections.yaml")).resolve()
                 ),

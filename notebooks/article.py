@@ -20,7 +20,7 @@
 # papermill runs this notebook on one experiment's files, then nbconvert writes HTML and Markdown
 # without code. Every section is built by `bracket.article`; this notebook only loads and displays. Every number
 # and judgement comes from stats.json, which also states the experiment, the byte account and the ceiling; runs.csv
-# gives the raw tables and figures, raw/ the blocks' provenance and the models' outputs.
+# gives the raw tables and figures, raw/ the models' outputs (stats.json states the blocks' provenance too).
 # The defaults below point at the committed fixture, so the notebook also runs on its own.
 
 # %% tags=["parameters"]
@@ -33,8 +33,6 @@ arena_json = "../tests/data/report/probe/arena.json"
 determinism_json = "../tests/data/report/probe/determinism.json"
 verdict_paths = "[]"
 block_files = ""
-attempts_json = ""
-model_dir = ""
 out_dir = "../report/fixture"
 
 # %% tags=["remove_cell"]
@@ -52,8 +50,6 @@ d = article.load(
     corrections_path,
     out_dir,
     block_files=json.loads(block_files) if block_files else None,
-    attempts_json=attempts_json or None,
-    model_dir=model_dir or None,
 )
 controls = article.load_controls(agreement_json, arena_json, determinism_json, json.loads(verdict_paths))
 sections = []

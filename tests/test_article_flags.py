@@ -1,10 +1,13 @@
-"""The arm's launch flags the article and its recommendation print, for each engine's speculative flags."""
+"""The arm's launch flags the article and its recommendation print, for each engine's speculative flags: read from
+the blocks' launch commands by the analysis (bracket.stats.provenance), printed by the article."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from bracket.article.advice import arm_flags
+from bracket.experiment.model import Arm
+from bracket.stats import provenance
 
 LLAMA = [
     "/b/llama-server",
@@ -57,11 +60,19 @@ VLLM = [
 ]
 
 
-def _data(argv_by_arm: dict, args_by_arm: dict | None = None):
+def _data(argv_by_arm: dict, args_by_arm: dict | None = None, speculative: dict | None = None):
+    """The article's view of arms whose blocks ran `argv_by_arm`, as stats.json's provenance states them."""
     args_by_arm = args_by_arm or {}
+    metas = [{"block": i, "arm": arm, "argv": argv} for i, (arm, argv) in enumerate(argv_by_arm.items())]
+    arms = [provenance.arm_record(a, metas, Arm(args=args_by_arm.get(a, []), env={})) for a in argv_by_arm]
     return SimpleNamespace(
-        metas={i: {"arm": arm, "argv": argv} for i, (arm, argv) in enumerate(argv_by_arm.items())},
-        arm_config=lambda arm: {"arm": arm, "args": args_by_arm.get(arm, [])},
+        provenance={"arms": arms},
+        arm_config=lambda arm: {
+            "arm": arm,
+            "args": args_by_arm.get(arm, []),
+            "speculative": (speculative or {}).get(arm),
+        },
+        experiment={"engine": {"kind": "vllm"}},
     )
 
 
@@ -85,6 +96,21 @@ def test_vllm_speculative_config_and_extra_args():
     assert arm_flags(d, "ngram_4") == (
         '--speculative-config \'{"method":"ngram","num_speculative_tokens":4}\' --max-num-seqs 1 --enforce-eager'
     )
+    assert d.provenance["arms"][0]["flags"] == [
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":4}',
+        "--max-num-seqs",
+        "1",
+        "--enforce-eager",
+    ]
+
+
+def test_an_arm_without_a_launch_record_is_said_from_the_experiment():
+    spec = {"method": "ngram", "draft_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+    d = _data({"ngram_4": []}, speculative={"ngram_4": spec})
+    assert d.provenance["arms"][0]["flags"] is None  # its block recorded no launch command (attach)
+    assert arm_flags(d, "ngram_4") == "ngram, draft budget 4, lookup 2–5 tokens (from the experiment: no launch record)"
+    assert arm_flags(_data({"base": []}), "base") == "(no speculative flags)"
 
 
 def test_spec_words_read_the_lookup_as_the_engine_does():

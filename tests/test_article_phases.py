@@ -66,41 +66,26 @@ def test_no_arm_flagged_and_no_phases(tmp_path):
 
 def test_the_arms_table_shows_the_state_each_arm_ran_with(tmp_path):
     d = _fixture(tmp_path)
-    # The fixture's blocks ran before bracket turned vLLM's prefix cache off: read from their launch command.
+    # The fixture's blocks ran before bracket turned vLLM's prefix cache off: the analysis read their state from
+    # their launch command (bracket.stats.provenance.server_state); the article words it.
     assert article.arm_state(d, "baseline") == (
         "prefix cache on (no prefix-caching flag (vLLM's default: on)); CUDA graphs off (--enforce-eager)"
     )
     md = article.section_method(d)._repr_markdown_()
     assert "server state" in md and "vLLM's default: on" in md and "ran with different server state" not in md
-    # A block that recorded its state is read as recorded; arms that differ are named.
-    metas = {k: dict(m) for k, m in d.metas.items()}
-    first = min(k for k, m in metas.items() if m["arm"] == "ngram_4")
-    metas[first]["server_state"] = {"prefix_cache": "off", "how": ["--no-enable-prefix-caching"], "graphs": None}
-    d2 = article.Data(**{**d.__dict__, "metas": metas})
-    assert article.arm_state(d2, "ngram_4") == "prefix cache off (--no-enable-prefix-caching)"
-    assert article.states_differ(d2)
-    assert "ran with different server state" in article.section_method(d2)._repr_markdown_()
-
-
-def test_an_old_llama_server_block_is_read_with_the_arm_stats_json_states(tmp_path):
-    """A block from before bracket recorded its server state: llama.cpp's adapter reads it from the launch
-    command and the arm's settings, which the article takes from stats.json's experiment, not a file."""
-    d = _fixture(tmp_path)
-    metas = {k: {**m, "engine": "llamacpp", "argv": ["llama-server", "--cache-ram", "0"]} for k, m in d.metas.items()}
-    for m in metas.values():
-        m.pop("server_state", None)
+    # An arm whose blocks ran in two states lists both; stats.json's judgement that the arms differ is said.
     stats = json.loads(json.dumps(d.stats))
-    arms = stats["experiment"]["arms"]
-    for a in arms:
-        if a["arm"] == "ngram_4":
-            # as stats.json states a server block: every key, the schema's defaults (null) filled
-            a["server"] = {
-                "memory_fraction": None,
-                "context_length": None,
-                "kv_cache_dtype": None,
-                "prefix_caching": True,
-                "chunked_prefill": None,
-            }
-    d2 = article.Data(**{**d.__dict__, "metas": metas, "stats": stats})
-    assert "cache_prompt true in each request" in article.arm_state(d2, "ngram_4")
-    assert "cache_prompt false in each request" in article.arm_state(d2, "baseline")
+    prov = stats["provenance"]
+    arm = next(a for a in prov["arms"] if a["arm"] == "ngram_4")
+    arm["states"] = [{"prefix_cache": "off", "how": ["--no-enable-prefix-caching"], "graphs": None}]
+    d2 = article.Data(**{**d.__dict__, "stats": stats})
+    assert article.arm_state(d2, "ngram_4") == "prefix cache off (--no-enable-prefix-caching)"
+    assert "ran with different server state" not in article.section_method(d2)._repr_markdown_()  # not judged so
+    prov["arm_states_differ"] = True
+    assert "ran with different server state" in article.section_method(d2)._repr_markdown_()
+    arm["states"].append(None)
+    assert article.arm_state(d2, "ngram_4") == (
+        "differed between blocks: prefix cache off (--no-enable-prefix-caching) | not recorded"
+    )
+    arm["states"] = []
+    assert article.arm_state(d2, "ngram_4") == "no block ran"

@@ -1,10 +1,12 @@
 """What the article says about what served it and on what, how it reads an A/A experiment, and how it
 prints an interval too wide to mean anything (issue 31): from the committed fixture's files, with the
-provenance fields a block records (bracket.engines.provenance.collect) put in its metadata."""
+provenance fields a block records (bracket.engines.provenance.collect) put in its metadata, which the analysis
+states in stats.json (bracket.stats.provenance) and the article words."""
 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +14,7 @@ import pytest
 from bracket import article
 from bracket.experiment import config
 from bracket.stats.analyze import analyze, same_settings
+from bracket.stats.provenance import provenance
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "report" / "probe"
 
@@ -38,18 +41,24 @@ def with_arms(experiment, arms: dict):
     return config.validate({**config.as_data(experiment), "arms": arms}, source="test", measured=True)
 
 
-def variant(d, *, engine=None, stats=None, metas=None, model_dir=None):
+def fixture_metas() -> dict:
+    """The fixture's blocks' provenance (raw/block-K.meta.json), by block."""
+    return {
+        int(p.name.split(".")[0].split("-")[1]): json.loads(p.read_text())
+        for p in sorted((FIXTURE / "raw").glob("block-*.meta.json"))
+    }
+
+
+def variant(d, *, engine=None, stats=None, metas=None, model_dir=None, model_build="fixture"):
+    """The fixture's article with stats.json changed: the engine as the experiment states it, and the provenance
+    the analysis states from `metas` (default: the fixture's), `model_dir` and `model_build`."""
     stats = copy.deepcopy(stats if stats is not None else d.stats)
     if engine:
         stats["experiment"]["engine"].update(engine)
-    return article.Data(
-        **{
-            **d.__dict__,
-            "stats": stats,
-            "metas": metas if metas is not None else d.metas,
-            "model_dir": model_dir,
-        }
-    )
+    build = d.stats["provenance"]["model_build"] if model_build == "fixture" else model_build
+    metas = metas if metas is not None else fixture_metas()
+    stats["provenance"] = provenance(list(metas.values()), [], model_dir, build, fixture_cfg())
+    return article.Data(**{**d.__dict__, "stats": stats})
 
 
 def attached(d, **fields):
@@ -65,11 +74,9 @@ def attached(d, **fields):
             "model": "Qwen/Qwen3-0.6B",
             **fields,
         }
-        for k, m in d.metas.items()
+        for k, m in fixture_metas().items()
     }
-    return article.Data(
-        **{**variant(d, engine=engine, metas=metas, model_dir="embedded").__dict__, "model_build": None}
-    )
+    return variant(d, engine=engine, metas=metas, model_dir="embedded", model_build=None)
 
 
 # ---------------------------------------------------------------- what served it
@@ -110,7 +117,7 @@ def test_a_launched_embedded_engine_names_the_engine_and_the_models_files(fixtur
 def test_the_hardware_recorded_is_shown(fixture_data):
     hw = {"cpu": "AMD EPYC 9654 96-Core Processor", "cpus": 16, "memory_gib": 125.7, "kernel": "6.8.0"}
     gpus = [{"index": "0", "name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": "143771", "bus_id": "x"}]
-    metas = {k: {**m, "host_info": hw, "gpus": gpus} for k, m in fixture_data.metas.items()}
+    metas = {k: {**m, "host_info": hw, "gpus": gpus} for k, m in fixture_metas().items()}
     text = article.section_method(variant(fixture_data, metas=metas))._repr_markdown_()
     assert (
         "Hardware: AMD EPYC 9654 96-Core Processor, 16 logical CPUs, 125.7 GiB memory, 1 x NVIDIA H200 "
@@ -216,7 +223,7 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
         raw_ci_low=0.004,
         raw_ci_high=32765.14,
     )
-    d = variant(fixture_data, stats=stats, model_dir=fixture_data.model_dir)
+    d = variant(fixture_data, stats=stats)
     head = article.section_headline(d)._repr_markdown_()
     line = next(x for x in head.splitlines() if x.startswith("- code:"))
     assert "undetermined (run 7 rounds); verdict: undetermined" in line and "32765" not in line
@@ -228,8 +235,8 @@ def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixtur
 
 def test_an_untrained_embedded_model_is_described_not_a_crash(fixture_data):
     """train_steps 0 (a model built in seconds, for a quick check) records no final loss."""
-    d = article.Data(
-        **{**fixture_data.__dict__, "model_build": {**fixture_data.model_build, "steps": 0, "final_loss": None}}
-    )
+    stats = copy.deepcopy(fixture_data.stats)
+    stats["provenance"]["model_build"].update(steps=0, final_loss=None)
+    d = article.Data(**{**fixture_data.__dict__, "stats": stats})
     assert "0 training steps" in article.section_method(d)._repr_markdown_()
     assert "untrained (no final loss)" in article.section_method(d)._repr_markdown_()

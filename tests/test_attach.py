@@ -238,14 +238,14 @@ def test_the_method_section_says_how_the_cache_was_checked():
 
     d = SimpleNamespace(
         stats={"guards": {"cache_checks": {"metrics": 4}, "cache_hits": 0}},
-        metas={0: {"engine_identified": {"kind": "vllm", "version": "0.32.0"}}},
+        provenance={"served": {"identified": {"kind": "vllm", "version": "0.32.0"}}},
     )
     assert method.cache_sentence(d) == (
         "Cache check: 4 timed runs by vLLM 0.32.0's prefix-cache hit counters on "
         "/metrics (vllm:prefix_cache_hits), read just before and after each "
         "single-stream request."
     )
-    d = SimpleNamespace(stats={"guards": {"cache_checks": {"unique prefix": 1}, "cache_hits": 0}}, metas={})
+    d = SimpleNamespace(stats={"guards": {"cache_checks": {"unique prefix": 1}, "cache_hits": 0}}, provenance={})
     assert (
         "1 timed run not directly: the server reported no cached tokens (cache not reported)"
         in method.cache_sentence(d)

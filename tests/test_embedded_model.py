@@ -12,6 +12,7 @@ import pytest
 from bracket import embedded
 from bracket.article.method import model_hash_sentence
 from bracket.experiment import config
+from bracket.stats.provenance import weights_served
 from conftest import ROOT, build_in_checkout
 
 HEX = set("0123456789abcdef")
@@ -81,14 +82,20 @@ def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, mon
 
 def test_the_article_states_the_served_hash_and_the_pin():
     ok = {"file": "m.gguf", "sha256": "a" * 64, "pinned": "a" * 64, "matches": True}
-    text, style = model_hash_sentence({0: {"model_sha256": ok}, 1: {"model_sha256": ok}})
+
+    def said(metas):  # as the analysis states the blocks' hashes, and the article words them
+        return model_hash_sentence(weights_served(metas))
+
+    text, style = said([{"model_sha256": ok}, {"model_sha256": ok}])
     assert "sha256 " + "a" * 64 + ", every block" in text and "pins for the model" in text and style == ""
     other = {**ok, "sha256": "b" * 64, "matches": False}
-    text, style = model_hash_sentence({0: {"model_sha256": other}})
+    text, style = said([{"model_sha256": other}])
     assert style == "warn" and "other weights" in text and "refuses to compare" in text
-    text, style = model_hash_sentence({0: {"model_sha256": ok}, 1: {"model_sha256": other}})
+    text, style = said([{"model_sha256": ok}, {"model_sha256": other}])
     assert style == "warn" and "different weights" in text
-    assert model_hash_sentence({0: {"model_fingerprint": {}}}) is None
+    text, style = said([{"model_sha256": ok}, {}])
+    assert ", every block" not in text and "in 1 of 2 blocks" in text
+    assert said([{"model_fingerprint": {}}]) is None
 
 
 def _trainer() -> Path:

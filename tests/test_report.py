@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bracket import article
+from bracket import article, records
 from bracket.article import render as report
+from bracket.stats.provenance import attempt_record
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "report" / "probe"
@@ -48,10 +49,10 @@ def plant_hostile_text(src: Path) -> None:
     first_timed = next(r for r in recs if not r["warmup"] and r["workload"] == "code")
     first_timed["output_text"] = f"{SCRIPT} {BOLD} | `tick` [x](javascript:alert(2))\n# not a heading"
     block.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    meta = src / "raw" / "block-0.meta.json"
-    m = json.loads(meta.read_text())
-    m["version"] = json.dumps({"version": f"0.32.0 {BOLD}"})
-    meta.write_text(json.dumps(m))
+    # the version the server reported, as stats.json states the blocks' provenance (bracket.stats.provenance)
+    stats = json.loads((src / "stats.json").read_text())
+    stats["provenance"]["served"]["versions"] = [f"0.32.0 {BOLD}"]
+    (src / "stats.json").write_text(json.dumps(stats))
     runs = pd.read_csv(src / "runs.csv")
     runs["error"] = runs["error"].astype(object)
     runs.loc[runs.index[0], "error"] = f"server said {SCRIPT}"
@@ -225,25 +226,24 @@ def test_corrections_ledger(tmp_path):
 
 
 def test_the_report_reads_the_files_it_is_given(tmp_path):
-    """Named blocks only (a stale block file beside them is not read), the named model's build record."""
+    """Named blocks only (a stale block file beside them is not read); what ran is stats.json's provenance, so
+    the blocks' meta, the failed attempts and the model's build record beside the records are not read."""
     src = tmp_path / "probe"
     shutil.copytree(FIXTURE, src)
     shutil.copy(src / "raw" / "block-2.jsonl", src / "raw" / "block-7.jsonl")  # left from a longer schedule
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "build.json").write_text(json.dumps({"layers": 9, "seed": 5}))
-    (src / "raw" / "model-build.json").unlink(missing_ok=True)
     named = [src / "raw" / f"block-{k}.jsonl" for k in range(3)]
-    d = article.load(
-        **params(src, tmp_path / "out"),
-        block_files=named,
-        model_dir=str(model),
-        attempts_json=str(tmp_path / "none.json"),
-    )
-    assert sorted(d.metas) == [0, 1, 2] and len(d.raw) == sum(len(p.read_text().splitlines()) for p in named)
-    assert d.model_dir == str(model) and d.model_build == {"layers": 9, "seed": 5}
-    assert d.failed_attempts == []
+    d = article.load(**params(src, tmp_path / "out"), block_files=named)
+    assert len(d.raw) == sum(len(p.read_text().splitlines()) for p in named)
     assert len(article.load(**params(src, tmp_path / "out2")).raw) > len(d.raw)  # on its own: the folder
+    before = article.section_method(d)._repr_markdown_()
+    for p in [*(src / "raw").glob("*.meta.json"), src / "raw" / "model-build.json"]:
+        p.write_text('{"status": "failed", "arm": "ngram_8", "layers": 99, "version": "9.9.9"}')
+    (src / "raw" / "failed").mkdir()
+    (src / "raw" / "failed" / "block-0.attempt-1.meta.json").write_text('{"block": 0, "error": "planted"}')
+    (src / "failed_attempts.json").write_text('[{"block": 0, "error": "planted"}]')
+    d = article.load(**params(src, tmp_path / "out3"), block_files=named)
+    assert article.section_method(d)._repr_markdown_() == before
+    assert "Built locally (build.json): 4 layers" in before and "vLLM 0.32.0" in before
 
 
 def test_sections_absent_without_their_data(data):
@@ -280,7 +280,7 @@ def test_notebook_pair_in_sync():
         assert (
             value.startswith("../tests/data/report/")
             or name == "out_dir"
-            or (name in ("verdict_paths", "block_files", "attempts_json", "model_dir") and value in ("", "[]"))
+            or (name in ("verdict_paths", "block_files") and value in ("", "[]"))
         )
 
 
@@ -518,7 +518,6 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
     """A second round (the fixture's blocks again, 3 % slower, later), a cache hit, an error and an
     early stop: drift becomes measurable and every section renders without failing."""
     import yaml
-    from bracket import records
     from bracket.experiment import config
     from bracket.stats import analyze
 
@@ -612,8 +611,13 @@ def test_failed_block_attempts_are_reported_escaped(tmp_path):
             }
         )
     )
+    # as rule collect gathers them and rule analyze states them (bracket.stats.provenance)
+    attempts = records.failed_attempts(src / "raw")
+    stats = json.loads((src / "stats.json").read_text())
+    stats["provenance"]["failed_attempts"] = [attempt_record(m) for m in attempts]
+    (src / "stats.json").write_text(json.dumps(stats))
     d = article.load(**params(src, tmp_path / "out"))
-    assert len(d.failed_attempts) == 1 and d.failed_attempts[0]["records_kept"] == 2
+    assert len(d.provenance["failed_attempts"]) == 1 and d.provenance["failed_attempts"][0]["records_kept"] == 2
     section = article.section_method(d)
     md, html_ = section._repr_markdown_(), section._repr_html_()
     assert "1 block attempt(s) failed" in md and "raw/failed/block-1.attempt-1.jsonl" in md
@@ -662,10 +666,17 @@ def test_hosts_are_compared_like_arms_in_the_drift_section(data):
 
 def test_method_says_how_the_server_was_started(data):
     assert "fresh server process was launched for each block" in article.section_method(data)._repr_markdown_()
-    attached = {k: {**m, "launch": "attach", "argv": []} for k, m in data.metas.items()}
-    d = article.Data(**{**data.__dict__, "metas": attached})
+    import copy
+
+    stats = copy.deepcopy(data.stats)
+    stats["provenance"]["served"]["launches"] = ["attach"]  # every block attached to a server started by hand
+    d = article.Data(**{**data.__dict__, "stats": stats})
     md = article.section_method(d)._repr_markdown_()
-    assert "not restarted between blocks" in md and "same server flags" in md
+    assert "not restarted between blocks" in md and "same server flags" in md and "a flush failed" not in md
+    stats["provenance"]["flush_warnings"] = True
+    assert "see the warnings below: a flush failed" in article.section_method(d)._repr_markdown_()
+    stats["provenance"]["served"]["launches"] = ["docker"]
+    assert "A fresh container was started for each block" in article.section_method(d)._repr_markdown_()
 
 
 def _telemetry(sm_min, sm_max, reasons=()):
@@ -682,19 +693,22 @@ def _telemetry(sm_min, sm_max, reasons=()):
 
 
 def test_the_accelerator_of_every_block_is_in_the_method_section(data):
-    """NVML telemetry from each block's meta: a table per block, and one sentence on whether the clock moved."""
+    """NVML telemetry from each block's meta, as stats.json's provenance states it: a table per block, and one
+    sentence on whether the clock moved."""
     import copy
 
-    assert article.section_telemetry(data) is None or not data.metas  # the CPU fixture has none
-    d = copy.copy(data)
-    d.metas = {k: {**m, "telemetry": _telemetry(1980, 1980, ["gpu_idle"])} for k, m in data.metas.items()}
+    assert article.section_telemetry(data) is None  # the CPU fixture has none
+    stats = copy.deepcopy(data.stats)
+    blocks = stats["provenance"]["blocks"]
+    for b in blocks:
+        b["telemetry"] = _telemetry(1980, 1980, ["gpu_idle"])
+    d = article.Data(**{**data.__dict__, "stats": stats})
     md = article.section_method(d)._repr_markdown_()
     assert "The accelerator during each block" in md and "held at 1980 MHz in every block" in md
     t = article.telemetry_table(d)
-    assert len(t) == len(data.metas) and set(t["power W, median (max)"]) == {"481 (504)"}
+    assert len(t) == len(blocks) == 3 and set(t["power W, median (max)"]) == {"481 (504)"}
     assert set(t["temperature °C (min–median–max)"]) == {"36–45–48"}
-    first = min(d.metas)
-    d.metas = {**d.metas, first: {**d.metas[first], "telemetry": _telemetry(1410, 1980, ["sw_thermal_slowdown"])}}
+    blocks[0]["telemetry"] = _telemetry(1410, 1980, ["sw_thermal_slowdown"])
     md = article.section_telemetry(d)._repr_markdown_()
     assert "ranged 1410–1980 MHz" in md and "sw\\_thermal\\_slowdown" in md  # markdown-escaped
 

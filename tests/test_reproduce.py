@@ -321,12 +321,9 @@ def test_ledger_entries_survive_re_rendering(tmp_path):
         runs=None,
         stats={},
         schedule=None,
-        metas={},
         raw=[],
         corrections=article.load_corrections(p),
         corrections_path=str(p),
-        model_dir=None,
-        model_build=None,
         out_dir=tmp_path,
     )
     first = article.section_corrections(d)._repr_markdown_()

@@ -37,7 +37,8 @@ rule collect:
 
 rule analyze:
     """Summaries, drift, comparisons, speculative readings, the measurement against the ceiling, guards; and
-    the experiment, byte account and ceiling as the article states them (stats.json holds all it says).
+    the experiment, byte account and ceiling as the article states them, and what ran (the blocks' provenance,
+    the failed attempts, the model and its build record): stats.json holds all the article says.
     Runs again whenever the resolved experiment changes (its thresholds, arms, labels)."""
     input:
         "results/{exp}/runs.csv",
@@ -46,9 +47,13 @@ rule analyze:
         schedule="results/{exp}/schedule.csv",
         neutrality="results/{exp}/neutrality.csv",
         metas=get_block_meta_files,
+        attempts="results/{exp}/failed_attempts.json",
+        model_build=get_model_build,
         experiment=get_resolved_experiment,
     output:
         "results/{exp}/stats.json",
+    params:
+        model_dir=get_model_param,
     log:
         "logs/{exp}/analyze.log",
     conda:

@@ -236,6 +236,14 @@ def get_model_param(wildcards):
     return get_model_dir(wildcards.exp)
 
 
+def get_model_build(wildcards):
+    """The embedded vLLM model's build record (the trainer writes it); none for a GGUF or a model of your own."""
+    experiment = load_experiment(wildcards.exp)
+    if experiment.engine.embedded and experiment.engine.kind == "vllm":
+        return [f"{get_model_dir(wildcards.exp)}/build.json"]
+    return []
+
+
 def get_engine_inputs(wildcards):
     experiment = load_experiment(wildcards.exp)
     build = [embedded.LLAMACPP_BUILD] if embedded.uses_llamacpp_build(experiment) else []

@@ -31,7 +31,15 @@ with rule_log(snakemake.log[0]) as log:
     schedule = pd.read_csv(snakemake.input.schedule)
     path = getattr(snakemake.input, "neutrality", None)
     control = pd.read_csv(path) if path else None
-    metas = [json.loads(Path(p).read_text()) for p in getattr(snakemake.input, "metas", [])]
+    # each block's provenance (its number from the file's name where a meta lacks it), the attempts set aside
+    # in raw/failed/ (rule collect) and the served model's build record where the workflow built it
+    metas = [
+        {"block": int(Path(p).name.split(".")[0].split("-")[1]), **json.loads(Path(p).read_text())}
+        for p in getattr(snakemake.input, "metas", [])
+    ]
+    attempts = json.loads(Path(snakemake.input.attempts).read_text())
+    model_dir = str(snakemake.params.model_dir or "") or None
+    build = next(iter(getattr(snakemake.input, "model_build", [])), None)  # declared only where the workflow built it
     stats = analyze(
         runs,
         experiment,
@@ -41,6 +49,9 @@ with rule_log(snakemake.log[0]) as log:
         weights=weights,
         schedule=schedule,
         name=snakemake.wildcards.exp,
+        failed_attempts=attempts,
+        model_dir=model_dir,
+        model_build=json.loads(Path(build).read_text()) if build else None,
     )
     with open(snakemake.output[0], "w") as f:
         json.dump(stats, f, indent=1, allow_nan=False)

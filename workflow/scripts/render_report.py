@@ -16,8 +16,6 @@ with rule_log(snakemake.log[0], mode="a"):
             "stats_json": str(Path(snakemake.input.stats).resolve()),
             "meta_dir": str(Path(snakemake.input.blocks[0]).parent.resolve()),
             "block_files": json.dumps([str(Path(p).resolve()) for p in snakemake.input.blocks]),
-            "attempts_json": str(Path(snakemake.input.attempts).resolve()),
-            "model_dir": str(snakemake.params.model_dir or ""),
             "corrections_path": str(Path(snakemake.params.corrections).resolve()),
             "agreement_json": str(Path(snakemake.input.agreement).resolve()),
             "arena_json": str(Path(snakemake.input.arena).resolve()),

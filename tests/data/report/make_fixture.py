@@ -9,7 +9,8 @@ from them and from the model's tensor headers with the package, exactly as the w
     .venv/bin/python tests/data/report/make_fixture.py --stats-only   # stats.json again, from the committed files
 
 The model itself is not committed; its build record (build.json) is copied beside the raw
-records so the article can show how the model was made.
+records (raw/model-build.json), and stats.json states it with the blocks' provenance, as rule analyze
+does from the model's folder, so the article can show how the model was made.
 """
 
 from __future__ import annotations
@@ -83,19 +84,33 @@ def main(raw_dir: Path, model_dir: Path) -> None:
     design.write(design.from_config(cfg), OUT / "schedule.csv")
     weights.write_json(model_dir, OUT / "weights.json", cfg)
     ceil = ceiling.write_json(OUT / "weights.json", cfg, OUT / "ceiling.json")
-    stats = _analyze(runs, cfg, ceil)
-    (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     if (model_dir / "build.json").exists():
         shutil.copy(model_dir / "build.json", OUT / "raw" / "model-build.json")
+    stats = _analyze(runs, cfg, ceil)
+    (OUT / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False) + "\n")
     size = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file())
     print(f"{OUT}: {len(runs)} runs, {size / 1e3:.0f} kB")
 
 
 def _analyze(runs, cfg: dict, ceil: dict) -> dict:
-    """As rule analyze: the byte account, the schedule and the experiment's name go in too (stats.json states them)."""
+    """As rule analyze: the byte account, the schedule, the experiment's name, the blocks' provenance, the failed
+    attempts and the model's build record go in too (stats.json states them). The model's folder is not named
+    (it was a temporary one), as the notebook on its own did not name it."""
     acct = json.loads((OUT / "weights.json").read_text())
     schedule = pd.read_csv(OUT / "schedule.csv")
-    return analyze(runs, cfg, ceil, weights=acct, schedule=schedule, name="probe")
+    metas = [json.loads(p.read_text()) for p in sorted((OUT / "raw").glob("block-*.meta.json"))]
+    build = OUT / "raw" / "model-build.json"
+    return analyze(
+        runs,
+        cfg,
+        ceil,
+        metas=metas,
+        weights=acct,
+        schedule=schedule,
+        name="probe",
+        failed_attempts=records.failed_attempts(OUT / "raw"),
+        model_build=json.loads(build.read_text()) if build.is_file() else None,
+    )
 
 
 def stats_only() -> None:

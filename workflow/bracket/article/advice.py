@@ -39,31 +39,18 @@ def levels_words(lv: dict) -> str:
     return str(advice or "")
 
 
-def _flag_groups(argv: list[str]) -> list[tuple[str, ...]]:
-    """argv as flags with their values: ("--port", "8000"), ("--metrics",); a lone value stands alone."""
-    out, i = [], 0
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out.append((a, argv[i + 1]))
-            i += 2
-        else:
-            out.append((a,))
-            i += 1
-    return out
+def arm_record(d: Data, arm: str) -> dict:
+    """The arm as it ran, from stats.json's provenance (bracket.stats.provenance.arm_record); {} for an arm it does
+    not name."""
+    return next((a for a in d.provenance.get("arms") or [] if a.get("arm") == arm), {})
 
 
 def arm_flags(d: Data, arm: str) -> str:
-    """The launch flags that distinguish this arm, as they ran (from a block's launch command): every
-    adapter's speculative flags begin with --spec (vLLM's --speculative-config, SGLang's
-    --speculative-*, llama.cpp's --spec-*), then the arm's own args not already among them."""
-    for pos in sorted(d.metas):
-        m = d.metas[pos]
-        if m.get("arm") != arm or not m.get("argv"):
-            continue
-        spec = [g for g in _flag_groups(list(m["argv"])) if g[0].startswith("--spec")]
-        extra = [g for g in _flag_groups(list(d.arm_config(arm).get("args") or [])) if g not in spec]
-        flags = [a for g in spec + extra for a in g]
+    """The launch flags that distinguish this arm, as they ran: its speculative flags and its own args, as
+    stats.json's provenance read them from a block's launch command (bracket.stats.provenance.launched_flags);
+    the experiment's speculative settings where no block of the arm has a launch record."""
+    flags = arm_record(d, arm).get("flags")
+    if flags is not None:
         return shlex.join(flags) if flags else "(no speculative flags)"
     spec = d.arm_config(arm).get("speculative")
     return (

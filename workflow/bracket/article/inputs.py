@@ -1,11 +1,12 @@
 """The article's inputs: stats.json (every number and judgement it states), runs.csv (the raw tables), and the
-blocks' records and provenance where they are there, read once into `Data`. No experiment file, byte
-account or ceiling file is read: stats.json states them (`experiment`, `physics.weights`, `physics.ceiling`)."""
+blocks' records where they are there (the models' outputs), read once into `Data`. No experiment file, byte
+account, ceiling, block meta, failed attempts or model build record is read: stats.json states them
+(`experiment`, `physics.weights`, `physics.ceiling`, `provenance`)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -24,14 +25,10 @@ class Data:
     runs: pd.DataFrame
     stats: dict
     schedule: pd.DataFrame  # the planned blocks, from stats.json's experiment.schedule
-    metas: dict  # block position -> meta dict
-    raw: list  # raw records (with output_text)
+    raw: list  # raw records (with output_text), for the outputs' excerpts
     corrections: list | None
     corrections_path: str
-    model_dir: str | None
-    model_build: dict | None
     out_dir: Path
-    failed_attempts: list = field(default_factory=list)  # meta of attempts set aside in raw/failed/
 
     @property
     def experiment(self) -> dict:
@@ -47,6 +44,12 @@ class Data:
     def ceiling(self) -> dict | None:
         """The ceiling as stats.json states it (physics.ceiling; None without one)."""
         return (self.stats.get("physics") or {}).get("ceiling")
+
+    @property
+    def provenance(self) -> dict:
+        """What ran as stats.json states it (bracket.stats.provenance): blocks, served, hardware, arms, failed
+        attempts, the model's build record."""
+        return self.stats.get("provenance") or {}
 
     @property
     def reference(self) -> str:
@@ -96,63 +99,32 @@ def load(
     out_dir,
     *,
     block_files=None,
-    attempts_json=None,
-    model_dir=None,
 ) -> Data:
     """Read one experiment's files (the report rule's inputs) into a `Data`.
 
-    stats.json states every number and judgement, and the experiment, byte account and ceiling as the
-    article names them (version 3; an older file stops here with the command that analyses it again,
-    bracket.stats.contract.require); runs.csv gives the raw tables. The rest is provenance, used where it is
-    there: `block_files` (the raw records of the blocks the schedule ran; their provenance is the
-    `.meta.json` beside each), `attempts_json` (the failed attempts, written by the collect rule) and
-    `model_dir` (the model the experiment served, as the workflow resolved it). Without them (the notebook on
-    its own, the fixture) the blocks and attempts are found in `meta_dir`, and the model's build record at
-    meta_dir/model-build.json.
+    stats.json states every number and judgement, the experiment, byte account and ceiling as the article
+    names them, and what ran (`provenance`: the blocks' meta, the failed attempts, the model's build record)
+    (version 4; an older file stops here with the command that analyses it again,
+    bracket.stats.contract.require); runs.csv gives the raw tables. The blocks' raw records give the outputs'
+    excerpts where they are there: `block_files` (the blocks the schedule ran), else every block-K.jsonl in
+    `meta_dir` (the raw folder: the notebook on its own, the fixture).
     """
     runs = pd.read_csv(runs_csv)
     for col in ("valid", "warmup"):
         if col in runs:
             runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
     stats = require(current(json.loads(Path(stats_json).read_text()), runs=runs), stats_json)
-    meta_dir = Path(meta_dir)
     if block_files is None:
-        block_files = sorted(meta_dir.glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
-    block_files = [Path(p) for p in block_files]
-    metas = {}
-    for jsonl in block_files:
-        p = jsonl.with_name(jsonl.name.replace(".jsonl", ".meta.json"))
-        if p.is_file():
-            m = json.loads(p.read_text())
-            metas[int(m.get("block", jsonl.stem.split("-")[1]))] = m
-    raw = records.read(block_files)
-    failed_attempts = (_read_json(attempts_json) or []) if attempts_json else records.failed_attempts(meta_dir)
-    build = None
-    # A relative model path is relative to the workflow's root (results/NAME/stats.json's ../..).
-    roots = [*Path(stats_json).resolve().parents[2:3], Path.cwd()]
-    dirs = (
-        [Path(model_dir)]
-        if model_dir and Path(model_dir).is_absolute()
-        else [r / model_dir for r in roots]
-        if model_dir
-        else []
-    )
-    for cand in [p / "build.json" for p in dirs] + [meta_dir / "model-build.json"]:
-        if cand.is_file():
-            build = json.loads(cand.read_text())
-            break
+        block_files = sorted(Path(meta_dir).glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
+    raw = records.read([Path(p) for p in block_files])
     plan = stats["experiment"].get("schedule") or []
     return Data(
         name=stats["experiment"].get("name") or Path(stats_json).parent.name,
         runs=runs,
         stats=stats,
         schedule=pd.DataFrame(plan, columns=list(SCHEDULE_COLUMNS)),
-        metas=metas,
         raw=raw,
         corrections=load_corrections(corrections_path),
         corrections_path=str(corrections_path or ""),
-        model_dir=model_dir or None,
-        model_build=build,
         out_dir=Path(out_dir),
-        failed_attempts=failed_attempts,
     )

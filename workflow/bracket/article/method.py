@@ -1,4 +1,4 @@
-"""Method and provenance: launch, versions, schedule, telemetry."""
+"""Method and provenance: launch, versions, schedule, telemetry, as stats.json's `provenance` states them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.neutrality import section_items as neutrality_items
-from bracket.article.phases import arm_state, states_differ
+from bracket.article.phases import arm_state
 from bracket.article.text import _missing, _n, pct, spec_words
 from bracket.engines.identify import NAMES
+from bracket.stats.provenance import WeightsReading
 
 
 def _utc(t) -> str:
@@ -23,14 +24,20 @@ def _utc(t) -> str:
     return _dt.datetime.fromtimestamp(float(t), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _blocks(d: Data) -> dict:
+    """Each block as stats.json's provenance states it, by its number."""
+    return {int(b["block"]): b for b in d.provenance.get("blocks") or [] if b.get("block") is not None}
+
+
 def schedule_table(d: Data) -> pd.DataFrame:
     rows = []
     seq = d.stats.get("sequential") or {}
     ran = max((x["blocks"] for x in seq.get("looks") or []), default=None)
+    blocks = _blocks(d)
     for b in d.schedule.itertuples(index=False):
         if ran is not None and int(b.position) >= ran:
             continue  # an adaptive design's planned round that its looks did not ask for
-        m = d.metas.get(int(b.position), {})
+        m = blocks.get(int(b.position))
         n = int((d.runs["position"] == b.position).sum()) if "position" in d.runs else 0
         rows.append(
             {
@@ -38,51 +45,39 @@ def schedule_table(d: Data) -> pd.DataFrame:
                 "arm": b.arm,
                 "round": int(b.round),
                 "seed": int(b.seed),
-                "status": m.get("status", "not run"),
-                "ready (s)": m.get("ready_s", ""),
-                "started (UTC)": _utc(m.get("started_at")),
-                "server": m.get("server_id", ""),
+                "status": (m.get("status") or "not run") if m else "not run",
+                "ready (s)": m.get("ready_s", "") if m else "",
+                "started (UTC)": _utc(m.get("started_at")) if m else "",
+                "server": m.get("server_id", "") if m else "",
                 "requests": n,
             }
         )
     return pd.DataFrame(rows)
 
 
-def _versions(d: Data) -> list[str]:
-    vs = []
-    for m in d.metas.values():
-        v = m.get("version")
-        try:
-            v = json.loads(v).get("version", v) if isinstance(v, str) and v.startswith("{") else v
-        except (ValueError, AttributeError):
-            pass
-        if v and str(v) not in vs:
-            vs.append(str(v))
-    return vs
-
-
 ENGINE_NAMES = NAMES  # one table of engine names: the identifier's
 
 
-def _first(d: Data, key: str):
-    return next((m[key] for _, m in sorted(d.metas.items()) if m.get(key)), None)
+def _served(d: Data) -> dict:
+    return d.provenance.get("served") or {}
 
 
 def served_sentence(d: Data) -> str:
-    """What served the experiment, from provenance: the engine as identified on the server
-    (engine_identified, on attach) or as launched (the block's engine kind), its version, how bracket
-    reached it, and the model as the server named it and where its files were."""
+    """What served the experiment, from stats.json's provenance: the engine as identified on the server
+    (on attach) or as launched (the block's engine kind), its versions, how bracket reached it, and the model
+    as the server named it and where its files were."""
     eng = d.experiment.get("engine", {})
-    found = _first(d, "engine_identified")
-    launch = _first(d, "launch") or eng.get("launch")
-    vs = _versions(d)
+    sv = _served(d)
+    found = sv.get("identified")
+    launch = sv.get("launch") or eng.get("launch")
+    vs = sv.get("versions") or []
     if isinstance(found, dict) and found.get("kind"):
         who = ENGINE_NAMES.get(found["kind"], str(found["kind"]))
         who += f" {found['version']}" if found.get("version") else (f" {', '.join(vs)}" if vs else "")
         if found.get("evidence"):
             who += f" (identified from what it serves: {found['evidence']})"
     else:
-        kind = _first(d, "engine") or eng.get("kind")
+        kind = sv.get("kind") or eng.get("kind")
         if kind in (None, "auto", "openai"):
             who = (
                 "an OpenAI-compatible server"
@@ -99,7 +94,7 @@ def served_sentence(d: Data) -> str:
             if eng.get("kind") == "llamacpp"
             else " (embedded: the tiny model trained locally)"
         )
-    base = _first(d, "base_url") or eng.get("base_url")
+    base = sv.get("base_url") or eng.get("base_url")
     how = {
         "attach": f", attached at {base} (started by hand; bracket started and stopped nothing)"
         if base
@@ -108,9 +103,9 @@ def served_sentence(d: Data) -> str:
         "native": ", a fresh process per block",
         "slurm": ", a fresh process per block",
     }.get(launch, f", launch {launch}" if launch else "")
-    served = _first(d, "served_model")
+    served = sv.get("served_model")
     # the model as the workflow resolved it, else as the blocks recorded it, else as the experiment named it
-    where = d.model_dir if d.model_dir and d.model_dir != "embedded" else _first(d, "model") or eng.get("model")
+    where = sv.get("model_dir") or sv.get("model") or eng.get("model")
     if where == "embedded":
         where = None
     model = ""
@@ -121,46 +116,37 @@ def served_sentence(d: Data) -> str:
     return f"Served by {who}{how}." + model
 
 
+def _gpu_words(g: dict) -> str:
+    name, mem, driver, n = g.get("name"), g.get("memory_mib"), g.get("driver"), g.get("count")
+    if not (mem or driver):
+        return f"{n} x {name}"
+    return f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
+
+
 def hardware_sentence(d: Data) -> str:
-    """The machine each block ran on, as provenance recorded it: CPU model, cores, memory, GPUs."""
-    seen: dict = {}
-    for _, m in sorted(d.metas.items()):
-        hi, gpus = m.get("host_info") or {}, m.get("gpus") or []
-        if not hi and not gpus:
-            continue
-        parts = []
-        if hi.get("cpu"):
-            parts.append(str(hi["cpu"]))
-        if hi.get("cpus"):
-            parts.append(f"{hi['cpus']} logical CPUs")
-        if hi.get("memory_gib"):
-            parts.append(f"{hi['memory_gib']} GiB memory")
-        by_name: dict = {}
-        for g in gpus:
-            key = (g.get("name"), g.get("memory_mib"), g.get("driver"))
-            by_name[key] = by_name.get(key, 0) + 1
-        for (name, mem, driver), n in by_name.items():
-            parts.append(
-                f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
-                if mem or driver
-                else f"{n} x {name}"
-            )
-        if not gpus:
-            parts.append("no NVIDIA GPU reported")
-        if hi.get("kernel"):
-            parts.append(f"Linux {hi['kernel']}")
-        text = ", ".join(parts)
-        seen.setdefault(text, []).append(str(m.get("host") or ""))
-    if not seen:
+    """The machine each block ran on, as stats.json's provenance groups it: CPU model, cores, memory, GPUs."""
+    groups = d.provenance.get("hardware") or []
+    if not groups:
         return ""
-    lines = [
-        (f"{', '.join(sorted(set(h for h in hosts if h)))}: " if len(seen) > 1 else "") + text
-        for text, hosts in seen.items()
-    ]
-    launch = _first(d, "launch")
+    lines = []
+    for g in groups:
+        parts = []
+        if g.get("cpu"):
+            parts.append(str(g["cpu"]))
+        if g.get("cpus"):
+            parts.append(f"{g['cpus']} logical CPUs")
+        if g.get("memory_gib"):
+            parts.append(f"{g['memory_gib']} GiB memory")
+        parts += [_gpu_words(x) for x in g.get("gpus") or []]
+        if not g.get("gpus"):
+            parts.append("no NVIDIA GPU reported")
+        if g.get("kernel"):
+            parts.append(f"Linux {g['kernel']}")
+        hosts = g.get("hosts") or []
+        lines.append((f"{', '.join(hosts)}: " if len(groups) > 1 else "") + ", ".join(parts))
     note = (
         " This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
-        if launch == "attach"
+        if _served(d).get("launch") == "attach"
         else ""
     )
     return "Hardware: " + "; ".join(lines) + "." + note
@@ -170,7 +156,7 @@ def cache_sentence(d: Data) -> str:
     """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
     g = d.stats.get("guards") or {}
     checks = g.get("cache_checks") or {}
-    found = next((m["engine_identified"] for m in d.metas.values() if m.get("engine_identified")), None)
+    found = _served(d).get("identified")
     who = (
         ENGINE_NAMES.get(found.get("kind"), found.get("kind"))
         + (f" {found['version']}" if found.get("version") else "")
@@ -202,18 +188,14 @@ def cache_sentence(d: Data) -> str:
 
 
 def launch_sentence(d: Data) -> str:
-    """How the server was started, from the blocks' provenance (attach mode changes what a block means)."""
-    launches = {m.get("launch") for m in d.metas.values()} or {d.experiment.get("engine", {}).get("launch")}
+    """How the server was started, from stats.json's provenance (attach mode changes what a block means)."""
+    launches = set(_served(d).get("launches") or []) or {d.experiment.get("engine", {}).get("launch")}
     if launches == {"attach"}:
         return (
             "The server was started by hand and only attached to: it was not restarted between blocks, so "
             "every arm ran with the same server flags, and each block flushed the prefix cache where the "
             "engine allows it"
-            + (
-                ""
-                if not any(m.get("warnings") for m in d.metas.values())
-                else " (see the warnings below: a flush failed)"
-            )
+            + ("" if not d.provenance.get("flush_warnings") else " (see the warnings below: a flush failed)")
             + "."
         )
     if launches == {"docker"}:
@@ -226,14 +208,19 @@ def launch_sentence(d: Data) -> str:
     )
 
 
+def _shared(d: Data, key: str) -> tuple[bool, object]:
+    """(whether the blocks differed in `key`, the one value they shared: None where none was set)."""
+    rec = d.provenance.get(key) or {}
+    return bool(rec.get("differs")), rec.get("value")
+
+
 def priority_sentence(d: Data) -> str:
-    """The server's and the client's nice value (engine.nice), from provenance."""
-    prios = {json.dumps(m.get("priority"), sort_keys=True) for m in d.metas.values()}
-    if not d.metas or prios == {"null"}:
-        return ""
-    if len(prios) > 1:
+    """The server's and the client's nice value (engine.nice), from stats.json's provenance."""
+    differs, pr = _shared(d, "priority")
+    if differs:
         return " The server's priority differed between blocks: see each block's provenance (priority)."
-    pr = json.loads(prios.pop())
+    if pr is None:
+        return ""
     how = [f"{who} {pr[who]}" for who in ("server", "client") if pr.get(who, "set") != "set"]
     return (
         f" The server and bracket's client ran at nice {pr['nice']}, their sessions' autogroups too "
@@ -242,13 +229,12 @@ def priority_sentence(d: Data) -> str:
 
 
 def layout_sentence(d: Data) -> str:
-    """Where the embedded vLLM engine ran its model (bracket.measure.pinning.worker), from provenance."""
-    lays = {json.dumps(m.get("engine_layout"), sort_keys=True) for m in d.metas.values()}
-    if not d.metas or lays == {"null"}:
-        return ""
-    if len(lays) > 1:
+    """Where the embedded vLLM engine ran its model (bracket.measure.pinning.worker), from stats.json's provenance."""
+    differs, w = _shared(d, "layout")
+    if differs:
         return " The engine's process layout differed between blocks: see each block's provenance (engine_layout)."
-    w = json.loads(lays.pop())
+    if w is None:
+        return ""
     n = w["compute_threads"]
     return (
         f" The engine ran its model inside the engine core's process on {n} compute thread{'s' if n != 1 else ''} "
@@ -258,17 +244,24 @@ def layout_sentence(d: Data) -> str:
 
 
 def pinning_sentence(d: Data) -> str:
-    """Where the engine's compute, its other processes and the client ran (bracket.measure.pinning), from provenance."""
-    pins = {json.dumps(m.get("pinning"), sort_keys=True) for m in d.metas.values()}
-    if not d.metas or pins == {"null"}:
-        return ""
-    if len(pins) > 1:
+    """Where the engine's compute, its other processes and the client ran (bracket.measure.pinning), from
+    stats.json's provenance."""
+    differs, p = _shared(d, "pinning")
+    if differs:
         return " CPU pinning differed between blocks: see each block's provenance (pinning)."
-    p = json.loads(pins.pop())
+    if p is None:
+        return ""
     return (
         f" Its compute thread(s) ran on core(s) {p['compute']} alone; the server's other processes and "
         f"bracket's client on core(s) {p['server']} (engine.pin_cpus: auto)."
     )
+
+
+def command(launch: dict) -> str:
+    """A block's launch command as a shell takes it (its environment, then argv; secrets were masked when
+    the block recorded them)."""
+    env = " ".join(f"{k}={v}" for k, v in (launch.get("env") or {}).items())
+    return (env + " \\\n  " if env else "") + shlex.join(launch.get("argv") or [])
 
 
 def _span3(x: dict | None, digits: int = 0) -> str:
@@ -281,10 +274,12 @@ def _span3(x: dict | None, digits: int = 0) -> str:
 
 
 def telemetry_table(d: Data) -> pd.DataFrame:
-    """Per block: what the accelerator did while it was measured (NVML samples in each block's meta)."""
+    """Per block: what the accelerator did while it was measured (each block's NVML summary in stats.json's
+    provenance)."""
     rows = []
-    for pos in sorted(d.metas):
-        m = d.metas[pos]
+    blocks = _blocks(d)
+    for pos in sorted(blocks):
+        m = blocks[pos]
         tel = m.get("telemetry")
         if not isinstance(tel, dict) or not tel.get("n"):
             continue
@@ -342,32 +337,30 @@ def section_telemetry(d: Data) -> Section | None:
     return s
 
 
-def model_hash_sentence(metas: dict) -> tuple[str, str] | None:
-    """What the blocks' provenance says of the weights served (model_sha256), and whether it is the pinned hash.
+def model_hash_sentence(served: dict | None) -> tuple[str, str] | None:
+    """What the blocks' provenance says of the weights served (stats.json's provenance.weights_served, with its
+    reading against the pinned hash: bracket.stats.provenance.WeightsReading).
 
     Returns (sentence, style) or None where no block recorded a hash (a model too large to hash whole)."""
-    hashes = [m.get("model_sha256") for m in metas.values() if isinstance(m.get("model_sha256"), dict)]
-    if not hashes:
+    if not served:
         return None
-    digests = sorted({h.get("sha256") for h in hashes if h.get("sha256")})
-    files = sorted({str(h.get("file")) for h in hashes if h.get("file")})
     text = (
-        f"Model weights served ({', '.join(files)}): sha256 {', '.join(digests)}"
-        + (f" in {len(hashes)} of {len(metas)} blocks" if len(hashes) < len(metas) else ", every block")
+        f"Model weights served ({', '.join(served['files'])}): sha256 {', '.join(served['sha256'])}"
+        + (f" in {served['blocks']} of {served['of']} blocks" if served["blocks"] < served["of"] else ", every block")
         + ". "
     )
-    if len(digests) > 1:
+    reading = served.get("reading")
+    if reading == WeightsReading.DIFFER:
         return text + "The blocks served different weights: their arms are not comparable.", "warn"
-    pins = {h.get("pinned") for h in hashes}
-    if pins == {None}:
+    if reading == WeightsReading.UNPINNED:
         return text + "No hash is pinned for this model in the package.", ""
-    if all(h.get("matches") for h in hashes):
+    if reading == WeightsReading.PINNED:
         return text + (
             "It is the hash this package pins for the model (bracket.embedded.MODEL_SHA256): the model "
             "a rebuild from the same seed must reproduce."
         ), ""
     return text + (
-        f"The package pins {', '.join(sorted(p for p in pins if p))} for this model "
+        f"The package pins {', '.join(served['pinned'])} for this model "
         "(bracket.embedded.MODEL_SHA256): these are other weights, so the figures here are not those of "
         "the published model, and a reproduction against them refuses to compare."
     ), "warn"
@@ -519,12 +512,13 @@ def section_method(d: Data) -> Section:
     if tel is not None:
         s.add(*tel.items)
     eng = exp.get("engine", {})
-    plat = sorted({str(m.get("platform")) for m in d.metas.values() if m.get("platform")})
+    prov = d.provenance
+    plat = _served(d).get("platforms") or []
     s.add(Para(served_sentence(d) + (f" Platform: {', '.join(plat)}." if plat else "")))
     hw = hardware_sentence(d)
     if hw:
         s.add(Para(hw))
-    served = model_hash_sentence(d.metas)
+    served = model_hash_sentence(prov.get("weights_served"))
     if served:
         s.add(Para(served[0], served[1]))
     arm_rows = []
@@ -548,7 +542,7 @@ def section_method(d: Data) -> Section:
             "arms.csv",
         )
     )
-    if states_differ(d):
+    if prov.get("arm_states_differ"):
         s.add(
             Para(
                 "The arms ran with different server state (the arms table's last column): their TTFT, and with it "
@@ -556,26 +550,23 @@ def section_method(d: Data) -> Section:
                 "warn",
             )
         )
-    first = {}
-    for pos in sorted(d.metas):
-        first.setdefault(d.metas[pos].get("arm"), d.metas[pos])
-    for arm, m in first.items():
-        if m.get("argv"):
-            env = " ".join(f"{k}={v}" for k, v in (m.get("env") or {}).items())
+    launches = sorted(
+        (a for a in prov.get("arms") or [] if a.get("launch") and a["launch"].get("argv")),
+        key=lambda a: a["launch"].get("block") or 0,
+    )
+    for a in launches:
+        s.add(Para(f"Launch command of {a['arm']} (block {a['launch']['block']}):", "note"), Pre(command(a["launch"])))
+    for b in prov.get("blocks") or []:
+        if b.get("status") not in (None, "complete"):
             s.add(
-                Para(f"Launch command of {arm} (block {m.get('block')}):", "note"),
-                Pre((env + " \\\n  " if env else "") + shlex.join(m["argv"])),
+                Para(f"Block {b.get('block')} ended with status {b.get('status')}; the last lines of its log:", "warn"),
+                Pre(str(b.get("log_tail") or "")),
             )
-    failed = [m for m in d.metas.values() if m.get("status") not in (None, "complete")]
-    for m in failed:
-        s.add(
-            Para(f"Block {m.get('block')} ended with status {m.get('status')}; the last lines of its log:", "warn"),
-            Pre(str(m.get("log_tail") or "")),
-        )
-    if d.failed_attempts:
+    attempts = prov.get("failed_attempts") or []
+    if attempts:
         s.add(
             Para(
-                f"{len(d.failed_attempts)} block attempt(s) failed and were run again in a fresh server; "
+                f"{len(attempts)} block attempt(s) failed and were run again in a fresh server; "
                 "their records are kept beside the raw values but left out of every statistic:",
                 "warn",
             )
@@ -588,16 +579,16 @@ def section_method(d: Data) -> Section:
                 "file": m.get("file"),
                 "error": str(m.get("error") or m.get("status"))[:300],
             }
-            for m in d.failed_attempts
+            for m in attempts
         ]
         s.add(Table(pd.DataFrame(rows), "Failed block attempts", "failed_attempts.csv"))
-    model_dir = d.model_dir if d.model_dir not in (None, "", "embedded") else None  # "embedded": the schema default
-    if model_dir or d.model_build:
+    model_dir = _served(d).get("model_dir")
+    b = prov.get("model_build")
+    if model_dir or b:
         s.add(Heading("The model", 3))
         if model_dir:
             s.add(Para(f"Its files: {model_dir}."))
-        if d.model_build:
-            b = d.model_build
+        if b:
             s.add(
                 Para(
                     f"Built locally (build.json): {b.get('layers')} layers, hidden {b.get('hidden')}, vocabulary "

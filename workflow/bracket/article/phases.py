@@ -9,15 +9,11 @@ stats.json's `phases` (bracket.stats.phases); the sentences are made here from i
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from bracket import engines
 from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import _missing, pct, rate, ratio, span
-from bracket.engines.base import stated_arm
 
 
 def _ms(x) -> str:
@@ -121,31 +117,11 @@ def state_words(state: dict | None) -> str:
 
 
 def arm_state(d: Data, arm: str) -> str:
-    """The server state an arm's blocks ran with, from their provenance (engines' `server_state`).
-
-    Blocks measured before bracket recorded it carry none: the state is then read from their launch
-    command by the engine's adapter. Where an arm's blocks differ, each state is listed.
-    """
-    states = []
-    for pos in sorted(d.metas):
-        m = d.metas[pos]
-        if m.get("arm") != arm:
-            continue
-        st = m.get("server_state")
-        if st is None and m.get("engine"):
-            try:
-                adapter = engines.get(m["engine"])
-                st = adapter.server_state(m.get("argv"), m.get("env") or {}, stated_arm(d.arm_config(arm)))
-            except (KeyError, ValueError):  # an unknown engine; an arm stats.json states otherwise
-                st = None
-        text = state_words(st)
-        if text not in states:
-            states.append(text)
+    """The server state an arm's blocks ran with, as stats.json's provenance states it (the blocks' own
+    `server_state`, or for blocks measured before bracket recorded it, the engine adapter's reading of their launch
+    command: bracket.stats.provenance.server_state). Where an arm's blocks differ, each state is listed."""
+    rec = next((a for a in d.provenance.get("arms") or [] if a.get("arm") == arm), {})
+    states = list(dict.fromkeys(state_words(st) for st in rec.get("states") or []))
     if not states:
         return "no block ran"
     return states[0] if len(states) == 1 else "differed between blocks: " + " | ".join(states)
-
-
-def states_differ(d: Data) -> bool:
-    """Whether the arms ran with different server states (then the arms table says so)."""
-    return len({json.dumps(arm_state(d, a)) for a in d.arms}) > 1

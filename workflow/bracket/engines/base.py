@@ -24,12 +24,6 @@ SERVED_NAME = "bracket-model"
 NO_SERVER_SETTINGS = ServerSettings(**dict.fromkeys(ServerSettings.model_fields))
 
 
-def stated_arm(stated: dict) -> Arm:
-    """An arm as stats.json states it (bracket.stats.stated: label, speculative, args, server; no env) as the
-    typed value the adapters read, for a record too old to carry what the adapter would read from it."""
-    return Arm.model_validate({"args": [], "env": {}, **{k: v for k, v in stated.items() if k != "arm"}})
-
-
 def spec_of(arm: Arm | None) -> Speculative | None:
     """The arm's speculative settings; None for an arm without speculation, or no arm at all."""
     return arm.speculative if arm else None

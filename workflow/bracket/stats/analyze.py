@@ -33,12 +33,15 @@ from bracket.stats.hosts import hosts_section
 from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
+from bracket.stats.provenance import provenance
 
 VALUE = "decode_tok_s"
 #: stats.json's contract version: 2 made findings data (kind + payload) and added design_ran,
 #: physics' reference_reading and above_ceiling, budget_groups' effects and tokens_per_event; 3 added
-#: `experiment` and physics' `weights` and `ceiling` (bracket.stats.stated): the article reads nothing else.
-STATS_VERSION = 3
+#: `experiment` and physics' `weights` and `ceiling` (bracket.stats.stated); 4 added `provenance` (what ran, from the
+#: blocks' meta, the failed attempts and the model's build record: bracket.stats.provenance): the article reads
+#: nothing else.
+STATS_VERSION = 4
 
 
 def jsonable(obj):
@@ -129,6 +132,9 @@ def analyze(
     weights: dict | None = None,
     schedule: pd.DataFrame | None = None,
     name: str | None = None,
+    failed_attempts: list[dict] | None = None,
+    model_dir: str | None = None,
+    model_build: dict | None = None,
 ) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
@@ -298,8 +304,15 @@ def analyze(
         What went wrong and what to change, as data: records {kind, arm, vs, workload, host, payload}
         (bracket.stats.findings: kind is a FindingKind, payload its numbers). Their sentences are made
         by bracket.article.findings, for the article and the CLI alike.
+    provenance
+        What ran, as the article's method section states it (bracket.stats.provenance): each block's status,
+        start, server and telemetry, the engine and its versions, the hardware by host, whether priority,
+        process layout and pinning were the same in every block, the weights' hashes against the pin, each
+        arm's flags, server state and first launch command, from the blocks' provenance (`metas`); the failed
+        attempts (`failed_attempts`, failed_attempts.json); the model as the workflow resolved it (`model_dir`)
+        and its build record (`model_build`, build.json).
     stats_version
-        3 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
+        4 (STATS_VERSION); readers of older files pass them through bracket.stats.contract.current.
     """
     if not isinstance(experiment, Experiment):
         raise TypeError(
@@ -334,6 +347,7 @@ def analyze(
         "design_ran": design_ran(runs),
         "unmeasured": unmeasured(runs, experiment),
         "experiment": stated.experiment(experiment, name, schedule),
+        "provenance": provenance(metas or [], failed_attempts, model_dir, model_build, experiment),
     }
     warnings: list[Finding] = []
     if valid.empty:

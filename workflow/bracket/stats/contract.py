@@ -23,6 +23,13 @@ Within version 3, the last sentences stats/ stored became codes and numbers (iss
 are said as recorded (each presenter in bracket.article takes a string as one); its adaptive
 `multiplicity.method` sentence, which the article compares, is read as today's code (`current`).
 
+Version 4 (issue 28) made stats.json all the article reads of what ran: `provenance` (bracket.stats.provenance:
+each block's status, start, server and telemetry, the engine, the hardware, each arm's flags, server state and
+launch command, the failed attempts, the model's build record), which the article used to read from the blocks'
+meta, failed_attempts.json and build.json. `current` fills it in from those where the caller passes them (the
+blocks' metas with the experiment); the article passes none, so a version 3 file stops it with `require`'s
+message.
+
 Today (bracket.stats.compare.Comparison, bracket.stats.analyze): a comparison's ``ratio`` with
 ``ci_low`` / ``ci_high`` at ``ci_level`` is the estimate and interval the verdict rests on, and
 ``raw_ratio`` / ``raw_ci_*`` the fit without the drift term. Files written before issue 29 named
@@ -49,13 +56,14 @@ from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import worst as worst_drift
 from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
+from bracket.stats.provenance import provenance
 from bracket.stats.reasons import Undetermined, Why
 from bracket.stats.sequential import METHOD
 
 if TYPE_CHECKING:
     from bracket.experiment.model import Experiment
 
-VERSION = 3
+VERSION = 4
 
 OLD = ("verdict_ci_low", "verdict_ci_high", "verdict_ci_level")
 #: An adaptive design's `multiplicity.method` as version 3 files wrote it before it became a code.
@@ -111,12 +119,18 @@ def current(
     weights: dict | None = None,
     schedule: pd.DataFrame | None = None,
     name: str | None = None,
+    metas: list[dict] | None = None,
+    failed_attempts: list[dict] | None = None,
+    model_dir: str | None = None,
+    model_build: dict | None = None,
 ) -> dict:
     """A whole stats.json in today's contract (a copy where anything changed): its comparisons and
     the hosts section's (each host against the first), and an older file's missing keys (module
     docstring), each from `cfg` (the validated experiment), `runs` (runs.csv), `ceiling` (ceiling.json),
-    `weights` (weights.json), `schedule` (schedule.csv) or `name` (the experiment's) where it needs them;
-    without them the key stays missing, and so does version 3 without `cfg`."""
+    `weights` (weights.json), `schedule` (schedule.csv), `name` (the experiment's), `metas` (the blocks'
+    raw/block-K.meta.json), `failed_attempts` (failed_attempts.json), `model_dir` and `model_build` (the served
+    model and its build.json) where it needs them; without them the key stays missing, version 3 without
+    `cfg` and version 4 without `cfg` and `metas`."""
     out = stats
     if _old(stats.get("comparisons")):
         out = {**out, "comparisons": [current_comparison(c) for c in stats["comparisons"]]}
@@ -127,6 +141,9 @@ def current(
         out = _version_2(out, cfg, runs, ceiling)
     if out.get("stats_version", 1) < 3 and cfg is not None:
         out = _version_3(out, cfg, runs, ceiling, weights, schedule, name)
+    if out.get("stats_version", 1) == 3 and cfg is not None and metas is not None:
+        prov = provenance(metas, failed_attempts, model_dir, model_build, cfg)
+        out = {**out, "stats_version": VERSION, "provenance": prov}
     return _sequential_method(out)
 
 
@@ -144,20 +161,22 @@ def _sequential_method(stats: dict) -> dict:
 
 
 class OldStats(ValueError):
-    """A stats.json from before version 3, which lacks what the article states (`require`)."""
+    """A stats.json from before version 4, which lacks what the article states (`require`)."""
 
 
 def require(stats: dict, path) -> dict:
     """`stats` (passed through `current`) if it holds all the article reads; else OldStats naming the fix."""
-    if stats.get("stats_version", 1) >= 3 and "experiment" in stats:
+    if stats.get("stats_version", 1) >= VERSION and "experiment" in stats and "provenance" in stats:
         return stats
     name = Path(path).parent.name or "NAME"
     raise OldStats(
         f"{path}: stats.json version {stats.get('stats_version', 1)} lacks what the article states since version "
-        f"{VERSION} (the experiment as it ran, the byte account and the ceiling); the article reads no experiment "
-        f"file. Analyse the records again (nothing is measured again):\n  snakemake --cores 1 "
+        f"{VERSION} (the experiment as it ran, the byte account and the ceiling, and what ran: the blocks' "
+        f"provenance, the failed attempts, the model's build record); the article reads no experiment file, meta "
+        f"or build record. Analyse the records again (nothing is measured again):\n  snakemake --cores 1 "
         f"results/{name}/stats.json --forcerun analyze\nor, from Python, pass the file through "
-        "bracket.stats.contract.current with the experiment (cfg), weights.json, ceiling.json and schedule.csv."
+        "bracket.stats.contract.current with the experiment (cfg), weights.json, ceiling.json, schedule.csv, the "
+        "blocks' metas, failed_attempts.json and the model's build.json."
     )
 
 
@@ -229,7 +248,7 @@ def _version_3(stats, cfg, runs, ceiling, weights, schedule, name) -> dict:
         stats["best"] = {w: recorded_reason(b) for w, b in stats["best"].items()}
     if name is None and runs is not None and "experiment" in runs and runs["experiment"].notna().any():
         name = str(runs["experiment"].dropna().iloc[0])
-    out = {**stats, "stats_version": VERSION, "experiment": stated.experiment(cfg, name or "experiment", schedule)}
+    out = {**stats, "stats_version": 3, "experiment": stated.experiment(cfg, name or "experiment", schedule)}
     if out.get("physics") is not None or weights is not None or ceiling is not None:
         base = out.get("physics") or {"efficiency": [], "reference_median": None, "hypotheses": [], "above_ceiling": []}
         out["physics"] = {**base, **stated.physics_inputs(weights, ceiling)}
