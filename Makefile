@@ -22,7 +22,8 @@ draft_sweep: env
 FAST := not engine and not integration and not slow and not slurm
 # pytest-xdist: one worker per core, at most 4 (each worker imports the package and collects the suite);
 # `make test WORKERS=0` runs in one process. The fast tier hands out tests one by one; the rest a file to a
-# worker, so a module's fixture (a workflow run, a server) is made once.
+# worker, so a module's fixture (a workflow run, a server) is made once, the longest files first in the order
+# tests/conftest.py's LONGEST_FIRST gives (--no-loadscope-reorder: xdist would order them by number of tests).
 WORKERS ?= auto
 PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --maxprocesses 4
 
@@ -31,7 +32,7 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS
 # three marker expressions split the suite in three).
 test: env
 	$(PYTEST) -m "$(FAST)" --dist load
-	$(PYTEST) -m "not ($(FAST)) and not serial" --dist loadfile
+	$(PYTEST) -m "not ($(FAST)) and not serial" --dist loadfile --no-loadscope-reorder
 	$(PYTEST) -m "not ($(FAST)) and serial" -n 0
 
 test-fast: env

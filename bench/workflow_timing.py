@@ -12,6 +12,10 @@ other people use, and no report of the checkout is overwritten:
    records: collect -> analyze -> report, forced with `--forcerun collect`; and the report step
    alone (`--forcerun report`). `--allowed-rules` holds snakemake to the planned analysis jobs,
    and a plan that needs a server (SERVER_RULES) is not run. Skipped with a note otherwise.
+3. Every block's settings job (rule block_settings, a `run:` block) of `--settings-experiment`, forced,
+   with the workflow profile (profiles/default: `force-use-threads`, the job runs in a thread of snakemake)
+   and without it (`--workflow-profile none`: each job is a second snakemake that parses the workflow
+   again), interleaved.
 
     .venv/bin/python bench/workflow_timing.py                # writes bench/results/workflow_timing.md
 """
@@ -113,13 +117,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--blocks", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--experiment", default="smoke", help="whose raw values to re-render (results/NAME/raw)")
+    ap.add_argument("--settings-experiment", default="draft_sweep", help="whose block settings jobs to time (3.)")
     ap.add_argument("--out", default=str(HERE / "results" / "workflow_timing.md"))
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     name = f"bench{args.blocks}"
     rows_plan, notes = [], []
-    rows_render = []
+    rows_render, rows_settings = [], []
     with tempfile.TemporaryDirectory(prefix="bracket-wftiming-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
@@ -177,6 +182,20 @@ def main(argv: list[str] | None = None) -> None:
                 f"results/{args.experiment}/raw does not exist in this checkout: re-rendering was not timed "
                 f"(run `snakemake --cores 1 {args.experiment}` first)."
             )
+        exp = args.settings_experiment
+        n_settings = count_blocks(tree, exp)
+        targets = [f"results/{exp}/settings/block-{k}.json" for k in range(n_settings)]
+        ways = {"profiles/default (run: in a thread)": [], "--workflow-profile none (a snakemake per job)": []}
+        for i in range(args.repeats + 1):  # the first round untimed
+            for way, times in ways.items():
+                extra = ["--workflow-profile", "none"] if "none" in way else []
+                argv = [str(SNAKEMAKE), "--cores", "1", *extra, *targets, "--forcerun", "block_settings"]
+                dt, p = timed(argv, tree)
+                if p.returncode != 0:
+                    raise RuntimeError(f"{' '.join(argv)} failed: {fail_tail(p)}")
+                if i:
+                    times.append(dt)
+        rows_settings = [(way, n_settings, times) for way, times in ways.items()]
     load_after = " ".join(f"{x:.1f}" for x in os.getloadavg())
     commit = subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
@@ -210,6 +229,19 @@ def main(argv: list[str] | None = None) -> None:
             jobs = ", ".join(f"{k} {v}" for k, v in planned.items()) or "–"
             L.append(f"| {label} | {jobs} | {err or spread(times)} |")
     L += [f"- {n}" for n in notes]
+    if rows_settings:
+        L += [
+            "",
+            f"## Every block's settings job of {args.settings_experiment} (rule block_settings, `run:`), forced",
+            "",
+            "| workflow profile | jobs | wall time | per job |",
+            "|---|---|---|---|",
+        ]
+        for way, n, times in rows_settings:
+            L.append(f"| {way} | {n} | {spread(times)} | {statistics.median(times) / n:.2f} s |")
+        (_, n, with_), (_, _, without) = rows_settings
+        saved = (statistics.median(without) - statistics.median(with_)) / n
+        L += ["", f"The workflow profile saves {saved:.2f} s per block, measured side by side in one run."]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(L) + "\n")
     print("\n".join(L))

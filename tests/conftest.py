@@ -17,7 +17,7 @@ SMOKE_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
 # Fixtures that install the embedded engine and train its model when a clone lacks them (minutes and
 # 3.4 GB), or build llama.cpp (tests/test_engines_llamacpp_live.py, 11 minutes): only a test marked `engine`
 # may ask for one, so `make test-fast` (-m "not engine ...") can never start an engine.
-ENGINE_FIXTURES = ("embedded_engine", "engine_venv", "llama_server")
+ENGINE_FIXTURES = ("embedded_engine", "engine_venv", "trainer_venv", "llama_server")
 # The marks that keep a test out of the fast tier (the Makefile's FAST expression).
 OUTSIDE_FAST_TIER = ("engine", "integration", "slow", "slurm")
 
@@ -61,10 +61,41 @@ def tier_problems(items) -> dict[str, str]:
 _TIER_PROBLEMS = pytest.StashKey[dict]()
 
 
+# The longest modules first, so that under `--dist loadfile --no-loadscope-reorder` (make test) no long module
+# starts last and runs alone at the end. On a fresh clone the first one builds the embedded engine (about 5
+# minutes), so the two after it need no engine and keep the other worker busy meanwhile. Seconds: each module's
+# tests on two workers with the engine built (`pytest --junitxml`, 2026-12-02; test_setups before it moved to
+# the reference server); unlisted modules follow in file order.
+LONGEST_FIRST = (
+    ("test_slurm.py", 542),  # the embedded engine (its fixture builds it on a fresh clone)
+    ("test_sequential_workflow.py", 178),
+    ("test_neutrality_workflow.py", 163),
+    ("test_pipeline.py", 207),  # engine
+    ("test_install.py", 238),  # engine, after a plain install
+    ("test_faults_workflow.py", 125),
+    ("test_attach_engines.py", 147),  # engine and llama.cpp
+    ("test_setups.py", 197),
+    ("test_embedded_model.py", 98),  # the trainer
+    ("test_executor.py", 91),
+    ("test_hostile_workflow.py", 73),
+    ("test_pinning.py", 63),  # engine
+    ("test_hostile_workflow_round3.py", 56),
+    ("test_hostile_kill_workflow.py", 52),  # engine
+)
+
+
+def longest_first(items) -> list:
+    """`items` with the modules of LONGEST_FIRST first, in its order; the rest after them, as collected."""
+    rank = {name: i for i, (name, _) in enumerate(LONGEST_FIRST)}
+    return sorted(items, key=lambda item: rank.get(Path(str(item.path)).name, len(rank)))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Refuse the whole run, before any test, when a test's marks put it in the wrong tier (tier_problems).
-    On a pytest-xdist worker a UsageError would surface as an INTERNALERROR naming no test, so there each such
-    test fails before its fixtures are set up (no engine is built) and the run stops."""
+    """Order the modules (longest_first), then refuse the whole run, before any test, when a test's marks put it
+    in the wrong tier (tier_problems). On a pytest-xdist worker a UsageError would surface as an INTERNALERROR
+    naming no test, so there each such test fails before its fixtures are set up (no engine is built) and the
+    run stops."""
+    items[:] = longest_first(items)
     problems = tier_problems(items)
     if problems and not is_xdist_worker(config):
         raise pytest.UsageError(" ".join(dict.fromkeys(problems.values())))
@@ -200,6 +231,19 @@ def engine_venv():
         build_in_checkout(f"{_embedded.ENGINE_VENV}/.installed")
         engine = ROOT / _embedded.ENGINE_VENV
     return engine
+
+
+@pytest.fixture(scope="session")
+def trainer_venv(engine_venv):
+    """The embedded model's trainer (CPU torch, no vLLM): beside BRACKET_TEST_ENGINE's engine where it was built
+    there, else the clone's, installed by the workflow's own rule when absent; for a test whose workflow trains
+    its own model and need not install the trainer again (about 1 GB from pip's cache)."""
+    name = Path(_embedded.TRAINER_VENV).name
+    for trainer in (Path(engine_venv).parent / name, ROOT / _embedded.TRAINER_VENV):
+        if (trainer / ".installed").exists():
+            return trainer
+    build_in_checkout(f"{_embedded.TRAINER_VENV}/.installed")
+    return ROOT / _embedded.TRAINER_VENV
 
 
 @pytest.fixture(scope="session")

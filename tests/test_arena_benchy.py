@@ -13,6 +13,7 @@ from bracket import engines
 from bracket.arena import benchy as arena_benchy
 from bracket.arena import readings as arena_stats
 from bracket.arena import text as arena_text
+from bracket.experiment import config
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = Path(os.environ.get("BRACKET_PEERS_DIR", ROOT / "bench" / ".venv-peers"))
@@ -173,14 +174,18 @@ def test_bursty_streams_read_as_llama_benchy_reads_them(users):
     from bracket.engines.reference_server import ReferenceServer
 
     adapter = engines.get("vllm")
-    req = {"max_tokens": 24, "temperature": 0.0, "seed": 1, "timeout_s": 10.0}
+    # the typed request and arm a block hands the arena (bracket.experiment.model), not plain dicts
+    cfg = config.validate(
+        {"arms": {"a": {}}, "request": {"max_tokens": 24, "temperature": 0.0, "seed": 1, "timeout_s": 10.0}}
+    )
+    req, arm = cfg.request, cfg.arms["a"]
     with ReferenceServer(rate=400, ttft=0.02, tokens_per_event=2, burst=4) as srv, httpx.Client() as http:
         runs = []
         for _ in range(3):
             sent = []
             with concurrent.futures.ThreadPoolExecutor(users) as pool:
                 futs = [
-                    pool.submit(arena_text.send, adapter, http, srv.url, "m", "", "p", req, 1, {}, "chat", False)
+                    pool.submit(arena_text.send, adapter, http, srv.url, "m", "", "p", req, 1, arm, "chat", False)
                     for _ in range(users)
                 ]
                 for f in futs:

@@ -102,6 +102,25 @@ def test_the_api_key_guards_the_v1_routes_and_leaves_health_and_metrics_open():
         assert [http.get(srv.url + p).status_code for p in ("/health", "/metrics", "/version")] == [200, 200, 200]
 
 
+def test_a_served_model_name_is_the_one_every_route_gives_and_a_generic_server_asks_for():
+    name = 'Qwen/Qwen3-8B "q8"'  # a hub-style name, with a quote that a Prometheus label must escape
+    with ReferenceServer(served_model_name=name, tokens_per_event=2) as srv, httpx.Client(timeout=5) as http:
+        assert [m["id"] for m in http.get(srv.url + "/v1/models").json()["data"]] == [name]
+        body = {"model": name, "prompt": "x", "max_tokens": 4}
+        assert http.post(srv.url + "/v1/completions", json=body).json()["model"] == name
+        streamed = http.post(srv.url + "/v1/completions", json={**body, "stream": True}).text
+        first = json.loads(streamed.split("data: ", 2)[1])
+        assert first["model"] == name
+        metrics = http.get(srv.url + "/metrics").text
+        assert 'model_name="Qwen/Qwen3-8B \\"q8\\""' in metrics and "reference-model" not in metrics
+    with ReferenceServer(served_model_name=name, generic=True) as srv, httpx.Client(timeout=5) as http:
+        other = {"model": reference_server.MODEL, "prompt": "x", "max_tokens": 2}
+        assert http.post(srv.url + "/v1/completions", json=other).status_code == 404
+        assert http.post(srv.url + "/v1/completions", json={**other, "model": name}).status_code == 200
+    with pytest.raises(ValueError, match="served_model_name must name the model"):
+        ReferenceServer(served_model_name=" ")
+
+
 def test_an_attached_reference_server_is_one_for_engine_kind_reference_and_a_real_vllm_is_not():
     with ReferenceServer() as srv, httpx.Client(timeout=5) as http:
         found = identify.identify(http, srv.url)

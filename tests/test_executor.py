@@ -44,7 +44,7 @@ design: {kind: abab, rounds: 2, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0
 request: {max_tokens: 32}
 cluster: {gpus: 2, mem_mb: 8000, runtime_min: 20}
 analysis: {bootstrap_resamples: 200}
-hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
+hardware: {probe_bandwidth: false, bandwidth_gbps: 20, steadiness_s: 0}
 """
     % PORT
 )
@@ -61,7 +61,7 @@ workloads: {code: {prompts: experiments/prompts/code.jsonl}}
 design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}
 request: {max_tokens: 32}
 analysis: {bootstrap_resamples: 200}
-hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
+hardware: {probe_bandwidth: false, bandwidth_gbps: 20, steadiness_s: 0}
 """
     % PORT
 )
@@ -73,7 +73,7 @@ def workflow_copy(root: Path, experiments: dict[str, str], engine: tuple[Path, P
     engine is linked and the model copied there instead, as faultkit.repo_copy does."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
-    for d in ("workflow", "experiments", "notebooks"):
+    for d in ("profiles", "workflow", "experiments", "notebooks"):
         shutil.copytree(ROOT / d, root / d, ignore=ignore)
     if engine is None:
         (root / "resources").symlink_to(ROOT / "resources")
@@ -133,7 +133,8 @@ def test_slurm_profile_dry_run_shows_what_each_block_asks_for(sweep_copy):
     proc = snakemake(sweep_copy, "-n", "--profile", "workflow/profiles/slurm", f"results/{EXP}/stats.json")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    assert "Using profile workflow/profiles/slurm" in out
+    # the site profile, and the workflow profile beside the Snakefile under it (run: jobs in a thread)
+    assert "Using profiles workflow/profiles/slurm and workflow specific profile profiles/default" in out
     blocks = [j for j in dry_jobs(out) if j["rule"] == "block"]
     assert len(blocks) == 8, out[-4000:]
     schedule = design.draw_hosts(["baseline", "ngram_4"], "baseline", "abab", 2, 1, ["node-a", "node-b"])

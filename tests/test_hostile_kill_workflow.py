@@ -46,7 +46,7 @@ def test_the_server_log_of_a_runner_killed_by_sigkill_reaches_failed_after_snake
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: sequential, rounds: 1, runs_per_block: 12, warmup_runs: 0, cooldown_s: 0}\n"
         "request: {max_tokens: 4}\nanalysis: {bootstrap_resamples: 200}\n"
-        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n"
+        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20, steadiness_s: 0}\n"
         "controls: {neutrality: false, neutrality_off: the stand-in answers by request count}\n"
     )
     raw = repo / "results" / "killed" / "raw"

@@ -74,7 +74,7 @@ def folders(root: Path, exp: str) -> tuple[Path, ...]:
     return root / "results" / exp, root / "logs" / exp, root / "report" / exp, root / "locks"
 
 
-def article(root: Path, exp: str, cfg: dict, raw: Path, meta: dict) -> tuple[Path, str]:
+def article(root: Path, exp: str, cfg: dict, raw: Path) -> tuple[Path, str]:
     """The article's raw values and outputs, rendered as the report rule writes HTML and Markdown; returns
     the folder and the sections' HTML."""
     out = root / "report" / exp
@@ -84,12 +84,9 @@ def article(root: Path, exp: str, cfg: dict, raw: Path, meta: dict) -> tuple[Pat
         runs=records.tidy(recs),
         stats={"experiment": stated.experiment(cfg, exp)},
         schedule=pd.DataFrame(),
-        metas={0: meta},
         raw=recs,
         corrections=None,
         corrections_path="",
-        model_dir=None,
-        model_build=None,
         out_dir=out,
     )
     sections = [s for s in (raw_section.section_outputs(d), raw_section.section_raw(d)) if s is not None]
@@ -175,7 +172,7 @@ def test_property_hostile_input_through_the_runner_and_the_article(
         lock_dir=root / "locks",
     )
     meta = json.loads((res / "raw" / "block-0.meta.json").read_text())
-    out, body = article(root, exp, cfg, raw, meta)
+    out, body = article(root, exp, cfg, raw)
 
     # every run ends in a named state, and the block says it completed
     recs = fk.lines(raw)

@@ -75,6 +75,7 @@ def test_a_written_workflow_validates_dry_runs_and_lints(installed):
     assert json.loads(proc.stdout)["written"] > 30
     for rel in (
         "Snakefile",
+        "profiles/default/config.yaml",
         "workflow/schemas/experiment.schema.yaml",
         "notebooks/article.ipynb",
         "experiments/smoke.yaml",
@@ -86,6 +87,8 @@ def test_a_written_workflow_validates_dry_runs_and_lints(installed):
     assert proc.returncode == 0 and "llama-server -m /data/gguf/Qwen3-8B-Q8_0.gguf" in proc.stdout, proc.stderr
     proc = run(venv, "snakemake", "-n", "smoke", cwd=wf)
     assert proc.returncode == 0 and "report" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # the workflow profile came with it, and Snakemake reads it (run: jobs in a thread, profiles/default)
+    assert "Using workflow specific profile profiles/default" in proc.stdout + proc.stderr
     assert run(venv, "snakemake", "--lint", cwd=wf).returncode == 0
 
 
@@ -185,7 +188,7 @@ def planned(proc) -> dict:
 
 
 @pytest.mark.engine
-def test_a_reinstall_measures_nothing_again(installed, engine_venv):
+def test_a_reinstall_measures_nothing_again(installed, engine_venv, trainer_venv):
     """A finished experiment in a written workflow (its model built by the workflow's own rule), then
     `pip install .` again, which rewrites every file of the package with a new timestamp, and `bracket
     workflow --overwrite`: a dry run plans nothing. Then the model builder's content changes: the model and
@@ -197,6 +200,7 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv):
     assert run(venv, "bracket", "workflow", str(wf), cwd=tmp).returncode == 0
     (wf / "resources" / "engines").mkdir(parents=True)
     (wf / "resources" / "engines" / engine_venv.name).symlink_to(engine_venv)
+    (wf / "resources" / "engines" / trainer_venv.name).symlink_to(trainer_venv)  # the model is trained here
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -208,13 +212,13 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv):
         "workloads: {code: {prompts: experiments/prompts/code.jsonl}}\n"
         "design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}\n"
         "request: {max_tokens: 16}\nanalysis: {bootstrap_resamples: 200}\n"
-        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20}\n"
+        "hardware: {probe_bandwidth: false, bandwidth_gbps: 20, steadiness_s: 0}\n"
     )
     plan = run(venv, "snakemake", "-n", "once", cwd=wf)
     assert plan.returncode == 0 and planned(plan).get("embedded_model") == 1 and planned(plan).get("block") == 1, (
         plan.stdout[-3000:] + plan.stderr[-3000:]
     )
-    assert "engine_venv" not in planned(plan)
+    assert "engine_venv" not in planned(plan) and "trainer_venv" not in planned(plan)
     proc = run(venv, "snakemake", "--cores", "1", "once", cwd=wf)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     block = wf / "results" / "once" / "raw" / "block-0.jsonl"

@@ -1,7 +1,7 @@
 """From a real user's box: setups other than the embedded demo end in an article, or fail in seconds.
 
-- An attached server (the user's own vLLM, here the embedded engine started by hand) that serves the
-  model under a hub-style name: with the name in no local cache, the article says the ceiling is
+- An attached server (the user's own, here bracket's reference server started by hand as vLLM answers)
+  that serves the model under a hub-style name (--served-model-name, as vLLM's flag): with the name in no local cache, the article says the ceiling is
   unknown, why, and which key gives it; with the model in a local Hugging Face cache, the same run's
   article has the byte account and the ceiling. Physics runs before the first block.
 - A model path that does not exist stops the run before any block, in seconds, naming the key.
@@ -18,13 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from bracket import engines
-from bracket.experiment import config
 from bracket.physics import weights
-from bracket.wire.server import Server
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402
+from test_hostile_workflow import tiny_model  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
 _hf = importlib.util.module_from_spec(_spec)
@@ -60,27 +58,39 @@ def snakemake(repo, *args, env=None, timeout=1500):
 
 
 @pytest.fixture(scope="module")
-def hub_named_server(embedded_engine, tmp_path_factory):
-    """The embedded engine, started the way a user starts vLLM, serving the tiny model as Qwen/Qwen3-8B."""
-    engine, model = embedded_engine
+def hub_named_server(tmp_path_factory):
+    """bracket's reference server, started the way a user starts vLLM, naming its model Qwen/Qwen3-8B; and a
+    model folder (config, tokenizer, one safetensors file) whose bytes the account reads once it is cached.
+    What is resolved here (the name, the cache, the byte account) is bracket's alone: no engine is needed."""
+    model = tiny_model(tmp_path_factory.mktemp("model") / "tiny")
     port = fk.free_port()
-    cfg = config.validate({"engine": {"kind": "vllm", "embedded": True, "port": port}, "arms": {"a": {}}})
-    adapter = engines.get("vllm")
-    argv = adapter.launch_argv(cfg, cfg.arms["a"], str(model), str(Path(engine) / "bin" / "python"))
-    argv[argv.index("bracket-model")] = HUB_NAME
-    log = tmp_path_factory.mktemp("server") / "vllm.log"
-    server = Server(
-        argv=argv, env=adapter.launch_env(cfg, cfg.arms["a"]), log_path=log, base_url=f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bracket.engines.reference_server",
+            "--port",
+            str(port),
+            "--rate",
+            "2000",
+            "--ttft",
+            "0.005",
+            "--served-model-name",
+            HUB_NAME,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PYTHONPATH=str(fk.ROOT / "workflow")),
     )
-    server.start()
     try:
-        server.wait_ready(600)
-        yield port, Path(model)
+        fk.wait_for(lambda: fk.listener(port), 20, "the reference server")
+        yield port, model
     finally:
-        server.stop()
+        server.kill()
+        server.wait()
 
 
-@pytest.mark.engine
+@pytest.mark.integration
 def test_an_attached_hub_named_server_ends_in_an_article_with_or_without_its_bytes(hub_named_server, tmp_path_factory):
     port, model = hub_named_server
     repo = fk.repo_copy(tmp_path_factory.mktemp("repo"))

@@ -3,7 +3,7 @@
 The fixture brings up a one-node cluster on this machine with tools/slurm_cluster.py: a private
 munged, MariaDB and slurmdbd (so `sacct` has records), slurmctld and slurmd, a `debug` partition,
 an account `bracket`, and one GPU that exists only on paper (GRES, so `--gpus` is scheduled and
-accounted). A short two-arm, two-round experiment then runs through the shipped profile, with
+accounted). A short two-arm, one-round experiment then runs through the shipped profile, with
 the site settings a user would add (account, partition) written into the copy's profile, and
 every job is a real sbatch submission. The checks read the controller's own records: one job per
 block with the requested memory, GPU, time limit, node and whole node, blocks one at a time and
@@ -55,13 +55,13 @@ engine: {kind: vllm, embedded: true, port: %d}
 arms: {baseline: {}, ngram_4: {speculative: {method: ngram, draft_tokens: 4}}}
 hosts: [%s]
 workloads: {code: {prompts: experiments/prompts/code.jsonl}}
-design: {kind: abab, rounds: 2, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}
+design: {kind: abab, rounds: 1, runs_per_block: 2, warmup_runs: 1, cooldown_s: 0, seed: 1}
 request: {max_tokens: 16}
 cluster: {gpus: 1, mem_mb: 3000, runtime_min: 15}
 analysis: {bootstrap_resamples: 200}
 hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
 """ % (PORT, NODE)
-BLOCKS = 4
+BLOCKS = 2
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "slurmstepd")
 SACCT_FIELDS = (
     "JobID",
@@ -307,7 +307,7 @@ def test_results_have_the_shape_of_a_local_run(slurm_run):
     assert proc.returncode == 0
     res = root / "results" / EXP
     assert design.read(res / "schedule.csv") == design.draw_hosts(
-        ["baseline", "ngram_4"], "baseline", "abab", 2, 1, [NODE]
+        ["baseline", "ngram_4"], "baseline", "abab", 1, 1, [NODE]
     )
     runs = pd.read_csv(res / "runs.csv")
     assert len(runs) == BLOCKS * (1 + 2) and runs.loc[~runs["warmup"], "valid"].all()
@@ -338,7 +338,7 @@ ON_REFERENCE = (
 )
 CANCEL_EXP = "slurmcancel"
 CANCEL = (
-    SWEEP.replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 6")
+    SWEEP.replace("rounds: 1, runs_per_block: 2", "rounds: 1, runs_per_block: 6")
     .replace("Two arms through SLURM", "A block cancelled under it")
     .replace(*ON_REFERENCE)
 )
@@ -423,7 +423,6 @@ def test_a_cancelled_block_ends_the_run_and_a_rerun_finishes_it(slurm_run, clust
 HOST_EXP = "slurmhost"
 PER_HOST = (
     SWEEP.replace(*ON_REFERENCE)
-    .replace("rounds: 2, runs_per_block: 2", "rounds: 1, runs_per_block: 2")
     .replace("runtime_min: 15}", "runtime_min: 15, allocation: per_host}")
     .replace("Two arms through SLURM", "A host's blocks in one allocation")
     .replace(str(PORT), str(PORT + 1))

@@ -40,7 +40,7 @@ def test_an_unmarked_test_that_asks_for_the_engine_stops_the_fast_tier(tmp_path)
     proc = collect(tmp_path, "def test_reads_the_model(embedded_engine):\n    pass\n")
     assert proc.returncode != 0
     assert (
-        "1 test(s) use an engine fixture (embedded_engine, engine_venv, llama_server) without @pytest.mark.engine"
+        "1 test(s) use an engine fixture (embedded_engine, engine_venv, trainer_venv, llama_server) without @pytest.mark.engine"
         in proc.stderr
         and "test_probe.py::test_reads_the_model" in proc.stderr
     ), proc.stdout + proc.stderr
@@ -91,7 +91,10 @@ def test_on_xdist_workers_an_unmarked_test_that_asks_for_the_engine_still_stops_
     proc = pytest_on(tmp_path, "def test_reads_the_model(embedded_engine):\n    pass\n", "-n", "2")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "passed" not in out, out
-    assert "use an engine fixture (embedded_engine, engine_venv, llama_server) without @pytest.mark.engine" in out, out
+    assert (
+        "use an engine fixture (embedded_engine, engine_venv, trainer_venv, llama_server) without @pytest.mark.engine"
+        in out
+    ), out
 
 
 def test_a_serial_test_in_the_fast_tier_is_refused(tmp_path):
@@ -122,3 +125,33 @@ def test_on_xdist_workers_a_build_in_the_checkout_is_exempt_and_any_other_write_
     assert "added results/runs.csv" in out and ".snakemake" not in out.split("The tests wrote into the checkout")[1], (
         out
     )
+
+
+def test_the_longest_modules_go_first_in_the_listed_order_and_the_rest_keep_theirs():
+    from conftest import LONGEST_FIRST, longest_first
+
+    class Item:
+        def __init__(self, name: str, test: str):
+            self.path = HERE / name
+            self.nodeid = f"tests/{name}::{test}"
+
+    first, second = LONGEST_FIRST[0][0], LONGEST_FIRST[1][0]
+    items = [
+        Item("test_a.py", "t1"),
+        Item(second, "t1"),
+        Item("test_b.py", "t1"),
+        Item(first, "t1"),
+        Item(second, "t2"),
+        Item("test_a.py", "t2"),
+    ]
+    assert [i.nodeid for i in longest_first(items)] == [
+        f"tests/{first}::t1",
+        f"tests/{second}::t1",
+        f"tests/{second}::t2",
+        "tests/test_a.py::t1",
+        "tests/test_b.py::t1",
+        "tests/test_a.py::t2",
+    ]
+    # every module named is one of the suite's, named once
+    names = [name for name, _ in LONGEST_FIRST]
+    assert len(set(names)) == len(names) and all((HERE / name).is_file() for name in names)

@@ -19,6 +19,7 @@ from pathlib import Path
 # opens on as it ships (its parameters' defaults).
 WORKFLOW_FILES = (
     "Snakefile",
+    "profiles/default",
     "workflow/rules",
     "workflow/scripts",
     "workflow/schemas",

@@ -189,7 +189,7 @@ def repo_copy(dest: Path, engine_dir: Path | None = None, model_dir: Path | None
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".ipynb_checkpoints")
-    for folder in ("workflow", "experiments", "notebooks"):
+    for folder in ("profiles", "workflow", "experiments", "notebooks"):
         if (ROOT / folder).exists():
             shutil.copytree(ROOT / folder, dest / folder, ignore=ignore, symlinks=True)
     if engine_dir is not None:

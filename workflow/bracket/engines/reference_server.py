@@ -270,7 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/version" and not ref.generic:
             self._send_json(200, {"version": VERSION})
         elif self.path == "/v1/models":
-            card = {"id": MODEL, "object": "model", "owned_by": "bracket"}
+            card = {"id": ref.served_model_name, "object": "model", "owned_by": "bracket"}
             if ref.max_model_len is not None:
                 card["max_model_len"] = ref.max_model_len
             self._send_json(200, {"object": "list", "data": [card]})
@@ -365,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
                     }
                 },
             )
-        if ref.generic and req.get("model") != MODEL:
+        if ref.generic and req.get("model") != ref.served_model_name:
             return self._send_json(
                 404,
                 {
@@ -409,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "id": rid,
                     "object": "chat.completion" if chat else "text_completion",
                     "created": created,
-                    "model": MODEL,
+                    "model": ref.served_model_name,
                     "choices": [choice],
                     "usage": usage,
                 },
@@ -422,7 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
-        head = {"id": rid, "object": obj, "created": created, "model": MODEL}
+        head = {"id": rid, "object": obj, "created": created, "model": ref.served_model_name}
 
         def event(choice: dict, **extra) -> bytes:
             return b"data: " + json.dumps({**head, "choices": [choice], **extra}).encode() + b"\n\n"
@@ -545,6 +545,8 @@ class ReferenceServer:
     model it does not list), where the default imitates vLLM's routes; ignores_ignore_eos: stop
     after eos_after tokens even when the request sets ignore_eos (a server that cannot pin the length);
     max_model_len: the context in tokens (words), enforced and reported as vLLM does (None: no limit);
+    served_model_name: the model's name in /v1/models, responses and /metrics (vLLM's --served-model-name;
+    a user's server often names its model like the hub, e.g. Qwen/Qwen3-8B);
     api_key: /v1/* and /tokenize answer 401 without "Authorization: Bearer api_key" (None: open).
     """
 
@@ -566,6 +568,7 @@ class ReferenceServer:
         generic: bool = False,
         ignores_ignore_eos: bool = False,
         max_model_len: int | None = None,
+        served_model_name: str = MODEL,
         api_key: str | None = None,
     ):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
@@ -580,6 +583,9 @@ class ReferenceServer:
         if max_model_len is not None and int(max_model_len) < 1:
             raise ValueError(f"max_model_len must be >= 1 token, got {max_model_len}")
         self.max_model_len = None if max_model_len is None else int(max_model_len)
+        if not str(served_model_name).strip():
+            raise ValueError("served_model_name must name the model, got an empty string")
+        self.served_model_name = str(served_model_name)
         self.log: collections.deque[RequestLog] = collections.deque(maxlen=10_000)
         self._lock = threading.Lock()
         self._drafts = self._draft_tokens = self._accepted = 0
@@ -683,16 +689,19 @@ class ReferenceServer:
             self._finished_n += 1
 
     def metrics_text(self) -> str:
+        name = json.dumps(
+            self.served_model_name, ensure_ascii=False
+        )  # a label value: quoted and escaped as Prometheus reads it
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
             "# TYPE vllm:num_requests_running gauge",
-            f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} 0.0',
+            f'vllm:num_requests_running{{engine="0",model_name={name}}} 0.0',
         ]
         with self._lock:
             hist = {"request_decode_time_seconds": self._decode_s, "request_generation_tokens": self._gen_tokens}
             count = self._finished_n
         for name, total in hist.items():
-            labels = f'{{engine="0",model_name="{MODEL}"}}'
+            labels = f'{{engine="0",model_name={name}}}'
             lines += [
                 f"# TYPE vllm:{name} histogram",
                 f"vllm:{name}_sum{labels} {float(total)!r}",
@@ -706,8 +715,8 @@ class ReferenceServer:
                 lines += [
                     f"# HELP {metric}_total Speculative decoding counter.",
                     f"# TYPE {metric}_total counter",
-                    f'{metric}_total{{engine="0",model_name="{MODEL}"}} {float(v)}',
-                    f'{metric}_created{{engine="0",model_name="{MODEL}"}} 1.7e9',
+                    f'{metric}_total{{engine="0",model_name={name}}} {float(v)}',
+                    f'{metric}_created{{engine="0",model_name={name}}} 1.7e9',
                 ]
         return "\n".join(lines) + "\n"
 
@@ -867,6 +876,11 @@ def main(argv: list[str] | None = None) -> None:
         help="context in tokens (words): reported, and a longer request answered HTTP 400 (default none)",
     )
     ap.add_argument(
+        "--served-model-name",
+        default=MODEL,
+        help=f"the model's name in /v1/models, responses and /metrics, as vLLM's flag (default {MODEL})",
+    )
+    ap.add_argument(
         "--core-process",
         action="store_true",
         help="start a second, sleeping process in the server's process group, as vLLM's engine core",
@@ -888,6 +902,7 @@ def main(argv: list[str] | None = None) -> None:
         generic=a.generic,
         ignores_ignore_eos=a.ignores_ignore_eos,
         max_model_len=a.max_model_len,
+        served_model_name=a.served_model_name,
         api_key=os.environ.get(API_KEY_ENV),
     )
     core = None
