@@ -29,8 +29,11 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS
 
 # Every test once: the fast tier first, so a broken unit stops the run before any engine is built, then the
 # rest on every core but the tests marked serial (timed against a known truth), which run last, alone (the
-# three marker expressions split the suite in three).
+# three marker expressions split the suite in three). llama.cpp's CPU build starts at once in the background at
+# the lowest priority, and stops if make does (tests/prebuild.py): it takes the cores the tests leave idle, and
+# the llama.cpp tests find it built or wait for it. Where it is cached it ends at once.
 test: env
+	$(BIN)/python tests/prebuild.py --while $$PPID &
 	$(PYTEST) -m "$(FAST)" --dist load
 	$(PYTEST) -m "not ($(FAST)) and not serial" --dist loadfile --no-loadscope-reorder
 	$(PYTEST) -m "not ($(FAST)) and serial" -n 0

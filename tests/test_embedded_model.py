@@ -165,7 +165,32 @@ def test_training_twice_from_one_seed_gives_the_same_bits(tmp_path):
             ggufs.append(embedded.file_sha256(out))
         assert ggufs[0] == ggufs[1]
     assert infos[0]["env"]["ATEN_CPU_CAPABILITY"] == "avx2" and infos[0]["threads"] == 2
+    # MKL's BLAS on the branch every vendor's CPU takes, as MKL itself reports it (the trainer's torch carries MKL)
+    assert infos[0]["env"]["MKL_CBWR"] == "COMPATIBLE,STRICT" and infos[0]["mkl_branch"] == "COMPATIBLE"
+    assert infos[0]["cpu"]
     assert "vllm" not in str(py)
+
+
+@pytest.mark.engine
+def test_the_trainer_refuses_an_mkl_branch_that_depends_on_the_cpu(tmp_path):
+    """Asked for its AVX512 branch, MKL takes AUTO on a CPU without AVX-512 or from another vendor than Intel,
+    and AVX512 on an Intel CPU with it: neither is the portable branch, and the trainer stops before it trains."""
+    py = _trainer()
+    code = (
+        "import os, sys; os.environ['MKL_CBWR'] = 'AVX512,STRICT'; sys.path.insert(0, sys.argv[1]); "
+        "from pathlib import Path; import build_model; build_model.build(Path(sys.argv[2]), 1, 1, 32, 300, 1)"
+    )
+    proc = subprocess.run(
+        [str(py), "-c", code, str(Path(embedded.__file__).parent), str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode != 0
+    assert (
+        "MKL took its" in proc.stderr and "not COMPATIBLE" in proc.stderr and "MKL_CBWR='AVX512,STRICT'" in proc.stderr
+    )
+    assert not (tmp_path / "m").exists()
 
 
 @pytest.mark.engine
@@ -181,7 +206,10 @@ def test_the_workflow_built_model_has_the_pinned_hash(embedded_engine):
     got = info.get("sha256") or {}
     assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == {
         k: pins[k] for k in ("model.safetensors", "tokenizer.json")
-    }, f"trained with Python {info.get('python')}, torch {info.get('torch')}, CPU path {info.get('cpu_capability')}"
+    }, (
+        f"trained with Python {info.get('python')}, torch {info.get('torch')}, CPU path {info.get('cpu_capability')}, "
+        f"MKL branch {info.get('mkl_branch')}, on {info.get('cpu')}"
+    )
     gguf = model.with_name(model.name + ".gguf")
     if gguf.exists():
         assert embedded.model_hash(gguf)["matches"] is True

@@ -89,8 +89,8 @@ def engine_python(exp) -> str:
 
 
 # The embedded model as this package's build makes it, by file: build_model.py from its seed
-# (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 held to the AVX2 code path,
-# transformers 5.19.0, tokenizers 0.23.3: build.json records each) and to_gguf.py with the converter
+# (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 with its kernels held to the AVX2
+# code path and MKL's to the COMPATIBLE branch, transformers 5.19.0, tokenizers 0.23.3: build.json records each) and to_gguf.py with the converter
 # of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
 # give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
 # across machines: provenance records the served model's sha256 beside each block, the article says
@@ -98,12 +98,13 @@ def engine_python(exp) -> str:
 # refuses to compare (bracket.controls.reproduce.verdict). An entry is written from a build on the reference
 # machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
 MODEL_SHA256: dict[str, dict[str, str]] = {
-    # trained on the project's 2-core x86-64 machine (Python 3.11.7, torch 2.13.0+cpu, AVX2 path), 2026-12-01;
-    # trained twice there with the same bytes; the GGUF by to_gguf.py from llama-cpp-python 0.3.36's source
+    # trained on the project's 2-core x86-64 machine (AMD EPYC; Python 3.11.7, torch 2.13.0+cpu, AVX2 path, MKL's
+    # COMPATIBLE branch), 2026-12-02; the GGUF by to_gguf.py from llama-cpp-python 0.3.36's source. The pin before
+    # (a7d01a53..., MKL asked for its AVX2 branch) held on Intel CPUs only: on an AMD one MKL took AUTO instead.
     "tiny-qwen3-s1-l4-h256-v4096-t300": {
-        "model.safetensors": "a7d01a537b97801386af28d573c4a555ff0f211b6810951d1880c6360f7fb5c7",
+        "model.safetensors": "0788971d8c0f3dc5a7e5665a9028b0a6c4615b7c756907178ad3fe706a5f60ed",
         "tokenizer.json": "7cbb6178e8baef68129010496f5ac7f9cf4dafd784c22d5dda0803ef5f53e4a3",
-        "gguf": "7b177a499d71beb91571825acce480fa5811ae25b0fa597b7bc5bbc91c7b03d9",
+        "gguf": "2ef4a4062117a95658bc0b852047ad72505adf1379f224915428b5929068fb9c",
     },
 }
 # Hash whole files up to this size (the embedded model is 8 MB); larger models keep the header fingerprint.

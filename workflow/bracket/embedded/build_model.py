@@ -13,10 +13,15 @@ rule trainer_venv), not the analysis one and not vLLM's, so it imports nothing f
 
 Bit-reproducible on one machine: a fixed thread count (reductions split by thread), one inter-op
 thread, deterministic algorithms, every generator seeded, the tokenizer trained single-threaded,
-and torch's and MKL's CPU kernels held to the AVX2 code path (ATEN_CPU_CAPABILITY, MKL_CBWR) so a
-CPU with AVX-512 computes what one with AVX2 does. What still varies between machines: the corpus
-is the running interpreter's standard library (another Python version trains another model), and
-a CPU without AVX2 or another torch build rounds differently. build.json records each, and the
+torch's own CPU kernels held to the AVX2 code path (ATEN_CPU_CAPABILITY) so a CPU with AVX-512 computes
+what one with AVX2 does, and MKL's BLAS held to its COMPATIBLE branch (MKL_CBWR), the one branch MKL
+honours on every vendor's CPU: asked for its AVX2 branch, MKL takes it on an Intel CPU but silently
+takes its AUTO branch on an AMD one, and the weights differ (bench/mkl_branch.py prints the branch each
+request gets and the bytes of one sgemm: COMPATIBLE's bytes were equal on an AMD EPYC and an Intel Xeon,
+AVX2's were not). The trainer refuses to run when MKL reports another branch than the one asked for, and
+build.json records the branch and the CPU. What still varies between machines: the corpus is the
+running interpreter's standard library (another Python version trains another model), and a CPU
+without AVX2 or another torch build rounds differently. build.json records each, and the
 pinned hash is the check: a reproduction that serves a model with another hash refuses to compare
 (bracket.controls.reproduce).
 
@@ -44,10 +49,12 @@ TRAIN_THREADS = 2
 N_CODE_FILES = 300
 SPECIAL = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
 # Set before torch or tokenizers load: one code path for torch's vectorised kernels and MKL's BLAS
-# (conditional numerical reproducibility), and a single-threaded tokenizer trainer.
+# (conditional numerical reproducibility: the branch every vendor's CPU takes), and a single-threaded
+# tokenizer trainer.
+MKL_BRANCH = "COMPATIBLE"
 DETERMINISTIC_ENV = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "AVX2,STRICT",
+    "MKL_CBWR": f"{MKL_BRANCH},STRICT",
     "TOKENIZERS_PARALLELISM": "false",
     "RAYON_NUM_THREADS": "1",
     "OMP_NUM_THREADS": str(TRAIN_THREADS),
@@ -77,6 +84,50 @@ def corpus_texts() -> list[str]:
     except ImportError:  # pragma: no cover - every CPython ships it
         pass
     return texts
+
+
+# mkl_service.h: what mkl_cbwr_get(MKL_CBWR_BRANCH) returns for each branch.
+MKL_BRANCHES = {
+    1: "OFF",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    11: "AVX512_MIC",
+    12: "AVX512",
+    13: "AVX512_MIC_E1",
+    14: "AVX512_E1",
+}
+
+
+def mkl_branch(torch) -> str | None:
+    """The branch MKL's BLAS takes in this process, as MKL reports it (mkl_cbwr_get, exported by the
+    libtorch_cpu that carries MKL); None where torch carries no MKL (another build, another machine)."""
+    import ctypes
+
+    (torch.ones(2, 2) @ torch.ones(2, 2)).sum()  # MKL reads MKL_CBWR on its first call
+    try:
+        get = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_serv_cbwr_get
+    except (OSError, AttributeError):
+        return None
+    code = get(1)  # MKL_CBWR_BRANCH
+    return MKL_BRANCHES.get(code, str(code))
+
+
+def cpu_name() -> str | None:
+    """The CPU's vendor and model as /proc/cpuinfo names them (Linux), else platform.processor()."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or None
+    fields = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in info.splitlines()) if v.strip()
+    )
+    return " ".join(x for x in (fields.get("vendor_id"), fields.get("model name")) if x) or None
 
 
 def train_tokenizer(texts: list[str], vocab: int, out: Path):
@@ -118,6 +169,13 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     t0 = time.time()
+    branch = mkl_branch(torch)
+    if branch not in (None, MKL_BRANCH):
+        raise SystemExit(
+            f"MKL took its {branch} branch, not {MKL_BRANCH} (MKL_CBWR={os.environ.get('MKL_CBWR')!r}): the weights "
+            f"would depend on this CPU. Run build_model.py as a program (it sets MKL_CBWR={MKL_BRANCH},STRICT before "
+            "torch loads), or report the CPU and torch build"
+        )
     # A fixed thread count: reductions split differently across threads, so the weights would
     # otherwise depend on the machine's core count.
     torch.set_num_threads(TRAIN_THREADS)
@@ -199,6 +257,8 @@ def build(out: Path, seed: int, layers: int, hidden: int, vocab: int, steps: int
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_branch": branch,
+        "cpu": cpu_name(),
         "env": {k: os.environ.get(k) for k in DETERMINISTIC_ENV},
     }
     import tokenizers

@@ -1,0 +1,91 @@
+"""Build llama.cpp's CPU llama-server for the tests in the background, at the lowest CPU priority, for as long
+as the process that started it lives.
+
+`make test` (and CI, before it installs its packages) starts it first: the build (about 1,000 s of CPU, 9
+minutes of both cores) then takes the CPU time the suite leaves idle (package downloads, the fast tier's
+gaps, the engine's install, servers waited on) instead of stopping a worker for its whole length when the
+first llama.cpp test asks for it. That test's fixture (tests/conftest.py: llama_server) runs the same build
+script with the same options: it waits on the script's lock while this build runs, then finds it cached
+(~/.cache/bracket/llama.cpp, or $BRACKET_CACHE). Where the build is cached already, this ends at once.
+
+When PID ends first (the fast tier failed, a user pressed Ctrl-C), the build is stopped: ninja resumes it
+where it stopped on the next run. Stdlib only, so CI can start it before the analysis environment exists.
+
+    python3 tests/prebuild.py --while PID
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "workflow" / "scripts" / "build_llamacpp.sh"
+
+
+def llamacpp_version() -> str:
+    """bracket.embedded.LLAMACPP_VERSION, read from its source (this runs before the package is installed)."""
+    text = (ROOT / "workflow" / "bracket" / "embedded" / "__init__.py").read_text()
+    return re.search(r'^LLAMACPP_VERSION = "([^"]+)"$', text, re.M).group(1)
+
+
+def cache_root() -> Path:
+    """The build script's cache root (build_llamacpp.sh: $BRACKET_CACHE, else $XDG_CACHE_HOME/bracket)."""
+    base = os.environ.get("BRACKET_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bracket"
+    )
+    return Path(base) / "llama.cpp"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def run(owner: int, poll_s: float = 1.0) -> int:
+    """Build (the tests' backend: cpu, 2 jobs) until it ends or `owner` does; the build's exit status, or 143
+    when it was stopped. Output goes to the cache root's prebuild log."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"prebuild-{llamacpp_version()}.log", "a") as log:
+        print(f"prebuild: {time.strftime('%Y-%m-%d %H:%M:%S')}, while process {owner} lives", file=log, flush=True)
+        proc = subprocess.Popen(
+            ["nice", "-n", "19", "bash", str(SCRIPT), llamacpp_version(), "cpu", "2"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped whole (cmake, ninja, the compilers)
+        )
+        while proc.poll() is None:
+            if not alive(owner):
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                print(f"prebuild: process {owner} ended; the llama.cpp build stopped", file=log)
+                return 143
+            time.sleep(poll_s)
+        return proc.returncode
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--while", dest="owner", type=int, required=True, help="build while this process lives")
+    a = p.parse_args(argv)
+    return run(a.owner)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
