@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import prebuild
+import pytest
 from bracket import embedded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +53,26 @@ def test_a_finished_build_returns_its_status_at_the_lowest_priority(monkeypatch,
     assert prebuild.run(os.getpid(), poll_s=0.05) == 3
     log = (tmp_path / "llama.cpp" / f"prebuild-{embedded.LLAMACPP_VERSION}.log").read_text()
     assert f"args: {embedded.LLAMACPP_VERSION} cpu 2" in log and "nice 19" in log
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="the kernel groups no processes by session")
+def test_the_builds_session_ranks_below_the_tests(monkeypatch, tmp_path):
+    """A new session is its own scheduling group where the kernel has autogroup: its nice, not the compilers',
+    decides its share against the test workers' session."""
+    monkeypatch.setenv("BRACKET_CACHE", str(tmp_path))
+    monkeypatch.setattr(
+        prebuild,
+        "SCRIPT",
+        stand_in(
+            tmp_path,  # the session's nice is set just after it starts: look for up to 5 s
+            'for i in $(seq 50); do grep -q "nice 19" /proc/$$/autogroup && break; sleep 0.1; done\ncat /proc/$$/autogroup',
+        ),
+    )
+    assert prebuild.run(os.getpid(), poll_s=0.05) == 0
+    log = (tmp_path / "llama.cpp" / f"prebuild-{embedded.LLAMACPP_VERSION}.log").read_text()
+    ours = Path("/proc/self/autogroup").read_text().split()[0]
+    (line,) = [x for x in log.splitlines() if x.startswith("/autogroup-")]
+    assert line.split()[0] != ours and line.endswith("nice 19")
 
 
 def test_the_build_stops_with_the_process_it_serves(monkeypatch, tmp_path):
