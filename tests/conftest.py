@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
+import prebuild  # noqa: E402  (tests/prebuild.py: llama.cpp's build in the background)
 from bracket import embedded as _embedded  # noqa: E402
 
 SMOKE_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
@@ -265,6 +266,9 @@ def embedded_engine():
 # models it serves made once per session here rather than once per module that imported the fixtures.
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
+    # make test started the build in the background at the lowest priority (tests/prebuild.py): a worker now
+    # waits on it, so it goes on at normal priority
+    prebuild.hurry()
     record = tmp_path_factory.mktemp("llamacpp") / "build.json"
     proc = subprocess.run(
         ["bash", str(ROOT / "workflow/scripts/build_llamacpp.sh"), _embedded.LLAMACPP_VERSION, "cpu", "2", str(record)],

@@ -93,3 +93,30 @@ def test_the_build_stops_with_the_process_it_serves(monkeypatch, tmp_path):
     assert gone(child)
     log = (tmp_path / "llama.cpp" / f"prebuild-{embedded.LLAMACPP_VERSION}.log").read_text()
     assert f"process {owner.pid} ended; the llama.cpp build stopped" in log
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering a nice value takes privilege")
+def test_a_test_that_needs_the_build_hurries_it(monkeypatch, tmp_path):
+    """The llama_server fixture's hurry(): the running build's process group (and its session) back at nice 0;
+    a second prebuild while one runs starts nothing; with no build running, nothing to hurry."""
+    monkeypatch.setenv("BRACKET_CACHE", str(tmp_path))
+    monkeypatch.setattr(prebuild, "SCRIPT", stand_in(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait"))
+    assert prebuild.hurry() is False
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    threading.Thread(target=owner.wait, daemon=True).start()
+    done = []
+    t = threading.Thread(target=lambda: done.append(prebuild.run(owner.pid, poll_s=0.05)), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "child").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pgid = prebuild.running_build()
+    assert pgid is not None and os.getpriority(os.PRIO_PGRP, pgid) == 19
+    assert prebuild.run(os.getpid()) == 0 and prebuild.running_build() == pgid  # the second: nothing started
+    assert prebuild.hurry() is True
+    assert os.getpriority(os.PRIO_PGRP, pgid) == 0
+    if Path("/proc/self/autogroup").exists():
+        assert Path(f"/proc/{pgid}/autogroup").read_text().split()[-1] == "0"
+    owner.kill()
+    t.join(10)
+    assert done == [143] and not prebuild.pidfile().exists()
