@@ -155,7 +155,9 @@ def host_lock_path(exp: Experiment, folder: str | Path | None = None) -> Path:
 @contextlib.contextmanager
 def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None):
     """Hold the host-wide lock at `path` (host_lock_path); yields what waiting for it cost, for the block's
-    meta. While another holds it, `say` is told who (the holder writes its name into the file)."""
+    meta, with the epoch times it was taken and, once the block's server is gone, given up (`acquired_at`,
+    `released_at`: set just before the next holder can take it). While another holds it, `say` is told who
+    (the holder writes its name into the file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # one folder for every user of the host
@@ -164,6 +166,7 @@ def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None)
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o666)
     t0 = time.monotonic()
+    held: dict | None = None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -178,8 +181,16 @@ def host_lock(path: Path, holder: str, say: Callable[[str], None] | None = None)
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{holder}, pid {os.getpid()}\n".encode(), 0)
-        yield {"path": str(path), "waited_s": round(time.monotonic() - t0, 3), "waited_for": waited_for}
+        held = {
+            "path": str(path),
+            "waited_s": round(time.monotonic() - t0, 3),
+            "waited_for": waited_for,
+            "acquired_at": time.time(),
+        }
+        yield held
     finally:
+        if held is not None:
+            held["released_at"] = time.time()
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
