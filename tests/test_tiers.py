@@ -19,7 +19,8 @@ FAST = "not engine and not integration and not slow and not slurm"  # the Makefi
 def pytest_on(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
     tests = tmp_path / "tests"
     tests.mkdir()
-    shutil.copy2(HERE / "conftest.py", tests / "conftest.py")
+    for name in ("conftest.py", "prebuild.py"):  # conftest.py and the module it imports beside it
+        shutil.copy2(HERE / name, tests / name)
     (tests / "test_probe.py").write_text("import pytest\n\nfrom conftest import ROOT\n\n" + body)
     # Without the hypothesis and anyio plugins, which the probes do not use: hypothesis's costs 1.4 s of CPU.
     plugins = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
