@@ -3,8 +3,10 @@ as the process that started it lives.
 
 `make test` (and CI, before it installs its packages) starts it first: the build (about 1,000 s of CPU, 9
 minutes of both cores) then takes the CPU time the suite leaves idle (package downloads, the fast tier's
-gaps, the engine's install, servers waited on) instead of stopping a worker for its whole length when the
-first llama.cpp test asks for it. That test's fixture (tests/conftest.py: llama_server) runs the same build
+gaps, the engine's install, servers waited on) instead of holding a worker for its whole length when the
+first llama.cpp test asks for it. In a cold CI run on 2 cores it was done before any llama.cpp test started;
+the rest of the suite did not finish sooner for it (1,995 s against 1,928 s without it, in runs that differed
+in the model's training too): the tests leave little of the CPU idle. That test's fixture (tests/conftest.py: llama_server) runs the same build
 script with the same options: it waits on the script's lock while this build runs, then finds it cached
 (~/.cache/bracket/llama.cpp, or $BRACKET_CACHE). Where the build is cached already, this ends at once.
 
