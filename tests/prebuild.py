@@ -11,7 +11,8 @@ script with the same options: it waits on the script's lock while this build run
 (~/.cache/bracket/llama.cpp, or $BRACKET_CACHE). Where the build is cached already, this ends at once.
 
 When PID ends first (the fast tier failed, a user pressed Ctrl-C), the build is stopped: ninja resumes it
-where it stopped on the next run. Stdlib only, so CI can start it before the analysis environment exists.
+where it stopped on the next run. It needs only the standard library (and two package modules that need no more),
+so CI can start it before the analysis environment exists.
 
     python3 tests/prebuild.py --while PID
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -29,12 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workflow" / "scripts" / "build_llamacpp.sh"
+sys.path.insert(0, str(ROOT / "workflow"))  # the two modules below import only the standard library
 
-
-def llamacpp_version() -> str:
-    """bracket.embedded.LLAMACPP_VERSION, read from its source (this runs before the package is installed)."""
-    text = (ROOT / "workflow" / "bracket" / "embedded" / "__init__.py").read_text()
-    return re.search(r'^LLAMACPP_VERSION = "([^"]+)"$', text, re.M).group(1)
+from bracket.embedded import LLAMACPP_VERSION  # noqa: E402
+from bracket.measure import priority  # noqa: E402
 
 
 def cache_root() -> Path:
@@ -57,7 +55,7 @@ def alive(pid: int) -> bool:
 
 def pidfile() -> Path:
     """Where a running background build leaves its process group's id, for hurry()."""
-    return cache_root() / f"prebuild-{llamacpp_version()}.pid"
+    return cache_root() / f"prebuild-{LLAMACPP_VERSION}.pid"
 
 
 def running_build() -> int | None:
@@ -80,10 +78,7 @@ def hurry() -> bool:
     pgid = running_build()
     if pgid is None:
         return False
-    try:
-        Path(f"/proc/{pgid}/autogroup").write_text("0")
-    except OSError:
-        pass
+    priority.set_autogroup_nice(pgid, 0)
     try:
         os.setpriority(os.PRIO_PGRP, pgid, 0)  # ninja's children inherit ninja's
     except OSError:
@@ -95,11 +90,9 @@ def lowest_priority(pid: int) -> None:
     """Give the session `pid` leads the lowest CPU share. Where the kernel groups processes by session
     (autogroup: /proc/sys/kernel/sched_autogroup_enabled), a nice value counts only inside its session: a new
     session of nice-19 compilers still gets as much CPU as all the test workers together (the fast tier ran in
-    85 s beside it instead of 42). The session's own nice, set here, ranks it below them."""
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text("19")
-    except OSError:  # no autogroup (another kernel, another OS): nice alone ranks the build last
-        pass
+    85 s beside it instead of 42). The session's own nice, set here as for a launched server
+    (bracket.measure.priority), ranks it below them; without autogroup, nice alone ranks the build last."""
+    priority.set_autogroup_nice(pid, 19)
 
 
 def run(owner: int, poll_s: float = 1.0) -> int:
@@ -109,10 +102,10 @@ def run(owner: int, poll_s: float = 1.0) -> int:
     root.mkdir(parents=True, exist_ok=True)
     if running_build():  # CI's, when make test starts its own: one build, whose process group hurry() finds
         return 0
-    with open(root / f"prebuild-{llamacpp_version()}.log", "a") as log:
+    with open(root / f"prebuild-{LLAMACPP_VERSION}.log", "a") as log:
         print(f"prebuild: {time.strftime('%Y-%m-%d %H:%M:%S')}, while process {owner} lives", file=log, flush=True)
         proc = subprocess.Popen(
-            ["nice", "-n", "19", "bash", str(SCRIPT), llamacpp_version(), "cpu", "2"],
+            ["nice", "-n", "19", "bash", str(SCRIPT), LLAMACPP_VERSION, "cpu", "2"],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped whole (cmake, ninja, the compilers)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_it_builds_what_the_fixture_asks_for():
     """The version the package pins and the script the llama_server fixture runs."""
-    assert prebuild.llamacpp_version() == embedded.LLAMACPP_VERSION
+    assert prebuild.LLAMACPP_VERSION == embedded.LLAMACPP_VERSION
     assert prebuild.SCRIPT == ROOT / "workflow" / "scripts" / "build_llamacpp.sh"
     fixture = (ROOT / "tests" / "conftest.py").read_text()
     assert '"workflow/scripts/build_llamacpp.sh"), _embedded.LLAMACPP_VERSION, "cpu", "2"' in fixture

@@ -90,8 +90,8 @@ def engine_python(exp) -> str:
 
 # The embedded model as this package's build makes it, by file: build_model.py from its seed
 # (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 with its kernels held to the AVX2
-# code path and MKL's to the COMPATIBLE branch, transformers 5.19.0, tokenizers 0.23.3: build.json records each) and to_gguf.py with the converter
-# of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
+# code path and MKL's to the COMPATIBLE branch, transformers 5.19.0, tokenizers 0.23.3: build.json records
+# each) and to_gguf.py with the converter of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
 # give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
 # across machines: provenance records the served model's sha256 beside each block, the article says
 # whether it is the pinned one, and a reproduction that served another model than the original run
