@@ -62,6 +62,18 @@ def tier_problems(items) -> dict[str, str]:
 _TIER_PROBLEMS = pytest.StashKey[dict]()
 
 
+def pytest_configure(config):
+    """Each pytest-xdist worker measures under its own host lock (bracket.measure.session.host_lock_path,
+    $BRACKET_LOCK_DIR): with the one host-wide lock a user's runs share, a block in one worker's workflow would
+    wait for every block of the other's, and the cores sit idle while both wait on servers starting. The serial
+    pass (-n 0), which holds the tests timed against a known truth, keeps the host-wide lock; a lock folder the
+    caller set is kept."""
+    if is_xdist_worker(config) and "BRACKET_LOCK_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["BRACKET_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"bracket-locks-{config.workerinput['workerid']}-")
+
+
 # The longest modules first, so that under `--dist loadfile --no-loadscope-reorder` (make test) no long module
 # starts last and runs alone at the end. On a fresh clone the first one builds the embedded engine (about 5
 # minutes), so the two after it need no engine and keep the other worker busy meanwhile. Seconds: each module's

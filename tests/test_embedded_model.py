@@ -29,45 +29,75 @@ def default_model() -> str:
     return embedded.model_dir(cfg)
 
 
-def test_pins_are_looked_up_by_the_served_file(tmp_path, monkeypatch):
+def test_pins_are_looked_up_by_the_served_file_and_the_cpu_vendor(tmp_path, monkeypatch):
     gguf = default_model()
     name = embedded.model_name(gguf)
     assert gguf.endswith(".gguf") and name == "tiny-qwen3-s1-l4-h256-v4096-t300"
-    monkeypatch.setitem(
-        embedded.MODEL_SHA256, name, {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": "3" * 64}
-    )
-    assert embedded.pinned(gguf) == "3" * 64
-    assert embedded.pinned(gguf[: -len(".gguf")]) == "1" * 64
-    assert embedded.pinned("resources/models/another.gguf") is None
-    # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder
+    amd = {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": "3" * 64}
+    intel = {"model.safetensors": "4" * 64, "tokenizer.json": "2" * 64, "gguf": "5" * 64}
+    monkeypatch.setitem(embedded.MODEL_SHA256, name, {"AuthenticAMD": amd, "GenuineIntel": intel})
+    assert embedded.pinned(gguf, "AuthenticAMD") == "3" * 64
+    assert embedded.pinned(gguf[: -len(".gguf")], "AuthenticAMD") == "1" * 64
+    assert embedded.pinned(gguf, "GenuineIntel") == "5" * 64
+    assert embedded.pins(gguf) == {"AuthenticAMD": "3" * 64, "GenuineIntel": "5" * 64}
+    assert embedded.pinned(gguf, "HygonGenuine") is None
+    assert embedded.pinned("resources/models/another.gguf", "AuthenticAMD") is None
+    # without a vendor, this machine's
+    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "GenuineIntel")
+    assert embedded.pinned(gguf) == "5" * 64
+    # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder, under the
+    # vendor build.json's cpu names (this machine's where it names none)
     d = tmp_path / name
     d.mkdir()
-    (d / "build.json").write_text(
-        json.dumps({"sha256": {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "config.json": "4" * 64}})
-    )
+    files = {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "config.json": "6" * 64}
+    (d / "build.json").write_text(json.dumps({"sha256": files, "cpu": "AuthenticAMD AMD EPYC 7B13"}))
     (tmp_path / f"{name}.gguf").write_bytes(b"x")
     import hashlib
 
-    assert embedded.pin_entry(d) == {
-        name: {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": hashlib.sha256(b"x").hexdigest()}
-    }
-    for pins in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file
-        assert all(len(h) == 64 and set(h) <= HEX for h in pins.values()), pins
+    entry = {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": hashlib.sha256(b"x").hexdigest()}
+    assert embedded.pin_entry(d) == {name: {"AuthenticAMD": entry}}
+    (d / "build.json").write_text(json.dumps({"sha256": files}))
+    assert embedded.pin_entry(d) == {name: {"GenuineIntel": entry}}
+    monkeypatch.undo()
+    for builds in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file, per vendor
+        for vendor, files in builds.items():
+            assert vendor in embedded.VENDORS, vendor
+            assert all(len(h) == 64 and set(h) <= HEX for h in files.values()), files
 
 
-def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, monkeypatch):
+def test_this_machines_cpu_vendor_is_read_from_proc_cpuinfo():
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    ids = {line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("vendor_id")}
+    assert embedded.cpu_vendor() == (ids.pop() if ids else None)
+
+
+def test_model_hash_says_whether_the_served_file_is_a_pinned_build(tmp_path, monkeypatch):
     import hashlib
 
+    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "GenuineIntel")
     f = tmp_path / "tiny-x.gguf"
     f.write_bytes(b"GGUF weights")
     digest = hashlib.sha256(b"GGUF weights").hexdigest()
-    assert embedded.model_hash(f) == {"file": "tiny-x.gguf", "sha256": digest, "pinned": None, "matches": None}
-    monkeypatch.setitem(embedded.MODEL_SHA256, "tiny-x", {"gguf": digest, "model.safetensors": "0" * 64})
-    assert embedded.model_hash(f)["matches"] is True
+    assert embedded.model_hash(f) == {
+        "file": "tiny-x.gguf",
+        "sha256": digest,
+        "pinned": None,
+        "matches": None,
+        "build": None,
+    }
+    intel = {"gguf": "9" * 64, "model.safetensors": "0" * 64}
+    monkeypatch.setitem(embedded.MODEL_SHA256, "tiny-x", {"AuthenticAMD": {"gguf": digest}, "GenuineIntel": intel})
+    # the AMD build served on an Intel machine is still a pinned build: the AMD one
+    assert embedded.model_hash(f) == {"file": "tiny-x.gguf", "sha256": digest, "pinned": digest, "matches": True,
+                                      "build": "AuthenticAMD"}  # fmt: skip
     f.write_bytes(b"GGUF other weights")
     h = embedded.model_hash(f)
-    assert h["matches"] is False and h["pinned"] == digest
+    assert h["matches"] is False and h["pinned"] == "9" * 64 and h["build"] is None  # against this vendor's
+    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "HygonGenuine")
+    h = embedded.model_hash(f)  # no build pinned for this vendor: nothing to read it against
+    assert h["matches"] is None and h["pinned"] is None
     # a folder serves its single safetensors file, compared with that pin
+    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "GenuineIntel")
     d = tmp_path / "tiny-x"
     d.mkdir()
     (d / "model.safetensors").write_bytes(b"")
@@ -76,23 +106,27 @@ def test_model_hash_says_whether_the_served_file_is_the_pinned_one(tmp_path, mon
         "sha256": hashlib.sha256(b"").hexdigest(),
         "pinned": "0" * 64,
         "matches": False,
+        "build": None,
     }
     assert embedded.model_hash(tmp_path / "absent") is None
 
 
 def test_the_article_states_the_served_hash_and_the_pin():
-    ok = {"file": "m.gguf", "sha256": "a" * 64, "pinned": "a" * 64, "matches": True}
+    ok = {"file": "m.gguf", "sha256": "a" * 64, "pinned": "a" * 64, "matches": True, "build": "GenuineIntel"}
 
     def said(metas):  # as the analysis states the blocks' hashes, and the article words them
         return model_hash_sentence(weights_served(metas))
 
     text, style = said([{"model_sha256": ok}, {"model_sha256": ok}])
-    assert "sha256 " + "a" * 64 + ", every block" in text and "pins for the model" in text and style == ""
-    other = {**ok, "sha256": "b" * 64, "matches": False}
+    assert "sha256 " + "a" * 64 + ", every block" in text and style == ""
+    assert "pins for the model trained on Intel CPUs" in text
+    other = {**ok, "sha256": "b" * 64, "matches": False, "build": None}
     text, style = said([{"model_sha256": other}])
     assert style == "warn" and "other weights" in text and "refuses to compare" in text
     text, style = said([{"model_sha256": ok}, {"model_sha256": other}])
     assert style == "warn" and "different weights" in text
+    text, style = said([{"model_sha256": {**ok, "pinned": None, "matches": None, "build": None}}])
+    assert style == "" and "pins no hash for this model trained on this CPU's vendor" in text
     text, style = said([{"model_sha256": ok}, {}])
     assert ", every block" not in text and "in 1 of 2 blocks" in text
     assert said([{"model_fingerprint": {}}]) is None
@@ -202,7 +236,12 @@ def test_the_workflow_built_model_has_the_pinned_hash(embedded_engine):
     assert model.name in embedded.MODEL_SHA256, (
         f"no hash pinned for {model.name}: add `python -m bracket.embedded {model}`'s entry to MODEL_SHA256"
     )
-    pins = embedded.MODEL_SHA256[model.name]
+    vendor = embedded.build_vendor(info)
+    assert vendor in embedded.MODEL_SHA256[model.name], (
+        f"no build pinned for {model.name} trained on {info.get('cpu')}: add `python -m bracket.embedded {model}`'s "
+        "entry to MODEL_SHA256"
+    )
+    pins = embedded.MODEL_SHA256[model.name][vendor]
     got = info.get("sha256") or {}
     assert {k: got.get(k) for k in ("model.safetensors", "tokenizer.json")} == {
         k: pins[k] for k in ("model.safetensors", "tokenizer.json")

@@ -148,18 +148,20 @@ def test_attempts_model_and_what_served():
 
 
 def test_the_weights_served_are_read_against_the_pin():
-    ok = {"file": "model.safetensors", "sha256": "aa", "pinned": "aa", "matches": True}
-    other = {"file": "model.safetensors", "sha256": "bb", "pinned": "aa", "matches": False}
+    ok = {"file": "model.safetensors", "sha256": "aa", "pinned": "aa", "matches": True, "build": "AuthenticAMD"}
+    other = {"file": "model.safetensors", "sha256": "bb", "pinned": "aa", "matches": False, "build": None}
     assert P.weights_served([{"model_sha256": ok}, {"model_sha256": ok}]) == {
         "files": ["model.safetensors"],
         "sha256": ["aa"],
         "pinned": ["aa"],
+        "builds": ["AuthenticAMD"],
         "blocks": 2,
         "of": 2,
         "reading": "pinned",
     }
     assert P.weights_served([{"model_sha256": other}, {}])["reading"] == "other"
     assert P.weights_served([{"model_sha256": other}, {}])["blocks"] == 1
+    assert P.weights_served([{"model_sha256": other}, {}])["builds"] == []
     assert P.weights_served([{"model_sha256": ok}, {"model_sha256": other}])["reading"] == "differ"
     assert P.weights_served([{"model_sha256": {**ok, "pinned": None, "matches": None}}])["reading"] == "unpinned"
     assert P.weights_served([{"model_fingerprint": {}}]) is None

@@ -8,6 +8,7 @@ import shlex
 
 import pandas as pd
 
+from bracket import embedded
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
@@ -353,14 +354,17 @@ def model_hash_sentence(served: dict | None) -> tuple[str, str] | None:
     if reading == WeightsReading.DIFFER:
         return text + "The blocks served different weights: their arms are not comparable.", "warn"
     if reading == WeightsReading.UNPINNED:
-        return text + "No hash is pinned for this model in the package.", ""
+        return text + "The package pins no hash for this model trained on this CPU's vendor.", ""
     if reading == WeightsReading.PINNED:
+        builds = served.get("builds") or []
+        on = f" trained on {' and '.join(embedded.vendor_name(v) for v in builds)} CPUs" if builds else ""
         return text + (
-            "It is the hash this package pins for the model (bracket.embedded.MODEL_SHA256): the model "
-            "a rebuild from the same seed must reproduce."
+            f"It is the hash this package pins for the model{on} (bracket.embedded.MODEL_SHA256): the model "
+            "a rebuild from the same seed on a CPU of that vendor must reproduce (CPUs of other vendors train "
+            "other weights, each pinned in turn)."
         ), ""
     return text + (
-        f"The package pins {', '.join(served['pinned'])} for this model "
+        f"The package pins {', '.join(served['pinned'])} for this model trained on this CPU's vendor "
         "(bracket.embedded.MODEL_SHA256): these are other weights, so the figures here are not those of "
         "the published model, and a reproduction against them refuses to compare."
     ), "warn"

@@ -290,7 +290,8 @@ def model_mismatch(original: list[str] | None, reproduction: list[str] | None) -
     return (
         f"the reproduction served a model with sha256 {short(reproduction)}, the original "
         f"{short(original)}: other weights, so its figures are not compared with the published ones; "
-        f"rebuild the model the article names (its pinned hash is in bracket.embedded.MODEL_SHA256) "
+        f"rebuild the model the article names on a CPU of the vendor it was trained on (the pinned hashes, by "
+        f"vendor, are in bracket.embedded.MODEL_SHA256) "
         f"or publish this run as a new experiment"
     )
 

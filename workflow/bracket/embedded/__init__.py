@@ -91,22 +91,35 @@ def engine_python(exp) -> str:
 # The embedded model as this package's build makes it, by file: build_model.py from its seed
 # (Python 3.11's standard library as corpus, torch 2.13.0+cpu on x86-64 with its kernels held to the AVX2
 # code path and MKL's to the COMPATIBLE branch, transformers 5.19.0, tokenizers 0.23.3: build.json records
-# each) and to_gguf.py with the converter of llama-cpp-python 0.3.36. Training is bit-reproducible on one machine (two builds from one seed
-# give the same sha256 for every file: tests/test_embedded_model.py); these hashes are the check
-# across machines: provenance records the served model's sha256 beside each block, the article says
-# whether it is the pinned one, and a reproduction that served another model than the original run
-# refuses to compare (bracket.controls.reproduce.verdict). An entry is written from a build on the reference
-# machine with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
-MODEL_SHA256: dict[str, dict[str, str]] = {
-    # trained on the project's 2-core x86-64 machine (AMD EPYC; Python 3.11.7, torch 2.13.0+cpu, AVX2 path, MKL's
-    # COMPATIBLE branch), 2026-12-02; the GGUF by to_gguf.py from llama-cpp-python 0.3.36's source. The pin before
-    # (a7d01a53..., MKL asked for its AVX2 branch) held on Intel CPUs only: on an AMD one MKL took AUTO instead.
+# each) and to_gguf.py with the converter of llama-cpp-python 0.3.36. Training is bit-reproducible on one
+# machine (two builds from one seed give the same sha256 for every file: tests/test_embedded_model.py), and
+# not across CPU vendors: with the same torch, code path and MKL branch, an AMD EPYC and an Intel Xeon train
+# other weights (MKL's COMPATIBLE branch gives one sgemm the same bytes on both, bench/results/mkl_branch.md;
+# the 300 steps of training do not stay alike). So a build is pinned per vendor (/proc/cpuinfo's vendor_id):
+# these hashes are the check across machines of one vendor. Provenance records the served model's sha256
+# beside each block, the article says whether it is a pinned build and whose, and a reproduction that served
+# other weights than the original run refuses to compare (bracket.controls.reproduce.verdict). An entry is
+# written from a build with `python -m bracket.embedded resources/models/NAME` (it prints the entry).
+MODEL_SHA256: dict[str, dict[str, dict[str, str]]] = {
     "tiny-qwen3-s1-l4-h256-v4096-t300": {
-        "model.safetensors": "0788971d8c0f3dc5a7e5665a9028b0a6c4615b7c756907178ad3fe706a5f60ed",
-        "tokenizer.json": "7cbb6178e8baef68129010496f5ac7f9cf4dafd784c22d5dda0803ef5f53e4a3",
-        "gguf": "2ef4a4062117a95658bc0b852047ad72505adf1379f224915428b5929068fb9c",
+        # the project's 2-core machine as an AMD EPYC (Python 3.11.7, torch 2.13.0+cpu, AVX2 path, MKL's
+        # COMPATIBLE branch), 2026-12-02, trained twice with the same bytes; the GGUF by to_gguf.py from
+        # llama-cpp-python 0.3.36's source
+        "AuthenticAMD": {
+            "model.safetensors": "0788971d8c0f3dc5a7e5665a9028b0a6c4615b7c756907178ad3fe706a5f60ed",
+            "tokenizer.json": "7cbb6178e8baef68129010496f5ac7f9cf4dafd784c22d5dda0803ef5f53e4a3",
+            "gguf": "2ef4a4062117a95658bc0b852047ad72505adf1379f224915428b5929068fb9c",
+        },
+        # the same machine as an Intel Xeon (AVX-512 present; the same software and settings), 2026-12-02
+        "GenuineIntel": {
+            "model.safetensors": "1a66195b5b6ba480e0ee937460d6659124e4234a2f9c9f0486f41f67728435fa",
+            "tokenizer.json": "7cbb6178e8baef68129010496f5ac7f9cf4dafd784c22d5dda0803ef5f53e4a3",
+            "gguf": "9d2cd6810b94883a6848a24a8959106e2021402e62a2dfbe14dbced671bfb96c",
+        },
     },
 }
+# The vendors' names for a sentence; a vendor_id not here is said as it is.
+VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}
 # Hash whole files up to this size (the embedded model is 8 MB); larger models keep the header fingerprint.
 HASH_LIMIT = 1 << 30
 
@@ -127,12 +140,34 @@ def model_name(path: str | Path) -> str:
     return p.stem if p.suffix == ".gguf" else p.name
 
 
-def pinned(path: str | Path) -> str | None:
-    """The pinned sha256 of the weights file a model path serves (its GGUF, or its model.safetensors)."""
-    pins = MODEL_SHA256.get(model_name(path))
-    if not pins:
+def cpu_vendor() -> str | None:
+    """This machine's CPU vendor as /proc/cpuinfo's vendor_id names it (AuthenticAMD, GenuineIntel); None where
+    there is no such file or field (not Linux, not x86)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
         return None
-    return pins.get("gguf" if Path(path).suffix == ".gguf" else "model.safetensors")
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id" and value.strip():
+            return value.strip()
+    return None
+
+
+def vendor_name(vendor: str | None) -> str:
+    return VENDORS.get(vendor or "", vendor or "an unknown vendor")
+
+
+def pins(path: str | Path) -> dict[str, str]:
+    """{CPU vendor: pinned sha256} of the weights file a model path serves (its GGUF, or its model.safetensors)."""
+    key = "gguf" if Path(path).suffix == ".gguf" else "model.safetensors"
+    return {v: files[key] for v, files in MODEL_SHA256.get(model_name(path), {}).items() if key in files}
+
+
+def pinned(path: str | Path, vendor: str | None = None) -> str | None:
+    """The pinned sha256 of the weights file a model path serves, for a build on `vendor`'s CPUs (this machine's
+    when not given); None where the package pins none for that model and vendor."""
+    return pins(path).get(vendor or cpu_vendor() or "")
 
 
 def weights_file(path: str | Path) -> Path | None:
@@ -147,25 +182,36 @@ def weights_file(path: str | Path) -> Path | None:
 
 
 def model_hash(path: str | Path | None) -> dict | None:
-    """{"file", "sha256", "pinned", "matches"} for a served model small enough to hash whole; else None.
+    """{"file", "sha256", "pinned", "matches", "build"} for a served model small enough to hash whole; else None.
 
-    pinned is this package's hash for a model of that name (MODEL_SHA256), matches whether the file
-    has it (None when nothing is pinned)."""
+    build is the CPU vendor whose pinned build the file is (MODEL_SHA256), and pinned that build's hash; a file
+    that is no pinned build is read against the build pinned for this machine's vendor (matches False), or
+    against none where the package pins none for it (pinned and matches None)."""
     f = weights_file(path) if path else None
     if f is None or f.stat().st_size > HASH_LIMIT:
         return None
     digest = file_sha256(f)
-    expected = pinned(path)
+    known = pins(path)
+    build = next((v for v, h in sorted(known.items()) if h == digest), None)
+    expected = digest if build else known.get(cpu_vendor() or "")
     return {
         "file": f.name,
         "sha256": digest,
         "pinned": expected,
         "matches": None if expected is None else digest == expected,
+        "build": build,
     }
 
 
-def pin_entry(model_dir: str | Path) -> dict[str, dict[str, str]]:
-    """The MODEL_SHA256 entry of a built model: its build.json's file hashes and its GGUF's, where built."""
+def build_vendor(info: dict) -> str | None:
+    """The CPU vendor a build.json was trained on: the first word of its `cpu` (build_model.cpu_name: vendor_id,
+    then the model name); None where it names none (a build from before the field)."""
+    return ((info.get("cpu") or "").split() or [None])[0]
+
+
+def pin_entry(model_dir: str | Path) -> dict[str, dict[str, dict[str, str]]]:
+    """The MODEL_SHA256 entry of a built model: its build.json's file hashes and its GGUF's, where built, under
+    the CPU vendor it was trained on (this machine's where build.json does not say)."""
     d = Path(model_dir)
     info = json.loads((d / "build.json").read_text())
     files = info.get("sha256") or {}
@@ -173,4 +219,4 @@ def pin_entry(model_dir: str | Path) -> dict[str, dict[str, str]]:
     gguf = d.with_name(d.name + ".gguf")
     if gguf.is_file():
         entry["gguf"] = file_sha256(gguf)
-    return {d.name: entry}
+    return {d.name: {build_vendor(info) or cpu_vendor() or "unknown": entry}}

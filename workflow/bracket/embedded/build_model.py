@@ -19,7 +19,9 @@ honours on every vendor's CPU: asked for its AVX2 branch, MKL takes it on an Int
 takes its AUTO branch on an AMD one, and the weights differ (bench/mkl_branch.py prints the branch each
 request gets and the bytes of one sgemm: COMPATIBLE's bytes were equal on an AMD EPYC and an Intel Xeon,
 AVX2's were not). The trainer refuses to run when MKL reports another branch than the one asked for, and
-build.json records the branch and the CPU. What still varies between machines: the corpus is the
+build.json records the branch and the CPU. Even so an AMD EPYC and an Intel Xeon train other weights (one
+sgemm alike is not 300 steps alike), so the package pins a build per CPU vendor. What still varies between
+machines of one vendor: the corpus is the
 running interpreter's standard library (another Python version trains another model), and a CPU
 without AVX2 or another torch build rounds differently. build.json records each, and the
 pinned hash is the check: a reproduction that serves a model with another hash refuses to compare

@@ -120,7 +120,8 @@ def shared(metas: list[dict], key: str) -> dict:
 
 
 def weights_served(metas: list[dict]) -> dict | None:
-    """The weights the blocks served (model_sha256: file, sha256, the pinned hash and whether it matches) and
+    """The weights the blocks served (model_sha256: file, sha256, the pinned hash, whether it matches, and the
+    CPU vendor of the pinned build it is) and
     their reading (WeightsReading); None where no block recorded a hash (a model too large to hash whole)."""
     hashes = [m["model_sha256"] for m in metas if isinstance(m.get("model_sha256"), dict)]
     if not hashes:
@@ -139,6 +140,8 @@ def weights_served(metas: list[dict]) -> dict | None:
         "files": sorted({str(h.get("file")) for h in hashes if h.get("file")}),
         "sha256": digests,
         "pinned": sorted(p for p in pins if p),
+        # the CPU vendors whose pinned builds the blocks served (bracket.embedded.MODEL_SHA256)
+        "builds": sorted({h["build"] for h in hashes if h.get("build")}),
         "blocks": len(hashes),
         "of": len(metas),
         "reading": reading.value,
