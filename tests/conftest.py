@@ -75,32 +75,43 @@ def pytest_configure(config):
 
 
 # The longest modules first, so that under `--dist loadfile --no-loadscope-reorder` (make test) no long module
-# starts last and runs alone at the end. On a fresh clone the first one builds the embedded engine (about 5
-# minutes), so the two after it need no engine and keep the other worker busy meanwhile. Seconds: each module's
+# starts last and runs alone at the end. On a fresh clone the first one builds the embedded engine (install and
+# training: 7 minutes on a cold run beside the other worker), so the modules after it that need no engine keep
+# the other worker busy meanwhile (about 8 minutes of them), and the engine's come after. Seconds: each module's
 # tests on two workers with the engine built (`pytest --junitxml`, 2026-12-02; test_setups before it moved to
-# the reference server); unlisted modules follow in file order.
+# the reference server); unlisted modules follow in file order, and LLAMACPP_LAST's after them.
 LONGEST_FIRST = (
     ("test_slurm.py", 542),  # the embedded engine (its fixture builds it on a fresh clone)
     ("test_sequential_workflow.py", 178),
     ("test_neutrality_workflow.py", 163),
+    ("test_setups.py", 197),
+    ("test_hostile_workflow.py", 73),
+    ("test_hostile_workflow_round3.py", 56),
     ("test_pipeline.py", 207),  # engine
     ("test_install.py", 238),  # engine, after a plain install
-    ("test_faults_workflow.py", 125),
-    ("test_attach_engines.py", 147),  # engine and llama.cpp
-    ("test_setups.py", 197),
+    ("test_faults_workflow.py", 125),  # engine
     ("test_embedded_model.py", 98),  # the trainer
-    ("test_executor.py", 91),
-    ("test_hostile_workflow.py", 73),
+    ("test_executor.py", 91),  # engine
     ("test_pinning.py", 63),  # engine
-    ("test_hostile_workflow_round3.py", 56),
-    ("test_hostile_kill_workflow.py", 52),  # engine
+    ("test_hostile_kill_workflow.py", 52),
 )
 
 
+# The modules that serve llama.cpp (the llama_server fixture) last, the longest of them first: make test starts
+# llama.cpp's build in the background at the lowest priority (tests/prebuild.py), where it takes only what the
+# tests leave idle; the first of them to start raises it to normal priority and waits for it. Last, the build
+# has had the whole run to fill the idle moments of the tests before it (a cold run: 884 s of build beside them).
+LLAMACPP_LAST = ("test_attach_engines.py", "test_engines_llamacpp_live.py", "test_arena_llamacpp_live.py")
+
+
 def longest_first(items) -> list:
-    """`items` with the modules of LONGEST_FIRST first, in its order; the rest after them, as collected."""
+    """`items` with the modules of LONGEST_FIRST first, in its order; then the rest as collected; then
+    LLAMACPP_LAST's, in its order."""
     rank = {name: i for i, (name, _) in enumerate(LONGEST_FIRST)}
-    return sorted(items, key=lambda item: rank.get(Path(str(item.path)).name, len(rank)))
+    last = {name: len(rank) + 1 + i for i, name in enumerate(LLAMACPP_LAST)}
+    return sorted(
+        items, key=lambda item: last.get(Path(str(item.path)).name, rank.get(Path(str(item.path)).name, len(rank)))
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -128,8 +128,8 @@ def test_on_xdist_workers_a_build_in_the_checkout_is_exempt_and_any_other_write_
     )
 
 
-def test_the_longest_modules_go_first_in_the_listed_order_and_the_rest_keep_theirs():
-    from conftest import LONGEST_FIRST, longest_first
+def test_the_longest_modules_go_first_in_the_listed_order_the_llamacpp_ones_last_and_the_rest_keep_theirs():
+    from conftest import LLAMACPP_LAST, LONGEST_FIRST, longest_first
 
     class Item:
         def __init__(self, name: str, test: str):
@@ -137,8 +137,11 @@ def test_the_longest_modules_go_first_in_the_listed_order_and_the_rest_keep_thei
             self.nodeid = f"tests/{name}::{test}"
 
     first, second = LONGEST_FIRST[0][0], LONGEST_FIRST[1][0]
+    late, later = LLAMACPP_LAST[0], LLAMACPP_LAST[1]
     items = [
+        Item(later, "t1"),
         Item("test_a.py", "t1"),
+        Item(late, "t1"),
         Item(second, "t1"),
         Item("test_b.py", "t1"),
         Item(first, "t1"),
@@ -152,7 +155,9 @@ def test_the_longest_modules_go_first_in_the_listed_order_and_the_rest_keep_thei
         "tests/test_a.py::t1",
         "tests/test_b.py::t1",
         "tests/test_a.py::t2",
+        f"tests/{late}::t1",
+        f"tests/{later}::t1",
     ]
     # every module named is one of the suite's, named once
-    names = [name for name, _ in LONGEST_FIRST]
+    names = [name for name, _ in LONGEST_FIRST] + list(LLAMACPP_LAST)
     assert len(set(names)) == len(names) and all((HERE / name).is_file() for name in names)
