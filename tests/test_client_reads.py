@@ -212,6 +212,29 @@ def test_separate_reads_get_separate_times(monkeypatch):
     srv.close()
 
 
+def test_a_delay_between_the_two_clock_reads_does_not_move_an_arrival_early():
+    """A read's kernel stamp is moved to perf_counter by the wall clock's offset. Read as perf_counter, then the
+    wall clock, a delay between the two (the process preempted) runs the wall clock ahead: taken alone, that
+    read's offset would put its bytes' arrival 3 ms early, or at the read before where the delay was longer (as
+    a loaded run put [DONE] in the same instant as the last text). The estimate keeps the least offset the reads
+    showed."""
+    true = 1000.0  # wall clock = perf_counter + 1000 s
+    est = http_stream.clock_offset(None, 1.0 + true + 3e-7, 1.0)
+    est = http_stream.clock_offset(est, 1.004 + true + 2e-7, 1.004)
+    assert est == (pytest.approx(true + 2e-7, abs=1e-9), 1.004)
+    est = http_stream.clock_offset(est, 1.008 + true + 3e-3, 1.008)  # 3 ms between the two clock reads
+    assert abs(est[0] - true) < 5e-6
+    stamp = 1.0075 + true  # the bytes reached the socket at perf_counter 1.0075
+    anc = [(socket.SOL_SOCKET, http_stream._SO_TIMESTAMPNS, http_stream._TS.pack(int(stamp), round(stamp % 1 * 1e9)))]
+    assert http_stream.arrival(anc, 1.008, est[0], 1.004) == pytest.approx(1.0075, abs=5e-6)
+    delayed = 1.008 + true + 3e-3 - 1.008  # that read's offset alone: 3 ms early (clamped at the read before)
+    assert http_stream.arrival(anc, 1.008, delayed, 1.004) == pytest.approx(1.0045, abs=1e-9)
+    assert http_stream.arrival(anc, 1.008, delayed + 1e-2, 1.004) == 1.004
+    # the wall clock slewed by NTP (100 ppm over 10 s between reads) is followed, not held at the old offset
+    later = http_stream.clock_offset((true, 0.0), 10.0 + true + 1e-3, 10.0)
+    assert later == (pytest.approx(true + 1e-3, abs=1e-9), 10.0)
+
+
 @pytest.mark.parametrize("cut", [3, 7, 20, 40])
 def test_an_event_split_across_reads_is_one_event(cut):
     """A piece ends inside a chunk header, inside an event, or between the data line and its blank line."""

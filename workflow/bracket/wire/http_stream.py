@@ -343,6 +343,7 @@ class Stream:
         poll = None
         wait_ms, stall = max(1, round(coalesce_wait_s * 1000)), self.timeout_s
         last_data = 0.0  # when data last came, for the stall limit while coalescing (the kernel's, else)
+        offset = None  # the wall clock's offset from perf_counter, as the reads so far bound it (clock_offset)
         try:
             while True:
                 if coalesce and not waiting and poll is None:
@@ -367,12 +368,16 @@ class Stream:
                                 raise httpx.ReadTimeout("timed out") from None
                             continue
                         now = perf()
-                        now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
+                        if anc:
+                            offset = clock_offset(offset, wall(), now)
+                            now = arrival(anc, now, offset[0], times[-1] if times else 0.0)
                         last_data = now
                     elif stamped:
                         n, anc, _, _ = recvmsg_into([view[pos : pos + READ_BYTES]], _ANC_SPACE)
                         now = perf()
-                        now = arrival(anc, now, wall(), times[-1] if times else 0.0) if anc else now
+                        if anc:
+                            offset = clock_offset(offset, wall(), now)
+                            now = arrival(anc, now, offset[0], times[-1] if times else 0.0)
                     else:
                         n = recv_into(view[pos : pos + READ_BYTES])
                         now = perf()
@@ -567,19 +572,42 @@ def _stamp_arrivals(sock: socket.socket) -> bool:
     return True
 
 
-def arrival(ancillary: list, now: float, wall_now: float, floor: float) -> float:
+# How fast the estimate of the wall clock's offset from perf_counter may rise (clock_offset): NTP slews the
+# wall clock by at most 500 ppm; a faster rise is the client's own delay between its two clock reads.
+OFFSET_SLEW = 5e-4
+OFFSET_SLACK_S = 1e-6  # and the two reads' own jitter
+
+
+def clock_offset(previous: tuple[float, float] | None, wall_now: float, now: float) -> tuple[float, float]:
+    """(offset, now): the wall clock's offset from perf_counter, from the two clocks read as a read returned
+    (perf_counter first, then the wall clock) and the estimate before (None: none), with when it was made.
+
+    The process can be preempted between its two clock reads; the wall clock, read second, then runs ahead by
+    the delay, and a kernel stamp moved by that offset places an arrival too early (on a loaded machine, a
+    stream's last read a whole read early). A delay only ever adds to `wall_now - now`, so the estimate is the
+    least of it over the reads, allowed to rise as fast as the wall clock can be slewed.
+    """
+    sample = wall_now - now
+    if previous is None:
+        return sample, now
+    offset, then = previous
+    ceiling = offset + OFFSET_SLEW * max(0.0, now - then) + OFFSET_SLACK_S
+    return (sample if sample < ceiling else ceiling), now
+
+
+def arrival(ancillary: list, now: float, offset: float, floor: float) -> float:
     """A read's time on the perf_counter clock: when its last bytes reached the socket.
 
-    The kernel stamps arrivals on the wall clock (CLOCK_REALTIME); `now` and `wall_now` are the two
-    clocks read together as the read returned, so the stamp moves to perf_counter by their offset at
-    that moment (a clock step between arrival and read, microseconds apart, is all that can enter).
-    The result is kept between `floor` (the previous read's time) and `now`: an arrival cannot be
-    later than the read that took it, nor earlier than the read before. Without a stamp: `now`.
+    The kernel stamps arrivals on the wall clock (CLOCK_REALTIME); `offset` is the wall clock's offset from
+    perf_counter (clock_offset), so the stamp moves to perf_counter by it (a clock step between arrival and
+    read, microseconds apart, is all that can enter). The result is kept between `floor` (the previous read's
+    time) and `now`: an arrival cannot be later than the read that took it, nor earlier than the read before.
+    Without a stamp: `now`.
     """
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
             sec, ns = _TS.unpack_from(data)
-            t = sec + ns * 1e-9 - (wall_now - now)
+            t = sec + ns * 1e-9 - offset
             return now if t > now else floor if t < floor else t
     return now
 
