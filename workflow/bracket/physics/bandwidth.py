@@ -195,7 +195,15 @@ def detect_device_name() -> str | None:
         return None
 
 
-def probe_cpu(size_bytes: int = 256 * 2**20, repeats: int = 5) -> dict:
+# The host probes' buffer (this one and bracket.physics.steadiness's): one size, so the rate the ceiling uses
+# and the steadiness windows the article prints beside it are the same measurement. The size matters beyond
+# the cache too: on the project's 2-core Intel Xeon (2026-12-02) a copy of 64 or 128 MiB read 16.2 and 14.3
+# GB/s and one of 192, 256 or 512 MiB 25.6, 25.3 and 25.1 (glibc's memmove switches to non-temporal stores
+# above a threshold set from the cache size; below it each copy also reads its destination, uncounted).
+CPU_PROBE_BYTES = 256 * 2**20
+
+
+def probe_cpu(size_bytes: int = CPU_PROBE_BYTES, repeats: int = 5) -> dict:
     """Host memory bandwidth from timed numpy copies of ``size_bytes``.
 
     gbps = 2 * size / median(copy time) / 1e9 (read + write). One thread: on machines whose

@@ -17,16 +17,20 @@ from __future__ import annotations
 import statistics
 import time
 
+from bracket.physics.bandwidth import CPU_PROBE_BYTES
+
 MIN_SECONDS = 0.2
 
 
-def probe(seconds: float = 10.0, size_bytes: int = 128 * 2**20, window_s: float = 0.5) -> dict:
+def probe(seconds: float = 10.0, size_bytes: int = CPU_PROBE_BYTES, window_s: float = 0.5) -> dict:
     """Back-to-back numpy copies of `size_bytes` for `seconds`; the copy rate per `window_s` window.
 
     Rate of a window = 2 x bytes copied in it / its duration (read + write, as bracket.physics.bandwidth's
-    probes count). spread = (fastest window - slowest window) / median window. The default buffer,
-    128 MiB copied into another, is beyond the last-level cache of the machines bracket serves (a
-    32 MiB one read 38-44 GB/s where the 256 MiB bandwidth probe read 28 GB/s: partly cache).
+    probes count). spread = (fastest window - slowest window) / median window. The default buffer is the
+    bandwidth probe's (CPU_PROBE_BYTES, 256 MiB), beyond the last-level cache of the machines bracket serves
+    (a 32 MiB one read 38-44 GB/s where the 256 MiB probe read 28 GB/s: partly cache), so the windows' rates
+    and the ceiling's bandwidth are one measurement: with 128 MiB they read 14.6-16.3 GB/s beside a probe of
+    26.5 on one machine (the copy's store path changes with its size: bandwidth.CPU_PROBE_BYTES).
     """
     import numpy as np
 
