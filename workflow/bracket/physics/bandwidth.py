@@ -197,9 +197,12 @@ def detect_device_name() -> str | None:
 
 # The host probes' buffer (this one and bracket.physics.steadiness's): one size, so the rate the ceiling uses
 # and the steadiness windows the article prints beside it are the same measurement. The size matters beyond
-# the cache too: on the project's 2-core Intel Xeon (2026-12-02) a copy of 64 or 128 MiB read 16.2 and 14.3
-# GB/s and one of 192, 256 or 512 MiB 25.6, 25.3 and 25.1 (glibc's memmove switches to non-temporal stores
-# above a threshold set from the cache size; below it each copy also reads its destination, uncounted).
+# the cache too: on the project's 2-core Intel Xeon (2026-12-02; glibc 2.36, 480 MiB of L3 reported) a copy of
+# 64 or 128 MiB read 16.2 and 14.3 GB/s and one of 192, 256 or 512 MiB 25.6, 25.3 and 25.1. glibc's memmove
+# switches to non-temporal stores above a threshold it sets from the cache size; below it each copy also reads
+# its destination, uncounted. GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold moves the step: at 16 MiB
+# every size read 26-28 GB/s, at 1 GiB every size 14-16. Where the threshold lies above this buffer (a larger
+# cache), the rate reads about 1.7 times low.
 CPU_PROBE_BYTES = 256 * 2**20
 
 
