@@ -235,6 +235,23 @@ def test_a_delay_between_the_two_clock_reads_does_not_move_an_arrival_early():
     assert later == (pytest.approx(true + 1e-3, abs=1e-9), 10.0)
 
 
+def test_the_streams_first_offset_is_the_narrowest_of_three_brackets(monkeypatch):
+    """Before the request goes out the stream reads wall clock, perf_counter, wall clock three times and keeps
+    the middle of the narrowest bracket: the first read then has an offset no delay of its own can move."""
+    true = 1000.0
+    # bracket 1 preempted after perf_counter (4 ms), bracket 2 tight (200 ns), bracket 3 preempted before it
+    walls = iter([true + 1.0, true + 1.0 + 4e-3, true + 2.0, true + 2.0 + 2e-7, true + 3.0 - 3e-3, true + 3.0 + 1e-7])
+    perfs = iter([1.0, 2.0 + 1e-7, 3.0])
+
+    class Clock:
+        time = staticmethod(lambda: next(walls))
+        perf_counter = staticmethod(lambda: next(perfs))
+
+    monkeypatch.setattr(http_stream, "time", Clock)
+    offset, when = http_stream.clock_pair()
+    assert offset == pytest.approx(true, abs=1e-9) and when == 2.0 + 1e-7
+
+
 @pytest.mark.parametrize("cut", [3, 7, 20, 40])
 def test_an_event_split_across_reads_is_one_event(cut):
     """A piece ends inside a chunk header, inside an event, or between the data line and its blank line."""
@@ -502,15 +519,22 @@ def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
             reads.append(len(self._times))
 
     monkeypatch.setattr(http_stream.Stream, "record", counting)
+    # the client's own t0, as it arms its deadline with it: wall_s is measured from there (a time taken before
+    # the call would add the client's setup, milliseconds on a loaded machine, to the slack below)
+    t0s = []
+    begin = client._Deadline.begin
+    monkeypatch.setattr(client._Deadline, "begin", lambda self, t0: (t0s.append(t0), begin(self, t0))[1])
     with httpx.Client() as http:
-        t_call = time.perf_counter()  # the client's t0 is taken a little after: t_call + wall_s <= its end
         m = stream_completion(http, srv.url, {"prompt": "x", "stream": True}, 5.0)
         returned = time.perf_counter()
     srv.close()
     assert m.error is None and m.completion_tokens == 41 and m.stream_events == 41
     assert reads and reads[0] <= 5, reads
     assert returned - srv.sent_end >= 0.15  # the read that took the end came long after it
-    end = t_call + m.wall_s
+    (t0,) = t0s
+    end = t0 + m.wall_s
+    # the server takes sent_end as its send returns, after the bytes reached the socket: a little after the
+    # arrival, or more where the loaded machine delays the server's thread between the two
     assert srv.sent_end - 0.005 <= end <= srv.sent_end + 0.002
     # The last token came under the byte threshold too, so it shares the end's read, and its time is that
     # read's last bytes' arrival: the end's. The tg window is longer by the server's gap between its last

@@ -17,6 +17,7 @@ types with httpx's messages, so callers handle both paths alike.
 
 from __future__ import annotations
 
+import math
 import re
 import select
 import socket
@@ -99,6 +100,9 @@ class Stream:
         self._ends: list[int] = []
         self._done = 0
         self._rpos, self._cleft, self._ccrlf = 0, 0, False  # where `recorded` goes on decoding
+        # the wall clock's offset from perf_counter, read before the request is sent (clock_pair) and then
+        # bounded by every stamped read (clock_offset): the kernel's arrival stamps are wall-clock times
+        self._offset: tuple[float, float] = clock_pair()
 
     # ---- connecting and sending ---------------------------------------------------------------
     def _connect(self) -> tuple[socket.socket, bool]:
@@ -343,7 +347,7 @@ class Stream:
         poll = None
         wait_ms, stall = max(1, round(coalesce_wait_s * 1000)), self.timeout_s
         last_data = 0.0  # when data last came, for the stall limit while coalescing (the kernel's, else)
-        offset = None  # the wall clock's offset from perf_counter, as the reads so far bound it (clock_offset)
+        offset = self._offset  # the wall clock's offset from perf_counter, as the reads so far bound it
         try:
             while True:
                 if coalesce and not waiting and poll is None:
@@ -408,6 +412,7 @@ class Stream:
                 if waiting and started():
                     waiting = False
         finally:
+            self._offset = offset
             if poll is not None:
                 self._coalesce(0)
 
@@ -576,6 +581,21 @@ def _stamp_arrivals(sock: socket.socket) -> bool:
 # wall clock by at most 500 ppm; a faster rise is the client's own delay between its two clock reads.
 OFFSET_SLEW = 5e-4
 OFFSET_SLACK_S = 1e-6  # and the two reads' own jitter
+
+
+def clock_pair(tries: int = 3) -> tuple[float, float]:
+    """(offset, when): the wall clock's offset from perf_counter, read as wall clock, perf_counter, wall clock
+    and taken at the middle of the narrowest of `tries` such brackets (a preempted one is wide), and the
+    perf_counter time it was read at. The start of a stream's estimate (clock_offset), read before the request
+    is sent: a read's own sample has only the wall clock after it, and the first read has no other."""
+    best = (math.inf, 0.0, 0.0)
+    for _ in range(tries):
+        w1 = time.time()
+        now = time.perf_counter()
+        w2 = time.time()
+        if w2 - w1 < best[0]:
+            best = (w2 - w1, (w1 + w2) / 2 - now, now)
+    return best[1], best[2]
 
 
 def clock_offset(previous: tuple[float, float] | None, wall_now: float, now: float) -> tuple[float, float]:
