@@ -219,7 +219,7 @@ def test_a_delay_between_the_two_clock_reads_does_not_move_an_arrival_early():
     a loaded run put [DONE] in the same instant as the last text). The estimate keeps the least offset the reads
     showed."""
     true = 1000.0  # wall clock = perf_counter + 1000 s
-    est = http_stream.clock_offset(None, 1.0 + true + 3e-7, 1.0)
+    est = http_stream.clock_offset((true + 3e-7, 0.999), 1.0 + true + 3e-7, 1.0)  # the stream's start: clock_pair
     est = http_stream.clock_offset(est, 1.004 + true + 2e-7, 1.004)
     assert est == (pytest.approx(true + 2e-7, abs=1e-9), 1.004)
     est = http_stream.clock_offset(est, 1.008 + true + 3e-3, 1.008)  # 3 ms between the two clock reads

@@ -29,22 +29,17 @@ def default_model() -> str:
     return embedded.model_dir(cfg)
 
 
-def test_pins_are_looked_up_by_the_served_file_and_the_cpu_vendor(tmp_path, monkeypatch):
+def test_pins_are_looked_up_by_the_served_file_per_cpu_vendor(tmp_path, monkeypatch):
     gguf = default_model()
     name = embedded.model_name(gguf)
     assert gguf.endswith(".gguf") and name == "tiny-qwen3-s1-l4-h256-v4096-t300"
     amd = {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": "3" * 64}
     intel = {"model.safetensors": "4" * 64, "tokenizer.json": "2" * 64, "gguf": "5" * 64}
     monkeypatch.setitem(embedded.MODEL_SHA256, name, {"AuthenticAMD": amd, "GenuineIntel": intel})
-    assert embedded.pinned(gguf, "AuthenticAMD") == "3" * 64
-    assert embedded.pinned(gguf[: -len(".gguf")], "AuthenticAMD") == "1" * 64
-    assert embedded.pinned(gguf, "GenuineIntel") == "5" * 64
+    # the served file's kind picks the pin: the GGUF's, or the folder's model.safetensors
     assert embedded.pins(gguf) == {"AuthenticAMD": "3" * 64, "GenuineIntel": "5" * 64}
-    assert embedded.pinned(gguf, "HygonGenuine") is None
-    assert embedded.pinned("resources/models/another.gguf", "AuthenticAMD") is None
-    # without a vendor, this machine's
-    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "GenuineIntel")
-    assert embedded.pinned(gguf) == "5" * 64
+    assert embedded.pins(gguf[: -len(".gguf")]) == {"AuthenticAMD": "1" * 64, "GenuineIntel": "4" * 64}
+    assert embedded.pins("resources/models/another.gguf") == {}
     # the entry a build prints for pinning: build.json's hashes and the GGUF beside the folder, under the
     # vendor build.json's cpu names (this machine's where it names none)
     d = tmp_path / name
@@ -57,6 +52,7 @@ def test_pins_are_looked_up_by_the_served_file_and_the_cpu_vendor(tmp_path, monk
     entry = {"model.safetensors": "1" * 64, "tokenizer.json": "2" * 64, "gguf": hashlib.sha256(b"x").hexdigest()}
     assert embedded.pin_entry(d) == {name: {"AuthenticAMD": entry}}
     (d / "build.json").write_text(json.dumps({"sha256": files}))
+    monkeypatch.setattr(embedded, "cpu_vendor", lambda: "GenuineIntel")
     assert embedded.pin_entry(d) == {name: {"GenuineIntel": entry}}
     monkeypatch.undo()
     for builds in embedded.MODEL_SHA256.values():  # whatever is pinned is a full sha256 per file, per vendor
@@ -126,7 +122,7 @@ def test_the_article_states_the_served_hash_and_the_pin():
     text, style = said([{"model_sha256": ok}, {"model_sha256": other}])
     assert style == "warn" and "different weights" in text
     text, style = said([{"model_sha256": {**ok, "pinned": None, "matches": None, "build": None}}])
-    assert style == "" and "pins no hash for this model trained on this CPU's vendor" in text
+    assert style == "" and "No hash is pinned for this model" in text and "per CPU vendor" in text
     text, style = said([{"model_sha256": ok}, {}])
     assert ", every block" not in text and "in 1 of 2 blocks" in text
     assert said([{"model_fingerprint": {}}]) is None

@@ -354,7 +354,10 @@ def model_hash_sentence(served: dict | None) -> tuple[str, str] | None:
     if reading == WeightsReading.DIFFER:
         return text + "The blocks served different weights: their arms are not comparable.", "warn"
     if reading == WeightsReading.UNPINNED:
-        return text + "The package pins no hash for this model trained on this CPU's vendor.", ""
+        return text + (
+            "No hash is pinned for this model in the package for this machine's CPU vendor (the embedded model's "
+            "builds are pinned per CPU vendor: bracket.embedded.MODEL_SHA256)."
+        ), ""
     if reading == WeightsReading.PINNED:
         builds = served.get("builds") or []
         on = f" trained on {' and '.join(embedded.vendor_name(v) for v in builds)} CPUs" if builds else ""

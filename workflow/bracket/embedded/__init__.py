@@ -164,12 +164,6 @@ def pins(path: str | Path) -> dict[str, str]:
     return {v: files[key] for v, files in MODEL_SHA256.get(model_name(path), {}).items() if key in files}
 
 
-def pinned(path: str | Path, vendor: str | None = None) -> str | None:
-    """The pinned sha256 of the weights file a model path serves, for a build on `vendor`'s CPUs (this machine's
-    when not given); None where the package pins none for that model and vendor."""
-    return pins(path).get(vendor or cpu_vendor() or "")
-
-
 def weights_file(path: str | Path) -> Path | None:
     """The one file whose bytes are the weights: a GGUF file, or a folder's single .safetensors."""
     p = Path(path)

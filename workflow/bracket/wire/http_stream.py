@@ -598,9 +598,10 @@ def clock_pair(tries: int = 3) -> tuple[float, float]:
     return best[1], best[2]
 
 
-def clock_offset(previous: tuple[float, float] | None, wall_now: float, now: float) -> tuple[float, float]:
+def clock_offset(previous: tuple[float, float], wall_now: float, now: float) -> tuple[float, float]:
     """(offset, now): the wall clock's offset from perf_counter, from the two clocks read as a read returned
-    (perf_counter first, then the wall clock) and the estimate before (None: none), with when it was made.
+    (perf_counter first, then the wall clock) and the estimate before (clock_pair's, then each read's), with
+    when it was made.
 
     The process can be preempted between its two clock reads; the wall clock, read second, then runs ahead by
     the delay, and a kernel stamp moved by that offset places an arrival too early (on a loaded machine, a
@@ -608,8 +609,6 @@ def clock_offset(previous: tuple[float, float] | None, wall_now: float, now: flo
     least of it over the reads, allowed to rise as fast as the wall clock can be slewed.
     """
     sample = wall_now - now
-    if previous is None:
-        return sample, now
     offset, then = previous
     ceiling = offset + OFFSET_SLEW * max(0.0, now - then) + OFFSET_SLACK_S
     return (sample if sample < ceiling else ceiling), now
