@@ -253,8 +253,7 @@ def get_engine_inputs(wildcards):
         return build + sorted({m for m in {experiment.engine.model, *drafts} if embedded.is_synthetic(m)})
     if experiment.engine.kind == "llamacpp":
         # the embedded model as GGUF, and any embedded-style draft model an arm names
-        return build + [get_model_dir(wildcards.exp)] + sorted(
-            d for d in drafts if d.startswith("resources/models/tiny-qwen3-") and d.endswith(".gguf"))
+        return build + [get_model_dir(wildcards.exp)] + sorted(d for d in drafts if embedded.is_embedded_gguf(d))
     return [f"{ENGINE_VENV}/.installed", f"{get_model_dir(wildcards.exp)}/build.json"]
 
 

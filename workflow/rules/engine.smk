@@ -27,7 +27,7 @@ rule engine_venv:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "bash {params.script} {params.python} {params.venv} > {log} 2>&1"
+        "bash {params.script:q} {params.python:q} {params.venv:q} > {log:q} 2>&1"
 
 
 rule trainer_venv:
@@ -49,7 +49,7 @@ rule trainer_venv:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "bash {params.script} {params.python} {params.venv} {params.requirements:q} > {log} 2>&1"
+        "bash {params.script:q} {params.python:q} {params.venv:q} {params.requirements:q} > {log:q} 2>&1"
 
 
 rule embedded_model:
@@ -64,14 +64,21 @@ rule embedded_model:
         out=subpath(output[0], parent=True),
         builder=MODEL_BUILDER,
         builder_sha256=bshare.sha256(MODEL_BUILDER),
+    wildcard_constraints:
+        # decimal numbers alone: a model path named in an experiment reaches this rule as a wildcard
+        seed=r"[0-9]+",
+        layers=r"[0-9]+",
+        hidden=r"[0-9]+",
+        vocab=r"[0-9]+",
+        steps=r"[0-9]+",
     log:
         "logs/engine/tiny-qwen3-s{seed}-l{layers}-h{hidden}-v{vocab}-t{steps}.log",
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {params.builder:q} --out {params.out} --seed {wildcards.seed}"
-        " --layers {wildcards.layers} --hidden {wildcards.hidden} --vocab {wildcards.vocab}"
-        " --steps {wildcards.steps} > {log} 2>&1"
+        "{params.python:q} {params.builder:q} --out {params.out:q} --seed {wildcards.seed:q}"
+        " --layers {wildcards.layers:q} --hidden {wildcards.hidden:q} --vocab {wildcards.vocab:q}"
+        " --steps {wildcards.steps:q} > {log:q} 2>&1"
 
 
 rule llamacpp_build:
@@ -93,7 +100,7 @@ rule llamacpp_build:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "bash {params.script} {params.version} {params.backend} $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) {output} > {log} 2>&1"
+        "bash {params.script:q} {params.version:q} {params.backend:q} $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) {output:q} > {log:q} 2>&1"
 
 
 rule embedded_gguf:
@@ -105,7 +112,7 @@ rule embedded_gguf:
     output:
         "resources/models/{name}.gguf",
     wildcard_constraints:
-        name=r"tiny-qwen3-[^/]+",
+        name=embedded.EMBEDDED_NAME,
     params:
         python=f"{TRAINER_VENV}/bin/python",
         source=lambda wildcards, input: json.loads(Path(input.build).read_text())["source_dir"],
@@ -117,7 +124,7 @@ rule embedded_gguf:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {params.converter:q} {params.source} {params.model} {output} > {log} 2>&1"
+        "{params.python:q} {params.converter:q} {params.source:q} {params.model:q} {output:q} > {log:q} 2>&1"
 
 
 rule llamacpp_source:
@@ -133,7 +140,7 @@ rule llamacpp_source:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "bash {params.script} {params.version} source 1 {output} > {log} 2>&1"
+        "bash {params.script:q} {params.version:q} source 1 {output:q} > {log:q} 2>&1"
 
 
 rule synthetic_gguf:
@@ -157,4 +164,4 @@ rule synthetic_gguf:
     conda:
         "../envs/bracket.yaml"
     shell:
-        "{params.python} {params.writer:q} {params.source} {output} --shape {wildcards.shape} > {log} 2>&1"
+        "{params.python:q} {params.writer:q} {params.source:q} {output:q} --shape {wildcards.shape:q} > {log:q} 2>&1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 # `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
@@ -26,6 +27,18 @@ LLAMACPP_SOURCE = f"resources/engines/llama.cpp-{LLAMACPP_VERSION}/source.json"
 # Random-weight Qwen3-shaped GGUFs the workflow writes itself (synthetic.py, rule synthetic_gguf).
 SYNTHETIC_SHAPES = ("8b", "0.6b", "tiny")  # synthetic.SHAPES' keys
 SYNTHETIC_GGUF = "resources/models/synthetic-qwen3-{shape}-f16.gguf"
+
+
+# The embedded model's name, as model_dir writes it and rule embedded_model builds it: five decimal numbers and
+# nothing else. A model or draft path under resources/models/ that reads as an embedded model must match it
+# whole (the rules' wildcards are constrained to the same grammar, so no other text reaches their commands).
+EMBEDDED_NAME = r"tiny-qwen3-s[0-9]+-l[0-9]+-h[0-9]+-v[0-9]+-t[0-9]+"
+EMBEDDED_PREFIX = "resources/models/tiny-qwen3-"
+
+
+def is_embedded_gguf(name: str) -> bool:
+    """A GGUF of an embedded-style model the workflow converts itself (rule embedded_gguf), named in its grammar."""
+    return re.fullmatch(rf"resources/models/{EMBEDDED_NAME}\.gguf", name) is not None
 
 
 def is_synthetic(name: str) -> bool:

@@ -29,7 +29,7 @@ import jsonschema  # noqa: E402
 
 from bracket import engines  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
-from bracket.experiment import arena_grid, arena_workload, prompts  # noqa: E402
+from bracket.experiment import arena_grid, arena_workload, paths, prompts  # noqa: E402
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
 from bracket.experiment.model import Arm, Experiment, Node  # noqa: E402
 from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
@@ -201,6 +201,9 @@ def _check_meaning(exp: Experiment, source: str, measured: bool = False) -> None
             f"Defined arms: {', '.join(arms)}. Set reference to one of them or add the arm."
         )
     check_names(exp, source)
+    refused = paths.problems(exp)
+    if refused:
+        raise ExperimentError("\n".join(f"{source}: {p}" for p in refused))
     check_engine_env(exp, source)
     for name, arm in exp.arms.items():
         spec = arm.speculative
