@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
 import sys
 from pathlib import Path
@@ -108,6 +109,9 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
             f"{error.validator_value}); set it to {bound} {error.validator_value}. "
             f"{node.get('description', '')}"
         ).strip()
+    if error.validator == "maxProperties":
+        node = schema_at(schema, list(error.absolute_path))
+        return _too_many(source, where, len(error.instance), error.validator_value, node)
     if error.validator in ("anyOf", "oneOf"):
         node = schema_at(schema, list(error.absolute_path))
         first = node.get("description", "").split(". ")[0].strip().rstrip(".")
@@ -115,6 +119,23 @@ def _explain(error: jsonschema.ValidationError, schema: dict, source: str) -> st
     if error.validator == "required":
         return f"{source}: {where} is missing a required key: {error.message}."
     return f"{source}: {where}: {error.message}"
+
+
+def _too_many(source: str, where: str, n: int, most: int, node: dict) -> str:
+    return (
+        f"{source}: {where} has {n:,} entries, more than the {most:,} an experiment may hold; keep at most "
+        f"{most:,}, or split the experiment. {' '.join(node.get('description', '').split())}"
+    ).strip()
+
+
+def _check_counts(raw: dict, schema: dict, source: str) -> None:
+    """The top level's mappings (arms, workloads) longer than the schema's maxProperties, refused before any default
+    is filled or entry checked: 15,000 workloads would take seconds to check one by one, to say what their number
+    says at once."""
+    for key, node in schema.get("properties", {}).items():
+        most, value = node.get("maxProperties"), raw.get(key)
+        if most is not None and isinstance(value, dict) and len(value) > most:
+            raise ExperimentError(_too_many(source, key, len(value), most, node))
 
 
 def without_defaults(value: Any, schema: dict) -> Any:
@@ -155,6 +176,7 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> E
             f"{type(raw).__name__}. Start from experiments/draft_sweep.yaml."
         )
     schema = load_schema()
+    _check_counts(raw, schema, source)
     data = copy.deepcopy(raw)
     eng = data.get("engine")
     if isinstance(eng, dict) and eng.get("launch") == "attach" and "kind" not in eng:
@@ -168,12 +190,31 @@ def validate(raw: dict, source: str = "experiment", measured: bool = False) -> E
         raise ExperimentError("\n".join(_explain(e, schema, source) for e in errors[:5]))
     _settle(data)
     exp = Experiment.model_validate(data)
+    _check_grid_cells(exp, schema, source)
     try:
         exp = arena_grid.expand(exp, source)
     except ValueError as exc:
         raise ExperimentError(str(exc)) from None
     _check_meaning(exp, source, measured)
     return exp
+
+
+def _check_grid_cells(exp: Experiment, schema: dict, source: str) -> None:
+    """The workloads an arena grid expands to (every combination of its lists), counted before they are made: the
+    schema's bound on workloads holds for the cells, each an ordinary workload once expanded."""
+    most = schema["properties"]["workloads"]["maxProperties"]
+    cells = {}
+    for name, wl in exp.workloads.items():
+        if wl.grid is not None:
+            cells[name] = math.prod(len(getattr(wl.grid, axis) or [0]) for axis in arena_grid.AXES)
+    total = len(exp.workloads) - len(cells) + sum(cells.values())
+    if total > most:  # a grid is among them: the workloads as written are within the schema's bound
+        name = max(cells, key=cells.get)
+        raise ExperimentError(
+            f"{source}: the workloads expand to {total:,} (workloads.{name}.grid makes {cells[name]:,} cells, one "
+            f"per combination of its lists), more than the {most:,} an experiment may hold: every block runs every "
+            f"workload. Shorten the grid's lists, or split the experiment."
+        )
 
 
 def _settle(data: dict) -> None:
@@ -245,6 +286,10 @@ def _check_meaning(exp: Experiment, source: str, measured: bool = False) -> None
 # Each block is a fresh server for minutes: 500 is days of measuring, and past it the workflow's own plan
 # (a dry run) takes minutes; an experiment that needs more is several experiments.
 MAX_BLOCKS = 500
+# What one host's sequence of blocks may ask, so that a design can finish in a week: its requests (at about a
+# second each, 256 tokens at 250 tokens/s, 500,000 are six days) and its idle time between blocks.
+MAX_REQUESTS = 500_000
+MAX_IDLE_S = 7 * 24 * 3600
 ADAPTIVE_ONLY = ("min_rounds", "max_rounds", "target", "margin")
 
 
@@ -262,6 +307,24 @@ def _check_design(exp: Experiment, source: str) -> None:
             f"{' on ' + str(len(exp.hosts)) + ' hosts' if exp.hosts else ''}), more than "
             f"{MAX_BLOCKS}, each a fresh server for minutes; lower {key} (5 is the default) or "
             f"split the experiment."
+        )
+    per_host = rounds * len(exp.arms)  # the hosts run side by side, each its own sequence
+    per_block = len(exp.workloads) * (d.runs_per_block + d.warmup_runs)
+    per_block += 2 * exp.controls.neutrality_pairs if exp.controls.neutrality else 0
+    if per_host * per_block > MAX_REQUESTS:
+        raise ExperimentError(
+            f"{source}: the design sends {per_host * per_block:,} requests in one sequence of blocks ({per_host} "
+            f"blocks x {per_block:,}: {len(exp.workloads)} workload(s) x ({d.runs_per_block} design.runs_per_block "
+            f"+ {d.warmup_runs} design.warmup_runs){' + the neutrality pairs' if exp.controls.neutrality else ''}), "
+            f"more than {MAX_REQUESTS:,} (six days at a second a request); lower design.runs_per_block, the "
+            f"rounds or the workloads, or split the experiment."
+        )
+    idle = d.cooldown_s * (per_host - 1)
+    if idle > MAX_IDLE_S:
+        raise ExperimentError(
+            f"{source}: design.cooldown_s is {d.cooldown_s:g} s before each of {per_host - 1} blocks: "
+            f"{idle / 86400:.1f} days idle in one sequence of blocks, more than a week; lower design.cooldown_s "
+            f"(a machine settles in minutes) or the rounds."
         )
     if not adaptive:
         adaptive_only = [k for k in ADAPTIVE_ONLY if getattr(d, k) is not None]
@@ -455,55 +518,115 @@ def check_engine_env(exp: Experiment, source: str = "experiment") -> None:
 # An experiment file is a few kilobytes; these bound what a hostile one can cost before validation says no.
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 100_000  # values after aliases are expanded (an alias bomb of 600 bytes expands to billions)
+# libyaml's loader where PyYAML has it: composing a 1 MB file takes about a second in C, three in Python.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE = "tag:yaml.org,2002:merge"
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that counts the values a document expands to, aliases included, before building any."""
+def _children(n) -> list:
+    if isinstance(n, yaml.SequenceNode):
+        return n.value
+    if isinstance(n, yaml.MappingNode):
+        return [c for pair in n.value for c in pair]
+    return []
 
-    def compose_document(self):
-        node = super().compose_document()
-        sizes: dict[int, int] = {}
 
-        def size(n) -> int:  # memoised by node: an alias is the same node object, counted once per use
-            if id(n) not in sizes:
-                sizes[id(n)] = -1  # a recursive alias counts as too large below
-                children = (
-                    n.value
-                    if isinstance(n, yaml.SequenceNode)
-                    else [c for pair in n.value for c in pair]
-                    if isinstance(n, yaml.MappingNode)
-                    else []
+def _check_size(node) -> None:
+    """The values `node` expands to, aliases included, counted before any is built: more than MAX_NODES is refused."""
+    sizes: dict[int, int] = {}
+
+    def size(n) -> int:  # memoised by node: an alias is the same node object, counted once per use
+        if id(n) not in sizes:
+            sizes[id(n)] = -1  # a recursive alias counts as too large below
+            total = 1
+            for c in _children(n):
+                s = size(c)
+                total = MAX_NODES + 1 if s < 0 else min(total + s, MAX_NODES + 1)
+            sizes[id(n)] = total
+        return sizes[id(n)]
+
+    if size(node) > MAX_NODES:
+        raise ExperimentError(
+            f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
+            f"an anchor `&name` holds); an experiment needs a few hundred: write the "
+            f"values out, or use fewer aliases."
+        )
+
+
+def _check_duplicates(node) -> None:
+    """A key written twice in one mapping, at any level, refused with both lines: YAML would keep the last one and
+    drop the first without a word (`runs_per_block: 3` then `50` ran 50). Keys a merge (`<<: *anchor`) brings in
+    may be overridden, as YAML means them to be; only keys written in the mapping itself count."""
+    keys = yaml.constructor.SafeConstructor()
+    seen: set[int] = set()
+
+    def where(path: tuple) -> str:
+        return "under " + ".".join(path) if path else "at the top level"
+
+    def walk(n, path: tuple) -> None:
+        if id(n) in seen:  # an alias: its node was checked where its anchor stands
+            return
+        seen.add(id(n))
+        if isinstance(n, yaml.SequenceNode):
+            for i, c in enumerate(n.value):
+                walk(c, (*path, f"[{i}]"))
+            return
+        if not isinstance(n, yaml.MappingNode):
+            return
+        first: dict = {}
+        for k, v in n.value:
+            if k.tag == _MERGE or not isinstance(k, yaml.ScalarNode):
+                walk(v, path)
+                continue
+            try:
+                key = keys.construct_object(k)
+                hash(key)
+            except (yaml.YAMLError, TypeError):
+                key = (k.tag, k.value)
+            if key in first:
+                a, b = first[key].start_mark, k.start_mark
+                at = (
+                    f"line {b.line + 1}, columns {a.column + 1} and {b.column + 1}"
+                    if a.line == b.line
+                    else f"lines {a.line + 1} and {b.line + 1}"
                 )
-                total = 1
-                for c in children:
-                    s = size(c)
-                    total = MAX_NODES + 1 if s < 0 else min(total + s, MAX_NODES + 1)
-                sizes[id(n)] = total
-            return sizes[id(n)]
+                raise ExperimentError(
+                    f"key {k.value!r} appears twice {where(path)} ({at}); YAML would keep the second and drop the "
+                    f"first without a word. Keep one {k.value!r}: delete the other, or merge what the two hold."
+                )
+            first[key] = k
+            walk(v, (*path, str(k.value)))
 
-        if size(node) > MAX_NODES:
-            raise ExperimentError(
-                f"it expands to more than {MAX_NODES:,} values (aliases `*name` repeat what "
-                f"an anchor `&name` holds); an experiment needs a few hundred: write the "
-                f"values out, or use fewer aliases."
-            )
-        return node
+    walk(node, ())
 
 
-def _read_yaml(path: Path):
-    """The file's YAML, within MAX_FILE_BYTES and MAX_NODES; ExperimentError (one line) otherwise."""
+def read_yaml(path: str | Path):
+    """The experiment file's YAML, within MAX_FILE_BYTES and MAX_NODES and without a key written twice in one
+    mapping; ExperimentError (one line, naming the file) otherwise, yaml.YAMLError where it is not YAML."""
+    path = Path(path)
     nbytes = path.stat().st_size
     if nbytes > MAX_FILE_BYTES:
         raise ExperimentError(
             f"{path}: {nbytes:,} bytes, more than an experiment file may hold "
             f"({MAX_FILE_BYTES:,}); prompts go in prompt files (workloads.NAME.prompts)."
         )
+    loader = _LOADER(path.read_text())
     try:
-        return yaml.load(path.read_text(), Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+        node = loader.get_single_node()  # the nodes only: aliases are shared nodes, nothing is expanded yet
+        if node is None:
+            return None
+        _check_size(node)
+        _check_duplicates(node)
+        return loader.construct_document(node)
     except ExperimentError as exc:
         raise ExperimentError(f"{path}: {exc}") from None
     except RecursionError:
         raise ExperimentError(f"{path}: nested too deeply to read; an experiment is a few levels deep.") from None
+    finally:
+        loader.dispose()
+
+
+_read_yaml = read_yaml  # the name tests/test_hostile_secrets.py reads
 
 
 def load(path: str | Path, measured: bool = False) -> Experiment:
@@ -512,7 +635,7 @@ def load(path: str | Path, measured: bool = False) -> Experiment:
     if not path.is_file():
         raise ExperimentError(f"no experiment file at {path}; experiments live in experiments/NAME.yaml.")
     try:
-        raw = _read_yaml(path)
+        raw = read_yaml(path)
     except yaml.YAMLError as exc:
         raise ExperimentError(
             f"{path}: not valid YAML: {exc}\nFix the brackets, quotes or indentation at the "
