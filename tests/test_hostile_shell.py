@@ -305,3 +305,23 @@ def test_free_text_fields_reach_the_scripts_and_the_article_as_text(repo):
     html = (repo / "report" / "textpayload" / "article.html").read_text()
     assert "touch " in html and "<script" not in html.split("<body", 1)[-1].lower().replace("<script type=", "")
     assert not (repo / "trainer-argv.txt").exists()
+
+
+@pytest.mark.parametrize("exe", ["/bin/sh", "bash", "/usr/bin/env", "python3", "/usr/bin/python3.11", "perl"])
+def test_a_shell_or_interpreter_named_as_the_server_is_refused(exe):
+    raw = base_experiment()
+    raw["engine"] = {
+        "kind": "llamacpp",
+        "embedded": False,
+        "model": "m.gguf",
+        "executable": exe,
+        "args": ["-c", "touch PWNED"],
+    }
+    with pytest.raises(config.ExperimentError, match="engine.executable is .* not an engine's server"):
+        config.validate(raw, "experiments/x.yaml")
+
+
+def test_the_servers_own_program_passes():
+    raw = base_experiment()
+    raw["engine"] = {"kind": "llamacpp", "embedded": False, "model": "m.gguf", "executable": "/opt/llama/llama-server"}
+    assert config.validate(raw, "experiments/x.yaml").engine.executable == "/opt/llama/llama-server"

@@ -20,6 +20,7 @@ A real path with such a character is rare; the fix is a symbolic link without it
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 
 from bracket.embedded import EMBEDDED_NAME, EMBEDDED_PREFIX
 from bracket.experiment.model import Experiment
@@ -68,6 +69,56 @@ def _is_embedded_form(path: str) -> bool:
     return re.fullmatch(rf"resources/models/{EMBEDDED_NAME}(\.gguf|/?)", path) is not None
 
 
+# Programs that run whatever text they are handed: no engine's server is one of them, and an experiment that
+# names one as its server (with `-c` among its arguments) would run a command of the file's choosing.
+INTERPRETERS = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "csh",
+        "tcsh",
+        "fish",
+        "busybox",
+        "env",
+        "xargs",
+        "perl",
+        "ruby",
+        "node",
+        "php",
+        "lua",
+        "awk",
+        "gawk",
+        "sudo",
+        "su",
+        "nohup",
+        "setsid",
+        "timeout",
+        "nice",
+        "exec",
+        "eval",
+        "sshpass",
+        "ssh",
+    }
+)
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+def program_problems(exp: Experiment) -> list[str]:
+    """engine.executable, the server's program, is no shell or interpreter (by its file name). A wrapper script
+    of the user's own is still a program the experiment names: `bracket check` prints the launch before it runs."""
+    exe = exp.engine.executable or ""
+    name = PurePath(exe).name
+    if exe and (name in INTERPRETERS or _PYTHON.fullmatch(name)):
+        return [
+            f"engine.executable is {exe!r}, a program that runs whatever text it is handed, not an engine's "
+            f"server; name the server's own program (llama-server, ollama), or a Python in engine.python."
+        ]
+    return []
+
+
 def fields(exp: Experiment) -> list[tuple[str, str]]:
     """(key, value) for every field of `exp` that names a file, a program or a model."""
     eng = exp.engine
@@ -88,4 +139,5 @@ def fields(exp: Experiment) -> list[tuple[str, str]]:
 
 def problems(exp: Experiment) -> list[str]:
     """One sentence per field of `exp` whose path cannot reach the workflow (see the module's docstring)."""
-    return [p for key, value in fields(exp) if (p := path_problem(key, value))]
+    found = [p for key, value in fields(exp) if (p := path_problem(key, value))]
+    return found or program_problems(exp)
