@@ -302,3 +302,41 @@ def test_arena_mode_body_leaves_the_length_free_and_llamacpp_keeps_its_cache():
     assert "cache_prompt" not in b
     _, b, _ = arena_text.chat_body(engines.get("llamacpp"), "m", "CTX", "P", REQ_ARENA, 1, ARM, False)
     assert b["cache_prompt"] is False
+
+
+def test_arena_json_is_written_when_a_cell_carries_findings(tmp_path):
+    """A cell whose runs spread past analysis.spread_warning carries a finding; arena.json keeps it as stats.json
+    keeps findings (a record: kind, payload), where json.dumps once stopped at the Finding object."""
+    cfg = config.validate(
+        {
+            "workloads": {"arena": {"kind": "arena", "depth": 0, "prompt_tokens": 128, "prompts": "p"}},
+            "arms": {"b": {}},
+            "analysis": {"bootstrap_resamples": 200, "seed": 1, "spread_warning": 0.15},
+        }
+    )
+    raw = [
+        user(
+            10.0 * run,
+            0.5,
+            128,
+            tg,
+            arm="b",
+            workload="arena",
+            block=0,
+            run=run,
+            warmup=False,
+            cached_tokens=0,
+            finish_reason="length",
+            max_tokens=128,
+            wall_s=2.0,
+            prompt_tokens=128,
+        )
+        for run, tg in enumerate([60.0, 100.0, 140.0])  # spread (max - min) / median 0.8, past 0.15
+        for _ in range(2)
+    ]
+    s = arena_stats.summarize(raw, cfg)
+    warnings = s["cells"][0]["summary"]["warnings"]
+    assert warnings and all(isinstance(w, dict) and w["kind"] for w in warnings)
+    arena_stats.write_json(s, tmp_path / "arena.json")
+    back = __import__("json").loads((tmp_path / "arena.json").read_text())
+    assert back["cells"][0]["summary"]["warnings"] == warnings

@@ -207,7 +207,7 @@ def summarize(raw: list[dict], exp: Experiment) -> dict:
                         "min": sm.min,
                         "max": sm.max,
                         "spread": sm.spread,
-                        "warnings": list(sm.warnings),
+                        "warnings": [w.record() for w in sm.warnings],  # as stats.json keeps findings
                     }
                 depths = sorted(t for r in rows for t in r["prompt_tokens"] if t)
                 latency = next((x["latency_s"] for recs in timed for x in recs if x.get("latency_s") is not None), None)
