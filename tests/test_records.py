@@ -50,7 +50,7 @@ def test_writer_appends_and_reader_skips_a_torn_last_line(tmp_path):
 def test_a_damaged_middle_line_is_an_error(tmp_path):
     path = tmp_path / "b.jsonl"
     path.write_text(json.dumps(good()) + "\nnot json\n" + json.dumps(good()) + "\n")
-    with pytest.raises(ValueError, match="b.jsonl:2"):
+    with pytest.raises(ValueError, match="b.jsonl, line 2: not a raw record"):
         records.read([path])
 
 

@@ -84,7 +84,8 @@ def new_record(**values) -> dict:
 class RecordWriter:
     """Append-only JSONL writer: each record is one line, flushed and fsynced before the next.
 
-    A crash can therefore lose at most the record being written, and `read` skips a torn last line.
+    A crash can therefore lose at most the record being written, and `read` leaves a torn last line out and
+    counts it.
     """
 
     def __init__(self, path: str | Path):
@@ -115,22 +116,41 @@ def _jsonable(v):
     raise TypeError(f"cannot store {type(v).__name__} in a raw record")
 
 
-def read(paths: Iterable[str | Path]) -> list[dict]:
-    """Read raw JSONL files; a torn final line (crash mid-write) is skipped, any other bad line is an error."""
+class DamagedRecords(ValueError):
+    """A raw file with a line that is not a record before its last line: no crash leaves that (a write cut short is
+    the file's last line), so the file was changed after it was written. The message names file, line and fix."""
+
+
+def read(paths: Iterable[str | Path], torn: list[dict] | None = None) -> list[dict]:
+    """Read raw JSONL files. A torn last line (a crash mid-write: no newline after it, not a whole record) is not a
+    record, and is left out; where `torn` is a list, each is appended to it as {file, line, bytes} so the caller
+    can count and name it. Any other line that is not a JSON object is DamagedRecords, naming its file and line."""
     out = []
     for path in paths:
         # One record per "\n": a record keeps a server's text as sent (ensure_ascii=False), and str.splitlines
         # would also split it at U+0085, U+2028 or U+2029 inside a generated string (json.dumps leaves them raw).
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
-        for i, line in enumerate(lines):
-            if not line.strip():
+        # Split as bytes and decode each line: a write cut short may end inside a character's UTF-8 bytes.
+        lines = Path(path).read_bytes().split(b"\n")
+        for i, raw in enumerate(lines):
+            if not raw.strip():
                 continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                if i == len(lines) - 1:
-                    continue
-                raise ValueError(f"{path}:{i + 1}: not a JSON record; the raw file is damaged") from None
+                rec = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                rec = None
+            if isinstance(rec, dict):
+                out.append(rec)
+            elif i == len(lines) - 1:  # the last line, without its newline: the write a crash cut short
+                if torn is not None:
+                    torn.append({"file": str(path), "line": i + 1, "bytes": len(raw)})
+            else:
+                raise DamagedRecords(
+                    f"{path}, line {i + 1}: not a raw record ({raw[:60].decode('utf-8', 'replace')!r}"
+                    f"{'...' if len(raw) > 60 else ''}), and not the last line, where a crash would leave a record "
+                    f"cut short: the file was changed after it was written. Its records cannot be guessed: restore "
+                    f"it from a copy; or, to measure its block again, move it and its .meta.json out of "
+                    f"{Path(path).parent} (keep them to look into) and run the workflow again."
+                )
     return out
 
 
@@ -145,6 +165,7 @@ INVALID_KINDS = (
     "token count",
     "no wall time",
     "no positive value",
+    "count check",
 )
 
 #: What to change for each kind of invalid run (INVALID_KINDS); NAME is the experiment. Said where the
@@ -161,6 +182,9 @@ REASON_HINTS = {
     "token count": "completion_tokens differed from max_tokens: the output length was not pinned",
     "error": "requests failed: each error is in runs.csv (column error), the servers' logs in logs/NAME/server/",
     "no wall time": "requests without a wall time: check the client's timing",
+    "count check": "the server's token count cannot be what its stream carried (runs.csv column count_check says "
+    "why: more text events than tokens, or more tokens than the events can hold), so a rate would divide by a wrong "
+    "count: check the engine's usage report and anything between it and bracket (a proxy)",
 }
 
 
@@ -191,7 +215,8 @@ def reasons(rec: dict) -> list[tuple[str, str]]:
     """(kind, text) of each reason a timed record must not enter the statistics (empty list: valid).
 
     Guards from seed 000: the prefix cache never engaged (cached_tokens == 0), the output length
-    was pinned (finish_reason == "length" and completion_tokens == max_tokens). A prefix-caching arena
+    was pinned (finish_reason == "length" and completion_tokens == max_tokens); and the token count is one the
+    stream could have carried (count_check null: bracket.wire.client.count_check). A prefix-caching arena
     phase inverts the first (cached_tokens within CACHE_BLOCK_SLACK of cache_expected: the context load
     finds nothing, the inference finds its context), and a cell with tg_exact false drops the second's
     early stop. `kind` is one of INVALID_KINDS, `text` says it with the record's values.
@@ -231,6 +256,8 @@ def reasons(rec: dict) -> list[tuple[str, str]]:
         out.append(("token count", f"token count {rec.get('completion_tokens')} != max_tokens {mt}"))
     if not rec.get("wall_s") or rec["wall_s"] <= 0:
         out.append(("no wall time", "no wall time"))
+    if rec.get("count_check"):  # the count the rate divides by is not what the stream carried
+        out.append(("count check", f"count check: {rec['count_check']}"))
     return out
 
 

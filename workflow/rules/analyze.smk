@@ -19,7 +19,9 @@ checkpoint look:
 
 
 rule collect:
-    """Every raw record in one tidy table, with validity flags; warmups kept and marked."""
+    """Every raw record in one tidy table, with validity flags; warmups kept and marked. A record a crash cut short
+    at the end of a block's file is left out, counted and named (torn_records.json, for the analysis and the
+    article); a damaged line anywhere else stops it, naming the file, the line and the fix."""
     input:
         schedule="results/{exp}/schedule.csv",
         blocks=get_block_files,
@@ -27,6 +29,7 @@ rule collect:
         runs="results/{exp}/runs.csv",
         attempts="results/{exp}/failed_attempts.json",
         neutrality="results/{exp}/neutrality.csv",
+        torn="results/{exp}/torn_records.json",
     log:
         "logs/{exp}/collect.log",
     conda:
@@ -48,6 +51,7 @@ rule analyze:
         neutrality="results/{exp}/neutrality.csv",
         metas=get_block_meta_files,
         attempts="results/{exp}/failed_attempts.json",
+        torn="results/{exp}/torn_records.json",
         model_build=get_model_build,
         experiment=get_resolved_experiment,
     output:

@@ -38,6 +38,7 @@ with rule_log(snakemake.log[0]) as log:
         for p in getattr(snakemake.input, "metas", [])
     ]
     attempts = json.loads(Path(snakemake.input.attempts).read_text())
+    torn = json.loads(Path(snakemake.input.torn).read_text())  # records a crash cut short (rule collect)
     model_dir = str(snakemake.params.model_dir or "") or None
     build = next(iter(getattr(snakemake.input, "model_build", [])), None)  # declared only where the workflow built it
     stats = analyze(
@@ -50,6 +51,7 @@ with rule_log(snakemake.log[0]) as log:
         schedule=schedule,
         name=snakemake.wildcards.exp,
         failed_attempts=attempts,
+        torn_records=torn,
         model_dir=model_dir,
         model_build=json.loads(Path(build).read_text()) if build else None,
     )

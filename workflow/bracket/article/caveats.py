@@ -21,6 +21,12 @@ def section_warnings(d: Data) -> Section:
         Para(
             f"{c.get('total', len(d.runs))} requests: {c.get('valid', 0)} valid, {c.get('warmups', 0)} warmups "
             f"(kept and marked, left out of the statistics), {c.get('invalid', 0)} invalid."
+            + (
+                f" {c['torn']} more {'was' if c['torn'] == 1 else 'were'} cut short in the raw files and could not "
+                f"be read (below)."
+                if c.get("torn")
+                else ""
+            )
         )
     )
     reasons = c.get("invalid_by_reason") or {}

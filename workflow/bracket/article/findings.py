@@ -160,6 +160,14 @@ def _invalid(p) -> str:
     return f"{p.runs} run{_s(p.runs)} invalid ({p.reason}), left out of statistics" + (f": {hint}." if hint else ".")
 
 
+def _torn(p) -> str:
+    return (
+        f"the last line of {p.file} (line {p.line}, {p.bytes} bytes) is a record cut short, as a crash while it was "
+        f"written leaves one: it cannot be read, so the request it held (a timed run, a warmup or a control's) is in "
+        f"no count, table or statistic here."
+    )
+
+
 def _bursty(p) -> str:
     return (
         f"bursty delivery: in {p.bursty_runs} of {p.runs} runs one network read brought a quarter of a "
@@ -213,6 +221,7 @@ MESSAGES: dict[K, Callable[[object], str]] = {
     ),
     K.INVALID: _invalid,
     K.NO_VALID_RUNS: lambda p: "no valid runs: every request was a warmup or invalid; see counts.",
+    K.TORN_RECORD: _torn,
     K.BURSTY: _bursty,
     K.COHERENCE: _coherence,
     K.BENCHY_DROPPED: _benchy_dropped,

@@ -135,6 +135,7 @@ def analyze(
     failed_attempts: list[dict] | None = None,
     model_dir: str | None = None,
     model_build: dict | None = None,
+    torn_records: list[dict] | None = None,
 ) -> dict:
     """Every statistic of one experiment, as a JSON-serialisable dict (results/NAME/stats.json).
 
@@ -155,7 +156,9 @@ def analyze(
         args and server, workloads in order, engine, design as planned, request, and the schedule
         (`schedule`, schedule.csv) as planned.
     counts
-        {total, valid, warmups, invalid (not counting warmups), invalid_by_reason}.
+        {total, valid, warmups, invalid (not counting warmups), invalid_by_reason, torn}: torn counts the records
+        a crash cut short at the end of a block's file (`torn_records`, rule collect's torn_records.json: {file,
+        line, bytes}), which no row holds; each is also a finding (torn record) that names it.
     cells
         One per (arm, workload): n, median, ci_low, ci_high (block-level t interval around
         `center`, the mean log block median, with two blocks or more; else a percentile bootstrap
@@ -343,13 +346,17 @@ def analyze(
         "noise_threshold": thr,
         "spread_warning": spread_warn,
         "aa": same_settings(experiment),
-        "counts": _counts(runs, frame),
+        "counts": {**_counts(runs, frame), "torn": len(torn_records or [])},
         "design_ran": design_ran(runs),
         "unmeasured": unmeasured(runs, experiment),
         "experiment": stated.experiment(experiment, name, schedule),
         "provenance": provenance(metas or [], failed_attempts, model_dir, model_build, experiment),
     }
-    warnings: list[Finding] = []
+    # what was lost before any row: named whether or not anything else was measured
+    warnings: list[Finding] = [
+        Finding(K.TORN_RECORD, F.TornRecord(str(t["file"]), int(t["line"]), int(t["bytes"])))
+        for t in torn_records or []
+    ]
     if valid.empty:
         out.update(
             cells=[],
@@ -366,7 +373,7 @@ def analyze(
             tokens_per_event=[],
             k_model={"band": None, "rows": [], "verdict": spec.KVerdict.UNTESTED, "reason": spec.KReason.NO_VALID_RUNS},
         )
-        out["findings"] = records([Finding(K.NO_VALID_RUNS)])
+        out["findings"] = records([Finding(K.NO_VALID_RUNS), *warnings])
         return jsonable(out)
 
     cells = cell_summaries(frame, seed=seed, confidence=conf, n_resamples=R, spread_warning=spread_warn, precision=thr)

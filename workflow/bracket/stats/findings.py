@@ -39,6 +39,7 @@ class FindingKind(StrEnum):
     SLOW_FIRST_RUN = "warmup"  # the first timed run was the slowest in most blocks
     INVALID = "invalid"  # runs left out of the statistics, by reason
     NO_VALID_RUNS = "no valid runs"  # every request was a warmup or invalid
+    TORN_RECORD = "torn record"  # a block's raw file ends in a record a crash cut short: left out, unread
     BURSTY = "bursty delivery"  # arena: one network read brought a quarter of a stream or more
     COHERENCE = "coherence"  # arena: the model failed llama-benchy's coherence question
     BENCHY_DROPPED = "llama-benchy dropped"  # arena: llama-benchy's tg leaves values out
@@ -188,6 +189,13 @@ class Invalid:
 
 
 @dataclass(frozen=True)
+class TornRecord:
+    file: str  # relative to the experiment's results, e.g. raw/block-3.jsonl
+    line: int
+    bytes: int  # what was written of it
+
+
+@dataclass(frozen=True)
 class Bursty:
     runs: int
     bursty_runs: int
@@ -240,6 +248,7 @@ PAYLOADS: dict[FindingKind, type] = {
     K.SLOW_FIRST_RUN: SlowFirstRun,
     K.INVALID: Invalid,
     K.NO_VALID_RUNS: Nothing,
+    K.TORN_RECORD: TornRecord,
     K.BURSTY: Bursty,
     K.COHERENCE: Coherence,
     K.BENCHY_DROPPED: BenchyDropped,
