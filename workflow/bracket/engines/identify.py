@@ -13,11 +13,16 @@ Each engine has routes the others lack (read in their sources; docs/engine-apis.
 - anything else that answers GET /v1/models is a generic OpenAI-compatible server.
 
 Probes are GETs with a short timeout; an answer is untrusted, so only its shape is read and the
-version is kept as a short string.
+version is kept as a short string. A URL where nothing can be reached stops the first probe with the
+cause and its fix (`unreachable`): a refused connection, a TCP handshake that never completes (within
+CONNECT_TIMEOUT_S, not after a timeout per route), a TLS certificate this host does not trust, a host
+name that does not resolve.
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
 from dataclasses import asdict, dataclass
 
 import httpx
@@ -33,8 +38,75 @@ NAMES = {
 }
 
 
+# A TCP handshake takes milliseconds; 5 s outlasts two lost SYNs (Linux sends them again after 1 s and 3 s).
+CONNECT_TIMEOUT_S = 5.0
+CAUSES = ("refused", "handshake", "tls", "name", "network")
+
+
 class Unreachable(RuntimeError):
-    """Nothing answers at the URL (refused, timed out, not HTTP)."""
+    """Nothing can be reached at the URL; the message names the cause and its fix, `cause` is one of CAUSES."""
+
+    def __init__(self, message: str, cause: str = "refused"):
+        super().__init__(message)
+        self.cause = cause
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from (httpx's, httpcore's, the socket's or ssl's own)."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _where(url: str) -> str:
+    u = httpx.URL(url)
+    return f"{u.host}:{u.port or (443 if u.scheme == 'https' else 80)}"
+
+
+def unreachable(exc: httpx.HTTPError, url: str, connect_s: float = CONNECT_TIMEOUT_S) -> Unreachable | None:
+    """Why a request to `url` reached no server, with the fix; None when `exc` is not a failure to connect
+    (a server that answered late, or not in HTTP, was reached)."""
+    where, chain = _where(url), _chain(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return Unreachable(
+            f"the TCP handshake with {where} never completed: no answer to the connection request within "
+            f"{connect_s:.0f} s. A firewall that drops the packets, a wrong host or port, or a server too "
+            f"overloaded to accept connections (its queue of pending connections full) does this; check that "
+            f"`curl -m 5 {httpx.URL(url).scheme}://{where}/v1/models` answers from this host, then open the port, "
+            f"fix engine.base_url, or restart the server",
+            "handshake",
+        )
+    cert = next((e for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
+    if cert is not None:
+        said = cert.verify_message or cert.reason or str(cert)
+        return Unreachable(
+            f"the TLS certificate of {where} failed verification ({said}), so bracket sends it nothing. bracket "
+            f"trusts the certificate authorities of its Python (certifi's) or those of the file SSL_CERT_FILE "
+            f"names: export SSL_CERT_FILE=/path/to/ca.pem (the authority that signed the server's certificate, or "
+            f"a self-signed certificate itself) before running"
+            + (", or set engine.base_url to the host name the certificate is issued for" if "mismatch" in said else "")
+            + ", or set engine.base_url to the server's plain http:// address",
+            "tls",
+        )
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if tls is not None:
+        return Unreachable(
+            f"the TLS handshake with {where} failed ({tls.reason or tls}); if the server speaks plain HTTP there, "
+            f"set engine.base_url to http://{where}",
+            "tls",
+        )
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return Unreachable(
+            f"the host name {httpx.URL(url).host!r} does not resolve on this host ({exc}); fix engine.base_url's host",
+            "name",
+        )
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return Unreachable(f"connection refused: nothing listens at {where} ({exc})", "refused")
+    if isinstance(exc, httpx.ConnectError):
+        return Unreachable(f"no connection to {where} ({exc}): check the network route to it", "network")
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,13 +127,12 @@ class Identity:
 
 def _get(http: httpx.Client, url: str, timeout_s: float) -> httpx.Response | None:
     try:
-        return http.get(url, timeout=timeout_s)
-    except httpx.ConnectError as exc:
-        raise Unreachable(f"connection refused or no route ({exc})") from None
-    except httpx.TimeoutException:
-        return None
-    except httpx.HTTPError:
-        return None
+        return http.get(url, timeout=httpx.Timeout(timeout_s, connect=max(timeout_s, CONNECT_TIMEOUT_S)))
+    except httpx.HTTPError as exc:
+        why = unreachable(exc, url)
+        if why is not None:
+            raise why from None
+        return None  # reached, but no answer in time or not in HTTP: this route tells nothing
 
 
 def _json(r: httpx.Response | None):
@@ -78,7 +149,7 @@ def _short(v) -> str | None:
 
 
 def identify(http: httpx.Client, base: str, timeout_s: float = 3.0) -> Identity:
-    """Ask `base` which engine it is; raises Unreachable when nothing answers at all."""
+    """Ask `base` which engine it is; raises Unreachable, naming the cause, when no server can be reached."""
     base = base.rstrip("/")
     props = _json(_get(http, base + "/props", timeout_s))
     if isinstance(props, dict) and ("default_generation_settings" in props or "build_info" in props):

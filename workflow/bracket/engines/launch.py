@@ -295,24 +295,20 @@ def _image_digests(docker: str, image: str, env: dict) -> list[str] | None:
         return None
 
 
-# How long an attached URL may refuse connections before a block gives up on it.
+# How long an attached URL may refuse connections (or leave them unanswered) before a block gives up on it.
 ATTACH_REFUSED_S = 20.0
+ATTACH_CONNECT_S = 2.0
 
 
-def _refused(base_url: str) -> bool:
-    """True when a TCP connection to base_url's host and port is refused (nothing listens there)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    u = urlsplit(base_url)
-    port = u.port or (443 if u.scheme == "https" else 80)
-    try:
-        with socket.create_connection((u.hostname or "127.0.0.1", port), timeout=2.0):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False  # unreachable host or timeout: the readiness deadline decides
+def _unreached(http: httpx.Client, base_url: str) -> identify.Unreachable | None:
+    """Why no server can be reached at base_url now (refused, a handshake that never completes, TLS), with the
+    fix; None when one answers, however (a server that is up but busy answers late, or with an error)."""
+    try:  # the response's head is enough: its body is left unread
+        with http.stream("GET", base_url + "/v1/models", timeout=httpx.Timeout(2.0, connect=ATTACH_CONNECT_S)):
+            pass
+    except httpx.HTTPError as exc:
+        return identify.unreachable(exc, base_url, ATTACH_CONNECT_S)
+    return None
 
 
 class _Attached:
@@ -353,13 +349,21 @@ class AttachedServer(NativeServer):
         refused_since = None
         with httpx.Client(headers=self.headers) as http:
             while not self.adapter.ready(http, self.base_url):
-                # A server that is up but busy answers late; a URL where nothing listens refuses at once.
-                refused_since = (refused_since or time.monotonic()) if _refused(self.base_url) else None
+                # A server that is up but busy answers late; a URL where nothing listens refuses at once, one whose
+                # handshake never completes stays silent, and a certificate this host does not trust never heals.
+                why = _unreached(http, self.base_url)
+                if why is not None and why.cause == "tls":
+                    raise ServerError(f"engine.base_url is {self.base_url}, and {why}")
+                refused_since = (refused_since or time.monotonic()) if why is not None else None
                 if refused_since is not None and time.monotonic() - refused_since > ATTACH_REFUSED_S:
+                    if why.cause == "refused":
+                        raise ServerError(
+                            f"nothing listens at {self.base_url}: connections were refused for "
+                            f"{ATTACH_REFUSED_S:.0f} s (engine.launch is attach, so bracket starts no server); start "
+                            f"the server there, or set engine.base_url to where it listens"
+                        )
                     raise ServerError(
-                        f"nothing listens at {self.base_url}: connections were refused for {ATTACH_REFUSED_S:.0f} s "
-                        f"(engine.launch is attach, so bracket starts no server); start the server there, or set "
-                        f"engine.base_url to where it listens"
+                        f"no server could be reached at {self.base_url} for {ATTACH_REFUSED_S:.0f} s: {why}"
                     )
                 if self.heartbeat_s > 0 and time.monotonic() >= next_beat:
                     print(
@@ -373,7 +377,7 @@ class AttachedServer(NativeServer):
                     raise ServerError(
                         f"no {self.adapter.kind} server is ready at {self.base_url} (engine.launch is attach, so "
                         f"bracket starts none): start it, or set engine.base_url to where it listens; waited "
-                        f"{timeout_s:.0f} s (engine.startup_timeout_s)"
+                        f"{timeout_s:.0f} s (engine.startup_timeout_s)" + (f"; the last attempt: {why}" if why else "")
                     )
                 time.sleep(poll_s)
         self._identify()

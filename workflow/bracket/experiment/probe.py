@@ -4,7 +4,9 @@ bracket starts no server under engine.launch: attach, so what the server was sta
 whether a block's records can be valid. Before any block (bracket.experiment.preflight, run when the workflow
 loads the experiment and by `bracket check`) this module:
 
-1. connects: nothing listening fails here, in seconds, not after a readiness wait;
+1. connects: nothing listening, a handshake that never completes, a TLS certificate this host does not
+   trust fail here, in seconds and by their cause (bracket.engines.identify.unreachable), not after a
+   readiness wait;
 2. identifies the engine (bracket.engines.identify) and refuses an engine.kind that contradicts it;
 3. lists /v1/models and refuses an engine.served_model the server does not serve;
 4. sends one short streamed request, as a block would, with a prefix no block uses: it must
@@ -129,10 +131,13 @@ def _probe(exp: Experiment, root, http: httpx.Client, rep: Report, timeout_s: fl
     try:
         found = identify.identify(http, base)
     except identify.Unreachable as exc:
-        rep.problems.append(
-            f"nothing answers at {base} ({exc}); engine.launch is attach, so bracket starts no "
-            f"server: start it there, or set engine.base_url to where it listens."
-        )
+        if exc.cause == "refused":
+            rep.problems.append(
+                f"nothing answers at {base} ({exc}); engine.launch is attach, so bracket starts no "
+                f"server: start it there, or set engine.base_url to where it listens."
+            )
+        else:  # something is there, or may be: the cause says what stands between, and the fix
+            rep.problems.append(f"engine.base_url is {base}, and {exc}.")
         return
     rep.identity = found
     clash = identify.contradiction(eng.kind, found, base)
