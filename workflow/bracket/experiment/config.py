@@ -34,7 +34,8 @@ from bracket.experiment import arena_grid, arena_workload, paths, prompts  # noq
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
 from bracket.experiment.model import Arm, Experiment, Node  # noqa: E402
 from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
-from bracket.secrets import looks_secret  # noqa: E402
+from bracket.secrets import FIX as SECRET_FIX  # noqa: E402
+from bracket.secrets import argument_problem, looks_secret, value_problem  # noqa: E402
 
 
 def as_data(value: Any) -> Any:
@@ -494,18 +495,15 @@ def check_engine_env(exp: Experiment, source: str = "experiment") -> None:
     places += [(f"arms.{name}.env", arm.env) for name, arm in exp.arms.items()]
     arg_places = [("engine.args", exp.engine.args)]
     arg_places += [(f"arms.{name}.args", arm.args) for name, arm in exp.arms.items()]
+    names = [n for n in (exp.engine.api_key_env, *exp.engine.secret_env) if n]
     for where, args in arg_places:
         for arg in args:
-            flag = str(arg).split("=", 1)[0]
-            if flag.startswith("-") and looks_secret(flag.lstrip("-").replace("-", "_")):
-                raise ExperimentError(
-                    f"{source}: {where} passes {flag}, whose value would be a secret on the server's command "
-                    f"line, which is recorded in every block's provenance and the article. Give an API key by "
-                    f"engine.api_key_env, any other secret by engine.secret_env (the engine reads it from its "
-                    f"environment), and remove {flag} from {where}."
-                )
+            if why := argument_problem(str(arg), names):  # as the engine's parser reads it (bracket.secrets)
+                raise ExperimentError(f"{source}: {where} {why}. {SECRET_FIX}, and remove it from {where}.")
     for where, env in places:
         for key in env:
+            if why := value_problem(str(env[key]), names):
+                raise ExperimentError(f"{source}: {where}.{key} {why}. {SECRET_FIX}, and remove it from {where}.")
             if looks_secret(key):
                 raise ExperimentError(
                     f"{source}: {where} sets {key}, whose name says it holds a secret; values in {where} are "
