@@ -163,7 +163,7 @@ def test_an_event_whose_fields_have_the_wrong_type_is_an_error_not_an_exception(
 
 def test_an_endless_line_is_cut_at_the_line_limit_with_bounded_memory():
     """64 KiB chunks with no line end, as fast as the socket takes them (issue 33: memory grew 250 MB/s).
-    The client stops at LINE_LIMIT (16 MiB) within a few seconds; what it holds then (the raw bytes kept, in a
+    The client stops at LINE_LIMIT (4 MiB) within a few seconds; what it holds then (the raw bytes kept, in a
     buffer that doubles, and the line itself) is a few times the limit, whatever the server goes on sending."""
 
     def answer(srv, conn):
@@ -179,7 +179,7 @@ def test_an_endless_line_is_cut_at_the_line_limit_with_bounded_memory():
     took = time.monotonic() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert m.error.startswith("a stream line longer than 16 MiB without a line end")
+    assert m.error.startswith("a stream line longer than 4 MiB without a line end")
     assert took < 10 and peak < 8 * stream_events.LINE_LIMIT, (took, peak / 2**20)
     assert len(m.raw_response) < 5000  # the record keeps a bounded excerpt
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
-from bracket.wire.client import Measurement, get_text, stream_completion, tokens_per_event_bound
+from bracket.wire.client import GET_LIMIT, Measurement, fetch_text, stream_completion, tokens_per_event_bound
 
 # Names sent as the model in requests, for servers we launch (--served-model-name, -a).
 SERVED_NAME = "bracket-model"
@@ -256,17 +256,20 @@ class Engine:
             if not event.get("choices") or event.get("usage") or event.get("timings") or event.get("done"):
                 kept.append(event)
 
-        before = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
+        unread: list[str] = []  # why /metrics could not be read
+        before = metrics_text(http, base, unread) if self.timing_from_metrics else None
         m = self.control_stream(http, url, payload, request.timeout_s, keep)
-        after = (get_text(http, base + "/metrics") or "") if self.timing_from_metrics else None
+        after = metrics_text(http, base, unread) if self.timing_from_metrics and not unread else before
+        metrics_error(m, unread, "the server's own timing of this request")
         self.adjust(m, kept)
         timing = None if m.error else self.server_timing(kept, before, after)
         for _ in range(5 if self.timing_from_metrics and timing is None and not m.error else 0):
             # The server may record a finished request just after its last byte: read again, briefly.
             time.sleep(0.05)
-            timing = self.server_timing(kept, before, get_text(http, base + "/metrics") or "")
-            if timing is not None:
+            timing = self.server_timing(kept, before, metrics_text(http, base, unread))
+            if timing is not None or unread:
                 break
+        metrics_error(m, unread, "the server's own timing of this request")
         return m, timing
 
     def spec_counters(self, metrics_text: str) -> SpecCounters | None:
@@ -308,12 +311,14 @@ class Engine:
 
         # The cache counters only where the response may not say (a server bracket did not start).
         counters = speculative or (self.attached and type(self).cache_hits is not Engine.cache_hits)
-        text0 = get_text(http, base + "/metrics") or "" if counters else ""
+        unread: list[str] = []  # why /metrics could not be read
+        text0 = metrics_text(http, base, unread) if counters else ""
         bound = tokens_per_event_bound(speculative, spec_settings.draft_tokens if speculative else None)
         m = stream_completion(
             http, base + self.request_path, body, request.timeout_s, on_event=keep, max_tokens_per_event=bound
         )
-        text1 = get_text(http, base + "/metrics") or "" if counters else ""
+        text1 = metrics_text(http, base, unread) if counters and not unread else text0
+        metrics_error(m, unread, "the request's speculative and prefix-cache counters")
         before = self.spec_counters(text0) if speculative else None
         after = self.spec_counters(text1) if speculative else None
         self.adjust(m, kept)
@@ -384,6 +389,24 @@ def listed_models(http: httpx.Client, base: str) -> list[str]:
     if not isinstance(data, list):
         return []
     return [str(d["id"])[:200] for d in data if isinstance(d, dict) and isinstance(d.get("id"), (str, int))]
+
+
+def metrics_text(http: httpx.Client, base: str, unread: list[str]) -> str:
+    """The server's /metrics page ("" where it has none); a page the client's limits stopped (over
+    client.GET_LIMIT, or not ended within its time) is "" too, and why is added to `unread`."""
+    got = fetch_text(http, base + "/metrics")
+    if got.problem is not None:
+        unread.append(got.problem)
+    return got.text or ""
+
+
+def metrics_error(m: Measurement, unread: list[str], what: str) -> None:
+    """Make `m` an error record (if it is not one) when /metrics could not be read: `what` is unknown."""
+    if unread and m.error is None:
+        m.error = (
+            f"/metrics could not be read, so {what} is unknown: {unread[0]}. The server's /metrics must be a "
+            f"Prometheus page that ends, under {GET_LIMIT >> 20} MiB, within 5 s"
+        )
 
 
 def get_json(

@@ -25,23 +25,44 @@ Anything the server sends is untrusted: a value that cannot be what it claims (a
 not a non-negative whole number, an event the engine's reader cannot read) makes the request an
 error record that keeps the start and end of the response (raw_response, redacted), never an
 exception; a token count the events cannot carry is flagged (count_check).
+
+What a request may cost is bounded by construction, whatever its server sends. Time: request.timeout_s
+from connecting to the last event parsed (the deadline shuts the socket, and the parse looks at it
+between slices of events), so a request ends as an error record within about timeout_s + 1 s. Memory:
+under stream_events.STREAM_MEMORY (64 MiB) per stream above what the process held before it (measured
+with servers that send 1-byte events at full speed, an endless error body, an endless or 100 MB
+/metrics: bench/results/hostile_servers.md): at most http_stream.KEEP_BYTES of raw bytes kept unparsed,
+the last stream_events.EVENTS_KEEP events, stream_events.TEXT_LIMIT characters of text, one line of
+stream_events.LINE_LIMIT; an error body is read up to ERROR_BODY_LIMIT and a GET's (`/metrics`,
+`fetch_text`) up to GET_LIMIT, each within its time limit. Past a limit the record is an error that
+names it; an error record keeps the first and last stream_events.TEXT_KEEP characters of its text and
+RAW_KEEP bytes of its body, and says how much it left out between them.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gc
 import hashlib
 import socket
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import httpx
 
 from bracket.wire import http_stream
-from bracket.wire.stream_events import Events, clip
+from bracket.wire.stream_events import Events, Excerpt, as_text, clip, ends_of
+
+# The most of an error response's body read (its first and last bytes are kept for the record): an
+# engine's error is a line of JSON; a body past this is not one.
+ERROR_BODY_LIMIT = 1 << 20
+# The most of a GET's body read (fetch_text: /metrics, /version, /v1/models): every engine's /metrics page
+# is well under a megabyte.
+GET_LIMIT = 4 << 20
 
 
 @dataclass
@@ -240,7 +261,8 @@ def timed_stream(
     max_tokens_per_event: float | None = None,
     on_timed_event: Callable[[dict, float], None] | None = None,
 ) -> tuple[Measurement, list[dict]]:
-    """POST `body` and time its stream; return the measurement and every parsed event.
+    """POST `body` and time its stream; return the measurement and the last parsed events (at most
+    stream_events.EVENTS_KEEP: a caller reads the final ones, with the counts, finish reason and timings).
 
     framing: "sse" (`data: {...}` lines ending with `data: [DONE]`) or "ndjson" (one JSON object
     per line, ending with the object for which is_last() holds). new_text(event) returns the text
@@ -291,6 +313,7 @@ def timed_stream(
         deadline.arm()
         t0 = time.perf_counter()
         deadline.begin(t0)
+        ev.deadline = t0 + timeout_s  # the parse ends there too, however much came before
         with (
             http_stream.Stream(http, request, stall, on_socket=deadline.watch).open()
             if fast
@@ -300,9 +323,9 @@ def timed_stream(
             if not fast:
                 deadline.watch(_socket_of(resp))
             if status != 200:
-                raw = resp.read_all() if fast else resp.read()
-                text = raw.decode("utf-8", errors="replace")
-                m.error = f"HTTP {status}: {clip(text, 500)}"
+                kept, stopped = _error_body(resp, fast)
+                m.error = _http_error(status, kept, stopped, deadline.fired, timeout_s, stall)
+                m.raw_response = kept.text("the body went on: read no further" if stopped else "") or None
                 m.wall_s = time.perf_counter() - t0
                 return m, ev.events
             if fast and resp.recordable:
@@ -360,12 +383,17 @@ def timed_stream(
     if deadline.fired:
         m.error = (
             f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
-            if ev.t_first is None
+            if ev.t_first is None and not ev.size
             else f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)"
+        )
+    elif ev.late:
+        m.error = (
+            f"timed out after {timeout_s:g} s while the stream's events were read "
+            f"(request.timeout_s limits the whole request, its parsing included)"
         )
     m.wall_s = end - t0
     m.stream_events = ev.text_events
-    m.output_text = "".join(ev.parts)
+    m.output_text = ev.text()
     m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8", errors="replace")).hexdigest()
     t_first, t_last = ev.t_first, ev.t_last
     if t_first is not None:
@@ -391,9 +419,44 @@ def timed_stream(
         m.decode_tok_s = m.completion_tokens / m.wall_s
         if t_first is not None and t_last is not None and t_last > t_first and m.completion_tokens > 1:
             m.tg_tok_s = (m.completion_tokens - 1) / (t_last - t_first)
-    if m.error is not None and ev.size:
-        m.raw_response = ev.raw()
+    if m.error is not None:
+        if ev.size:
+            m.raw_response = ev.raw()
+        m.output_text = ends_of(m.output_text)  # an error record keeps the text's ends, saying what it left out
     return m, ev.events
+
+
+def _error_body(resp, fast: bool) -> tuple[Excerpt, BaseException | str | None]:
+    """An error response's body, read up to ERROR_BODY_LIMIT: its ends kept, and what stopped the read
+    before the body's end (None: nothing did; the request's deadline shuts the socket at its limit)."""
+    kept = Excerpt()
+    try:
+        for data in (data for _, data in resp.reads()) if fast else resp.iter_bytes():
+            kept.keep(data)
+            if kept.size > ERROR_BODY_LIMIT:
+                return kept, "limit"
+    except httpx.HTTPError as exc:
+        return kept, exc
+    return kept, None
+
+
+def _http_error(status: int, kept: Excerpt, stopped, fired: bool, timeout_s: float, stall: float) -> str:
+    """An error response in words: its status and its body's start, and why the body was not read to its end."""
+    said = clip(as_text(kept.head), 500)
+    if stopped is None:
+        return f"HTTP {status}: {said}"
+    if stopped == "limit":
+        why = f"an error body over {ERROR_BODY_LIMIT >> 20} MiB, read no further"
+    elif fired:
+        why = (
+            f"its error body did not end within request.timeout_s ({timeout_s:g} s, {kept.size:,} bytes came), "
+            f"read no further"
+        )
+    elif isinstance(stopped, httpx.TimeoutException):
+        why = f"its error body stalled ({stall:g} s without data after {kept.size:,} bytes)"
+    else:
+        why = f"its error body was cut after {kept.size:,} bytes ({type(stopped).__name__}: {stopped})"
+    return clip(f"HTTP {status}: {why}; it began: {said[:300]}", 700)
 
 
 def _socket_of(response: httpx.Response) -> socket.socket | None:
@@ -460,9 +523,89 @@ def stream_completion(
     return m
 
 
-def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
+@dataclass(frozen=True)
+class Fetched:
+    """A GET's answer: its status (None: no answer), its body as text where the status was 200 and the body
+    came whole within the limits, and why not where a 200 answer's body did not (`problem`, in words)."""
+
+    status: int | None
+    text: str | None = None
+    problem: str | None = None
+
+
+def fetch_text(client: httpx.Client, url: str, timeout_s: float = 5.0, limit: int = GET_LIMIT) -> Fetched:
+    """GET `url` and read its body as text, at most `limit` bytes (decompressed) and `timeout_s` altogether.
+
+    A body over `limit`, or one that does not end within `timeout_s` (a server that trickles or never ends
+    it), is read no further: `text` None and `problem` says which. The body is streamed, so what a server
+    sends costs this process at most `limit` bytes (and their text) whatever it is.
+    """
+    path = httpx.URL(url).path
+    deadline = _Deadline(timeout_s)
+    deadline.arm()
+    deadline.begin(time.perf_counter())
+    status, got = None, 0
     try:
-        r = client.get(url, timeout=timeout_s)
-        return r.text if r.status_code == 200 else None
-    except httpx.HTTPError:
-        return None
+        request = client.build_request(
+            "GET", url, timeout=timeout_s, headers={"Accept-Encoding": "identity"}, extensions={"trace": deadline.trace}
+        )
+        with contextlib.closing(client.send(request, stream=True)) as r:
+            deadline.watch(_socket_of(r))
+            status = r.status_code
+            if status != 200:
+                return Fetched(status)
+            encoding = r.headers.get("content-encoding", "identity").lower().strip()
+            inflate = (
+                zlib.decompressobj(zlib.MAX_WBITS | 16)
+                if encoding in ("gzip", "x-gzip")
+                else zlib.decompressobj()
+                if encoding == "deflate"
+                else None
+            )
+            if inflate is None and encoding not in ("identity", ""):
+                return Fetched(status, None, f"GET {path} answered in Content-Encoding {encoding!r}, which is not read")
+            pieces = []
+            if r.is_stream_consumed:  # read whole already (a test transport): its content, decoded
+                raw, inflate = iter([r.content]), None
+            else:
+                raw = r.iter_raw()
+            for data in raw:
+                if inflate is not None:
+                    data = inflate.decompress(data, limit + 1 - got)
+                    if inflate.unconsumed_tail:
+                        got = limit + 1
+                got += len(data)
+                if got > limit:
+                    return Fetched(
+                        status,
+                        None,
+                        f"GET {path} sent more than {limit >> 20} MiB, read no further (no engine's page is that "
+                        f"long: the server's {path} is endless or broken)",
+                    )
+                pieces.append(data)
+    except (httpx.HTTPError, zlib.error) as exc:
+        if deadline.fired:
+            return Fetched(
+                status,
+                None,
+                f"GET {path} did not end within {timeout_s:g} s ({got:,} bytes came), read no further (the "
+                f"server's {path} trickles, stalls or never ends)",
+            )
+        if status == 200:
+            return Fetched(
+                status, None, clip(f"GET {path} was cut after {got:,} bytes ({type(exc).__name__}: {exc})", 300)
+            )
+        return Fetched(status)
+    finally:
+        deadline.cancel()
+    charset = r.charset_encoding or "utf-8"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        charset = "utf-8"
+    return Fetched(status, b"".join(pieces).decode(charset, errors="replace"))
+
+
+def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
+    """The body of a GET answered 200, as text; None for any other answer, none, or a body past fetch_text's limits."""
+    return fetch_text(client, url, timeout_s).text

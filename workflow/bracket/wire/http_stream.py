@@ -13,6 +13,11 @@ It is used only where it sends exactly what httpx would: a plain `http://` URL, 
 default transport (no proxy, mount, Unix socket or test transport), no client-level auth or event
 hooks. Anything else goes through httpx (`fast_path` says which). Errors are httpx's exception
 types with httpx's messages, so callers handle both paths alike.
+
+What a response may cost is bounded whatever its server sends: `record` keeps at most KEEP_BYTES of
+raw bytes not yet parsed (past them it asks its caller to parse, and drops what was parsed), a
+compressed body is inflated at most INFLATE_BYTES per piece, and `finish` reads a body's end for at
+most FINISH_BYTES and its `wait_s`. The whole-request deadline is the caller's (it shuts the socket).
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ import httpcore
 import httpx
 
 READ_BYTES = 65536
+# The raw bytes `record` keeps before it has its caller parse them (and drops what was parsed): a stream of
+# a few thousand tokens stays below it and is parsed once, after its end.
+KEEP_BYTES = 4 << 20
+# The most a compressed body's piece may inflate to at once (a small piece can inflate a thousandfold).
+INFLATE_BYTES = 1 << 20
+# After a stream's end marker, the most of its body's end `finish` reads before it gives the connection up.
+FINISH_BYTES = 65536
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}").fullmatch  # a chunk size, without extensions
 # The encodings this reader can undo; a request that asks for more (httpx adds br and zstd when
 # their packages are installed) is narrowed to these, which every HTTP server may answer with.
@@ -213,10 +225,13 @@ class Stream:
         return self._body
 
     def _inflated(self, body: Iterator[tuple[float, bytes]]) -> Iterator[tuple[float, bytes]]:
+        inflate = self._inflate
         for now, data in body:
-            data = self._inflate.decompress(data)
-            if data:
-                yield now, data
+            while data:
+                out = inflate.decompress(data, INFLATE_BYTES)
+                data = inflate.unconsumed_tail
+                if out:
+                    yield now, out
 
     def _blocking(self) -> None:
         """Reads without Python's timeout machinery (a poll() before every recv()): the socket
@@ -294,6 +309,7 @@ class Stream:
         coalesce_bytes: int = 0,
         started: Callable[[], bool] | None = None,
         coalesce_wait_s: float = 0.05,
+        keep_bytes: int = KEEP_BYTES,
     ) -> None:
         """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
 
@@ -315,6 +331,10 @@ class Stream:
         bytes as they come either way, so the server sees no difference. A read's time is still its
         last bytes' arrival, so the stream's end, and its last token where that came with the end,
         keep their exact times; only the events in between share the time of the read that took them.
+
+        Once more than `keep_bytes` are kept, `stop()` is asked too (the caller parses them through
+        `recorded`), and the bytes it was handed are dropped: a long or endless body is kept
+        `keep_bytes` at a time, never whole.
         """
         perf = time.perf_counter
         stamped = _stamp_arrivals(self.sock)
@@ -411,10 +431,30 @@ class Stream:
                         return
                 if waiting and started():
                     waiting = False
+                if pos > keep_bytes:
+                    if stop() or self.complete:
+                        return
+                    pos = self._drop_handed_out()
         finally:
             self._offset = offset
             if poll is not None:
                 self._coalesce(0)
+
+    def _drop_handed_out(self) -> int:
+        """Drop the kept bytes that `recorded` has handed out (all but a chunk's framing not yet read
+        through), moving the rest to the buffer's start; returns where the next read goes. The last read's
+        time and end stay, as the floor of the next read's arrival and the start of the next `recorded`."""
+        ends, times, buf = self._ends, self._times, self._buf
+        n = len(ends)
+        if self._done < n or not n:  # the caller did not read what was kept: nothing can go
+            return ends[-1] if n else 0
+        shift, pos = self._rpos, ends[-1]
+        left = pos - shift
+        buf[:left] = buf[shift:pos]  # same length: the buffer is not resized under its view
+        del ends[: n - 1], times[: n - 1]
+        ends[0] = left
+        self._done, self._rpos = 1, 0
+        return left
 
     def _coalesce(self, nbytes: int):
         """Wake reads of this socket only once `nbytes` came (SO_RCVLOWAT; 0: every byte again, as a
@@ -519,13 +559,10 @@ class Stream:
         body = b"".join(pieces) if len(pieces) != 1 else bytes(pieces[0])
         return body, body_ends, self._times[first:]
 
-    def read_all(self) -> bytes:
-        """The rest of the body, whole (an error response)."""
-        return b"".join(data for _, data in self.reads())
-
     def finish(self, wait_s: float = 0.5) -> None:
         """After the stream's last event: read the body's end (a few bytes, already on their way) so
-        the connection can be reused; a server that does not end it within `wait_s` loses it."""
+        the connection can be reused; a server that does not end it within `wait_s`, or sends more
+        than FINISH_BYTES after it, loses it."""
         if self.complete or not self._reusable or self.sock is None:
             return
         try:
@@ -538,8 +575,11 @@ class Stream:
             self.timeout_s = wait_s
             if self._body is not None:
                 self._blocking()
-            for _ in self.reads():
-                pass
+            until, left = time.perf_counter() + wait_s, FINISH_BYTES
+            for now, data in self.reads():
+                left -= len(data)
+                if (left < 0 or now > until) and not self.complete:
+                    return
         except (httpx.HTTPError, OSError):
             self.complete = False
 
