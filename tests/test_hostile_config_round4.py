@@ -8,6 +8,7 @@ import time
 import pytest
 from bracket.experiment import config
 from bracket.experiment import schema as exp_schema
+from bracket.stats import planning
 
 FIX = "YAML would keep the second and drop the first without a word."
 
@@ -176,3 +177,13 @@ def test_every_upper_bound_in_the_schema_says_why():
     walk(schema, "", "")
     allowed = {".engine.nice", ".engine.port", ".analysis.confidence"}  # bounds of the thing itself, not of cost
     assert [p for p in missing if p not in allowed and ".grid." not in p] == []
+
+
+def test_the_design_notebook_reads_the_file_as_the_workflow_does(tmp_path):
+    """bracket.stats.planning.write_design rewrites the experiment's own YAML: a key written twice there is refused
+    too, rather than carried into the file it writes with one of the two values dropped."""
+    src = tmp_path / "x.yaml"
+    src.write_text("arms: {a: {}, b: {}}\ndesign: {runs_per_block: 3}\ndesign: {runs_per_block: 50}\n")
+    with pytest.raises(config.ExperimentError, match=r"key 'design' appears twice at the top level \(lines 2 and 3\)"):
+        planning.write_design(src, tmp_path / "out.yaml", {"rounds": 4})
+    assert not (tmp_path / "out.yaml").exists()

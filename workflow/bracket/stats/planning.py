@@ -380,7 +380,7 @@ def write_design(
     (power_warning) goes into the file's header, where whoever runs it reads it. Returns the validated
     experiment. The file's own YAML is edited, not the validated experiment: what the user wrote stays as
     written, without the defaults validation fills."""
-    raw = yaml.safe_load(Path(experiment_path).read_text())
+    raw = config.read_yaml(experiment_path)  # as the workflow reads it: a key written twice is refused
     raw["design"] = {**(raw.get("design") or {}), **design}
     if raw["design"].get("rounds") != "adaptive":
         for k in ("min_rounds", "max_rounds", "target", "margin"):
