@@ -38,8 +38,9 @@ NAMES = {
 }
 
 
-# A TCP handshake takes milliseconds; 5 s outlasts two lost SYNs (Linux sends them again after 1 s and 3 s).
-CONNECT_TIMEOUT_S = 5.0
+# A TCP handshake takes milliseconds; 4 s outlasts two lost SYNs (Linux sends one again after 1 s and 3 s)
+# and keeps the preflight of a `snakemake` run, its start included, within 10 s.
+CONNECT_TIMEOUT_S = 4.0
 CAUSES = ("refused", "handshake", "tls", "name", "network")
 
 

@@ -85,6 +85,9 @@ def binary_problems(exp: Experiment, timeout_s: float = 20.0) -> list[str]:
         return []
     if kind in DEFAULT_PROGRAMS:
         prog = eng.executable or DEFAULT_PROGRAMS[kind]
+        bit = execute_bit_problem("engine.executable" if eng.executable else f"engine.kind {kind}'s program", prog)
+        if bit:
+            return [bit]
         if shutil.which(prog) or Path(prog).is_file():
             return []
         return [
@@ -92,6 +95,10 @@ def binary_problems(exp: Experiment, timeout_s: float = 20.0) -> list[str]:
             f"engine.executable to its full path."
         ]
     module = ENGINE_MODULES.get(kind)
+    if eng.python and (module or kind == "reference"):  # the reference server runs on engine.python when set
+        bit = execute_bit_problem("engine.python", eng.python)
+        if bit:
+            return [bit]
     if not module:
         return []
     python = eng.python or "python3"
@@ -122,6 +129,24 @@ def binary_problems(exp: Experiment, timeout_s: float = 20.0) -> list[str]:
             f"set engine.python to a working Python."
         ]
     return []
+
+
+def execute_bit_problem(key: str, program: str) -> str | None:
+    """A program a block would start that is a file without its execute bit: said as that, with the fix, before any
+    block (a block would stop at its start). Looked up as exec does: a path as given, a bare name on PATH."""
+    if "/" in program:
+        found = Path(program).expanduser()
+    else:
+        dirs = os.environ.get("PATH", os.defpath).split(os.pathsep)
+        if shutil.which(program):
+            return None
+        found = next((Path(d) / program for d in dirs if d and (Path(d) / program).is_file()), None)
+    if found is None or not found.is_file() or os.access(found, os.X_OK):
+        return None
+    return (
+        f"{key} is {program!r}, a file without its execute bit (mode {found.stat().st_mode & 0o7777:04o}), so no "
+        f"block could start the server; run `chmod +x {found}`."
+    )
 
 
 def docker_daemon_problems(timeout_s: float = 20.0) -> list[str]:

@@ -36,7 +36,7 @@ from bracket.experiment.prompts import unique_prefix
 from bracket.measure import eta, session
 from bracket.measure.session import BlockFailed
 from bracket.measure.telemetry import Telemetry, summarize
-from bracket.wire.server import log_tail
+from bracket.wire.server import ServerError, log_tail
 
 console = Console(stderr=True, highlight=False)
 
@@ -333,8 +333,12 @@ def run_block(
         meta["status"] = "complete"
     except BaseException as exc:
         meta["status"] = "failed"
-        # a write that failed: one line naming the file, not a chain of tracebacks
-        err = BlockFailed(_disk_problem(exc, block, n_blocks, partial)) if isinstance(exc, OSError) else exc
+        if isinstance(exc, ServerError):  # its program could not be run (no execute bit, not found): said so
+            err = BlockFailed(f"{block_name(block, n_blocks)} was not started: {exc}")
+        elif isinstance(exc, OSError):  # a write that failed: one line naming the file, not a chain of tracebacks
+            err = BlockFailed(_disk_problem(exc, block, n_blocks, partial))
+        else:
+            err = exc
         meta["error"] = secrets.redact(f"{type(err).__name__}: {err}")
         if isinstance(err, BlockFailed):
             err.args = (secrets.redact(str(err)),)

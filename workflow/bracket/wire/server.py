@@ -7,8 +7,11 @@ start (seed 000's eight lost minutes).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +27,40 @@ from bracket import secrets
 
 class ServerError(RuntimeError):
     """The server could not be started or died; the message carries the log tail and its path."""
+
+
+def program_problem(program: str, exc: OSError, key: str = "the server program") -> str:
+    """Why `program` could not be started (the OSError of its exec), and the fix: a file without its execute
+    bit is that, not a disk that refused a write."""
+    found = Path(program).expanduser()
+    if "/" not in program:  # looked up on PATH as exec does, a file without its execute bit included
+        dirs = os.environ.get("PATH", os.defpath).split(os.pathsep)
+        found = Path(
+            shutil.which(program) or next((Path(d) / program for d in dirs if (Path(d) / program).is_file()), found)
+        )
+    if exc.errno == errno.EACCES and found.is_file() and not os.access(found, os.X_OK):
+        return (
+            f"{key} {program} cannot be started: the file has no execute bit (mode "
+            f"{found.stat().st_mode & 0o7777:04o}); run `chmod +x {found}`, or name the program that starts the server"
+        )
+    if exc.errno == errno.EACCES and found.is_dir():
+        return f"{key} {program} is a directory, not a program; name the program inside it that starts the server"
+    if exc.errno == errno.EACCES:
+        return (
+            f"{key} {program} cannot be started ({exc.strerror}): its file system may not allow running programs "
+            f"(mounted noexec), or a folder on its path is closed to this user; move it, or fix the permissions"
+        )
+    if exc.errno == errno.ENOENT:
+        return (
+            f"{key} {program} was not found (nor, if it is a script, the interpreter its #! line names); install "
+            f"it, or give its full path"
+        )
+    if exc.errno == errno.ENOEXEC:
+        return (
+            f"{key} {program} is not a program this machine can run (a script without a #! line, or a binary "
+            f"built for another machine); give the program that starts the server"
+        )
+    return f"{key} {program} could not be started: {exc.strerror or exc}"
 
 
 def log_tail(path: str | Path, lines: int = 15) -> str:
@@ -117,16 +154,23 @@ class Server:
         # which teardown signals as a whole.
         # That also detaches it from its client: the parent-death signal and the watchdog take the
         # server down when the client is killed outright (SIGKILL runs no teardown).
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-        log.close()
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:  # the program could not be run: said as that, never as a write that failed
+            problem = program_problem(self.argv[0], exc)
+            with contextlib.suppress(OSError):
+                log.write(f"{problem}\n".encode())
+            raise ServerError(problem) from None
+        finally:
+            log.close()
         self.watchdog = start_watchdog(self.proc.pid, log_path=self.log_path)
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.25) -> float:
