@@ -131,7 +131,8 @@ def test_each_undetermined_reason_in_words_from_its_numbers():
 
 def test_every_reason_code_is_worded():
     """The closed set: each Why says something of its own (not the empty string, not the code)."""
-    numbers = dict(blocks=1, arms_short=1, vif=5.0, df=1.0, ci_low=0.9, ci_high=1.2, band=0.01, wide=2.0)
+    numbers = dict(blocks=1, arms_short=1, vif=5.0, df=1.0, ci_low=0.9, ci_high=1.2, band=0.01, wide=2.0, at=3.0)
+    numbers |= dict(q=3.2, step_ci_low=0.95, step_ci_high=1.1)
     seq = dict(status="settled", rounds_run=3, max_rounds=4, look="budget spent", text="t", rounds_needed=3)
     words = {w: undetermined_words(Undetermined(w, **numbers, **seq).record()) for w in Why}
     assert all(words.values()) and len(set(words.values())) == len(Why)

@@ -156,6 +156,15 @@ def undetermined_words(u: dict | str | None) -> str:
             f"the CI {u['ci_low']:.3f}-{u['ci_high']:.3f} neither clears the {u['band']:.1%} noise band nor stays "
             f"within {u['wide']:g} x it ({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
         )
+    elif why == Why.STEP:
+        step = f"{u['step_ci_low']:.3f}-{u['step_ci_high']:.3f}" if u.get("step_ci_high") is not None else "no interval"
+        text = (
+            f"a level step before schedule position {u['at']:g} (the machine changing speed once) would move the "
+            f"arm while the drift line takes it for a slope: with the step in the line's place the CI is {step}, "
+            f"with the line {u['ci_low']:.3f}-{u['ci_high']:.3f}, and the two do not agree on a verdict against the "
+            f"{u['band']:.1%} noise band. This order of blocks cannot tell a step there from an effect, as A/B/B/A "
+            f"with an odd number of rounds cannot; an even number of A/B/B/A rounds, or A/B/A/B, can"
+        )
     elif why == Why.SEQUENTIAL:
         look = look_words(u.get("look"))
         text = (

@@ -32,6 +32,7 @@ from bracket.stats.findings import ComparisonModes, Finding
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
 from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, SignificanceTest, Undetermined, Why
+from bracket.stats.steps import StepFit, exposures
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
@@ -100,6 +101,7 @@ class Comparison:
     vif: float | None = None  # variance inflation of the arm by the drift term (confounding)
     modes: dict | None = None  # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
     block_statistic: Center | None = None  # what each block is reduced to
+    steps: tuple[dict, ...] | None = None  # fits with a level step in place of the drift line (bracket.stats.steps)
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float, alpha: float) -> str:
@@ -200,6 +202,51 @@ def decide(
     if v:
         return v, lo, hi
     return (UNDETERMINED if thin or too_wide(lo, hi, band) else NO_EFFECT), lo, hi
+
+
+def step_decide(
+    v: str, lo: float | None, hi: float | None, steps, band: float, level: float
+) -> tuple[str, float | None, float | None, Undetermined | None]:
+    """The verdict `v` on the drift line's interval [lo, hi], checked against the fits with a level step in its
+    place (`steps`: bracket.stats.steps.StepFit or their records) at the same level.
+
+    The interval becomes the union of theirs: "faster"/"slower" stands where the union clears the band on the
+    same side, "no measurable effect" where it stays within WIDE x band; otherwise undetermined, with the step
+    whose fit decides otherwise (Why.STEP). The verdict, the union and that reason (None where the verdict
+    stands or was undetermined already)."""
+    if not steps or lo is None or hi is None:
+        return v, lo, hi, None
+    fits = [StepFit(**f) if isinstance(f, dict) else f for f in steps]
+    cis = [f.ci(level) for f in fits]
+    if any(ci is None for ci in cis):
+        lows, highs = [0.0], [math.inf]
+    else:
+        lows, highs = [math.exp(ci[0]) for ci in cis], [math.exp(ci[1]) for ci in cis]
+    lo_u, hi_u = min([lo, *lows]), max([hi, *highs])
+    u = clears(lo_u, hi_u, band)
+    if u:
+        return u, lo_u, hi_u, None
+    if v in (FASTER, SLOWER) or (v == NO_EFFECT and too_wide(lo_u, hi_u, band)):
+        # the step whose interval reaches furthest from the line's
+        j = max(range(len(fits)), key=lambda i: max(lo - lows[i], highs[i] - hi))
+        f = fits[j]
+        return (
+            UNDETERMINED,
+            lo_u,
+            hi_u,
+            Undetermined(
+                Why.STEP,
+                at=f.at,
+                q=f.q,
+                ci_low=float(lo),
+                ci_high=float(hi),
+                step_ci_low=float(lows[j]),
+                step_ci_high=float(highs[j]) if math.isfinite(highs[j]) else None,
+                band=float(band),
+                wide=WIDE,
+            ),
+        )
+    return v, lo_u, hi_u, None
 
 
 def too_wide(lo: float, hi: float, band: float) -> bool:
@@ -362,12 +409,25 @@ def compare(
     band_log = (-math.log(1 + band), math.log(1 + band))
     p_band = basis_fit.p_beyond(*band_log)
     v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
+    steps = None
+    if adj is not None and not structural:
+        # a level step the drift line would take for a slope while it moves the arm (bracket.stats.steps)
+        fits = [(e, bl.fit(tb, _step_design(arm, pos, e.at), 1, pool=pool, within=within)) for e in exposures(pos, arm)]
+        steps = tuple(StepFit(e.at, f.estimate, f.se, f.df, e.q) for e, f in fits)
+        ps = [f.p_beyond(*band_log) for _, f in fits]
+        if p_band is not None and ps:
+            p_band = max([p_band] + [1.0 if p is None else p for p in ps])
+    step_reason = None
+    if steps:
+        v, vlo, vhi, step_reason = step_decide(v, vlo, vhi, steps, band, confidence)
     block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
     r, target = _rounds(block_var, basis_fit.estimate, band, confidence)
     reason = None
     if v == UNDETERMINED:
         # kept in `undetermined` alone: notes are the other remarks, so nothing is said twice
-        reason = with_rounds(structural or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c)).record()
+        reason = with_rounds(
+            structural or step_reason or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c)
+        ).record()
     if basis_fit.pooled:
         notes.append(Finding(K.POOLED))
     for name, m in modes.items():
@@ -431,8 +491,13 @@ def compare(
         vif=basis_fit.vif,
         modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
         block_statistic=Center.MEAN if two_paths else Center.MEDIAN,
+        steps=tuple(f.record() for f in steps) if steps else None,
         **common,
     )
+
+
+def _step_design(arm: np.ndarray, pos: np.ndarray, at: float) -> np.ndarray:
+    return np.column_stack([np.ones(arm.size), arm, (pos >= at).astype(float)])
 
 
 def wide_reason(lo: float, hi: float, band: float) -> Undetermined:

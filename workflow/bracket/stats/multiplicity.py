@@ -19,7 +19,7 @@ from enum import StrEnum
 import numpy as np
 
 from bracket.stats import defaults as D
-from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, wide_reason, with_rounds
+from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, step_decide, wide_reason, with_rounds
 
 
 class Family(StrEnum):
@@ -76,6 +76,7 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: Family = FA
     for j, i in enumerate(idx):
         r = rows[i]
         v, lo, hi = decide(r["estimate"], r["se"], r["df"], r["noise_band"], float(level[j]), None, r.get("thin"))
+        v, lo, hi, step = step_decide(v, lo, hi, r.get("steps"), r["noise_band"], float(level[j]))
         if lo is not None:
             r.update(ci_low=lo, ci_high=hi, ci_level=float(level[j]))
         r.update(
@@ -95,7 +96,7 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: Family = FA
             r["undetermined"] = None
         else:
             r["undetermined"] = with_rounds(
-                r.get("thin") or wide_reason(lo, hi, r["noise_band"]),
+                step or r.get("thin") or wide_reason(lo, hi, r["noise_band"]),
                 r.get("rounds_needed"),
                 r.get("rounds_needed_for"),
                 min(r["blocks_baseline"], r["blocks_candidate"]),

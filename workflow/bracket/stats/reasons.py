@@ -80,6 +80,7 @@ class Why(StrEnum):
     CONFOUNDED = "confounded"  # the drift term inflates the arm's variance past CONFOUNDED_VIF
     THIN = "thin"  # too few block degrees of freedom to tell an effect from block noise
     WIDE = "wide"  # the CI neither clears the noise band nor stays within WIDE x it
+    STEP = "step"  # a level step the drift line cannot see would decide otherwise (bracket.stats.steps)
     SEQUENTIAL = "sequential"  # an adaptive design's comparison its looks left undetermined
     RECORDED = "recorded"  # a stats.json written before reasons were data: its sentence as it was
 
@@ -109,6 +110,9 @@ class Undetermined:
 
     few_blocks: blocks (the fewer of the two arms': 0 or 1), arms_short (how many arms have fewer than two).
     confounded: vif. thin: blocks, df. wide: ci_low, ci_high, band, wide (the multiple of the band).
+    step: at (the first schedule position after the step), q (its large-step bias in standard errors),
+    ci_low, ci_high (the fit with a drift line), step_ci_low, step_ci_high (the fit with the step in its
+    place), band, wide.
     sequential: status ("open" or "settled"), rounds_run, max_rounds, look (the look's own record of how it
     stood: bracket.stats.sequential.judge's record, or an older file's sentence). recorded: text.
     rounds_needed: A/B/A/B rounds for a CI of +/- half_width (None: more than max_rounds_searched would be
@@ -125,6 +129,10 @@ class Undetermined:
     ci_high: float | None = None
     band: float | None = None
     wide: float | None = None
+    at: float | None = None
+    q: float | None = None
+    step_ci_low: float | None = None
+    step_ci_high: float | None = None
     status: str | None = None
     rounds_run: int | None = None
     max_rounds: int | None = None
