@@ -55,7 +55,7 @@ from typing import Callable
 import httpx
 
 from bracket.wire import http_stream
-from bracket.wire.stream_events import Events, Excerpt, as_text, clip, ends_of
+from bracket.wire.stream_events import Events, Excerpt, as_text, clip, ends_of, size_words
 
 # The most of an error response's body read (its first and last bytes are kept for the record): an
 # engine's error is a line of JSON; a body past this is not one.
@@ -298,6 +298,7 @@ def timed_stream(
     t0 = time.perf_counter()
     end = None
     end_marker = "[DONE]" if sse else "the final object (done: true)"
+    body_ended = False  # the response's body was read to its end
     stall = min(stall_s or timeout_s, timeout_s)
     deadline = _Deadline(timeout_s)
     # The cyclic garbage collector waits while the stream is read (as timeit's timer does): its passes
@@ -361,8 +362,11 @@ def timed_stream(
                         ev.feed(now, data)
                         if ev.over:
                             break
+                    else:
+                        body_ended = True
                 finally:
                     ev.finish(last)
+            body_ended = body_ended or (fast and resp.complete)
             end = ev.end if ev.end is not None else time.perf_counter()
             if ev.error is not None:
                 m.error = ev.error
@@ -380,16 +384,16 @@ def timed_stream(
         deadline.cancel()
         if collecting:
             gc.enable()
-    if deadline.fired:
+    if ev.late and body_ended:
+        m.error = (
+            f"timed out after {timeout_s:g} s while the stream's events were read: the stream had ended, their "
+            f"parsing had not (request.timeout_s limits the whole request, its parsing included)"
+        )
+    elif deadline.fired or ev.late:
         m.error = (
             f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
             if ev.t_first is None and not ev.size
             else f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)"
-        )
-    elif ev.late:
-        m.error = (
-            f"timed out after {timeout_s:g} s while the stream's events were read "
-            f"(request.timeout_s limits the whole request, its parsing included)"
         )
     m.wall_s = end - t0
     m.stream_events = ev.text_events
@@ -446,7 +450,7 @@ def _http_error(status: int, kept: Excerpt, stopped, fired: bool, timeout_s: flo
     if stopped is None:
         return f"HTTP {status}: {said}"
     if stopped == "limit":
-        why = f"an error body over {ERROR_BODY_LIMIT >> 20} MiB, read no further"
+        why = f"an error body over {size_words(ERROR_BODY_LIMIT)}, read no further"
     elif fired:
         why = (
             f"its error body did not end within request.timeout_s ({timeout_s:g} s, {kept.size:,} bytes came), "
@@ -579,7 +583,7 @@ def fetch_text(client: httpx.Client, url: str, timeout_s: float = 5.0, limit: in
                     return Fetched(
                         status,
                         None,
-                        f"GET {path} sent more than {limit >> 20} MiB, read no further (no engine's page is that "
+                        f"GET {path} sent more than {size_words(limit)}, read no further (no engine's page is that "
                         f"long: the server's {path} is endless or broken)",
                     )
                 pieces.append(data)

@@ -309,7 +309,7 @@ class Stream:
         coalesce_bytes: int = 0,
         started: Callable[[], bool] | None = None,
         coalesce_wait_s: float = 0.05,
-        keep_bytes: int = KEEP_BYTES,
+        keep_bytes: int | None = None,
     ) -> None:
         """Read the body as it comes, keeping its raw bytes and the time of each read, and parse nothing.
 
@@ -332,11 +332,12 @@ class Stream:
         last bytes' arrival, so the stream's end, and its last token where that came with the end,
         keep their exact times; only the events in between share the time of the read that took them.
 
-        Once more than `keep_bytes` are kept, `stop()` is asked too (the caller parses them through
+        Once more than `keep_bytes` (default KEEP_BYTES) are kept, `stop()` is asked too (the caller parses them through
         `recorded`), and the bytes it was handed are dropped: a long or endless body is kept
         `keep_bytes` at a time, never whole.
         """
         perf = time.perf_counter
+        keep_bytes = KEEP_BYTES if keep_bytes is None else keep_bytes
         stamped = _stamp_arrivals(self.sock)
         times, ends = self._times, self._ends
         size = 1 << 20

@@ -69,6 +69,11 @@ def as_text(payload: bytes) -> str:
     return bytes(payload).decode("utf-8", errors="replace")
 
 
+def size_words(n: int) -> str:
+    """A byte limit in words: whole mebibytes as such, else bytes."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n:,} bytes"
+
+
 def ends_of(text: str, keep: int = TEXT_KEEP) -> str:
     """`text` as a record keeps it: whole up to 2 * keep characters, else its first and last `keep`
     (redacted before they are cut) and how many were left out between them."""
@@ -308,8 +313,8 @@ class Events:
             )
         elif self.text_chars > TEXT_LIMIT:
             self.error, self.end = (
-                f"more than {TEXT_LIMIT >> 20} Mi characters of text in one response (about a million tokens, "
-                f"more than any request asks for): the server does not end its stream ({self.n_events:,} events)",
+                f"more than {TEXT_LIMIT:,} characters of text in one response (about a million tokens, more "
+                f"than any request asks for): the server does not end its stream ({self.n_events:,} events)",
                 now,
             )
 
@@ -352,7 +357,7 @@ class Events:
         if len(self.tail) <= LINE_LIMIT:
             return False
         self.error = (
-            f"a stream line longer than {LINE_LIMIT >> 20} MiB without a line end: the server does "
+            f"a stream line longer than {size_words(LINE_LIMIT)} without a line end: the server does "
             f"not frame its events ({clip(as_text(self.tail[: 80 + SECRET_MARGIN]), 80)!r}...)"
         )
         self.tail = b""
