@@ -44,7 +44,8 @@ effect = 1.05  # the smallest ratio worth detecting (1.05: 5 % faster)
 alpha = 0.05
 rounds_options = [2, 3, 4, 6, 8]
 runs_options = [3, 5, 10]
-reps = 100  # simulated experiments per cell (Monte Carlo error about 0.5 / sqrt(reps))
+reps = 0  # simulated experiments per rate; 0: as many as put every power within +/- mc_half_width
+mc_half_width = 0.03  # with reps 0: each simulated power runs until its 95 % Monte Carlo interval is this narrow
 adaptive = True  # also simulate an adaptive design
 min_rounds = 2
 max_rounds = 8
@@ -119,68 +120,55 @@ display(
 # %% [markdown]
 # ## 2. False positives and power for each design
 #
-# Each cell is `reps` simulated A/B experiments with this noise, analysed by the workflow's own
-# analysis (block-level OLS with a drift term; the fixed-design verdict at 95 %). *false
-# faster/slower*: with no true effect. *power*: the right direction with the true ratio `effect`.
+# Each rate comes from simulated A/B experiments with this noise (`reps` of them; by default as many
+# as put every power and false rate within +/- `mc_half_width`, its 95 % Monte Carlo interval shown
+# beside it), analysed by the workflow's own analysis (block-level OLS with a drift term; the
+# fixed-design verdict at 95 %). *false faster/slower*: with no true effect. *power*: the right direction with the true ratio `effect`.
 # The adaptive design looks after every round from its first look on (repeated CIs,
 # `bracket.stats.sequential`): the later of `min_rounds` and the first round whose block-level fit
 # has two degrees of freedom (round 3 of A/B/A/B), and stops when the comparison settles; its mean
 # rounds are what it spends.
 
 # %%
-grid = planning.design_grid(
-    block_sd=noise["block_sd"],
-    run_sd=noise["run_sd"],
-    drift=noise["drift"],
-    effect=effect,
-    rounds=tuple(rounds_options),
-    runs=tuple(runs_options),
-    reps=reps,
-    seed=seed,
-    kind=d0.kind if d0.kind != "sequential" else "abab",
-)
-rows = [grid]
-if adaptive:
-    for n in runs_options:
-        rows.append(
-            pd.DataFrame(
-                [
-                    planning.adaptive_row(
-                        block_sd=noise["block_sd"],
-                        run_sd=noise["run_sd"],
-                        drift=noise["drift"],
-                        effect=effect,
-                        runs=n,
-                        min_rounds=min_rounds,
-                        max_rounds=max_rounds,
-                        margin=margin or None,
-                        alpha=alpha,
-                        reps=reps,
-                        seed=seed,
-                        kind=d0.kind if d0.kind != "sequential" else "abab",
-                    )
-                ]
+kind = d0.kind if d0.kind != "sequential" else "abab"
+mc = dict(reps=reps or None, half_width=mc_half_width, seed=seed, kind=kind)
+
+
+def designs(sd):
+    """Every design listed, simulated at a between-block sd of `sd`."""
+    common = dict(block_sd=sd, run_sd=noise["run_sd"], drift=noise["drift"], effect=effect, **mc)
+    rows = [planning.design_grid(rounds=tuple(rounds_options), runs=tuple(runs_options), **common)]
+    if adaptive:
+        for n in runs_options:
+            rows.append(
+                pd.DataFrame(
+                    [
+                        planning.adaptive_row(
+                            runs=n,
+                            min_rounds=min_rounds,
+                            max_rounds=max_rounds,
+                            margin=margin or None,
+                            alpha=alpha,
+                            **common,
+                        )
+                    ]
+                )
             )
-        )
-table = pd.concat(rows, ignore_index=True)
-if noise.get("block_sd_point") is not None and noise["block_sd_point"] != noise["block_sd"]:
-    # The same designs at the point estimate: power as a band from pessimistic to point.
-    at_point = planning.design_grid(
-        block_sd=noise["block_sd_point"],
-        run_sd=noise["run_sd"],
-        drift=noise["drift"],
-        effect=effect,
-        rounds=tuple(rounds_options),
-        runs=tuple(runs_options),
-        reps=reps,
-        seed=seed,
-        kind=d0.kind if d0.kind != "sequential" else "abab",
-    )
-    point_power = dict(zip(zip(at_point["rounds"], at_point["runs per block"]), at_point["power"]))
-    table["power at the point estimate"] = [
-        point_power.get((r, n)) if d.startswith("fixed") else None
-        for d, r, n in zip(table["design"], table["rounds"], table["runs per block"])
-    ]
+    return pd.concat(rows, ignore_index=True)
+
+
+table = designs(noise["block_sd"])
+point = noise.get("block_sd_point")
+if point is not None and point != noise["block_sd"]:
+    # The same designs, the adaptive ones included, at the point estimate: power at both ends, pessimistic to point.
+    at_point = designs(point).set_index(["design", "runs per block"])
+    key = list(zip(table["design"], table["runs per block"]))
+    for col, src in (
+        ("power at the point estimate", "power"),
+        ("power at the point estimate low", "power low"),
+        ("power at the point estimate high", "power high"),
+    ):
+        table[col] = [at_point[src].get(k) for k in key]
 
 # %% [markdown]
 # ## 3. What each design costs: blocks, schedule, wall time
@@ -208,21 +196,48 @@ def hours(rounds, runs):
 table["experiment blocks"] = [math.ceil(r * blocks_per_round) for r in table["mean rounds (effect)"]]
 table["wall time (h)"] = [hours(r, n) for r, n in zip(table["mean rounds (effect)"], table["runs per block"])]
 table["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(table["rounds"], table["runs per block"])]
-pct_cols = [
-    c
-    for c in (
-        "false faster/slower",
-        "power",
-        "power at the point estimate",
-        "no effect settled",
-        "undetermined (effect)",
-    )
-    if c in table
-]
+
+
+def with_interval(p, lo, hi):
+    return "n/a" if p is None or p != p else f"{p:.0%} ({lo:.0%}-{hi:.0%})"
+
+
+shown = table.copy()
+for col, low, high in (
+    ("false faster/slower", "false low", "false high"),
+    ("power", "power low", "power high"),
+    ("power at the point estimate", "power at the point estimate low", "power at the point estimate high"),
+):
+    if col in shown:
+        shown[col] = [with_interval(p, lo, hi) for p, lo, hi in zip(table[col], table[low], table[high])]
+        shown = shown.drop(columns=[low, high])
+if "power at the point estimate" in shown:
+    cols = [c for c in shown.columns if c != "power at the point estimate"]
+    cols.insert(cols.index("power") + 1, "power at the point estimate")
+    shown = shown[cols]
 display(
-    table.style.format(
-        {
-            **{c: "{:.0%}" for c in pct_cols},
+    Markdown(
+        "Each rate is the share of the simulated experiments in `reps` ("
+        + (
+            f"{shown['reps'].min()}"
+            if shown["reps"].min() == shown["reps"].max()
+            else f"{shown['reps'].min()} to {shown['reps'].max()}"
+        )
+        + f" per design), with its {planning.MC_LEVEL:.0%} Monte Carlo interval in brackets "
+        f"(Wilson). *power* is at a between-block sd of {noise['block_sd']:.2%}"
+        + (
+            f"; *power at the point estimate* at {point:.2%}, the pilot's point estimate: the power a design has "
+            f"lies between the two as far as the pilot can tell"
+            if "power at the point estimate" in shown
+            else ""
+        )
+        + "."
+    )
+)
+display(
+    shown.style.format(
+        {c: "{:.0%}" for c in ("no effect settled", "undetermined (effect)")}
+        | {
             "mean rounds (effect)": "{:.1f}",
             "mean rounds (no effect)": "{:.1f}",
             "wall time (h)": "{:.2f}",
@@ -315,17 +330,21 @@ chosen = table[
 ]
 chosen_power = float(chosen["power"].iloc[0]) if not chosen.empty else None
 warning = planning.power_warning(chosen_power, noise["block_sd"], min_power)
-display(
-    Markdown(
-        f"Chosen: `design: {design}`"
-        + (
-            f", power {chosen_power:.0%} at a between-block sd of {noise['block_sd']:.2%}"
-            if chosen_power is not None
-            else ""
-        )
-        + (f"\n\n**Warning: {warning}.**" if warning else "")
+said = ""
+if chosen_power is not None:
+    c0 = chosen.iloc[0]
+    said = (
+        f", power {with_interval(c0['power'], c0['power low'], c0['power high'])} at a between-block sd of "
+        f"{noise['block_sd']:.2%} ({c0['reps']} simulated experiments, {planning.MC_LEVEL:.0%} Monte Carlo interval)"
     )
-)
+    if "power at the point estimate" in chosen:
+        at_pt = with_interval(
+            c0["power at the point estimate"],
+            c0["power at the point estimate low"],
+            c0["power at the point estimate high"],
+        )
+        said += f" and {at_pt} at the point estimate, {point:.2%}"
+display(Markdown(f"Chosen: `design: {design}`" + said + (f"\n\n**Warning: {warning}.**" if warning else "")))
 if out_path:
     planning.write_design(experiment_path, out_path, design, warning=warning)
     display(Markdown(f"Written to `{out_path}`; run it with `snakemake --cores 1 {Path(out_path).stem}`."))

@@ -191,3 +191,34 @@ def test_a_design_below_the_power_asked_is_written_with_a_warning(tmp_path):
     out = tmp_path / "smoke_designed.yaml"
     planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": 3, "runs_per_block": 5}, warning=w)
     assert f"# WARNING: {w}" in out.read_text()
+
+
+def test_mc_interval_is_wilsons_by_hand():
+    """80 of 100: centre (80 + 1.96^2 / 2) / (100 + 1.96^2) = 0.7889, half-width 1.96 sqrt(0.8 x 0.2 / 100 +
+    1.96^2 / 40000) / (1 + 1.96^2 / 100) = 0.0777: 0.7112-0.8666."""
+    lo, hi = planning.mc_interval(80, 100)
+    assert lo == pytest.approx(0.7112, abs=1e-4) and hi == pytest.approx(0.8666, abs=1e-4)
+
+
+def test_rates_run_until_their_interval_is_within_the_half_width():
+    # 0.5 x 100: Wilson half-width 9.6 points, not settled at +/- 3; 400 of 1000 and 0 of 1000 are (3.0, 0.2)
+    assert not planning._settled([50], 100, 0.03)
+    assert planning._settled([400, 0], 1000, 0.031)
+    assert list(planning._batches(150, 0.03, 1200)) == [150]  # reps stated: run exactly those
+    assert sum(planning._batches(None, 0.03, 1200)) == 1200 and max(planning._batches(None, 0.03, 1200)) == 100
+
+
+def test_every_rate_of_the_grid_carries_its_monte_carlo_interval():
+    g = planning.design_grid(block_sd=0.01, run_sd=0.01, drift=0.0, effect=1.2, rounds=(3,), runs=(3,), reps=4)
+    [row] = g.to_dict("records")
+    assert row["reps"] == 4
+    assert (row["power low"], row["power high"]) == pytest.approx(planning.mc_interval(round(row["power"] * 4), 4))
+    assert (row["false low"], row["false high"]) == pytest.approx(
+        planning.mc_interval(round(row["false faster/slower"] * 4), 4)
+    )
+
+
+def test_the_notebook_runs_to_three_points_by_default():
+    text = (ROOT / "notebooks" / "design.py").read_text()
+    assert "\nreps = 0 " in text and "\nmc_half_width = 0.03 " in text
+    assert planning.MC_HALF_WIDTH == 0.03
