@@ -8,7 +8,7 @@ import shlex
 
 import pandas as pd
 
-from bracket import embedded
+from bracket import embedded, version
 from bracket.article.advice import arm_flags
 from bracket.article.elements import Heading, Para, Pre, Section, Table
 from bracket.article.inputs import Data
@@ -115,6 +115,44 @@ def served_sentence(d: Data) -> str:
     elif served or where:
         model = f" Model: {served or where}."
     return f"Served by {who}{how}." + model
+
+
+def _block_list(blocks: list) -> str:
+    nums = [str(b) for b in blocks if b is not None]
+    return ("block " if len(nums) == 1 else "blocks ") + ", ".join(nums)
+
+
+def instrument_sentence(d: Data) -> str:
+    """Which bracket measured each block and which wrote the analysis, as stats.json's provenance states them
+    (bracket.version records); blocks measured before bracket recorded itself are said to be unknown."""
+    rec = d.provenance.get("bracket")
+    if not isinstance(rec, dict):
+        return (
+            "Which bracket measured and analysed these numbers is not recorded: this stats.json was written "
+            "before bracket recorded its own version and commit."
+        )
+    measured, unrecorded = rec.get("measured") or [], rec.get("unrecorded") or []
+    parts = []
+    if len(measured) == 1 and not unrecorded:
+        parts.append(f"Measured by {version.describe(measured[0]['record'])}.")
+    elif measured:
+        parts.append(
+            "Measured by "
+            + "; ".join(f"{version.describe(m['record'])} ({_block_list(m['blocks'])})" for m in measured)
+            + "."
+        )
+    if unrecorded:
+        parts.append(
+            f"{'Every block' if not measured else _block_list(unrecorded).capitalize()} was measured before "
+            "bracket recorded its own version and commit in each block: which bracket measured "
+            f"{'them' if not measured or len(unrecorded) > 1 else 'it'} is not known."
+        )
+    parts.append(
+        f"Analysed by {version.describe(rec['analysed'])}."
+        if rec.get("analysed")
+        else "Which bracket wrote the analysis is not recorded."
+    )
+    return " ".join(parts)
 
 
 def _gpu_words(g: dict) -> str:
@@ -522,6 +560,7 @@ def section_method(d: Data) -> Section:
     prov = d.provenance
     plat = _served(d).get("platforms") or []
     s.add(Para(served_sentence(d) + (f" Platform: {', '.join(plat)}." if plat else "")))
+    s.add(Para(instrument_sentence(d)))
     hw = hardware_sentence(d)
     if hw:
         s.add(Para(hw))

@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import records, secrets
+from bracket import records, secrets, version
 from bracket.arena import run as arena
 from bracket.controls import neutrality
 from bracket.engines import launch, provenance
@@ -222,6 +222,7 @@ def run_block(
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "client_python": sys.version.split()[0],
+        "bracket": version.info(),  # which bracket measured: version, commit, dirty (bracket.version)
         # the CPUs this block (and the server it starts) may run on: a scheduler's job step can confine it
         "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "log": str(log_path),

@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from bracket import version
 from bracket.experiment.model import Experiment
 from bracket.physics.ceiling import measured
 from bracket.records import guards
@@ -350,7 +351,7 @@ def analyze(
         "design_ran": design_ran(runs),
         "unmeasured": unmeasured(runs, experiment),
         "experiment": stated.experiment(experiment, name, schedule),
-        "provenance": provenance(metas or [], failed_attempts, model_dir, model_build, experiment),
+        "provenance": provenance(metas or [], failed_attempts, model_dir, model_build, experiment, version.info()),
     }
     # what was lost before any row: named whether or not anything else was measured
     warnings: list[Finding] = [

@@ -216,12 +216,33 @@ def attempt_record(m: dict) -> dict:
     return {k: m.get(k) for k in ATTEMPT_KEYS}
 
 
+def instrument(metas: list[dict], analysed: dict | None) -> dict:
+    """Which bracket measured and which analysed (bracket.version records: version, commit, dirty, source, and
+    `why` where the commit is unknown): `measured` each distinct record the blocks carry, in block order, with
+    the blocks that carried it; `unrecorded` the blocks that carry none (measured before bracket recorded
+    itself in each block's meta); `analysed` the record of the bracket that wrote this stats.json (None where
+    the caller names none: an older file brought up to date by bracket.stats.contract)."""
+    measured: list[dict] = []
+    for m in metas:
+        rec = m.get("bracket")
+        if not isinstance(rec, dict):
+            continue
+        same = next((x for x in measured if x["record"] == rec), None)
+        if same is None:
+            measured.append({"record": rec, "blocks": [m.get("block")]})
+        else:
+            same["blocks"].append(m.get("block"))
+    unrecorded = [m.get("block") for m in metas if not isinstance(m.get("bracket"), dict)]
+    return {"measured": measured, "unrecorded": unrecorded, "analysed": analysed}
+
+
 def provenance(
     metas: list[dict],
     failed_attempts: list[dict] | None,
     model_dir: str | None,
     model_build: dict | None,
     experiment: Experiment,
+    analysed: dict | None = None,
 ) -> dict:
     """stats.json's `provenance`: what ran, from the blocks' meta, the failed attempts and the model's build record.
 
@@ -229,7 +250,8 @@ def provenance(
     any block recorded a warning, on attach a failed flush), priority, layout, pinning (shared: engine.nice, the
     embedded engine's process layout, engine.pin_cpus), weights_served (weights_served), arms (arm_record, in the
     experiment's order, then any other arm the blocks name), arm_states_differ, failed_attempts (attempt_record),
-    model_build (build.json as the trainer wrote it; None without one).
+    model_build (build.json as the trainer wrote it; None without one), bracket (instrument: which bracket measured
+    each block and which wrote the analysis, `analysed`).
     """
     ms = _ordered(metas)
     names = list(experiment.arms) + sorted({str(m["arm"]) for m in ms if m.get("arm")} - set(experiment.arms))
@@ -247,4 +269,5 @@ def provenance(
         "arm_states_differ": arms_differ(arms),
         "failed_attempts": [attempt_record(m) for m in failed_attempts or []],
         "model_build": model_build,
+        "bracket": instrument(ms, analysed),
     }
