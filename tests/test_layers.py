@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "bracket.secrets",
             "bracket.share",
             "bracket.rulelog",
+            "bracket.version",
             "bracket.records",
             "bracket.interop",
             "bracket.experiment.model",
