@@ -9,6 +9,12 @@ min_version("9.0")
 
 # ---- helpers and experiment loading -----------------------------------------------------
 include: "workflow/rules/common.smk"
+# A run killed outright (kill -9) leaves Snakemake's locks and marks: the next plain run clears the stale
+# ones and keeps every block that finished (bracket.rerun); the profile's rerun-incomplete reruns the rest.
+if workflow.is_main_process:
+    from bracket import rerun as brerun
+
+    brerun.recover()
 # ---- plan: the schedule, drawn once and recorded ----------------------------------------
 include: "workflow/rules/plan.smk"
 # ---- the embedded engine: vLLM CPU venv and the tiny model it serves --------------------

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "bracket.secrets",
             "bracket.share",
             "bracket.rulelog",
+            "bracket.rerun",
             "bracket.version",
             "bracket.records",
             "bracket.interop",
