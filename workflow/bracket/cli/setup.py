@@ -12,16 +12,40 @@ from bracket.physics import modelsource
 
 
 def _workflow(args) -> int:
-    written = share.write_workflow(args.dir, overwrite=args.overwrite)
-    result = {"dir": str(Path(args.dir).resolve()), "source": str(share.root()), "written": len(written)}
+    done = share.write_workflow(args.dir, overwrite=args.overwrite)
+    dest = Path(args.dir).resolve()
+    result = {
+        "dir": str(dest),
+        "source": str(share.root()),
+        "written": len(done.written),
+        "kept": [str(p) for p in done.kept],
+        "shipped_beside": {str(k): str(v) for k, v in done.beside.items()},
+        "ledgers_kept": [str(p) for p in done.ledgers],
+    }
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    print(
-        f"wrote {len(written)} files of the workflow into {result['dir']} (from {result['source']}); "
-        f"existing files were {'replaced' if args.overwrite else 'kept'}.\n"
-        f"next: cd {args.dir} && snakemake --cores 1 smoke"
-    )
+    print(f"wrote {len(done.written)} files of the workflow into {dest} (from {result['source']})")
+    if done.kept and args.overwrite:
+        print(
+            f"kept {len(done.kept)} file(s) changed since bracket wrote them (or written before bracket kept a record "
+            f"of what it wrote, {share.MANIFEST}); the shipped version of each is beside it:"
+        )
+        for p in done.kept:
+            print(f"  {p}  (shipped: {done.beside[p]})")
+    elif done.kept:
+        print(
+            f"kept {len(done.kept)} file(s) that differ from the shipped ones; --overwrite replaces those bracket "
+            "wrote and nobody changed, and writes the shipped version beside the others:"
+        )
+        for p in done.kept:
+            print(f"  {p}")
+    if done.ledgers:
+        print(
+            f"left {len(done.ledgers)} corrections ledger(s) as they are (append-only: bracket workflow never writes "
+            "over one): " + ", ".join(str(p) for p in done.ledgers)
+        )
+    print(f"next: cd {args.dir} && snakemake --cores 1 smoke")
     return 0
 
 
@@ -56,7 +80,12 @@ def register(sub) -> None:
         "workflow", help="write a runnable copy of the workflow (Snakefile, rules, notebook, experiments) into DIR"
     )
     w.add_argument("dir", metavar="DIR")
-    w.add_argument("--overwrite", action="store_true", help="replace files that already exist")
+    w.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files bracket wrote there before and nobody changed since; a changed file is kept and the "
+        "shipped version written beside it (NAME.shipped); a corrections ledger is never touched",
+    )
     w.add_argument("--json", action="store_true", help="machine-readable output")
     w.set_defaults(func=_workflow)
     c = sub.add_parser(
