@@ -8,7 +8,7 @@ import pandas as pd
 
 from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
-from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, span
+from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, rounds_needed, span
 from bracket.article.verdicts import family_words, significance_words, undetermined_words
 from bracket.stats.sequential import METHOD as SEQUENTIAL_METHOD
 
@@ -42,8 +42,7 @@ def verdict_cell(comp: dict) -> str:
         return "undetermined (" + ("budget spent" if sq.get("status") == "settled" else "still open") + ")"
     if comp["verdict"] != "undetermined":
         return comp["verdict"]
-    r = comp.get("rounds_needed")
-    return "undetermined" + (f" (run {r} rounds)" if r else " (more than 200 rounds)")
+    return f"undetermined ({rounds_needed(comp)})"
 
 
 def results_table(d: Data, workload: str) -> pd.DataFrame:

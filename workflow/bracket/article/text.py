@@ -6,6 +6,8 @@ import html
 import math
 import re
 
+from bracket.article.verdicts import plan_words
+
 DASH = "\u2013"
 TIMES = "\u00f7"
 
@@ -82,7 +84,8 @@ def rounds_needed(comp: dict | None) -> str:
     if not comp or comp.get("verdict") != "undetermined":
         return ""
     r = comp.get("rounds_needed")
-    return f"run {r} rounds" if r else "more than 200 rounds"
+    plan = plan_words(comp.get("rounds_needed_power"), comp.get("rounds_needed_effect"), comp.get("rounds_needed_goal"))
+    return (f"run {r} rounds" if r else "more than 200 rounds") + (f" for {plan}" if plan else "")
 
 
 def ratio(x) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bracket.stats.compare import FASTER
 from bracket.stats.multiplicity import Family
-from bracket.stats.reasons import Center, CiKind, Outcome, Structural, Variance, Why
+from bracket.stats.reasons import Center, CiKind, Goal, Outcome, Structural, Variance, Why
 
 
 def _summary(center) -> str:
@@ -117,9 +117,27 @@ def significance_words(t: dict | str | None) -> str:
     )
 
 
+def plan_words(power: float | None, effect: float | None, goal: str | None) -> str:
+    """A plan in words: "80 % power to call a +5.0 % effect faster", "80 % power to settle ... as no measurable
+    effect"; "" for an older file without power."""
+    if power is None or effect is None:
+        return ""
+    if goal == Goal.WITHIN:
+        return f"{power:.0%} power to settle as no measurable effect if the effect is {effect - 1:+.1%}"
+    return f"{power:.0%} power to call a {effect - 1:+.1%} effect {'faster' if effect > 1 else 'slower'}"
+
+
 def _rounds(u: dict) -> str:
-    """What to run instead: the A/B/A/B rounds for a CI of +/- half_width, where that is news."""
+    """What to run instead: the A/B/A/B rounds of the plan, with its power and the effect it is for, where that
+    is news (an older file's: the rounds for a CI of +/- half_width)."""
     if u.get("rounds_now") is None:
+        return ""
+    plan = plan_words(u.get("power"), u.get("effect"), u.get("goal"))
+    if plan:
+        if u.get("rounds_needed") is None:
+            return f"; more than {u.get('max_rounds_searched')} rounds of A/B/A/B would be needed for {plan}"
+        if u["rounds_needed"] > u["rounds_now"]:
+            return f"; {u['rounds_needed']} rounds of A/B/A/B would have {plan}"
         return ""
     target = f"+/-{u['half_width']:.1%}" if u.get("half_width") is not None else "the width that decides"
     if u.get("rounds_needed") is None:

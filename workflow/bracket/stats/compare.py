@@ -31,7 +31,7 @@ from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.findings import ComparisonModes, Finding
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal
-from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, SignificanceTest, Undetermined, Why
+from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, Goal, SignificanceTest, Undetermined, Why
 from bracket.stats.steps import StepFit, exposures
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
@@ -42,6 +42,11 @@ CONFOUNDED_VIF = 4.0
 WIDE = 2.0
 #: Most rounds `rounds_needed` searches.
 MAX_ROUNDS = 200
+#: Power the rounds an undetermined comparison is told to run are planned for (`plan_rounds`).
+PLAN_POWER = 0.8
+#: One-sided level of the upper bound on the block variance that plan uses: a few blocks know it only roughly,
+#: and a plan on the point estimate falls short of its power about half the time (bench/rounds_plan.py).
+PLAN_NOISE = 0.75
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,11 @@ class Comparison:
     raw_ci_low: float | None = None
     raw_ci_high: float | None = None
     undetermined: dict | None = None  # why no verdict: bracket.stats.reasons.Undetermined as a record
-    rounds_needed: int | None = None
+    rounds_needed: int | None = None  # A/B/A/B rounds of the plan (`plan_rounds`)
     rounds_needed_for: float | None = None  # the CI half-width (a fraction) rounds_needed would give
+    rounds_needed_power: float | None = None  # the power it is planned for ...
+    rounds_needed_effect: float | None = None  # ... at this true ratio ...
+    rounds_needed_goal: Goal | None = None  # ... to reach this (bracket.stats.reasons.Goal)
     estimate: float | None = None  # log ratio on the basis
     se: float | None = None
     df: float | None = None
@@ -168,6 +176,78 @@ def rounds_needed(block_var: float, half_width: float, confidence: float = D.CON
     hw = stats.t.ppf(0.5 + confidence / 2, 2 * r - 3) * np.sqrt(max(block_var, 0.0) * _ABAB_FACTORS)
     ok = np.flatnonzero(hw <= half_width)
     return int(r[ok[0]]) if ok.size else None
+
+
+@dataclass(frozen=True)
+class RoundsPlan:
+    """The A/B/A/B rounds at which a comparison reaches `goal` with `power` for a true ratio `effect` (None: more
+    than MAX_ROUNDS), and its expected CI half-width there (a fraction)."""
+
+    rounds: int | None
+    half_width: float | None
+    effect: float
+    power: float
+    goal: Goal
+
+
+def power_at(rounds, block_var: float, effect: float, band: float, level: float, goal: Goal) -> np.ndarray:
+    """Power of a fixed A/B/A/B design of `rounds` rounds (drift-adjusted block fit, t on 2 rounds - 3 df, block
+    medians of variance `block_var`) for a true log ratio `effect`.
+
+    clear: the CI at `level` lies beyond the band on the effect's side, P(T'(df, (|effect| - edge) / se) > t)
+    with T' noncentral t (the one-sided t test of the arm against the band's edge). within: the CI lies within
+    WIDE x band, P(-w + t se < estimate < w - t se), the estimate t-distributed about the effect (se taken as
+    known: slightly generous at few rounds)."""
+    r = np.asarray(rounds, dtype=int)
+    df = 2 * r - 3
+    se = np.sqrt(max(block_var, 1e-300) * _ABAB_FACTORS[r - 2])
+    q = stats.t.ppf(0.5 + level / 2, df)
+    edge = math.log(1 + band)
+    if goal == Goal.CLEAR:
+        return stats.nct.sf(q, df, (abs(effect) - edge) / se)
+    w = math.log(1 + WIDE * band)
+    return np.clip(stats.t.cdf((w - q * se - effect) / se, df) - stats.t.cdf((-w + q * se - effect) / se, df), 0, 1)
+
+
+def plan_rounds(
+    block_var: float,
+    estimate: float,
+    band: float,
+    level: float = D.CONFIDENCE,
+    *,
+    var_df: float | None = None,
+    effect: float | None = None,
+    power: float = PLAN_POWER,
+) -> RoundsPlan:
+    """The fewest A/B/A/B rounds with `power` to decide, from a block variance measured on `var_df` df.
+
+    The effect planned for: `effect` (a ratio the reader cares about) when given, planned to clear the band;
+    else the effect measured (`estimate`, log), planned to clear the band where it lies beyond it and to settle
+    as "no measurable effect" (the CI within WIDE x band) where it lies within WIDE x band, whichever is
+    reached in fewer rounds. The block variance is taken at the upper end
+    of its one-sided PLAN_NOISE interval on var_df df (chi-square), none when var_df is None (a floor, as with
+    one block per arm)."""
+    v = max(block_var, 0.0)
+    if var_df and var_df > 0:
+        v = v * var_df / stats.chi2.ppf(1 - PLAN_NOISE, var_df)
+    if effect is not None:
+        goals = [(math.log(effect), Goal.CLEAR)]
+    else:
+        # the measured effect beyond the band may clear it, within WIDE x band may settle: the sooner of the two
+        goals = [(estimate, g) for g in (Goal.CLEAR, Goal.WITHIN)]
+        goals = goals[:1] if abs(estimate) >= math.log(1 + WIDE * band) else goals
+        goals = goals[1:] if abs(estimate) <= math.log(1 + band) else goals
+    r = np.arange(2, MAX_ROUNDS + 1)
+    found = []
+    for target, goal in goals:
+        ok = np.flatnonzero(power_at(r, v, target, band, level, goal) >= power)
+        found.append((int(r[ok[0]]) if ok.size else MAX_ROUNDS + 1, target, goal))
+    rounds, target, goal = min(found, key=lambda f: f[0])
+    rounds = rounds if rounds <= MAX_ROUNDS else None
+    hw = None
+    if rounds is not None:
+        hw = float(math.expm1(stats.t.ppf(0.5 + level / 2, 2 * rounds - 3) * math.sqrt(v * _ABAB_FACTORS[rounds - 2])))
+    return RoundsPlan(rounds, hw, float(math.exp(target)), power, goal)
 
 
 def clears(lo: float, hi: float, band: float) -> str | None:
@@ -327,16 +407,15 @@ def compare(
         w, _ = bl.within_variance(pd.concat([tb_b, tb_c], ignore_index=True))
         floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
         band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
-        r, target = _rounds(floor, math.log(rom), band, confidence)
-        reason = Undetermined(
-            Why.FEW_BLOCKS,
-            blocks=min(n_b, n_c),
-            arms_short=2 if max(n_b, n_c) < 2 else 1,
-            rounds_needed=max(r or 3, 3),
-            half_width=target,
+        plan = plan_rounds(floor, math.log(rom), band, confidence)
+        plan = dataclasses.replace(plan, rounds=max(plan.rounds or 3, 3))
+        reason = dataclasses.replace(
+            with_rounds(
+                Undetermined(Why.FEW_BLOCKS, blocks=min(n_b, n_c), arms_short=2 if max(n_b, n_c) < 2 else 1),
+                plan,
+                min(n_b, n_c),
+            ),
             lower_bound=True,
-            rounds_now=min(n_b, n_c),
-            max_rounds_searched=MAX_ROUNDS,
         )
         # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
         return Comparison(
@@ -360,8 +439,7 @@ def compare(
             ci_method=CiMethod(CiKind.REQUESTS_ONLY, bootstrap=boot.method).record(),
             notes=tuple(notes),
             undetermined=reason.record(),
-            rounds_needed=max(r or 3, 3),
-            rounds_needed_for=target,
+            **plan_fields(plan),
             within_var=floor or None,
             **common,
         )
@@ -421,12 +499,12 @@ def compare(
     if steps:
         v, vlo, vhi, step_reason = step_decide(v, vlo, vhi, steps, band, confidence)
     block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
-    r, target = _rounds(block_var, basis_fit.estimate, band, confidence)
+    plan = plan_rounds(block_var, basis_fit.estimate, band, confidence, var_df=basis_fit.df)
     reason = None
     if v == UNDETERMINED:
         # kept in `undetermined` alone: notes are the other remarks, so nothing is said twice
         reason = with_rounds(
-            structural or step_reason or thin or wide_reason(vlo, vhi, band), r, target, min(n_b, n_c)
+            structural or step_reason or thin or wide_reason(vlo, vhi, band), plan, min(n_b, n_c)
         ).record()
     if basis_fit.pooled:
         notes.append(Finding(K.POOLED))
@@ -479,8 +557,7 @@ def compare(
         p_adjusted=p_band,
         multiplicity={"method": "none", "comparisons": 1},
         undetermined=reason,
-        rounds_needed=r,
-        rounds_needed_for=target,
+        **plan_fields(plan),
         estimate=basis_fit.estimate,
         se=basis_fit.se,
         df=basis_fit.df,
@@ -505,23 +582,29 @@ def wide_reason(lo: float, hi: float, band: float) -> Undetermined:
     return Undetermined(Why.WIDE, ci_low=float(lo), ci_high=float(hi), band=float(band), wide=WIDE)
 
 
-def with_rounds(reason: Undetermined | dict, rounds: int | None, target: float | None, rounds_now: int) -> Undetermined:
-    """The undetermined reason with what to run instead: `rounds` A/B/A/B rounds (None: more than MAX_ROUNDS)
-    for a CI of +/- `target`, news when above `rounds_now`."""
+def with_rounds(reason: Undetermined | dict, plan: RoundsPlan, rounds_now: int) -> Undetermined:
+    """The undetermined reason with what to run instead: the plan's A/B/A/B rounds (None: more than MAX_ROUNDS),
+    its power, effect and goal, news when above `rounds_now`."""
     if isinstance(reason, dict):
         reason = Undetermined(**reason)
     return dataclasses.replace(
-        reason, rounds_needed=rounds, half_width=target, rounds_now=rounds_now, max_rounds_searched=MAX_ROUNDS
+        reason,
+        rounds_needed=plan.rounds,
+        half_width=plan.half_width,
+        power=plan.power,
+        effect=plan.effect,
+        goal=plan.goal,
+        rounds_now=rounds_now,
+        max_rounds_searched=MAX_ROUNDS,
     )
 
 
-def _rounds(block_var: float, estimate: float, band: float, confidence: float) -> tuple[int | None, float]:
-    """Rounds for a CI that decides at the effect measured so far, and that half-width (a fraction).
-
-    A CI of half-width |effect| - band clears the band; one of WIDE x band - |effect| rules out
-    effects past WIDE x band ("no measurable effect"). The target is the easier of the two, so at
-    least (WIDE - 1) / 2 x band.
-    """
-    edge, e = math.log(1 + band), abs(estimate)
-    hw = max(e - edge, WIDE * edge - e)
-    return rounds_needed(block_var, hw, confidence), float(math.expm1(hw))
+def plan_fields(plan: RoundsPlan) -> dict:
+    """A comparison's rounds_needed* fields from its plan."""
+    return dict(
+        rounds_needed=plan.rounds,
+        rounds_needed_for=plan.half_width,
+        rounds_needed_power=plan.power,
+        rounds_needed_effect=plan.effect,
+        rounds_needed_goal=plan.goal,
+    )

@@ -19,7 +19,17 @@ from enum import StrEnum
 import numpy as np
 
 from bracket.stats import defaults as D
-from bracket.stats.compare import CONFOUNDED_VIF, UNDETERMINED, _rounds, decide, step_decide, wide_reason, with_rounds
+from bracket.stats.compare import (
+    CONFOUNDED_VIF,
+    UNDETERMINED,
+    RoundsPlan,
+    decide,
+    plan_fields,
+    plan_rounds,
+    step_decide,
+    wide_reason,
+    with_rounds,
+)
 
 
 class Family(StrEnum):
@@ -89,16 +99,21 @@ def holm(rows: list[dict], confidence: float = D.CONFIDENCE, family: Family = FA
                 "level": float(level[j]),
             },
         )
-        if m > 1:  # rounds for a CI at this comparison's Holm level, as the one shown beside it
+        if m > 1:  # the rounds planned at this comparison's Holm level, as the CI shown beside it
             var = max(r.get("block_var") or 0.0, r.get("within_var") or 0.0)
-            r["rounds_needed"], r["rounds_needed_for"] = _rounds(var, r["estimate"], r["noise_band"], float(level[j]))
+            r.update(plan_fields(plan_rounds(var, r["estimate"], r["noise_band"], float(level[j]), var_df=r["df"])))
         if v != UNDETERMINED:
             r["undetermined"] = None
         else:
             r["undetermined"] = with_rounds(
                 step or r.get("thin") or wide_reason(lo, hi, r["noise_band"]),
-                r.get("rounds_needed"),
-                r.get("rounds_needed_for"),
+                RoundsPlan(
+                    r.get("rounds_needed"),
+                    r.get("rounds_needed_for"),
+                    r.get("rounds_needed_effect"),
+                    r.get("rounds_needed_power"),
+                    r.get("rounds_needed_goal"),
+                ),
                 min(r["blocks_baseline"], r["blocks_candidate"]),
             ).record()
     return m

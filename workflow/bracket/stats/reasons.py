@@ -85,6 +85,13 @@ class Why(StrEnum):
     RECORDED = "recorded"  # a stats.json written before reasons were data: its sentence as it was
 
 
+class Goal(StrEnum):
+    """What the rounds an undetermined comparison is told to run are planned to reach; `rounds_needed_goal`."""
+
+    CLEAR = "clear"  # the CI clears the noise band ("faster"/"slower") for an effect of `rounds_needed_effect`
+    WITHIN = "within"  # the CI stays within WIDE x band ("no measurable effect") at the effect measured
+
+
 class Outcome(StrEnum):
     """What one look of an adaptive design found for one comparison (bracket.stats.sequential.judge's `outcome`)."""
 
@@ -115,9 +122,11 @@ class Undetermined:
     place), band, wide.
     sequential: status ("open" or "settled"), rounds_run, max_rounds, look (the look's own record of how it
     stood: bracket.stats.sequential.judge's record, or an older file's sentence). recorded: text.
-    rounds_needed: A/B/A/B rounds for a CI of +/- half_width (None: more than max_rounds_searched would be
-    needed); lower_bound: block noise unmeasured, so at least that many; rounds_now: the fewer blocks of the
-    two arms, below which rounds_needed is news.
+    rounds_needed: A/B/A/B rounds at which the comparison reaches `goal` with `power` for an effect of `effect`
+    (a ratio; bracket.stats.compare.plan_rounds), its CI then about +/- half_width (None: more than
+    max_rounds_searched would be needed; an older file's: rounds for a CI of +/- half_width, without power);
+    lower_bound: block noise unmeasured, so at least that many; rounds_now: the fewer blocks of the two arms,
+    below which rounds_needed is news.
     """
 
     why: Why
@@ -140,6 +149,9 @@ class Undetermined:
     text: str | None = None
     rounds_needed: int | None = None
     half_width: float | None = None
+    power: float | None = None
+    effect: float | None = None
+    goal: Goal | None = None
     lower_bound: bool = False
     rounds_now: int | None = None
     max_rounds_searched: int | None = None
