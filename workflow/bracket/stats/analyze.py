@@ -184,9 +184,11 @@ def analyze(
         level}, verdict
         ("faster" | "slower" | "no measurable effect" | "undetermined"), undetermined (why, as a
         bracket.stats.reasons.Undetermined record: a Why code and its numbers; null beside a verdict),
-        rounds_needed / rounds_needed_for (A/B/A/B rounds for a CI of that half-width, a fraction, from the
-        block variance measured), estimate/se/df/pooled/block_var/within_var (the basis fit on
-        the log scale), drift, drift_per_block, noise_band, notes.
+        rounds_needed / rounds_needed_for (the A/B/A/B rounds at which the comparison reaches
+        rounds_needed_goal, a bracket.stats.reasons.Goal, with rounds_needed_power for a true ratio of
+        rounds_needed_effect, from the block variance measured, and its CI half-width there, a fraction), steps
+        (fits with a level step in place of the drift line where the design cannot see one: bracket.stats.steps),
+        estimate/se/df/pooled/block_var/within_var (the basis fit on the log scale), drift, drift_per_block, noise_band, notes.
     multiplicity
         {method ("holm" or "none" for one comparison), comparisons (family size), family (a
         bracket.stats.multiplicity.Family code), confidence, untested (comparisons without a test, left out of
