@@ -129,11 +129,12 @@ def measure_bracket(srv: ReferenceProcess, http: httpx.Client, n: int, repeats: 
 
 
 def _module_at(rev: str, name: str) -> types.ModuleType | None:
-    """bracket.NAME as committed at `rev`, as a module of its own (None where it did not exist)."""
+    """bracket.NAME (a path under workflow/bracket, e.g. wire/client) as committed at `rev`, as a module of its
+    own (None where it did not exist)."""
     got = subprocess.run(["git", "show", f"{rev}:workflow/bracket/{name}.py"], cwd=ROOT, capture_output=True, text=True)
     if got.returncode:
         return None
-    mod = types.ModuleType(f"bracket_{name}_at_{rev}")
+    mod = types.ModuleType(f"bracket_{name.replace('/', '_')}_at_{rev}")
     mod.__file__ = f"{rev}:workflow/bracket/{name}.py"
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
     exec(compile(got.stdout, mod.__file__, "exec"), mod.__dict__)
@@ -147,11 +148,11 @@ def client_at(rev: str):
     saved = {k: sys.modules.get(k) for k in ("bracket.wire.http_stream", "bracket.wire.stream_events")}
     try:
         for key in saved:
-            mod = _module_at(rev, key.split(".")[1])
+            mod = _module_at(rev, key.split(".", 1)[1].replace(".", "/"))
             if mod is not None:
                 sys.modules[key] = mod
-                setattr(sys.modules["bracket"], key.split(".")[1], mod)
-        return _module_at(rev, "client").stream_completion
+                setattr(sys.modules["bracket.wire"], key.rsplit(".", 1)[1], mod)
+        return _module_at(rev, "wire/client").stream_completion
     finally:
         for key, mod in saved.items():
             if mod is None:

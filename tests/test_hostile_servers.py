@@ -17,11 +17,13 @@ import socket
 import sys
 import threading
 import time
+import tracemalloc
 from urllib.parse import quote
 
 import httpx
 import pytest
 from bracket import secrets
+from bracket.engines import identify
 from bracket.wire import client, http_stream, stream_events
 from bracket.wire.client import _openai_text, fetch_text, stream_completion
 from bracket.wire.stream_events import Events, Excerpt, ends_of
@@ -359,3 +361,20 @@ def test_the_records_ends_are_redacted_before_they_are_cut(a_secret, at):
             kept = kept.text()
         assert "left out" in kept
         assert not any(SECRET[i : i + 6] in kept for i in range(len(SECRET) - 5)), kept
+
+
+def test_identifying_a_server_whose_metrics_never_end_reads_a_bounded_page():
+    """engine.kind: auto reads /metrics while the workflow's DAG is built: an endless page ends there as no
+    answer (an OpenAI-compatible server of unknown kind), in well under a second and a few MiB, where it grew
+    without end before."""
+    with hs.Hostile("metrics_endless") as srv, httpx.Client() as http:
+        tracemalloc.start()
+        t0 = time.monotonic()
+        try:
+            found = identify.identify(http, srv.base)
+        finally:
+            took = time.monotonic() - t0
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+    assert found.kind == "openai", found
+    assert took < 2.0 and peak < 3 * client.GET_LIMIT, (took, peak / 2**20)

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
+from bracket.wire.client import get_bounded
+
 KNOWN = ("vllm", "llamacpp", "sglang", "ollama")
 NAMES = {
     "vllm": "vLLM",
@@ -127,8 +129,9 @@ class Identity:
 
 
 def _get(http: httpx.Client, url: str, timeout_s: float) -> httpx.Response | None:
+    # Read within a size and a time limit (get_bounded): an endless /metrics ends here as no answer.
     try:
-        return http.get(url, timeout=httpx.Timeout(timeout_s, connect=max(timeout_s, CONNECT_TIMEOUT_S)))
+        return get_bounded(http, url, httpx.Timeout(timeout_s, connect=max(timeout_s, CONNECT_TIMEOUT_S)))
     except httpx.HTTPError as exc:
         why = unreachable(exc, url)
         if why is not None:

@@ -41,7 +41,6 @@ RAW_KEEP bytes of its body, and says how much it left out between them.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import gc
 import hashlib
@@ -527,6 +526,90 @@ def stream_completion(
     return m
 
 
+class OverLimit(httpx.HTTPError):
+    """A response's body that went past its reader's size or time limit (get_bounded), said in words;
+    `status` is the response's."""
+
+    def __init__(self, message: str, status: int | None):
+        super().__init__(message)
+        self.status = status
+
+
+def get_bounded(
+    client: httpx.Client,
+    url: str,
+    timeout: float | httpx.Timeout = 5.0,
+    limit: int = GET_LIMIT,
+    total_s: float | None = None,
+) -> httpx.Response:
+    """GET `url` and read its body whole, streamed: at most `limit` bytes (decompressed) within `total_s`
+    from the start (default: `timeout`, or a Timeout's connect and read limits together).
+
+    Returns the response with its body read (any status); raises OverLimit for a body past either limit
+    (a server that sends an endless or oversized page, or trickles it), httpx's own errors otherwise (a
+    connection refused or never made comes as httpx says it). What a server sends costs this process at
+    most `limit` bytes, whatever it is.
+    """
+    if total_s is None:
+        total_s = timeout if not isinstance(timeout, httpx.Timeout) else (timeout.connect or 0) + (timeout.read or 0)
+    path = httpx.URL(url).path
+    deadline = _Deadline(total_s)
+    deadline.arm()
+    deadline.begin(time.perf_counter())
+    status, got = None, 0
+    try:
+        request = client.build_request(
+            "GET", url, timeout=timeout, headers={"Accept-Encoding": "identity"}, extensions={"trace": deadline.trace}
+        )
+        with contextlib.closing(client.send(request, stream=True)) as r:
+            deadline.watch(_socket_of(r))
+            status = r.status_code
+            encoding = r.headers.get("content-encoding", "identity").lower().strip()
+            inflate = None
+            if r.is_stream_consumed:  # read whole already (a test transport): its content, decoded
+                raw = iter([r.content])
+            else:
+                raw = r.iter_raw()
+                if encoding in ("gzip", "x-gzip", "deflate"):
+                    inflate = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
+                elif encoding not in ("identity", ""):
+                    raise OverLimit(f"GET {path} answered in Content-Encoding {encoding!r}, which is not read", status)
+            pieces = []
+            for data in raw:
+                if inflate is not None:
+                    data = inflate.decompress(data, limit + 1 - got)
+                    if inflate.unconsumed_tail:
+                        got = limit + 1
+                got += len(data)
+                if got > limit:
+                    raise OverLimit(
+                        f"GET {path} sent more than {size_words(limit)}, read no further (no engine's page is that "
+                        f"long: the server's {path} is endless or broken)",
+                        status,
+                    )
+                pieces.append(data)
+            headers = [
+                (k, v)
+                for k, v in r.headers.raw
+                if k.lower() not in (b"content-encoding", b"content-length", b"transfer-encoding")
+            ]
+    except OverLimit:
+        raise
+    except (httpx.HTTPError, zlib.error) as exc:
+        if deadline.fired:
+            raise OverLimit(
+                f"GET {path} did not end within {total_s:g} s ({got:,} bytes came), read no further (the "
+                f"server's {path} trickles, stalls or never ends)",
+                status,
+            ) from exc
+        if isinstance(exc, zlib.error):
+            raise httpx.DecodingError(f"GET {path}: {exc}") from exc
+        raise
+    finally:
+        deadline.cancel()
+    return httpx.Response(status, headers=headers, content=b"".join(pieces), request=request)
+
+
 @dataclass(frozen=True)
 class Fetched:
     """A GET's answer: its status (None: no answer), its body as text where the status was 200 and the body
@@ -538,76 +621,18 @@ class Fetched:
 
 
 def fetch_text(client: httpx.Client, url: str, timeout_s: float = 5.0, limit: int = GET_LIMIT) -> Fetched:
-    """GET `url` and read its body as text, at most `limit` bytes (decompressed) and `timeout_s` altogether.
-
-    A body over `limit`, or one that does not end within `timeout_s` (a server that trickles or never ends
-    it), is read no further: `text` None and `problem` says which. The body is streamed, so what a server
-    sends costs this process at most `limit` bytes (and their text) whatever it is.
-    """
-    path = httpx.URL(url).path
-    deadline = _Deadline(timeout_s)
-    deadline.arm()
-    deadline.begin(time.perf_counter())
-    status, got = None, 0
+    """GET `url` and read its body as text, at most `limit` bytes (decompressed) and `timeout_s` altogether
+    (get_bounded). A 200 answer's body over either limit is read no further: `text` None and `problem` says
+    which; any other answer, or none, is just that (`status`)."""
     try:
-        request = client.build_request(
-            "GET", url, timeout=timeout_s, headers={"Accept-Encoding": "identity"}, extensions={"trace": deadline.trace}
-        )
-        with contextlib.closing(client.send(request, stream=True)) as r:
-            deadline.watch(_socket_of(r))
-            status = r.status_code
-            if status != 200:
-                return Fetched(status)
-            encoding = r.headers.get("content-encoding", "identity").lower().strip()
-            inflate = (
-                zlib.decompressobj(zlib.MAX_WBITS | 16)
-                if encoding in ("gzip", "x-gzip")
-                else zlib.decompressobj()
-                if encoding == "deflate"
-                else None
-            )
-            if inflate is None and encoding not in ("identity", ""):
-                return Fetched(status, None, f"GET {path} answered in Content-Encoding {encoding!r}, which is not read")
-            pieces = []
-            if r.is_stream_consumed:  # read whole already (a test transport): its content, decoded
-                raw, inflate = iter([r.content]), None
-            else:
-                raw = r.iter_raw()
-            for data in raw:
-                if inflate is not None:
-                    data = inflate.decompress(data, limit + 1 - got)
-                    if inflate.unconsumed_tail:
-                        got = limit + 1
-                got += len(data)
-                if got > limit:
-                    return Fetched(
-                        status,
-                        None,
-                        f"GET {path} sent more than {size_words(limit)}, read no further (no engine's page is that "
-                        f"long: the server's {path} is endless or broken)",
-                    )
-                pieces.append(data)
-    except (httpx.HTTPError, zlib.error) as exc:
-        if deadline.fired:
-            return Fetched(
-                status,
-                None,
-                f"GET {path} did not end within {timeout_s:g} s ({got:,} bytes came), read no further (the "
-                f"server's {path} trickles, stalls or never ends)",
-            )
-        if status == 200:
-            return Fetched(
-                status, None, clip(f"GET {path} was cut after {got:,} bytes ({type(exc).__name__}: {exc})", 300)
-            )
-        return Fetched(status)
-    finally:
-        deadline.cancel()
-    charset = r.charset_encoding or "utf-8"
-    try:
-        codecs.lookup(charset)
-    except LookupError:
-        charset = "utf-8"
-    return Fetched(status, b"".join(pieces).decode(charset, errors="replace"))
+        r = get_bounded(client, url, timeout_s, limit)
+    except OverLimit as exc:
+        return Fetched(exc.status, None, str(exc) if exc.status == 200 else None)
+    except httpx.HTTPError:
+        return Fetched(None)
+    if r.status_code != 200:
+        return Fetched(r.status_code)
+    return Fetched(200, r.text)
 
 
 def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
