@@ -1,10 +1,21 @@
 # bracket: one experiment file, one command.
 #   snakemake --cores 1 draft_sweep            -> report/draft_sweep/article.html
-# Rules declare; the package (workflow/bracket) computes; notebooks present.
+#   snakemake                                  -> the targets, one per experiment, and how to run them
+# Rules declare; the package (workflow/bracket) computes; notebooks present. workflow/Snakefile, the workflow
+# catalog's entry (and a module's), includes this file.
+
+import os
 
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+
+# config/config.yaml (config/README.md): `experiments`, what a plain `snakemake` runs. A deployment's
+# Snakefile (snakedeploy, a module directive) reads its own and hands it over.
+if os.path.exists("config/config.yaml"):
+
+    configfile: "config/config.yaml"
 
 
 # ---- helpers and experiment loading -----------------------------------------------------
@@ -32,6 +43,21 @@ include: "workflow/rules/report.smk"
 
 
 # ---- targets: one per experiment file, named after it --------------------------------------
+rule all:
+    """A plain `snakemake`: the experiments config/config.yaml names (`experiments`); with none named, as
+    shipped, it measures nothing and prints the targets (targets_text)."""
+    default_target: True
+    localrule: True
+    input:
+        [f for n in configured_experiments() for f in experiment_target(n)],
+    log:
+        "logs/targets.log",
+    run:
+        if not input:
+            Path(log[0]).write_text(targets_text() + "\n")
+            print(targets_text())
+
+
 for _name in EXPERIMENTS:
     if workflow.is_rule(_name):  # experiments/report.yaml: refused by name, every other target still works
         NAMED_AS_RULES.add(_name)
@@ -41,6 +67,5 @@ for _name in EXPERIMENTS:
     rule:
         name:
             _name
-        default_target: _name == DEFAULT_EXPERIMENT
         input:
             experiment_target(_name),

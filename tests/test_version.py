@@ -154,8 +154,13 @@ def test_the_method_section_says_which_bracket_measured_or_that_it_is_not_known(
     )
     a = {"version": "0.1.0", "commit": "0123456789abcdef", "dirty": False, "source": "git"}
     one = with_instrument(data, {"measured": [{"record": a, "blocks": [0, 1, 2]}], "unrecorded": [], "analysed": a})
-    assert instrument_sentence(one) == (
-        "Measured by bracket 0.1.0, commit 0123456789ab. Analysed by bracket 0.1.0, commit 0123456789ab."
+    assert instrument_sentence(one) == "Measured and analysed by bracket 0.1.0, commit 0123456789ab."
+    later = with_instrument(
+        data,
+        {"measured": [{"record": a, "blocks": [0, 1, 2]}], "unrecorded": [], "analysed": {**a, "commit": "f" * 40}},
+    )
+    assert instrument_sentence(later) == (
+        "Measured by bracket 0.1.0, commit 0123456789ab. Analysed by bracket 0.1.0, commit ffffffffffff."
     )
     dirty = {**a, "dirty": True}
     unknown = version.unknown("built from /x, a tree without git")
@@ -177,7 +182,7 @@ def test_the_method_section_says_which_bracket_measured_or_that_it_is_not_known(
     assert "not recorded" in instrument_sentence(older)
     # and the section carries it
     html = "".join(str(i) for i in article.method.section_method(one).items)
-    assert "Measured by bracket 0.1.0, commit 0123456789ab" in html
+    assert "Measured and analysed by bracket 0.1.0, commit 0123456789ab" in html
 
 
 @pytest.mark.integration

@@ -123,3 +123,27 @@ def test_what_counts_as_a_ledger():
     assert share.is_ledger("experiments/smoke.corrections.yaml")
     assert not share.is_ledger("experiments/smoke.yaml")
     assert not share.is_ledger("experiments/examples/x.corrections.yaml")
+
+
+def test_a_job_imports_the_bracket_the_snakefile_runs_and_nothing_beside_it(tmp_path):
+    """share.job_pythonpath: a clone's workflow/; for an installed package, a folder holding one link to it, so a
+    conda job (--sdm conda) imports this bracket without the installing environment's other packages."""
+    assert share.job_pythonpath(tmp_path) == ROOT / "workflow" and not (tmp_path / ".snakemake").exists()
+    site = tmp_path / "site-packages"
+    shutil.copytree(ROOT / "workflow" / "bracket", site / "bracket", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "not_bracket.py").write_text("")
+    work = tmp_path / "work"
+    code = "import sys; from bracket import share; print(share.job_pythonpath(sys.argv[1]))"
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    for _ in range(2):  # the second time the link is there already
+        proc = subprocess.run([sys.executable, "-c", code, str(work)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        folder = Path(proc.stdout.strip())
+        assert folder == work / ".snakemake" / "bracket-package"
+        assert [p.name for p in folder.iterdir()] == ["bracket"]
+    check = "import bracket, importlib.util as u; print(bracket.__file__); print(u.find_spec('not_bracket'))"
+    proc = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, env={**env, "PYTHONPATH": str(folder)}
+    )
+    file, other = proc.stdout.splitlines()
+    assert Path(file).resolve() == (site / "bracket" / "__init__.py").resolve() and other == "None"

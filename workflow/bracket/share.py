@@ -20,6 +20,9 @@ from pathlib import Path
 # opens on as it ships (its parameters' defaults).
 WORKFLOW_FILES = (
     "Snakefile",
+    "workflow/Snakefile",
+    "config/config.yaml",
+    "config/README.md",
     "profiles/default",
     "workflow/rules",
     "workflow/scripts",
@@ -62,6 +65,26 @@ def schema_path() -> Path:
 
 def notebook_path() -> Path:
     return root() / "notebooks" / "article.ipynb"
+
+
+def job_pythonpath(workdir: str | Path) -> Path:
+    """A folder to put on a job's PYTHONPATH so that it imports this bracket, and nothing else beside it.
+
+    In a clone (or a copy of one) that is the package's parent, workflow/. An installed package sits among
+    every other package of its environment, which would shadow a conda job's own (--sdm conda): the folder is
+    then WORKDIR/.snakemake/bracket-package, holding one link, bracket, to the installed package; the job
+    always runs the bracket the Snakefile runs, never one frozen into its environment when it was created."""
+    package = Path(__file__).resolve().parent
+    if package.parent.name == "workflow":
+        return package.parent
+    folder = Path(workdir) / ".snakemake" / "bracket-package"
+    link = folder / "bracket"
+    if not (link.is_symlink() and link.resolve() == package):
+        folder.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(package, target_is_directory=True)
+    return folder
 
 
 def sha256(path: str | Path) -> str:

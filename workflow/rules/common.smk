@@ -4,12 +4,21 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-ROOT_DIR = Path(workflow.basedir)
-sys.path.insert(0, str(ROOT_DIR / "workflow"))
-# Jobs import this workflow's own package, also in an environment where it is not installed (--use-conda).
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(p for p in (str(ROOT_DIR / "workflow"), os.environ.get("PYTHONPATH")) if p)
-)
+# Two folders, the same one in a clone run where it stands: SOURCE holds the workflow's own files (the rules,
+# scripts, envs, schemas, notebooks: this file is SOURCE/workflow/rules/common.smk, wherever the Snakefile that
+# included it lies: a clone, a `bracket workflow` copy, the local clone a `module` directive names), and ROOT,
+# the working directory, holds the experiments and what they make (experiments/, results/, report/, resources/):
+# a deployed workflow (snakedeploy, `module`) keeps its experiments and results in its own folder.
+try:
+    SOURCE = Path(workflow.current_basedir).parents[1]
+except TypeError:
+    print(
+        f"\nbracket's workflow runs from a local clone or copy, not from {workflow.current_basedir}: clone the "
+        "repository and name its workflow/Snakefile by path in the module directive (config/README.md).\n",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)
+sys.path.insert(0, str(SOURCE / "workflow"))
 
 from bracket import embedded  # noqa: E402
 from bracket.experiment import config as bconfig  # noqa: E402
@@ -22,14 +31,20 @@ from bracket import share as bshare  # noqa: E402
 from bracket.cluster import placement as bplacement  # noqa: E402
 from bracket.cluster import slurm_names, slurm_status  # noqa: E402
 
+# Jobs import the package this Snakefile runs, also in an environment where it is not installed (--sdm conda:
+# workflow/envs/bracket.yaml holds its dependencies): the clone's workflow/, or a folder holding only the
+# installed package (bracket.share.job_pythonpath).
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(p for p in (str(bshare.job_pythonpath(Path.cwd())), os.environ.get("PYTHONPATH")) if p)
+)
+
 # A SLURM job that ends CANCELLED, PREEMPTED, TIMEOUT or NODE_FAIL ends the wait for it, with the state
 # and the command to resume (bracket.cluster.slurm_status: executor plugin 2.8.0 misses "CANCELLED by UID").
 slurm_status.install(workflow)
 # SLURM job names say the experiment and the block (smoke.block3.RUNID), not the plugin's bare run UUID.
 slurm_names.install()
 
-ROOT = Path(workflow.basedir)
-DEFAULT_EXPERIMENT = "draft_sweep"
+ROOT = Path.cwd()
 EXPERIMENTS = sorted(
     p.stem for p in (ROOT / "experiments").glob("*.yaml") if not p.stem.endswith(".corrections")
 )
@@ -329,3 +344,46 @@ def get_block_group(wildcards):
     group = f"blocks-{wildcards.exp}-{get_block_host(wildcards) or 'any'}"
     workflow.parent_groupids[group] = "blocks"
     return group
+
+
+# ---- a plain `snakemake`: the configured experiments, or the targets printed (rule all in the Snakefile) ----
+def configured_experiments():
+    """The experiments config's `experiments` names (a list of names of experiments/NAME.yaml): what a plain
+    `snakemake` runs. A name without its file stops the DAG, naming the key and the files there are."""
+    names = config.get("experiments") or []
+    if isinstance(names, str):
+        names = [names]
+    missing = [n for n in names if str(n) not in EXPERIMENTS]
+    if missing:
+        stop_with(
+            f"config `experiments` names {', '.join(map(str, missing))}, which is not a file experiments/NAME.yaml "
+            f"in {ROOT}; the experiments there: {', '.join(EXPERIMENTS) or 'none'}. Fix the name in "
+            "config/config.yaml (or --config experiments=NAME), or add the file."
+        )
+    return [str(n) for n in names]
+
+
+def experiment_title(name):
+    import yaml
+
+    try:
+        return str((yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text()) or {}).get("title") or "")
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return ""
+
+
+def targets_text():
+    """What a plain `snakemake` prints when the config names no experiment: the targets and how to run them."""
+    width = max((len(n) for n in EXPERIMENTS), default=0)
+    lines = [
+        "",
+        "bracket measures nothing without a target. The targets, one per experiment file in "
+        f"{rel(ROOT / 'experiments') if EXPERIMENTS else ROOT / 'experiments'}/:",
+        *(f"  {n:<{width}}  {experiment_title(n)}" for n in EXPERIMENTS),
+        "",
+        "Run one (its article: report/NAME/article.html):   snakemake --cores 1 NAME",
+        "See what it would run first:                      snakemake -n NAME",
+        "Or name the experiments a plain `snakemake` runs:  experiments: [NAME] in config/config.yaml",
+        "",
+    ]
+    return "\n".join(lines)

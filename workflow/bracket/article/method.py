@@ -133,6 +133,8 @@ def instrument_sentence(d: Data) -> str:
         )
     measured, unrecorded = rec.get("measured") or [], rec.get("unrecorded") or []
     parts = []
+    if len(measured) == 1 and not unrecorded and measured[0]["record"] == rec.get("analysed"):
+        return f"Measured and analysed by {version.describe(measured[0]['record'])}."
     if len(measured) == 1 and not unrecorded:
         parts.append(f"Measured by {version.describe(measured[0]['record'])}.")
     elif measured:
