@@ -69,7 +69,8 @@ def test_a_living_runs_locks_stay(tmp_path):
     live = holder(tmp_path)  # a run that lives, then takes its locks
     try:
         (state / "locks-later").rename(state / "locks")
-        assert recover_in_a_new_process(tmp_path) == []
+        [said] = recover_in_a_new_process(tmp_path)
+        assert said.startswith("another process of this folder still runs")
         assert len(list((state / "locks").glob("*.lock"))) == 2
     finally:
         live.kill()
@@ -119,3 +120,25 @@ def test_long_paths_split_into_at_folders_are_read(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text("{}")
     assert rerun._marked(folder) == {key: path}
+
+
+def test_a_block_whose_snakemake_was_killed_alone_keeps_its_runs_locks(tmp_path):
+    """The block's own process holds the flock (rerun.hold, from run_block.py): with its snakemake killed and
+    the block still measuring, the next run leaves the locks and says why, instead of starting that block again."""
+    state = dead_run(tmp_path)
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(ROOT / 'workflow')!r}); from bracket import rerun; "
+        f"import os; os.chdir({str(tmp_path)!r}); rerun.hold(); print('held', flush=True); time.sleep(60)"
+    )
+    block = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert block.stdout.readline().strip() == "held", block.stderr.read()
+        [said] = recover_in_a_new_process(tmp_path)
+        assert "a block whose snakemake was killed alone" in said
+        assert len(list((state / "locks").glob("*.lock"))) == 2
+    finally:
+        block.kill()
+        block.wait()
+    time.sleep(0.1)
+    assert "killed outright" in recover_in_a_new_process(tmp_path)[0]  # the block ended: the locks are stale
+    assert list((state / "locks").glob("*.lock")) == []

@@ -93,6 +93,18 @@ def _records(alive: Path) -> list[tuple[str, int, Path]]:
     return out
 
 
+def hold(root: str | Path = ".") -> None:
+    """Hold the folder's flock, shared, for the life of this process: a block's own process (workflow/scripts/
+    run_block.py) does, so a snakemake killed alone, whose block goes on measuring, is not taken for dead by
+    the next run (which would remove its locks and start the same block beside it)."""
+    try:
+        fd = os.open(Path(root) / ".snakemake" / "bracket.alive", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return  # no folder, no flock, or a recover() taking it this instant: Snakemake's own locks still hold
+    _held.append(fd)
+
+
 def recover(root: str | Path = ".", say=None) -> list[str]:
     """Clear what a snakemake of `root` killed outright left (see the module's docstring) and hold this process's
     flock; returns what was done, each as a sentence (also said on stderr)."""
@@ -110,7 +122,13 @@ def recover(root: str | Path = ".", say=None) -> list[str]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        pass  # another snakemake of this folder lives: its locks and marks are its own
+        # another snakemake of this folder lives, or a block whose snakemake was killed alone (hold): its locks
+        # and marks are its own
+        if sorted((state / "locks").glob("*.lock")):
+            done.append(
+                "another process of this folder still runs (a snakemake, or a block whose snakemake was killed "
+                "alone, which ends by itself with its block): wait for it, or stop it, then run again."
+            )
     except OSError:  # no flock on this file system: nothing can be told, nothing is touched
         os.close(fd)
         return done

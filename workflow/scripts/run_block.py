@@ -2,12 +2,13 @@
 
 import sys
 
-from bracket import embedded, secrets
+from bracket import embedded, rerun, secrets
 from bracket.experiment import design, resolved
 from bracket.measure import runner, session
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.
+rerun.hold()  # while this block measures, a later snakemake of the folder takes its run for alive
 with rule_log(snakemake.log.block):
     exp = snakemake.wildcards.exp
     k = int(snakemake.wildcards.k)
