@@ -68,3 +68,18 @@ def test_last_line_when_nothing_is_logged(tmp_path):
     p = Path(tmp_path / "long.log")
     p.write_text("x" * 500 + "\n\n")
     assert len(last_line(p)) == 160
+
+
+def test_the_heartbeat_line_masks_a_registered_secret_in_its_escaped_forms(tmp_path):
+    from bracket import secrets
+
+    key = "sk-heartbeat-0123456789"
+    escaped = "".join(f"\\u{ord(c):04x}" for c in key)  # as a JSON log line may write it
+    p = tmp_path / "server.log"
+    p.write_text(f'loading {{"api_key": "{escaped}"}} and {key.encode().hex()}\n')
+    secrets.register(key)
+    try:
+        line = last_line(p)
+    finally:
+        secrets.forget()
+    assert line == 'loading {"api_key": "***"} and ***'

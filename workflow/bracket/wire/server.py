@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from bracket import secrets
+from bracket import secrets as bracket_secrets  # beside parameters named `secrets`
 
 
 class ServerError(RuntimeError):
@@ -114,6 +115,7 @@ def last_line(path: str | Path, secrets: dict[str, str] | None = None, width: in
             for value in (secrets or {}).values():
                 if value:
                     line = line.replace(value, "***")
+            line = bracket_secrets.redact(line)  # every registered secret, in every form (escaped, encoded)
             return line if len(line) <= width else line[: width - 3] + "..."
     return "(nothing logged yet)"
 
