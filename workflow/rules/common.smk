@@ -360,6 +360,10 @@ def configured_experiments():
             f"in {ROOT}; the experiments there: {', '.join(EXPERIMENTS) or 'none'}. Fix the name in "
             "config/config.yaml (or --config experiments=NAME), or add the file."
         )
+    for n in names:
+        problem = bconfig.name_problem("experiment", str(n))
+        if problem is not None:
+            stop_with(f"config `experiments` names experiments/{n}.yaml: {problem}")
     return [str(n) for n in names]
 
 
