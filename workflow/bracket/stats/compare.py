@@ -30,7 +30,7 @@ from bracket.stats import defaults as D
 from bracket.stats.bootstrap import Sample, ratio_of_medians
 from bracket.stats.findings import ComparisonModes, Finding
 from bracket.stats.findings import FindingKind as K
-from bracket.stats.modes import bimodal
+from bracket.stats.modes import bimodal, flat_within
 from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, Goal, SignificanceTest, Undetermined, Why
 from bracket.stats.steps import StepFit, exposures
 
@@ -110,6 +110,7 @@ class Comparison:
     modes: dict | None = None  # {"baseline"/"candidate": bracket.stats.modes.Modes as a dict} when bimodal
     block_statistic: Center | None = None  # what each block is reduced to
     steps: tuple[dict, ...] | None = None  # fits with a level step in place of the drift line (bracket.stats.steps)
+    flatness: dict | None = None  # the runs' spread within blocks against one path's (bracket.stats.modes.Flatness)
 
 
 def verdict(ci_low: float, ci_high: float, p_value: float | None, noise_band: float, alpha: float) -> str:
@@ -448,10 +449,14 @@ def compare(
         for name, s in (("baseline", baseline), ("candidate", candidate))
         if (m := bimodal(s.values, s.blocks)) is not None
     }
-    two_paths = any(m.where == "within blocks" for m in modes.values())
+    keys = np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]]
+    # Two paths too close for `bimodal` at a few runs a block still make medians jump: runs spread flatter
+    # within blocks than one normal path lets them (issue 43) take the block means too.
+    flat = flat_within(np.r_[baseline.values, candidate.values], keys)
+    two_paths = any(m.where == "within blocks" for m in modes.values()) or bool(flat and flat.flat)
     tb = bl.block_table(
         np.r_[baseline.values, candidate.values],
-        np.r_[[f"b{x}" for x in baseline.blocks], [f"c{x}" for x in candidate.blocks]],
+        keys,
         np.r_[baseline.positions, candidate.positions],
         center="mean" if two_paths else "median",
     )
@@ -569,6 +574,7 @@ def compare(
         modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
         block_statistic=Center.MEAN if two_paths else Center.MEDIAN,
         steps=tuple(f.record() for f in steps) if steps else None,
+        flatness=dataclasses.asdict(flat) if flat else None,
         **common,
     )
 
