@@ -107,21 +107,32 @@ def test_a_key_the_same_under_two_parents_and_merge_keys_stay_allowed(tmp_path):
     ],
 )
 def test_a_value_of_a_billion_is_refused_at_once_naming_the_key_and_its_bound(tmp_path, text, key, bound):
-    t0 = time.monotonic()
     msg = _refused(tmp_path, text)
-    assert time.monotonic() - t0 < 2.0
     assert msg.startswith(f"{key} = ") and f"is out of range (maximum {bound}); set it to at most {bound}." in msg
     assert "at most" in msg.split(f"set it to at most {bound}.")[1].lower()  # the schema's reason, said with it
 
 
-def test_fifteen_thousand_workloads_are_refused_in_seconds_by_their_number(tmp_path):
-    text = "arms: {a: {}}\nworkloads:\n" + "".join(
-        f"  w{i}: {{prompts: experiments/prompts/code.jsonl}}\n" for i in range(15_000)
-    )
-    t0 = time.monotonic()
-    msg = _refused(tmp_path, text)
-    took = time.monotonic() - t0
-    assert took < 5.0, took
+FIFTEEN_THOUSAND = "arms: {a: {}}\nworkloads:\n" + "".join(
+    f"  w{i}: {{prompts: experiments/prompts/code.jsonl}}\n" for i in range(15_000)
+)
+
+
+# Timed: run alone after the parallel pass (a wall-clock bound has no place in the fast tier on a shared machine).
+@pytest.mark.integration
+@pytest.mark.serial
+def test_a_billion_and_fifteen_thousand_workloads_are_refused_in_seconds(tmp_path):
+    for text, most in (
+        ("arms: {a: {}}\ndesign: {runs_per_block: 1000000000}\n", 2.0),
+        ("arms: {a: {}}\nrequest: {max_tokens: 1000000000}\n", 2.0),
+        (FIFTEEN_THOUSAND, 10.0),  # about 1.5 s on 2 idle cores, 6 s at a load of 8 (composing the YAML)
+    ):
+        t0 = time.monotonic()
+        _refused(tmp_path, text)
+        assert time.monotonic() - t0 < most, text[:60]
+
+
+def test_fifteen_thousand_workloads_are_refused_by_their_number(tmp_path):
+    msg = _refused(tmp_path, FIFTEEN_THOUSAND)
     assert msg.startswith(
         "workloads has 15,000 entries, more than the 1,000 an experiment may hold; keep at most 1,000, or split "
         "the experiment."

@@ -70,7 +70,12 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # -- end layers --
 
 # (importing module, imported module): why the import is inside a function. Empty: every one was a circle's.
-LOCAL_IMPORTS: dict[tuple[str, str], str] = {}
+LOCAL_IMPORTS: dict[tuple[str, str], str] = {
+    ("bracket.wire.watchdog", "bracket.secrets"): (
+        "the watchdog is a bare script that must start in tens of milliseconds with any Python while it watches; "
+        "it loads the redaction only once the server is down"
+    ),
+}
 
 
 @dataclass(frozen=True)
