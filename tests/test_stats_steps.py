@@ -88,3 +88,19 @@ def test_holm_keeps_the_step_check():
     rows = [dict(_abba3(1.0, 36, block_sd=0.01).__dict__)]
     holm(rows)
     assert rows[0]["verdict"] == UNDETERMINED and rows[0]["undetermined"]["why"] == Why.STEP
+
+
+def test_an_adaptive_abba_design_does_not_judge_after_an_odd_round():
+    """A/B/B/A looked at after round 3 (A B B A A B) cannot see a step at its middle: that look is structural, and a
+    large effect settles at the next look, after round 4."""
+    from bracket.article.verdicts import look_words
+    from bracket.stats.reasons import Structural
+    from bracket.stats.sequential import Plan, assess
+
+    plan = Plan(arms=("A", "B"), reference="A", workloads=("sim",), kind="abba", seed=1, min_rounds=2, max_rounds=6)
+    df = simulate("abba", rounds=6, effect=1.3, block_sd=0.005, rng=np.random.default_rng(0))
+    [c] = assess(from_table(df), plan)["comparisons"]
+    first = c["looks"][0]
+    assert first["round"] == 3 and first["structural"] == Structural.STEP
+    assert "level step" in look_words(first)
+    assert c["verdict"] == FASTER and c["settled_round"] == 4

@@ -68,6 +68,7 @@ STRUCTURAL = {
     Structural.FEW_BLOCKS: "fewer than two blocks per arm",
     Structural.CONFOUNDED: "arm confounded with time",
     Structural.NO_DF: "no block-level degrees of freedom yet",
+    Structural.STEP: "the blocks so far cannot tell a level step from an effect (A/B/B/A after an odd round)",
 }
 
 

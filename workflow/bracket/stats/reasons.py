@@ -108,6 +108,7 @@ class Structural(StrEnum):
     FEW_BLOCKS = "few_blocks"  # fewer than two blocks per arm
     CONFOUNDED = "confounded"  # arm confounded with time (variance inflation above CONFOUNDED_VIF)
     NO_DF = "no_df"  # no block-level degrees of freedom yet
+    STEP = "step"  # the blocks so far cannot tell a level step from an effect (bracket.stats.steps)
 
 
 @dataclass(frozen=True)

@@ -335,6 +335,9 @@ def assess(frame: pd.DataFrame, plan: Plan, *, compare_fn=None, upto: int | None
                 if comp.se is not None
                 else Structural.FEW_BLOCKS
             )
+            if structural is None and getattr(comp, "steps", None):
+                # A/B/B/A after an odd round: a level step would move the arm unseen (issue 43); no judgement here
+                structural = Structural.STEP
             now[(wl, cand)] = dict(
                 estimate=comp.estimate,
                 se=comp.se,
