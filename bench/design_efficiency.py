@@ -276,6 +276,9 @@ def main(argv=None) -> int:
         f"analysis). {args.reps} experiments per row: a rate's Monte Carlo standard error is at most "
         f"{se:.1%}.",
         "",
+        "The false faster/slower rates here are at block sd 0-3 %, where the 1 % noise band makes the test "
+        "stricter than its 5 % level; at 6 % and 12 % they are 1.3-5.3 % (`bench/results/noise_ladder.md`).",
+        "",
         "## 1. Block-to-block noise and rounds (A/B/A/B, 5 runs per block, request sd 0.5 %, no drift)",
         "",
         "bracket: OLS on log block medians (arm + position), t on blocks - 3 df, pooled with the "
