@@ -188,3 +188,49 @@ def test_snakemake_runs_the_ci_experiment_in_the_conda_env(tmp_path):
         pytest.skip(f"{frontend} could not build workflow/envs/bracket.yaml here: {out[-1500:]}")
     assert proc.returncode == 0, out[-6000:]
     assert (root / ".test" / "report" / "ci" / "article.html").is_file()
+
+
+def package_modules() -> list[str]:
+    """Every module of the package, less those that run in another environment (ELSEWHERE's files) and the
+    command entries (__main__)."""
+    away = (
+        set().union(*(files for _, files in ELSEWHERE.values()))
+        - {
+            f
+            for f in ELSEWHERE["snakemake_executor_plugin_slurm"][1]  # they import the plugin only when called
+        }
+        - {"workflow/bracket/physics/bandwidth.py"}
+    )  # torch only inside the GPU copy probe
+    out = []
+    for p in sorted((ROOT / "workflow" / "bracket").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if rel not in away and p.name != "__main__.py":  # a __main__ runs its command when imported
+            parts = p.relative_to(ROOT / "workflow").with_suffix("").parts
+            out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_venv_of_exactly_the_env_list_imports_every_module_the_rules_run(tmp_path):
+    """The issue's check: a virtual environment built from exactly the env's pip list imports the whole package
+    (bracket.measure.runner, bracket.stats.analyze, bracket.article.render, bracket.physics.weights failed on
+    orjson before), bracket itself coming from the folder the workflow puts on a job's PYTHONPATH."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    proc = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", *conda_pip(ENV)], capture_output=True, text=True, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    modules = package_modules()
+    assert {"bracket.measure.runner", "bracket.stats.analyze", "bracket.article.render"} <= set(modules)
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\nprint(len(sys.argv) - 1)"
+    env = {
+        "PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT / "workflow"),
+        "MPLBACKEND": "Agg",
+    }
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code, *modules], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == str(len(modules)), proc.stderr[-3000:]
