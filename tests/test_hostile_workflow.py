@@ -192,9 +192,10 @@ def test_an_echoing_server_leaks_the_key_nowhere_and_a_moved_checkout_reruns_not
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "Authorization: Bearer " + fk.SECRET in (repo / "gateway.log").read_text()  # it did echo the key
-    assert (repo / "results" / "echo" / "runs.csv").read_text().count("Bearer ***") == 1  # the error body
+    # the error's message (which quotes the start of the body) and the body kept beside it (raw_response)
+    assert (repo / "results" / "echo" / "runs.csv").read_text().count("Bearer ***") == 2
     raw = "".join(p.read_text() for p in (repo / "results" / "echo" / "raw").glob("block-*.jsonl"))
-    assert raw.count("Bearer ***") == 2  # the error body and the generated text, masked
+    assert raw.count("Bearer ***") == 3  # the error's message, its body and the generated text, masked
     leaks = [
         hit
         for folder in ("results", "logs", "report", ".snakemake")
