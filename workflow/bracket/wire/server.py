@@ -23,7 +23,6 @@ from pathlib import Path
 import httpx
 
 from bracket import secrets
-from bracket import secrets as bracket_secrets  # beside parameters named `secrets`
 
 
 class ServerError(RuntimeError):
@@ -107,15 +106,15 @@ def port_owner(host: str, port: int) -> str | None:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def last_line(path: str | Path, secrets: dict[str, str] | None = None, width: int = 160) -> str:
+def last_line(path: str | Path, values: dict[str, str] | None = None, width: int = 160) -> str:
     """The engine's latest log line, safe for a terminal: escape codes stripped, secrets masked, cut short."""
     for line in reversed(log_tail(path, 20).splitlines()):
         line = _CONTROL.sub("", line).strip()
         if line and line != "(no log written)":
-            for value in (secrets or {}).values():
+            for value in (values or {}).values():
                 if value:
                     line = line.replace(value, "***")
-            line = bracket_secrets.redact(line)  # every registered secret, in every form (escaped, encoded)
+            line = secrets.redact(line)  # every registered secret, in every form (escaped, encoded)
             return line if len(line) <= width else line[: width - 3] + "..."
     return "(nothing logged yet)"
 
@@ -143,8 +142,8 @@ class Server:
 
     def beat(self, elapsed_s: float, timeout_s: float) -> None:
         """Say, on stderr, how long the server has been loading and what its log says last."""
-        secrets = {k: v for k, v in self.env.items() if k in self.secret_names}
-        print(heartbeat(elapsed_s, timeout_s, last_line(self.log_path, secrets)), file=sys.stderr, flush=True)
+        values = {k: v for k, v in self.env.items() if k in self.secret_names}
+        print(heartbeat(elapsed_s, timeout_s, last_line(self.log_path, values)), file=sys.stderr, flush=True)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
