@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
+import pickle
 from pathlib import Path
 
 import pydantic
 import pytest
 import yaml
 from bracket.experiment import config
-from bracket.experiment.model import Arm, Design, Engine, Experiment
+from bracket.experiment.model import Arm, Design, Engine, Experiment, FrozenDict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +69,46 @@ def test_as_data_round_trips_and_keeps_numbers_as_written():
     assert data["arms"]["a"]["env"] == {"OMP_NUM_THREADS": 2}
     assert "docker" not in data["engine"]  # a key left out stays out
     assert Experiment.model_validate(data) == exp
+
+
+def test_the_mappings_inside_the_experiment_cannot_be_changed():
+    exp = config.validate(
+        {
+            "engine": {"env": {"OMP_NUM_THREADS": 2}},
+            "arms": {"base": {"env": {"A": "1"}}, "ng": {"speculative": {"method": "ngram", "draft_tokens": 4}}},
+            "weights": {"overrides": {"lm_head.weight": "output"}},
+        }
+    )
+    mappings = [exp.arms, exp.workloads, exp.engine.env, exp.arms["base"].env, exp.weights.overrides]
+    changes = [
+        lambda m: m.pop(next(iter(m))),
+        lambda m: m.__setitem__("new", 1),
+        lambda m: m.__delitem__(next(iter(m))),
+        lambda m: m.update({"new": 1}),
+        lambda m: m.setdefault("new", 1),
+        lambda m: m.popitem(),
+        lambda m: m.clear(),
+        lambda m: m.__ior__({"new": 1}),
+    ]
+    for mapping in mappings:
+        before = dict(mapping)
+        for change in changes:
+            with pytest.raises(TypeError, match="frozen"):
+                change(mapping)
+        assert dict(mapping) == before
+    assert list(exp.arms) == ["base", "ng"] and exp.engine.env == {"OMP_NUM_THREADS": 2}
+
+
+def test_a_frozen_experiment_pickles_copies_and_dumps_as_plain_data():
+    exp = config.validate({"arms": {"a": {"env": {"X": 1}}, "b": {}}})
+    again = pickle.loads(pickle.dumps(exp))
+    assert again == exp and isinstance(again.arms, FrozenDict)
+    with pytest.raises(TypeError):
+        again.arms.pop("a")
+    assert copy.deepcopy(exp) == exp
+    assert json.loads(json.dumps(exp.arms["a"].env)) == {"X": 1}
+    dumped = exp.model_dump()
+    assert type(dumped["arms"]) is dict and type(dumped["arms"]["a"]["env"]) is dict
+    dumped["arms"].pop("b")  # the dump is the caller's own, plain data
+    assert Experiment.model_validate_json(exp.model_dump_json()) == exp
+    assert hash(exp) == hash(again)  # frozen all the way down: the experiment can key a cache

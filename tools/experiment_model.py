@@ -7,7 +7,8 @@ fails when the committed model is not what this script writes; run it after edit
     .venv/bin/python tools/experiment_model.py          # rewrite the model
     .venv/bin/python tools/experiment_model.py --check  # exit 1 if the committed model is stale
 
-Every object of the schema becomes a frozen pydantic model that forbids unknown keys; arrays become tuples.
+Every object of the schema becomes a frozen pydantic model that forbids unknown keys; arrays become tuples,
+mappings (arms, workloads, an environment) a FrozenDict: a dict that refuses every change.
 The model holds no defaults: bracket.experiment.config fills them from the schema before it builds one, so
 a key the schema gives a default is required here, and a key with none is `None` when absent.
 """
@@ -61,9 +62,37 @@ builds an Experiment. A key with a default is therefore required here; a key wit
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, NoReturn, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenDict(dict[K, V]):
+    """A mapping of the experiment (arms, workloads, an environment, overrides) that cannot be changed.
+
+    A dict underneath, so that json, pickle, copy and pydantic's dumps treat it as one; every method that
+    would change it raises TypeError. Build a new experiment (config.validate) to change a value."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("the experiment is frozen: change the experiment file and validate it again")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return (type(self), (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        key, value = get_args(source) or (Any, Any)
+        return core_schema.no_info_after_validator_function(cls, handler.generate_schema(dict[key, value]))
 
 
 class Node(BaseModel):
@@ -111,7 +140,7 @@ class Writer:
             elif kind == "object":
                 extra = node.get("additionalProperties")
                 value = self.type_of(extra, (*path, "*")) if isinstance(extra, dict) else "str | int | float | bool"
-                parts.append(f"dict[str, {value}]")
+                parts.append(f"FrozenDict[str, {value}]")
             else:
                 parts.append(SCALARS[kind])
         return " | ".join(dict.fromkeys(" | ".join(parts).split(" | ")))

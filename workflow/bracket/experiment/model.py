@@ -8,9 +8,37 @@ builds an Experiment. A key with a default is therefore required here; a key wit
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, NoReturn, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenDict(dict[K, V]):
+    """A mapping of the experiment (arms, workloads, an environment, overrides) that cannot be changed.
+
+    A dict underneath, so that json, pickle, copy and pydantic's dumps treat it as one; every method that
+    would change it raises TypeError. Build a new experiment (config.validate) to change a value."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("the experiment is frozen: change the experiment file and validate it again")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return (type(self), (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        key, value = get_args(source) or (Any, Any)
+        return core_schema.no_info_after_validator_function(cls, handler.generate_schema(dict[key, value]))
 
 
 class Node(BaseModel):
@@ -61,7 +89,7 @@ class Engine(Node):
     host: str
     port: int
     args: tuple[str, ...]
-    env: dict[str, str | int | float]
+    env: FrozenDict[str, str | int | float]
     secret_env: tuple[str, ...]
     api_key_env: str
     startup_timeout_s: int | float
@@ -99,7 +127,7 @@ class Arm(Node):
     speculative: Speculative | None = None
     server: ServerSettings | None = None
     args: tuple[str, ...]
-    env: dict[str, str | int | float]
+    env: FrozenDict[str, str | int | float]
     label: str | None = None
 
 
@@ -195,7 +223,7 @@ class Cluster(Node):
 class Weights(Node):
     """How the byte account reads the model's tensors."""
 
-    overrides: dict[str, Literal["backbone", "embedding", "output", "vision", "mtp", "other"]]
+    overrides: FrozenDict[str, Literal["backbone", "embedding", "output", "vision", "mtp", "other"]]
 
 
 class Hardware(Node):
@@ -239,10 +267,10 @@ class Experiment(Node):
     title: str
     question: str
     engine: Engine
-    arms: dict[str, Arm]
+    arms: FrozenDict[str, Arm]
     hosts: tuple[str, ...]
     reference: str
-    workloads: dict[str, Workload]
+    workloads: FrozenDict[str, Workload]
     design: Design
     request: Request
     analysis: Analysis
