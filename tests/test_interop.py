@@ -234,6 +234,76 @@ def test_summarize_names_the_dropped_cell_and_imports_any_metric(tmp_path, capsy
     assert "pp pp512 tg128 @ d8192 c1" in out and " 910.0000 " in out and "dropped" not in out
 
 
+def test_summarize_json_lists_the_dropped_cell_with_its_reason(tmp_path, capsys):
+    from bracket import cli
+
+    p = _write(tmp_path / "arena_mode.json", {**REPORT, "benchmarks": [run(512), _null_cell()]})
+    assert cli.main(["summarize", str(p), "--json"]) == 0
+    got = {c["workload"]: c for c in json.loads(capsys.readouterr().out)}
+    assert set(got) == {"tg pp512 tg128 @ d0 c1", "tg pp512 tg128 @ d8192 c1"}
+    assert got["tg pp512 tg128 @ d0 c1"]["dropped"] is None and got["tg pp512 tg128 @ d0 c1"]["median"] == 51.0
+    dropped = got["tg pp512 tg128 @ d8192 c1"]
+    assert dropped["n"] == 0 and dropped["dropped"].startswith("llama-benchy reported no tg_throughput")
+
+
+def test_a_report_whose_every_cell_is_null_says_llama_benchy_dropped_every_run(tmp_path):
+    doc = {**REPORT, "benchmarks": [_null_cell(), _null_cell(c=2)]}
+    with pytest.raises(ValueError, match="llama-benchy dropped every run: tg_throughput is null in all 2 cells"):
+        interop.llama_benchy_rows(doc, "q", 0)
+    old = {**REPORT, "benchmarks": [run(512)]}
+    old["benchmarks"][0]["tg_throughput"] = {"mean": 50.0, "std": 1.0}  # a llama-benchy before 'values'
+    with pytest.raises(ValueError, match="with a llama-benchy version that writes them"):
+        interop.llama_benchy_rows(old, "q", 0)
+
+
+def test_the_cli_reads_a_llama_benchy_report_and_writes_it_back_unchanged(tmp_path, capsys):
+    from bracket import cli
+
+    doc = {**REPORT, "latency_mode": "generation", "benchmarks": REPORT["benchmarks"] + [_null_cell()]}
+    src = _write(tmp_path / "benchy.json", doc)
+    out = tmp_path / "back.json"
+    assert cli.main(["export", "llama-benchy", str(src), "-o", str(out)]) == 0
+    assert json.loads(out.read_text()) == doc  # cells, null cell, metadata and timestamp as they were
+    assert cli.main(["export", "llama-benchy", str(src), "-o", str(out), "--model", "renamed"]) == 0
+    assert json.loads(out.read_text()) == {**doc, "model": "renamed"}
+    bad = _write(tmp_path / "neither.json", {"rows": []})
+    capsys.readouterr()
+    assert cli.main(["export", "llama-benchy", str(bad), "-o", str(out)]) != 0
+    assert "is neither bracket's results/NAME/arena.json ('cells') nor a llama-benchy report" in capsys.readouterr().err
+
+
+def _arena_record(phase, prompt_tokens, i):
+    return {
+        "arm": "a",
+        "workload": "arena",
+        "warmup": False,
+        "arena_phase": phase,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 32 if phase == "inference" else 1,
+        "ttft_s": 0.5 if phase == "inference" else 0.1,
+        "tg_tok_s": 40.0,
+        "wall_s": 1.3 if phase == "inference" else 0.1,
+        "started_at": 1000.0 + 10 * i + (5 if phase == "inference" else 0),
+        "error": None,
+    }
+
+
+def test_a_vllm_export_of_an_arena_cell_keeps_its_phases_apart(tmp_path, capsys):
+    from bracket import cli
+
+    recs = [_arena_record(ph, n, i) for i in range(3) for ph, n in (("ctx", 513), ("inference", 640))]
+    with pytest.raises(ValueError, match=r"2 phases \(ctx, inference\).*--phase inference"):
+        interop.export_vllm(recs)
+    raw = tmp_path / "block-0.jsonl"
+    raw.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "v.json"
+    assert cli.main(["export", "vllm", str(raw), "-o", str(out), "--phase", "inference"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["input_lens"] == [640, 640, 640] and doc["label"] == "a / arena (inference)"
+    assert cli.main(["export", "vllm", str(raw), "-o", str(out), "--phase", "ctx"]) == 0
+    assert json.loads(out.read_text())["input_lens"] == [513, 513, 513]
+
+
 def test_arena_export_keeps_the_metadata_bracket_ran_with():
     arena = {
         "cells": [{"arm": "b", "llama_benchy": interop.benchy_cells({"benchmarks": [run(128)]})[0]}],

@@ -142,12 +142,26 @@ def llama_benchy_rows(doc: dict, arm: str, block: int, metric: str = "tg_through
             for i, v in enumerate(c[metric]["values"])
         ]
     if not any(r["valid"] for r in rows):
-        raise ValueError(
-            f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
-            f"with a llama-benchy version that writes them (schema with 'values'), or import "
-            f"another metric (--metric)."
-        )
+        raise ValueError(_no_values(doc, metric))
     return rows
+
+
+def _no_values(doc: dict, metric: str) -> str:
+    """Why no cell of a report gave a value of `metric`: every one null (llama-benchy dropped every run), or
+    written without raw values (a llama-benchy before the schema with 'values')."""
+    raw = [b.get(metric) for b in doc["benchmarks"]]
+    if raw and all(v is None for v in raw):
+        return (
+            f"llama-benchy dropped every run: {metric} is null in all {len(raw)} cells of this report (llama-benchy "
+            f"writes null where no run of a cell gave a value, e.g. when each stream arrived in one read); nothing "
+            f"to import. Re-run llama-benchy against a server that streams token by token, or import another metric "
+            f"(--metric)."
+        )
+    return (
+        f"llama-benchy report has no {metric}.values (raw per-run values) in any cell; re-run "
+        f"with a llama-benchy version that writes them (schema with 'values'), or import "
+        f"another metric (--metric)."
+    )
 
 
 def benchy_unit(cell: dict, metric: str) -> str:
@@ -339,6 +353,13 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
         raise ValueError(
             f"records of {len(cells)} cells (arm, workload): export one at a time, e.g. {sorted(map(str, cells))[:3]}"
         )
+    phases = sorted({str(r.get("arena_phase")) for r in timed if r.get("arena_phase")})
+    if len(phases) > 1 or (phases and len(phases) != len({r.get("arena_phase") for r in timed})):
+        raise ValueError(
+            f"records of an Arena cell in {len(phases)} phases ({', '.join(phases)}): a context load and an inference "
+            f"request are two kinds of request, and one vllm run of both would average them. Export one phase at a "
+            f"time (bracket export vllm --phase {phases[-1]})."
+        )
     ins, outs, ttfts, itls, lat, errs = [], [], [], [], [], []
     for r in timed:
         n = r.get("completion_tokens") or 0
@@ -356,7 +377,8 @@ def export_vllm(recs: list[dict], max_concurrency: int | None = 1, model: str = 
         "date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
         "backend": "bracket",
         "endpoint_type": "bracket",
-        "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}",
+        "label": f"{timed[0].get('arm')} / {timed[0].get('workload')}"
+        + (f" ({timed[0]['arena_phase']})" if timed[0].get("arena_phase") else ""),
         "model_id": model,
         "num_prompts": len(timed),
         "request_rate": "inf",

@@ -91,7 +91,13 @@ def summarize_cmd(args) -> int:
     if not cells:
         raise ValueError(f"no valid runs in {', '.join(args.raw)}; {len(frame)} rows, all invalid.")
     if args.json:
-        print(json.dumps(jsonable([{"arm": a, "workload": w, **dataclasses.asdict(s)} for a, w, s in cells]), indent=2))
+        # A cell with no valid value is listed too, with its reason (`dropped`): the JSON loses no cell the text names.
+        kept = [{"arm": a, "workload": w, **dataclasses.asdict(s), "dropped": None} for a, w, s in cells]
+        empty = {f.name: None for f in dataclasses.fields(cells[0][2])}  # one shape: a dropped cell's values null
+        lost = [
+            {"arm": a, "workload": w, **empty, "n": 0, "dropped": why} for (a, w), why in _dropped(frame, cells).items()
+        ]
+        print(json.dumps(jsonable(kept + lost), indent=2))
         return 0
     pct = round(args.confidence * 100)
     aw = max([16] + [len(str(a)) for a, _, _ in cells])  # imported cells carry long names (interop)
