@@ -202,7 +202,7 @@ def client(case: str, base: str, timeout_s: float, raw_path: str) -> dict:
     import httpx
     from bracket import records, secrets
     from bracket.engines.vllm import VLLM
-    from bracket.experiment.model import Request
+    from bracket.typed.experiment import Request
     from bracket.wire.client import stream_completion
 
     secrets.register(KEY)

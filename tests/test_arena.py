@@ -11,7 +11,7 @@ from bracket.arena import run as arena
 from bracket.arena import text as arena_text
 from bracket.experiment import arena_workload, config
 from bracket.experiment.config import ExperimentError
-from bracket.experiment.model import Workload
+from bracket.typed.experiment import Workload
 from test_engines import Recorded, body
 
 

@@ -174,7 +174,7 @@ def test_bursty_streams_read_as_llama_benchy_reads_them(users):
     from bracket.engines.reference_server import ReferenceServer
 
     adapter = engines.get("vllm")
-    # the typed request and arm a block hands the arena (bracket.experiment.model), not plain dicts
+    # the typed request and arm a block hands the arena (bracket.typed.experiment), not plain dicts
     cfg = config.validate(
         {"arms": {"a": {}}, "request": {"max_tokens": 24, "temperature": 0.0, "seed": 1, "timeout_s": 10.0}}
     )

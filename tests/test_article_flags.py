@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bracket.article.advice import arm_flags
-from bracket.experiment.model import Arm
 from bracket.stats import provenance
+from bracket.typed.experiment import Arm
 
 LLAMA = [
     "/b/llama-server",

@@ -21,7 +21,7 @@ from bracket.engines import launch, llamacpp, provenance, sglang
 from bracket.engines.base import SpecFields
 from bracket.experiment import config
 from bracket.experiment.config import ExperimentError
-from bracket.experiment.model import Arm, Experiment
+from bracket.typed.experiment import Arm, Experiment
 from conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "engines"

@@ -21,7 +21,7 @@ import pytest
 from bracket import embedded, engines
 from bracket.engines import launch, provenance
 from bracket.experiment import config
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 from bracket.wire.client import get_text
 
 pytestmark = pytest.mark.engine

@@ -17,8 +17,8 @@ from bracket import engines
 from bracket.engines import identify, reference, reference_server
 from bracket.engines.reference_server import ReferenceServer, truth
 from bracket.experiment import config, design, preflight
-from bracket.experiment.model import Experiment
 from bracket.measure import runner
+from bracket.typed.experiment import Experiment
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402

@@ -1,4 +1,4 @@
-"""The typed experiment (bracket.experiment.model): generated from the schema, frozen, and the same values."""
+"""The typed experiment (bracket.typed.experiment): generated from the schema, frozen, and the same values."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pydantic
 import pytest
 import yaml
 from bracket.experiment import config
-from bracket.experiment.model import Arm, Design, Engine, Experiment, FrozenDict
+from bracket.typed.experiment import Arm, Design, Engine, Experiment, FrozenDict
 
 ROOT = Path(__file__).resolve().parents[1]
 

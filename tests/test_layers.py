@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "bracket.version",
             "bracket.records",
             "bracket.interop",
-            "bracket.experiment.model",
+            "bracket.typed",
         ),
     ),
     ("cluster", "what a block asks of a scheduler, and the SLURM executor's names and states", ("bracket.cluster",)),

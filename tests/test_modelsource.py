@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from bracket.experiment import config, preflight
-from bracket.experiment.model import Experiment
 from bracket.physics import ceiling, modelsource, weights
+from bracket.typed.experiment import Experiment
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
 _hf = importlib.util.module_from_spec(_spec)

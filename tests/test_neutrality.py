@@ -16,7 +16,7 @@ from bracket.stats import neutrality as neutral
 from bracket.stats.neutrality import findings, instrument_cost
 from conftest import ROOT
 
-# what every timed request asks for, as validated (bracket.experiment.model.Request), and an arm of no speculation
+# what every timed request asks for, as validated (bracket.typed.experiment.Request), and an arm of no speculation
 _EXP = config.validate({"arms": {"a": {}}, "request": {"max_tokens": 64, "temperature": 0, "seed": 7, "timeout_s": 10}})
 REQ, ARM = _EXP.request, _EXP.arms["a"]
 PLAIN = {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"}

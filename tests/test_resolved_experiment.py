@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from bracket.experiment import config, resolved
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p for p in (ROOT / "experiments").glob("*.yaml") if not p.name.endswith(".corrections.yaml"))

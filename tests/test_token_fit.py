@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from bracket.engines.reference_server import ReferenceServer  # noqa: E402
 from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402  # noqa: E402
-from bracket.experiment.model import Workload  # noqa: E402
+from bracket.typed.experiment import Workload  # noqa: E402
 from test_attach import Replay, read  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Write workflow/bracket/experiment/model.py, the typed experiment, from the experiment schema.
+"""Write workflow/bracket/typed/experiment.py, the typed experiment, from the experiment schema.
 
 The schema (workflow/schemas/experiment.schema.yaml) is the one description of every key, its type and its
 default; the model is generated from it so that the two cannot drift apart. tests/test_experiment_model.py
@@ -25,7 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "experiment.schema.yaml"
-MODEL = ROOT / "workflow" / "bracket" / "experiment" / "model.py"
+MODEL = ROOT / "workflow" / "bracket" / "typed" / "experiment.py"
 
 # The class of each object the schema describes, by its path (property names; "*" for a named entry of a
 # mapping, "[]" for an item of an array).

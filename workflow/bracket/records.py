@@ -15,7 +15,7 @@ import pandas as pd
 
 from bracket.secrets import redact_obj
 
-# request.* arrives typed (bracket.experiment.model.Request) and is read by attribute; not imported here:
+# request.* arrives typed (bracket.typed.experiment.Request) and is read by attribute; not imported here:
 # experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 FIELDS = [

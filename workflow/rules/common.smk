@@ -98,7 +98,7 @@ wildcard_constraints:
 
 @lru_cache(maxsize=None)
 def load_experiment(exp):
-    """The validated experiment (a frozen bracket.experiment.model.Experiment); a bad file stops the DAG
+    """The validated experiment (a frozen bracket.typed.experiment.Experiment); a bad file stops the DAG
     before any server starts. Written to results/NAME/experiment.resolved.json (get_resolved_experiment).
 
     A derived experiment (NAME--repro-ID, see reproduce.smk) resolves to its recorded configuration.

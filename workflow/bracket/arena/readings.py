@@ -17,9 +17,9 @@ from bracket import records
 from bracket.arena import benchy as arena_benchy
 from bracket.arena import coherence as arena_coherence
 from bracket.experiment.arena_workload import is_arena, spec
-from bracket.experiment.model import Experiment
 from bracket.stats import findings as F
 from bracket.stats.summary import summarize as summarize_cell
+from bracket.typed.experiment import Experiment
 
 # ---- the two definitions ---------------------------------------------------------------------------------
 

@@ -46,8 +46,8 @@ from bracket.arena import coherence as arena_coherence
 from bracket.arena import text as arena_text
 from bracket.arena.readings import window_rate
 from bracket.experiment.arena_workload import spec
-from bracket.experiment.model import Arm, Experiment, Request
 from bracket.measure import session
+from bracket.typed.experiment import Arm, Experiment, Request
 
 console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, tuple] = {}

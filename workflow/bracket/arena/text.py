@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bracket.engines.ollama import counts
-from bracket.experiment.model import Arm, Request
+from bracket.typed.experiment import Arm, Request
 from bracket.wire.client import Counts, Measurement, _openai_counts, timed_stream
 
 # Common English words, most frequent first (drawn with weight 1 / rank).

@@ -9,8 +9,8 @@ from bracket import engines
 from bracket.embedded import engine_python, model_dir
 from bracket.engines import launch
 from bracket.experiment import config
-from bracket.experiment.model import Experiment
 from bracket.measure import session
+from bracket.typed.experiment import Experiment
 
 
 def launch_command(exp: Experiment, arm: str, experiment: str = "experiment") -> str:

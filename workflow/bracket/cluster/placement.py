@@ -12,7 +12,7 @@ with task/affinity and task/cgroup (tools/slurm_cluster.py):
 
 from __future__ import annotations
 
-# `cluster` below is the experiment's cluster: key as validated (bracket.experiment.model.Cluster), read by
+# `cluster` below is the experiment's cluster: key as validated (bracket.typed.experiment.Cluster), read by
 # attribute; not imported here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 # cluster.exclusive: true is "node", false is "none"

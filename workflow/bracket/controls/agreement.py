@@ -19,7 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 LOSSLESS_NOTE = (
     "{arm} should be lossless (speculative decoding at temperature 0) but its greedy output differs from the "

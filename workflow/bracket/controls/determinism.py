@@ -33,9 +33,9 @@ import httpx
 from bracket import engines
 from bracket.engines import launch
 from bracket.experiment import prompts
-from bracket.experiment.model import Experiment
 from bracket.measure import session
 from bracket.secrets import redact_obj
+from bracket.typed.experiment import Experiment
 from bracket.wire.client import stream_completion
 
 UNSTABLE, STABLE = "unstable", "stable"

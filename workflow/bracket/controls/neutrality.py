@@ -18,7 +18,7 @@ from typing import Iterator
 
 from bracket import records
 from bracket.experiment import arena_workload
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 CONTROL = "neutrality"
 BODIES = ("bracket", "plain")

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from bracket.experiment import config
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 SEP = "--repro-"
 RULE = (

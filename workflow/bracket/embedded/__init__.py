@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# `exp` is the validated experiment (bracket.typed.experiment.Experiment), read by attribute; not imported
 # here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 

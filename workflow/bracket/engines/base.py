@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
+from bracket.typed.experiment import Arm, Experiment, Request, ServerSettings, Speculative
 from bracket.wire.client import GET_LIMIT, Measurement, fetch_text, stream_completion, tokens_per_event_bound
 
 # Names sent as the model in requests, for servers we launch (--served-model-name, -a).

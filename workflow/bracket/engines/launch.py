@@ -27,7 +27,7 @@ import httpx
 from bracket import engines
 from bracket.engines import identify
 from bracket.engines.base import Engine
-from bracket.experiment.model import Arm, Experiment
+from bracket.typed.experiment import Arm, Experiment
 from bracket.wire.server import Server, ServerError, start_watchdog, stop_watchdog
 
 

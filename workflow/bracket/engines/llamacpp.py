@@ -36,7 +36,7 @@ from bracket.engines.base import (
     server_of,
     state_record,
 )
-from bracket.experiment.model import Arm, Experiment, Request, Speculative
+from bracket.typed.experiment import Arm, Experiment, Request, Speculative
 from bracket.wire.client import Measurement
 
 METHODS = {

@@ -29,7 +29,7 @@ from bracket.engines.base import (
     spec_of,
     state_record,
 )
-from bracket.experiment.model import Arm, Experiment, Request
+from bracket.typed.experiment import Arm, Experiment, Request
 from bracket.wire.client import Counts, Measurement, timed_stream
 from bracket.wire.server import ServerError
 

@@ -22,7 +22,7 @@ from bracket.engines.base import (
     neutral_sampling,
     state_record,
 )
-from bracket.experiment.model import Arm, Experiment, Request
+from bracket.typed.experiment import Arm, Experiment, Request
 from bracket.wire.client import Measurement
 
 

@@ -20,7 +20,7 @@ import httpx
 
 from bracket import embedded
 from bracket.engines.base import Engine
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 from bracket.wire.client import get_text
 
 # Small files that define a model besides its tensors.

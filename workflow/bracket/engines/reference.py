@@ -29,7 +29,7 @@ import httpx
 
 from bracket.engines import vllm
 from bracket.engines.base import Engine, ServerTiming, SpecCounters, get_json, server_of, state_record
-from bracket.experiment.model import Arm, Experiment, Request
+from bracket.typed.experiment import Arm, Experiment, Request
 
 MODULE = "bracket.engines.reference_server"
 # reference_server.API_KEY_ENV, named here without importing the server's module: `python -m` would find it

@@ -33,7 +33,7 @@ from bracket.engines.base import (
     spec_of,
     state_record,
 )
-from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
+from bracket.typed.experiment import Arm, Experiment, Request, ServerSettings, Speculative
 from bracket.wire.client import Counts, Measurement, stream_completion, timed_stream
 
 METHODS = {

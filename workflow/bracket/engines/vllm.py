@@ -28,7 +28,7 @@ from bracket.engines.base import (
     server_of,
     state_record,
 )
-from bracket.experiment.model import Arm, Experiment, Request, ServerSettings, Speculative
+from bracket.typed.experiment import Arm, Experiment, Request, ServerSettings, Speculative
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 
-from bracket.experiment.model import Experiment, Workload
+from bracket.typed.experiment import Experiment, Workload
 
 AXES = ("depth", "prompt_tokens", "tokens", "users")  # llama-benchy --depth, --pp, --tg, --concurrency
 DEFAULTS = {

@@ -11,8 +11,8 @@ import copy
 from pathlib import Path
 
 from bracket.experiment import arena_grid, prompts
-from bracket.experiment.model import Arm, Experiment, ServerSettings, Workload
 from bracket.experiment.schema import schema_of
+from bracket.typed.experiment import Arm, Experiment, ServerSettings, Workload
 
 DEFAULTS = {"depth": 16384, "users": 2, "tokens": 128, "prompt_tokens": 2048}
 

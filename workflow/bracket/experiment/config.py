@@ -2,7 +2,7 @@
 
 The schema (workflow/schemas/experiment.schema.yaml) is the one description of every key.
 Validation happens before anything runs, and an error names the key, the value and the fix; what
-passes is built once into an Experiment (bracket.experiment.model, generated from the schema), a
+passes is built once into an Experiment (bracket.typed.experiment, generated from the schema), a
 frozen value every stage reads by attribute.
 """
 
@@ -32,10 +32,10 @@ from bracket import engines  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
 from bracket.experiment import arena_grid, arena_workload, paths, prompts  # noqa: E402
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
-from bracket.experiment.model import Arm, Experiment, Node  # noqa: E402
 from bracket.experiment.schema import load_schema, schema_at  # noqa: E402
 from bracket.secrets import FIX as SECRET_FIX  # noqa: E402
 from bracket.secrets import argument_problem, looks_secret, value_problem  # noqa: E402
+from bracket.typed.experiment import Arm, Experiment, Node  # noqa: E402
 
 
 def as_data(value: Any) -> Any:

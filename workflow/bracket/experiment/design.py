@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 KINDS = ("abab", "abba", "bracket", "random", "sequential")
 

@@ -23,7 +23,7 @@ import re
 from pathlib import PurePath
 
 from bracket.embedded import EMBEDDED_NAME, EMBEDDED_PREFIX
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 # Characters with a meaning to a shell or to Snakemake's file patterns, and no place in a model's path.
 SHELL_CHARS = "$`;|&<>'\"\\{}"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from bracket.embedded import is_synthetic, uses_llamacpp_build
 from bracket.experiment import arena_workload, probe, prompts, tokencount
-from bracket.experiment.model import Experiment
 from bracket.physics.modelsource import container_to_host, is_hub_id, is_pathlike
 from bracket.secrets import short_problem
+from bracket.typed.experiment import Experiment
 
 ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
 DEFAULT_PROGRAMS = {"llamacpp": "llama-server", "ollama": "ollama"}

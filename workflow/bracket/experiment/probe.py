@@ -35,7 +35,7 @@ from bracket.engines import identify
 from bracket.engines.base import listed_models
 from bracket.engines.launch import base_url
 from bracket.experiment import arena_workload, prompts
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 # The probe asks for few tokens: enough that a server ignoring ignore_eos is likely to stop early on a
 # short prompt, few enough that the whole probe stays within seconds on a slow server.

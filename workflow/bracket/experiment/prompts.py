@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bracket import engines
 from bracket.experiment import arena_grid, tokencount
-from bracket.experiment.model import Experiment, Workload
+from bracket.typed.experiment import Experiment, Workload
 
 # The unique prefix the runner puts before each prompt (unique_prefix) is 13 bytes.
 PREFIX_BYTES = 13

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pydantic
 
-from bracket.experiment.model import Experiment
+from bracket.typed.experiment import Experiment
 
 #: results/NAME/FILE_NAME; apart from results/NAME--repro-ID/experiment.yaml, a reproduction's recorded config.
 FILE_NAME = "experiment.resolved.json"

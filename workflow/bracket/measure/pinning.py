@@ -34,7 +34,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from bracket.experiment.model import Arm, Experiment
+from bracket.typed.experiment import Arm, Experiment
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ from bracket.engines import launch, provenance
 from bracket.experiment import arena_workload, config, prompts
 from bracket.experiment.config import draft_budget
 from bracket.experiment.design import Block
-from bracket.experiment.model import Arm, Experiment
 from bracket.experiment.prompts import unique_prefix
 from bracket.measure import eta, session
 from bracket.measure.session import BlockFailed
 from bracket.measure.telemetry import Telemetry, summarize
+from bracket.typed.experiment import Arm, Experiment
 from bracket.wire.server import ServerError, log_tail
 
 console = Console(stderr=True, highlight=False)

@@ -36,8 +36,8 @@ import httpx
 
 from bracket import engines, secrets
 from bracket.engines import launch
-from bracket.experiment.model import Engine, Experiment
 from bracket.measure import pinning, priority
+from bracket.typed.experiment import Engine, Experiment
 from bracket.wire.server import ServerError, port_owner
 
 

@@ -367,7 +367,7 @@ def resolve(
     *, bandwidth_gbps: float | None = None, device: str = "", probe_bandwidth: bool = True
 ) -> tuple[float | None, dict]:
     """Bandwidth in GB/s and its source, from the keys of an experiment's ``hardware`` block
-    (bracket.experiment.model.Hardware; the schema's defaults are these arguments').
+    (bracket.typed.experiment.Hardware; the schema's defaults are these arguments').
 
     Order: ``bandwidth_gbps`` (source "user"); ``device`` from the table (source "table", with
     the citation; an unknown name is an error that lists the known ones); the GPU NVML reports,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bracket.physics import bandwidth, steadiness
 
-# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# `exp` is the validated experiment (bracket.typed.experiment.Experiment), read by attribute; not imported
 # here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 HYPOTHESES = (("as stored", None), ("dequantised to FP8", 8), ("dequantised to BF16", 16))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bracket.engines.launch import base_url
 
-# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# `exp` is the validated experiment (bracket.typed.experiment.Experiment), read by attribute; not imported
 # here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 # org/name as the hub spells repositories; a path never matches because it is checked first.

@@ -36,7 +36,7 @@ from bracket.physics import modelsource
 from bracket.physics.storage import Module, group_modules
 from bracket.physics.tensor_headers import Checkpoint, read_checkpoint, read_hub_checkpoint
 
-# `exp` is the validated experiment (bracket.experiment.model.Experiment), read by attribute; not imported
+# `exp` is the validated experiment (bracket.typed.experiment.Experiment), read by attribute; not imported
 # here: experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
 
 COMPONENTS = ("backbone", "embedding", "output", "vision", "mtp", "other")

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from bracket import version
-from bracket.experiment.model import Experiment
 from bracket.physics.ceiling import measured
 from bracket.records import guards
 from bracket.stats import conservatism, stated
@@ -35,6 +34,7 @@ from bracket.stats.io import from_runs
 from bracket.stats.levels import levels
 from bracket.stats.multiplicity import FAMILY, holm
 from bracket.stats.provenance import provenance
+from bracket.typed.experiment import Experiment
 
 VALUE = "decode_tok_s"
 #: stats.json's contract version: 2 made findings data (kind + payload) and added design_ran,

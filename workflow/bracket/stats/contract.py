@@ -61,7 +61,7 @@ from bracket.stats.reasons import Undetermined, Why
 from bracket.stats.sequential import METHOD
 
 if TYPE_CHECKING:
-    from bracket.experiment.model import Experiment
+    from bracket.typed.experiment import Experiment
 
 VERSION = 4
 

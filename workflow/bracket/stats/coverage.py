@@ -13,7 +13,7 @@ import pandas as pd
 from bracket import records
 
 if TYPE_CHECKING:
-    from bracket.experiment.model import Experiment
+    from bracket.typed.experiment import Experiment
 
 
 def unmeasured(runs: pd.DataFrame, experiment: Experiment) -> list[dict]:

@@ -28,7 +28,7 @@ from bracket.stats.findings import FindingKind as K
 from bracket.stats.multiplicity import Family, holm
 
 if TYPE_CHECKING:
-    from bracket.experiment.model import Experiment
+    from bracket.typed.experiment import Experiment
 
 
 def host_names(runs: pd.DataFrame, experiment: Experiment) -> list[str]:

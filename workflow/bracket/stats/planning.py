@@ -23,7 +23,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from bracket.experiment import config
 from bracket.experiment.design import draw
-from bracket.experiment.model import Experiment
 from bracket.stats.cells import compare_arms, valid_rows
 from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
 from bracket.stats.drift import trend
@@ -31,6 +30,7 @@ from bracket.stats.io import from_runs, from_table
 from bracket.stats.levels import variance_components
 from bracket.stats.sequential import Plan, assess
 from bracket.stats.simulate import simulate
+from bracket.typed.experiment import Experiment
 
 #: Power below which the notebook writes a design only with a warning in the file and the notebook.
 MIN_POWER = 0.8

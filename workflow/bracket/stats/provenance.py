@@ -18,7 +18,7 @@ import json
 from enum import StrEnum
 
 from bracket import engines
-from bracket.experiment.model import Arm, Experiment
+from bracket.typed.experiment import Arm, Experiment
 
 
 #: What the blocks' weight hashes say against the package's pin (bracket.embedded.MODEL_SHA256).

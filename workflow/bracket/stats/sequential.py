@@ -74,7 +74,7 @@ from bracket.stats.reasons import Outcome, Structural, Undetermined, Why
 from bracket.stats.spending import cached_boundaries
 
 if TYPE_CHECKING:
-    from bracket.experiment.model import Experiment
+    from bracket.typed.experiment import Experiment
 
 OPEN, SETTLED = "open", "settled"
 #: `multiplicity.method` of an adaptive design: group-sequential repeated CIs (Lan-DeMets O'Brien-Fleming-type

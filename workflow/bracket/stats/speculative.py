@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from bracket.experiment.model import Arm
+    from bracket.typed.experiment import Arm
 
 
 class Reading(StrEnum):

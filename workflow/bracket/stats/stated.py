@@ -50,7 +50,7 @@ def _pick(d: dict | None, keys: tuple[str, ...]) -> dict:
 
 
 def _fields(node, keys: tuple[str, ...]) -> dict:
-    """The named fields of a part of the experiment (bracket.experiment.model) that the file or the schema's
+    """The named fields of a part of the experiment (bracket.typed.experiment) that the file or the schema's
     defaults set, as JSON data."""
     data = node.model_dump(mode="json", include=set(keys), exclude_unset=True)
     return {k: data[k] for k in keys if k in data}
@@ -73,7 +73,7 @@ def schedule_rows(schedule: pd.DataFrame | None) -> list[dict]:
 
 
 def experiment(exp, name: str, schedule: pd.DataFrame | None = None) -> dict:
-    """stats.json's `experiment`: the validated experiment (a bracket.experiment.model.Experiment, defaults
+    """stats.json's `experiment`: the validated experiment (a bracket.typed.experiment.Experiment, defaults
     filled) as the article names it, and its schedule.
 
     Keys: name, title, question, reference, arms (a list in the experiment's order: {arm, label, speculative,
