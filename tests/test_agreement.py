@@ -3,8 +3,8 @@
 import hashlib
 
 from bracket import article
+from bracket.block import runner
 from bracket.controls import agreement
-from bracket.measure import runner
 
 
 def rec(arm, block, run, text, workload="code", error=None):
@@ -92,8 +92,8 @@ def test_every_arm_sees_the_same_prompt_at_the_same_run():
 
 
 def test_attached_servers_get_a_prefix_per_block_and_agreement_says_why_it_is_skipped():
+    from bracket.block import runner
     from bracket.experiment import config
-    from bracket.measure import runner
 
     # native: one prompt text per (seed, workload, run) for every block; attach: per block too
     assert runner.unique_prefix(1, "code", 2) == runner.unique_prefix(1, "code", 2)

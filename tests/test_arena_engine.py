@@ -8,9 +8,9 @@ is passed with --chat-template, as a user would for such a model.
 import pytest
 from bracket import article, interop, records
 from bracket.arena import readings as arena_stats
+from bracket.block.runner import run_block
 from bracket.experiment import config
 from bracket.experiment.design import Block
-from bracket.measure.runner import run_block
 from conftest import ROOT
 
 pytestmark = pytest.mark.engine

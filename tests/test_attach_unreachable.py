@@ -178,8 +178,8 @@ def test_a_reference_over_tls_serves_the_model_it_names(tmp_path, monkeypatch):
 
 def run_attached_block(tmp_path: Path, url: str, startup_timeout_s: float):
     """One block of an attached experiment through the runner, as the workflow's block rule runs it."""
+    from bracket.block import runner
     from bracket.experiment import design
-    from bracket.measure import runner
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"def f{i}(x):"}) + "\n" for i in range(2)))

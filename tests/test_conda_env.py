@@ -214,7 +214,7 @@ def package_modules() -> list[str]:
 @pytest.mark.slow
 def test_a_venv_of_exactly_the_env_list_imports_every_module_the_rules_run(tmp_path):
     """The issue's check: a virtual environment built from exactly the env's pip list imports the whole package
-    (bracket.measure.runner, bracket.stats.analyze, bracket.article.render, bracket.physics.weights failed on
+    (bracket.block.runner, bracket.stats.analyze, bracket.article.render, bracket.physics.weights failed on
     orjson before), bracket itself coming from the folder the workflow puts on a job's PYTHONPATH."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -223,7 +223,7 @@ def test_a_venv_of_exactly_the_env_list_imports_every_module_the_rules_run(tmp_p
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     modules = package_modules()
-    assert {"bracket.measure.runner", "bracket.stats.analyze", "bracket.article.render"} <= set(modules)
+    assert {"bracket.block.runner", "bracket.stats.analyze", "bracket.article.render"} <= set(modules)
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\nprint(len(sys.argv) - 1)"
     env = {
         "PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from bracket.block import runner
 from bracket.engines.reference_server import ReferenceServer  # noqa: E402
 from bracket.experiment import config, design
-from bracket.measure import runner
 from bracket.measure.session import BlockFailed
 from conftest import ROOT
 

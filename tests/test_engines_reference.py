@@ -14,10 +14,10 @@ import sys
 import httpx
 import pytest
 from bracket import engines
+from bracket.block import runner
 from bracket.engines import identify, reference, reference_server
 from bracket.engines.reference_server import ReferenceServer, truth
 from bracket.experiment import config, design, preflight
-from bracket.measure import runner
 from bracket.typed.experiment import Experiment
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
+from bracket.block import runner
 from bracket.experiment import design
-from bracket.measure import runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
 import faultkit as fk  # noqa: E402

@@ -243,8 +243,8 @@ def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
     big.write_text(json.dumps({"id": "huge", "prompt": text}) + "\n")
     code = cfg.workloads["code"].model_copy(update={"prompts": str(big)})
     cfg = cfg.model_copy(update={"workloads": {**cfg.workloads, "code": code}})
+    from bracket.block import runner
     from bracket.experiment import design
-    from bracket.measure import runner
 
     t0 = time.monotonic()
     with pytest.raises(BlockFailed) as err:

@@ -1,6 +1,6 @@
 """kill -9 of the block runner through real Snakemake (issue 33): Snakemake deletes a killed job's declared
 log before it reruns the job, so the attempt's server log reaches failed/ only by its second name under raw/
-(bracket.measure.runner.log_link). A copy of the workflow launches the stand-in server natively, as an engine program
+(bracket.block.runner.log_link). A copy of the workflow launches the stand-in server natively, as an engine program
 bracket starts itself (a wrapper in the place of engine.python that runs tests/data/faults/fake_engine.py on
 the port bracket gives it); the runner is killed mid-block, the same target is run again."""
 

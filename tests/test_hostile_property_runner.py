@@ -23,8 +23,8 @@ from bracket import records, secrets
 from bracket.article import raw as raw_section
 from bracket.article import render as report
 from bracket.article.inputs import Data
+from bracket.block import runner
 from bracket.experiment import config, design
-from bracket.measure import runner
 from bracket.stats import stated
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st

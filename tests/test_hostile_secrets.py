@@ -267,7 +267,7 @@ import resource, signal, sys
 sys.path.insert(0, {faults!r}); sys.path.insert(0, {workflow!r})
 from pathlib import Path
 import faultkit
-from bracket.measure import runner
+from bracket.block import runner
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # no file of this process may pass 2,000 bytes
 tmp, port = Path({tmp!r}), {port}

@@ -62,7 +62,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "block",
         "a block: its servers, its requests, the arena's cells and the controls inside it",
-        ("bracket.measure.runner",),
+        ("bracket.block",),
     ),
     ("article", "the article: presents what the analysis decided, and renders it", ("bracket.article",)),
     ("cli", "the bracket command", ("bracket.cli",)),

@@ -12,8 +12,8 @@ import socket
 
 import pytest
 from bracket import records
+from bracket.block import runner
 from bracket.experiment import config, design
-from bracket.measure import runner
 from bracket.stats.neutrality import instrument_cost
 from conftest import ROOT
 

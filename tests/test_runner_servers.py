@@ -1,9 +1,10 @@
-"""The servers of one block (bracket.measure.runner): a prefix-caching arena cell gets a server of its own, a new
+"""The servers of one block (bracket.block.runner): a prefix-caching arena cell gets a server of its own, a new
 experiment whose arm turns the prefix cache on, and the block's first server keeps it off. Commands only: no
 server is started."""
 
+from bracket.block import runner
 from bracket.experiment import arena_workload, config
-from bracket.measure import runner, session
+from bracket.measure import session
 
 PREFIX = {"prompts": "p.jsonl", "kind": "arena", "cache": "prefix", "depth": 512, "prompt_tokens": 64}
 

@@ -52,8 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workflow"))  # this checkout's package, not an installed one
 
 from bracket import embedded, records  # noqa: E402
+from bracket.block import runner  # noqa: E402
 from bracket.experiment import config, design  # noqa: E402
-from bracket.measure import runner  # noqa: E402
 
 CODE, ONE = "experiments/prompts/code.jsonl", "studies/quiet_engine/prompts/code_one.jsonl"
 

@@ -62,7 +62,7 @@ EXTRA_FIELDS = ["draft_budget", "max_tokens", "host", "cache_check", "output_tex
 # answer, not a fault. cache_expected (prefix-caching cells): the tokens the phase should find in the cache,
 # 0 for the context load and the depth for the inference that follows it; the cache guard is then inverted.
 ARENA_FIELDS = ["ttfr_s", "first_event_tokens", "text_chunks", "latency_s", "arena_phase", "tg_exact", "cache_expected"]
-# The neutrality control's requests (bracket.measure.runner): `control` names the control ("neutrality"; null on
+# The neutrality control's requests (bracket.block.runner): `control` names the control ("neutrality"; null on
 # every arm's own request), `body` which request was sent ("bracket": request_body, "plain": plain_body),
 # `pair` the pair it belongs to in its block, and the server's own decode time (seconds for tokens,
 # `server_timing` saying where it was read; null where the engine reports none). A record with
@@ -407,7 +407,7 @@ def guards(runs: pd.DataFrame) -> dict:
 
 
 def failed_attempts(raw_dir: str | Path) -> list[dict]:
-    """The provenance of every attempt set aside in raw_dir/failed/ (bracket.measure.runner.archive_attempt),
+    """The provenance of every attempt set aside in raw_dir/failed/ (bracket.block.runner.archive_attempt),
     with records_kept (how many records it measured) and file (its records, relative to the experiment)."""
     out = []
     for p in sorted((Path(raw_dir) / "failed").glob("*.meta.json")):

@@ -13,7 +13,7 @@ called by the Snakefile when it is read, settles the rest before Snakemake looks
   does, unless a run on another host sharing the folder may hold them (its record is there; flock is not
   coherent across hosts on every file system), which stays Snakemake's own message.
 - A block's records reach their final name (raw/block-K.jsonl, after its meta) only when the block is complete
-  (bracket.measure.runner renames them last). Snakemake killed between that rename and its own bookkeeping
+  (bracket.block.runner renames them last). Snakemake killed between that rename and its own bookkeeping
   (about half a second a block, measured on the reference engine) would rerun the finished block and
   delete its records first; its marks are removed instead, as `snakemake --cleanup-metadata` does, and the
   block stays as it finished.

@@ -330,7 +330,7 @@ def redact_file(path: str | Path) -> bool:
     """Rewrite a text file in place with every secret redacted; True when something was replaced.
 
     In place (the same inode), so every other name of the file (the attempt's hard link under raw/,
-    bracket.measure.runner) reads the redacted text too; the text only gets shorter, so a full disk cannot stop it.
+    bracket.block.runner) reads the redacted text too; the text only gets shorter, so a full disk cannot stop it.
     """
     if not _known:
         return False

@@ -3,9 +3,9 @@
 import sys
 
 from bracket import embedded
+from bracket.block import runner
 from bracket.controls import determinism
 from bracket.experiment import resolved
-from bracket.measure import runner
 from bracket.rulelog import rule_log
 
 with rule_log(snakemake.log.control):

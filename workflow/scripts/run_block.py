@@ -3,8 +3,9 @@
 import sys
 
 from bracket import embedded, rerun, secrets
+from bracket.block import runner
 from bracket.experiment import design, resolved
-from bracket.measure import runner, session
+from bracket.measure import session
 from bracket.rulelog import rule_log
 
 # The script's own log (progress, the error that stopped it); the server writes log.server.

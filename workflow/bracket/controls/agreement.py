@@ -140,7 +140,7 @@ def lossless_arms(exp: Experiment) -> dict[str, bool]:
 def from_experiment(records: list[dict], exp: Experiment) -> dict:
     if exp.engine.launch == "attach":
         # An attached server keeps its cache across blocks, so each block's prompts carry their own
-        # prefix (bracket.measure.runner.unique_prefix): arms never see the same prompt text to compare.
+        # prefix (bracket.block.runner.unique_prefix): arms never see the same prompt text to compare.
         return {
             "reference": exp.reference,
             "temperature": float(exp.request.temperature),

@@ -328,7 +328,7 @@ class AttachedServer(NativeServer):
     prefix cache flushed where the engine allows, and nothing is started or stopped.
 
     Its cache holds whatever earlier blocks left; every prompt carries a prefix unique in the whole
-    experiment (bracket.measure.runner.unique_prefix), so none of it can serve a later block's prompt."""
+    experiment (bracket.block.runner.unique_prefix), so none of it can serve a later block's prompt."""
 
     exp: Experiment | None = None
     declared_kind: str = "auto"

@@ -1,6 +1,6 @@
 """One server session: credentials, the port lock, launch, readiness and teardown.
 
-Everything that starts a server goes through here: the block runner (bracket.measure.runner), the
+Everything that starts a server goes through here: the block runner (bracket.block.runner), the
 determinism control (bracket.controls.determinism) and `bracket launch` (which only prints the command).
 So the rules are written once:
 
