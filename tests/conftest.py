@@ -5,13 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import prebuild  # tests/prebuild.py: llama.cpp's build in the background
 import pytest
+from bracket import embedded as _embedded
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-
-import prebuild  # noqa: E402  (tests/prebuild.py: llama.cpp's build in the background)
-from bracket import embedded as _embedded  # noqa: E402
+from tests.support import ROOT
 
 SMOKE_MODEL = "resources/models/tiny-qwen3-s1-l4-h256-v4096-t300"
 
@@ -135,7 +133,7 @@ def pytest_runtest_setup(item):
 
 
 # Nothing a test does writes into the checkout: a workflow run happens in a copy under tmp_path
-# (tests/data/faults/faultkit.py: repo_copy). The run records every file of the checkout (path, mtime, size) when
+# (tests.support.repo_copy). The run records every file of the checkout (path, mtime, size) when
 # it starts and fails at the end, naming the files, where any was added, changed or removed. Exempt: Python's
 # and the test tools' caches, git's own folder, the environments, and resources/, the workflow's build folder,
 # which the engine fixtures below fill where a clone lacks the engine or its model (as `make draft_sweep` does).
@@ -217,7 +215,7 @@ def pytest_sessionfinish(session, exitstatus):
         shown = changes[:20] + ([f"... and {len(changes) - 20} more"] if len(changes) > 20 else [])
         session.config.get_terminal_writer().line(
             f"\nThe tests wrote into the checkout ({ROOT}); a test must write under tmp_path (a workflow run: in "
-            "faultkit.repo_copy(tmp_path)):\n  " + "\n  ".join(shown),
+            "tests.support.repo_copy(tmp_path)):\n  " + "\n  ".join(shown),
             red=True,
             bold=True,
         )

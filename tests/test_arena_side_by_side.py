@@ -2,13 +2,10 @@
 agreement worked by hand (the live comparison itself is a measurement, run by hand: studies/arena_side_by_side/README.md)."""
 
 import math
-import sys
 
 import pytest
-from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "studies" / "arena_side_by_side"))
-import arena_side_by_side as sbs  # noqa: E402
+from studies.arena_side_by_side import arena_side_by_side as sbs
 
 
 def test_agree_is_means_within_the_two_sds():

@@ -8,23 +8,19 @@ their sources' shapes), each served over real HTTP; the live engines are in test
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pandas as pd
 import pytest
+from bracket import engines, records
+from bracket.engines import identify, vllm
+from bracket.engines.reference_server import MODEL, ReferenceServer, free_port
+from bracket.experiment import config, preflight, probe
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-
-from bracket import engines, records  # noqa: E402
-from bracket.engines import identify, vllm  # noqa: E402
-from bracket.engines.reference_server import MODEL, ReferenceServer, free_port  # noqa: E402
-from bracket.experiment import config, preflight, probe  # noqa: E402
+from tests.support import ROOT
 
 DATA = ROOT / "tests" / "data" / "engines"
 

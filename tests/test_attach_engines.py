@@ -24,12 +24,10 @@ import httpx
 import pytest
 import yaml
 from bracket.engines import identify
+from bracket.engines.reference_server import ReferenceServer, free_port
 from bracket.experiment import probe
-from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
-from bracket.engines.reference_server import ReferenceServer, free_port  # noqa: E402
-from faultkit import repo_copy  # noqa: E402
+from tests.support import repo_copy
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 NAME = "qwen-tiny"  # a served name no bracket default would guess

@@ -20,13 +20,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-
-from bracket.engines import identify  # noqa: E402
-from bracket.engines.reference_server import MODEL, ReferenceServer, free_port  # noqa: E402
-from bracket.experiment import config, preflight  # noqa: E402
+from bracket.engines import identify
+from bracket.engines.reference_server import MODEL, ReferenceServer, free_port
+from bracket.experiment import config, preflight
 
 LIMIT_S = 10.0  # the bound on each message
 

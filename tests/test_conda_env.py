@@ -158,8 +158,7 @@ def test_snakemake_runs_the_ci_experiment_in_the_conda_env(tmp_path):
             "no conda, mamba or micromamba on PATH (Debian 12 packages none): install one, with conda-forge "
             "reachable, to build workflow/envs/bracket.yaml and run `snakemake --sdm conda --directory .test`"
         )
-    sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
-    from faultkit import repo_copy, snakemake_env
+        from faultkit import repo_copy, snakemake_env
 
     root = repo_copy(tmp_path / "wf")
     for folder in ("config", ".test"):

@@ -7,7 +7,6 @@ writes nothing into the clone, and its article says which bracket measured: the 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-from faultkit import repo_copy, snakemake_env  # noqa: E402
+from tests.support import repo_copy, snakemake_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

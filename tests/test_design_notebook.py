@@ -95,12 +95,10 @@ def test_design_notebook_on_the_draft_sweeps_results_agrees_with_the_benchmark(t
     bench/sequential_design.py's simulation of the same settings on independent datasets at the upper end of
     the pilot's block-noise interval, the noise it designed for (issue 29). The kernel imports this checkout's
     package (PYTHONPATH), not the one installed in the environment."""
-    import sys
 
     import pandas as pd
 
     papermill = pytest.importorskip("papermill")
-    sys.path.insert(0, str(ROOT / "bench"))
     import sequential_design as bench
 
     monkeypatch.setenv(

@@ -20,8 +20,7 @@ from bracket.engines.reference_server import ReferenceServer, truth
 from bracket.experiment import config, design, preflight
 from bracket.typed.experiment import Experiment
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 
 def experiment(**engine) -> Experiment:

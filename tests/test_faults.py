@@ -21,8 +21,7 @@ from bracket.cli.launch import launch_command
 from bracket.measure.session import BlockFailed
 from bracket.stats import analyze
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -161,6 +160,7 @@ def test_a_signal_during_a_block_stops_the_servers_whole_group_and_ends_on_a_who
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=fk.python_env(),
         preexec_fn=fk.as_from_a_terminal,
     )
     paths = fk.block_paths(tmp_path)

@@ -2,14 +2,11 @@
 names the key and the fix. Run for real in a copy of the workflow; the experiment's engine is a
 sentinel that leaves a mark if it is ever launched."""
 
-import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

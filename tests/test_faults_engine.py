@@ -7,15 +7,13 @@ engine: tests/test_faults_workflow.py.
 
 import json
 import os
-import sys
 import time
 
 import pytest
 from bracket.block import runner
 from bracket.experiment import design
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.engine
 

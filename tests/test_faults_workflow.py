@@ -17,15 +17,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import httpx
 import pandas as pd
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -43,7 +41,7 @@ def no_engine_left_behind():
 def scenario(tmp_path_factory):
     repo = fk.repo_copy(tmp_path_factory.mktemp("repo"))
     exp = "fault_resume"
-    (repo / "experiments" / f"{exp}.yaml").write_text((fk.HERE / f"{exp}.yaml").read_text())
+    (repo / "experiments" / f"{exp}.yaml").write_text((fk.FAULTS / f"{exp}.yaml").read_text())
     env = dict(fk.snakemake_env(), BRACKET_TEST_API_KEY=fk.SECRET)
     raw = repo / "results" / exp / "raw"
     partial = raw / "block-1.jsonl.partial"

@@ -9,16 +9,12 @@ with bracket and llama-benchy, the lightest peer. A peer whose virtual environme
 from __future__ import annotations
 
 import math
-import sys
 import threading
 
+import harness_live
+import live_tools
 import pytest
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-
-import harness_live  # noqa: E402
-import live_tools  # noqa: E402
 
 # Captured from llama-server (llama-cpp-python 0.3.36's llama.cpp) serving with ngram-simple.
 LOG = """\

@@ -16,8 +16,7 @@ from bracket import records, secrets
 from bracket.experiment import config, prompts
 from bracket.measure.session import BlockFailed
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 
 @pytest.fixture(autouse=True)
@@ -133,6 +132,7 @@ def test_a_runner_killed_with_sigkill_takes_its_server_down_and_keeps_log_and_me
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=fk.python_env(),
     )
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")

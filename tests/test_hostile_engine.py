@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.engine
 PORT = 8033
@@ -31,6 +30,7 @@ def test_a_runner_killed_with_sigkill_takes_vllm_down_and_keeps_its_log(tmp_path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=fk.python_env(),
     )
     paths = fk.block_paths(tmp_path)
     partial = paths["raw_path"].with_name("block-0.jsonl.partial")

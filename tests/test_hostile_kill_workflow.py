@@ -12,10 +12,9 @@ import sys
 
 import psutil
 import pytest
+from test_hostile_workflow import tiny_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_workflow import tiny_model  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration
 

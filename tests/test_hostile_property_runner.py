@@ -12,7 +12,6 @@ output sections rendered to HTML and Markdown. Whatever is generated:
 A name the config refuses stops before any file is written, with the name and the rule."""
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -28,10 +27,9 @@ from bracket.experiment import config, design
 from bracket.stats import stated
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st
+from test_hostile_secrets import leaks
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_secrets import leaks  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # a server process per example
 

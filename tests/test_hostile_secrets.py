@@ -15,8 +15,7 @@ from bracket import engines, records, secrets
 from bracket.experiment import config, preflight
 from bracket.measure import session
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 KEY = fk.SECRET  # sk-bracket-test-7f3a9c1e5b
 
@@ -264,10 +263,9 @@ def test_a_server_echoing_the_key_in_other_forms_leaves_it_in_no_file(tmp_path, 
 
 FULL_DISK = """
 import resource, signal, sys
-sys.path.insert(0, {faults!r}); sys.path.insert(0, {workflow!r})
 from pathlib import Path
-import faultkit
 from bracket.block import runner
+from tests.support import faultkit
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # no file of this process may pass 2,000 bytes
 tmp, port = Path({tmp!r}), {port}
@@ -286,8 +284,10 @@ def test_a_disk_that_fills_mid_block_gives_one_line_a_failed_meta_and_a_clean_re
     import subprocess
 
     port = fk.free_port()
-    script = FULL_DISK.format(faults=str(fk.HERE), workflow=str(fk.ROOT / "workflow"), tmp=str(tmp_path), port=port)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    script = FULL_DISK.format(tmp=str(tmp_path), port=port)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=fk.python_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and proc.stderr.count("OSError") == 0, proc.stderr[-3000:]
     said = [line for line in proc.stderr.splitlines() if line.startswith("block failed:")]
@@ -308,6 +308,7 @@ def test_the_server_log_of_a_killed_runner_reaches_failed_even_when_its_declared
     port = fk.free_port()
     driver = subprocess.Popen(
         [sys.executable, str(fk.HERE / "drive_block.py"), str(tmp_path), str(port), "50", "--script", "slow"],
+        env=fk.python_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -336,7 +337,7 @@ def test_two_experiments_started_at_once_on_different_ports_never_measure_at_the
     """Two checkouts' blocks (own folders, own port locks, own ports) share one host-wide lock folder."""
     import subprocess
 
-    env = dict(os.environ, BRACKET_LOCK_DIR=str(tmp_path / "host-locks"))
+    env = fk.python_env(dict(os.environ, BRACKET_LOCK_DIR=str(tmp_path / "host-locks")))
     runs = []
     for name in ("one", "two"):
         (tmp_path / name).mkdir()

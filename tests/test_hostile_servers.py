@@ -14,12 +14,12 @@ import base64
 import gzip
 import json
 import socket
-import sys
 import threading
 import time
 import tracemalloc
 from urllib.parse import quote
 
+import hostile_servers as hs
 import httpx
 import pytest
 from bracket import secrets
@@ -27,10 +27,6 @@ from bracket.engines import identify
 from bracket.wire import client, http_stream, stream_events
 from bracket.wire.client import _openai_text, fetch_text, stream_completion
 from bracket.wire.stream_events import Events, Excerpt, ends_of
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-import hostile_servers as hs  # noqa: E402
 
 TIMEOUT_S = 2.0
 

@@ -9,17 +9,14 @@ the text), the same targets against the rules as they were before (the canary ap
 and a whole run on the reference engine with the payload in every free-text field that reaches a script.
 """
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from bracket.experiment import config, paths
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = sorted((ROOT / "workflow" / "rules").glob("*.smk")) + [ROOT / "Snakefile"]

@@ -2,18 +2,15 @@
 after a rule, a workload name ending in a newline, an alias bomb, and an arm whose every request fails.
 The engine is a sentinel that leaves a mark if it is ever launched, or the stand-in server (attached to)."""
 
-import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
+from test_hostile_secrets import alias_bomb
+from test_hostile_workflow import tiny_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_secrets import alias_bomb  # noqa: E402
-from test_hostile_workflow import tiny_model  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration
 

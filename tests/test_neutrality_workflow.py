@@ -12,16 +12,14 @@ Without the option both bodies cost the same: ratio exactly 1, no finding.
 """
 
 import json
-import os
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from test_hostile_workflow import tiny_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_workflow import tiny_model  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

@@ -21,8 +21,7 @@ import psutil
 import pytest
 from bracket.experiment import config, design
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-from faultkit import repo_copy  # noqa: E402
+from tests.support import repo_copy
 
 pytestmark = pytest.mark.engine
 EXP = "smoke"

@@ -9,19 +9,17 @@ workflow on the reference engine.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from bracket.experiment import config, preflight
+from bracket.measure.session import BlockFailed
+from bracket.wire import server
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from bracket.experiment import config, preflight  # noqa: E402
-from bracket.measure.session import BlockFailed  # noqa: E402
-from bracket.wire import server  # noqa: E402
+from tests.support import faultkit as fk
 
 
 def no_execute_bit(path: Path) -> Path:

@@ -5,15 +5,13 @@ pairs that are whole (7 of 8). A garbage line put in the middle of a block's fil
 message naming the file and the line, without a traceback."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+from test_hostile_workflow import tiny_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_workflow import tiny_model  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 

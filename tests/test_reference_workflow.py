@@ -23,8 +23,7 @@ import pytest
 from bracket.engines.reference_server import truth
 from bracket.experiment import design
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-from faultkit import repo_copy  # noqa: E402
+from tests.support import repo_copy
 
 # Timed against a known truth with milliseconds of slack: run alone, after the parallel pass (`serial`).
 pytestmark = [pytest.mark.integration, pytest.mark.serial]

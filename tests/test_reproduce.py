@@ -16,8 +16,7 @@ from bracket.experiment import config
 from bracket.stats.summary import summarize
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tests" / "data" / "faults"))
-from faultkit import repo_copy  # noqa: E402
+from tests.support import repo_copy
 
 # Seed 000, round three: ten fresh runs of DFlash2 at draft budget 12, and the no-speculation baseline.
 TEN = [56.63, 63.76, 68.46, 68.17, 66.68, 62.98, 64.56, 65.48, 63.47, 69.30]

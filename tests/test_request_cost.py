@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
+import request_cost
 from bracket.experiment import config
-from conftest import ROOT
 from scipy import stats
-
-sys.path.insert(0, str(ROOT / "bench"))
-import request_cost  # noqa: E402
 
 
 def test_ratio_is_the_geometric_mean_of_the_paired_ratios_with_a_t_interval():

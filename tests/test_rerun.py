@@ -11,10 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
+from bracket import rerun
 
-from bracket import rerun  # noqa: E402
+from tests.support import ROOT
 
 
 def marker(state: Path, sub: str, key: str) -> Path:

@@ -10,9 +10,7 @@ import argparse
 import base64
 import html
 import json
-import os
 import re
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, unquote_plus
@@ -25,8 +23,7 @@ from bracket.measure import session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 KEY = "sk-bracket-test-7f3a9c1e5b"  # faultkit.SECRET
 # KEY with every character as JSON's \uXXXX, written out by hand from the ASCII table (s = 0x73, k = 0x6b, ...).

@@ -9,19 +9,16 @@ and base64-encoded at any alignment. The run happens in a copy of the workflow (
 import base64
 import html
 import json
-import os
 import re
 import secrets as random_source
 import subprocess
-import sys
 from urllib.parse import unquote_plus
 
 import pandas as pd
 import pytest
 from bracket.engines.reference import API_KEY_ENV
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
+from tests.support import faultkit as fk
 
 pytestmark = pytest.mark.integration
 EXP = "keysafe"

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 from bracket.physics import weights
+from test_hostile_workflow import tiny_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data", "faults"))
-import faultkit as fk  # noqa: E402
-from test_hostile_workflow import tiny_model  # noqa: E402
+from tests.support import faultkit as fk
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
 _hf = importlib.util.module_from_spec(_spec)

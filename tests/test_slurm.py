@@ -41,8 +41,7 @@ from bracket.experiment import design
 from conftest import ROOT, SMOKE_MODEL
 from test_executor import SNAKEMAKE, engine_processes, snakemake, workflow_copy
 
-sys.path.insert(0, str(ROOT / "tools"))
-import slurm_cluster  # noqa: E402
+from tools import slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.engine]  # the sweep runs the embedded vLLM engine in each job
 

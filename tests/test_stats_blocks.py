@@ -9,8 +9,6 @@ under drift, the +3 % effect missed 40 of 40 times after one 10x run).
 """
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,9 +24,7 @@ from bracket.stats.reasons import CiKind, CiMethod
 from bracket.stats.simulate import simulate
 from bracket.stats.summary import summarize
 from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from simcli import via_cli  # noqa: E402  (bench/simcli.py: the command line on a simulated frame)
+from simcli import via_cli  # (bench/simcli.py: the command line on a simulated frame)
 
 CMP = ("--baseline", "A", "--candidate", "B", "--resamples", "200")
 

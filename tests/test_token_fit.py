@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from bracket.engines.reference_server import ReferenceServer
+from bracket.experiment import config, preflight, prompts, tokencount
+from bracket.typed.experiment import Workload
+from test_attach import Replay, read
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-
-from bracket.engines.reference_server import ReferenceServer  # noqa: E402
-from bracket.experiment import config, preflight, prompts, tokencount  # noqa: E402  # noqa: E402
-from bracket.typed.experiment import Workload  # noqa: E402
-from test_attach import Replay, read  # noqa: E402
+from tests.support import ROOT
 
 
 def word_model(folder: Path, context: int = 4096) -> Path:

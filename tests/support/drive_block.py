@@ -1,16 +1,15 @@
 """Run one block against the stand-in engine in its own process, so a test can signal it.
 
 python drive_block.py TMP PORT RUNS FLAG...      (FLAGs go to fake_engine.py)
+(Its environment is tests.support.python_env(): it imports bracket and tests.support from the checkout.)
 """
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "workflow"))
+from bracket.block import runner
 
-import faultkit  # noqa: E402
-from bracket.measure import runner  # noqa: E402
+from tests.support import faultkit
 
 tmp, port, runs = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cfg = faultkit.experiment(tmp, port, runs=runs)

@@ -1,17 +1,16 @@
 """Run one block on the real embedded engine in its own process, so a test can kill it.
 
 python drive_engine_block.py TMP PORT ENGINE_VENV MODEL_DIR RUNS
+(Its environment is tests.support.python_env(): it imports bracket and tests.support from the checkout.)
 """
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "workflow"))
+from bracket.block import runner
+from bracket.experiment import design
 
-import faultkit  # noqa: E402
-from bracket.experiment import design  # noqa: E402
-from bracket.measure import runner  # noqa: E402
+from tests.support import faultkit
 
 tmp, port, engine, model, runs = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 cfg = faultkit.experiment(tmp, port, runs=runs, startup_timeout_s=300)
