@@ -212,6 +212,15 @@ def _pm(m: dict | None, digits: int = 1) -> str:
     return "" if not m else f"{m['mean']:.{digits}f} ± {m['std']:.{digits}f}"
 
 
+def _unresolved(cell: dict) -> str:
+    """What the cell's window rate is when no run gave one: the runs' reasons, counted."""
+    runs = cell.get("runs") or []
+    bursts = sum(1 for r in runs if (r.get("invalid_reason") or {}).get("code") == "bursts")
+    if runs and bursts == len(runs):
+        return f"not known: in all {len(runs)} runs one read brought half a stream or more"
+    return f"no valid run of {len(runs)}" + (f" ({bursts} in bursts)" if bursts else "")
+
+
 def arena_table(ar: dict) -> pd.DataFrame:
     rows = []
     for cell in ar.get("cells", []):
@@ -225,7 +234,7 @@ def arena_table(ar: dict) -> pd.DataFrame:
                 "users": cell["users"],
                 "tokens per user": cell["tokens"],
                 "runs": sm.get("n", 0),
-                "window rate, median": rate(sm.get("median")),
+                "window rate, median": rate(sm.get("median")) if sm else _unresolved(cell),
                 "CI": span(sm.get("ci_low"), sm.get("ci_high"), 2) if sm else "",
                 "spread": pct(sm.get("spread")) if sm else "",
                 "llama-benchy tg": _pm(lb.get("tg_throughput")),
@@ -248,10 +257,11 @@ def section_arena(d: Data, c: Controls) -> Section | None:
             "decode only. bracket sends llama-benchy's requests (a system message of depth tokens of text, a "
             "user message of prompt tokens more, chat streamed, every user at one instant, each its own slice "
             "of the text) and reads the cell both ways. bracket's window rate is the decode tokens of all users "
-            "(each user's tokens after its first) over the window from the first user's first token to the "
-            "last user's last token, given as the median of the runs with a bootstrap CI; llama-benchy's tg is "
-            "the same window but excludes every token of a user's first stream event (several under "
-            "speculative decoding, so it reads a little lower there) and is given as mean ± SD over runs, "
+            "(each user's tokens after those of its first network read, which came at the window's start) over "
+            "the window from the first user's first token to the last user's last token, given as the median of "
+            "the runs with a bootstrap CI; a run where one read brought half a user's stream or more is invalid, "
+            "since too few reads remain to time it. llama-benchy's tg counts the same tokens over the same "
+            "window, and is given as mean ± SD over runs, "
             "with no interval. Neither is bracket's decode rate of single-stream workloads, which counts the "
             "first token and the prefill in its time. Set beside the leaderboard only at the same depth, "
             "prompt, users and tokens."

@@ -169,11 +169,22 @@ def _torn(p) -> str:
 
 
 def _bursty(p) -> str:
+    lost = getattr(p, "unresolved_runs", 0)
     return (
         f"bursty delivery: in {p.bursty_runs} of {p.runs} runs one network read brought a quarter of a "
-        f"stream's tokens or more; llama-benchy's tg counts only the tokens after the first read's and "
-        f"drops a window of 0, so it and bracket's window rate (every token after the first) read apart: "
-        f"compare servers by the window rate"
+        f"stream's tokens or more; both bracket's window rate and llama-benchy's tg count only the tokens after "
+        f"each stream's first read, which the window can time"
+        + (
+            f"; in {lost} of them one read brought half a stream or more, too few reads to time the rest, so those "
+            f"runs are invalid and the cell's window rate rests on the others"
+            + (
+                " (none is left: the rate of this cell is not known from what the server sent)"
+                if lost >= p.runs
+                else ""
+            )
+            if lost
+            else ""
+        )
     )
 
 

@@ -200,6 +200,7 @@ class Bursty:
     runs: int
     bursty_runs: int
     share: float
+    unresolved_runs: int = 0  # runs invalid: one read brought half a stream or more (bracket.arena.readings)
 
 
 @dataclass(frozen=True)
