@@ -60,6 +60,45 @@ def tier_problems(items) -> dict[str, str]:
 _TIER_PROBLEMS = pytest.StashKey[dict]()
 
 
+# What a test of the fast tier may not start: an engine, or the workflow (Snakemake, papermill). A test that needs
+# one is marked integration (or engine); the fast tier (`make test-fast`) then stays the quick check it is meant to
+# be, on a clone without resources/ too.
+NOT_IN_FAST_TIER = ("vllm", "llama-server", "snakemake", "papermill")
+
+
+def started_program(args) -> str | None:
+    """The name in NOT_IN_FAST_TIER that a subprocess.Popen argument list (or shell line) starts, or None: a word
+    among its first few whose file name is that name, or a module of it (`python -m vllm.entrypoints...`)."""
+    words = args.split() if isinstance(args, str) else [str(a) for a in list(args)[:6]]
+    for word in words[:6]:
+        for part in word.split():
+            name = os.path.basename(part)
+            for program in NOT_IN_FAST_TIER:
+                if name == program or name.startswith(program + "."):
+                    return program
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_engine(request, monkeypatch):
+    """In a test outside every mark of OUTSIDE_FAST_TIER, subprocess.Popen (what subprocess.run and asyncio's
+    subprocesses go through) refuses to start a program of NOT_IN_FAST_TIER, naming the mark to add."""
+    if any(request.node.get_closest_marker(m) for m in OUTSIDE_FAST_TIER):
+        return
+    popen_init = subprocess.Popen.__init__
+
+    def guarded(self, args, *more, **kw):
+        program = started_program(args)
+        if program:
+            raise AssertionError(
+                f"a test of the fast tier started {program} ({args!r}): mark it @pytest.mark.integration (or engine), "
+                "which keeps it out of make test-fast"
+            )
+        popen_init(self, args, *more, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+
+
 def pytest_configure(config):
     """Each pytest-xdist worker measures under its own host lock (bracket.measure.session.host_lock_path,
     $BRACKET_LOCK_DIR): with the one host-wide lock a user's runs share, a block in one worker's workflow would

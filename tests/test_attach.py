@@ -183,6 +183,8 @@ def test_the_strict_guard_on_a_server_that_reports_nothing_says_which_flag_or_ke
     assert "cache_guard is strict" in why and "request.cache_guard: auto" in why
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_an_unreachable_url_fails_in_seconds_and_bracket_check_says_so(tmp_path):
     port = free_port()
     cfg = attach_cfg(tmp_path, f"http://127.0.0.1:{port}")

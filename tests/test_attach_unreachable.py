@@ -76,6 +76,8 @@ class Blackhole:
         self.srv.close()
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_handshake_that_never_completes_is_refused_within_ten_seconds_by_its_cause(tmp_path):
     with Blackhole() as hole:
         url = f"http://127.0.0.1:{hole.port}"
@@ -90,6 +92,8 @@ def test_a_handshake_that_never_completes_is_refused_within_ten_seconds_by_its_c
     assert "generic OpenAI-compatible" not in why and "nothing answers" not in why
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_identify_raises_the_handshake_cause_after_one_connect_timeout():
     with Blackhole() as hole, httpx.Client() as http:
         t0 = time.monotonic()
@@ -131,6 +135,8 @@ class TlsReference:
         self.srv.__exit__(*exc)
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_self_signed_certificate_is_named_with_its_fix_and_trusting_it_passes(tmp_path, monkeypatch):
     cert, key = self_signed(tmp_path)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)

@@ -101,6 +101,8 @@ def a_secret_is_known():
     secrets.forget()
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_server_that_stalls_in_its_head_is_cut_at_the_total_limit():
     """The status line, then one header every 0.2 s: no read waits long, the head never ends (issue 33: held
     until killed at 150 s under a 10 s limit). The whole-request limit (1 s) covers the head."""
@@ -161,6 +163,8 @@ def test_an_event_whose_fields_have_the_wrong_type_is_an_error_not_an_exception(
     assert m.error.startswith("a stream event the client cannot read (AttributeError)")
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_an_endless_line_is_cut_at_the_line_limit_with_bounded_memory():
     """64 KiB chunks with no line end, as fast as the socket takes them (issue 33: memory grew 250 MB/s).
     The client stops at LINE_LIMIT (4 MiB) within a few seconds; what it holds then (the raw bytes kept, in a

@@ -501,6 +501,8 @@ class Paced:
         self.sock.close()
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
     """40 events 2 ms apart (about 5 kB in all), then usage and [DONE] 20 ms after the last. A client reading
     each event as it comes makes about 40 reads; the coalescing one (COALESCE_BYTES 4096, its wait set to
@@ -543,6 +545,8 @@ def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
     assert t_last == pytest.approx(end, abs=1e-6) and t_last >= srv.sent_last
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_coalescing_reads_keep_the_stall_limit():
     """After the first token the server goes quiet: the coalescing reader (polling, not blocking) still ends
     the request at the stall limit, with the stall's message and the first token kept."""

@@ -234,6 +234,8 @@ def test_the_context_bound_uses_the_longest_token_and_the_output_length(tmp_path
     prompts.check(cfg, tmp_path, model_dir=model)
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_5_mb_prompt_is_refused_before_any_server_starts(tmp_path):
     model = _model_dir(tmp_path)
     port = fk.free_port()

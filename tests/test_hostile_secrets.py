@@ -184,6 +184,8 @@ def alias_bomb(levels: int = 9) -> str:
     return "\n".join(lines) + f"\narms: {{x: {{label: *{chr(ord('a') + levels - 1)}}}}}\n"
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_an_alias_bomb_is_refused_in_under_a_second_with_one_line(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_text(alias_bomb())
@@ -207,6 +209,8 @@ def test_an_alias_bomb_is_refused_in_under_a_second_with_one_line(tmp_path):
     assert config._read_yaml(path)["request"] == {"max_tokens": 8}
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_an_experiment_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("arms: {x: {}}\n" + "# padding\n" * 150_000)  # 1.5 MB

@@ -240,6 +240,8 @@ def test_a_stream_past_a_limit_ends_the_parse_with_an_error_naming_it(monkeypatc
     assert ev.n_events <= value + 4
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_the_deadline_is_looked_at_while_the_events_are_parsed(monkeypatch):
     """The whole stream arrives at once, and each event costs its reader 10 ms (400 events: 4 s): the request
     ends at its 0.5 s limit, saying the stream had ended and its parsing had not."""
@@ -267,6 +269,8 @@ def test_a_deadline_already_passed_parses_nothing_but_keeps_the_bytes():
     assert ev.late and ev.n_events == 0 and ev.size == 5 * len(line("a"))
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_server_that_goes_on_after_done_loses_the_connection_not_the_record():
     """[DONE], then chunks without end: the record is valid and the request returns at once (before, the
     client read the body's 'end' until the deadline and recorded a timeout)."""
@@ -316,6 +320,8 @@ def test_a_get_is_read_within_its_size_limit(sent, want_text, problem):
     assert (got.problem is None) == (problem is None)
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_a_get_that_trickles_is_cut_at_its_time_limit():
     def answer(conn):
         conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -359,6 +365,8 @@ def test_the_records_ends_are_redacted_before_they_are_cut(a_secret, at):
         assert not any(SECRET[i : i + 6] in kept for i in range(len(SECRET) - 5)), kept
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_identifying_a_server_whose_metrics_never_end_reads_a_bounded_page():
     """engine.kind: auto reads /metrics while the workflow's DAG is built: an endless page ends there as no
     answer (an OpenAI-compatible server of unknown kind), in well under a second and a few MiB, where it grew

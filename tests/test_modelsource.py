@@ -170,6 +170,8 @@ def test_hub_metadata_becomes_tensor_headers():
     ]
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_preflight_names_a_missing_model_and_engine_program_in_seconds(tmp_path):
     cfg = experiment(kind="llamacpp", model=str(tmp_path / "nope.gguf"), executable=str(tmp_path / "no-server"))
     t0 = time.monotonic()

@@ -83,6 +83,8 @@ def test_the_builds_session_ranks_below_the_tests(monkeypatch, tmp_path):
     assert line.split()[0] != ours and line.endswith("nice 19")
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_the_build_stops_with_the_process_it_serves(monkeypatch, tmp_path):
     """The owner ends mid-build: the build's whole process group is stopped within a poll or two, and the log
     says why."""

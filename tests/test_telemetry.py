@@ -51,6 +51,8 @@ def test_read_sample_keeps_unsupported_fields_null():
     assert s["throttle_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_sampler_collects_during_a_block(monkeypatch):
     import sys
 

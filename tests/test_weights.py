@@ -129,6 +129,8 @@ def test_embedded_model_header_matches_safetensors_library(tmp_path):
     assert a["stored_bytes"] == total
 
 
+@pytest.mark.integration
+@pytest.mark.serial
 def test_20_gb_checkpoint_reads_in_well_under_a_second(unsloth):
     # 24 GB described by 6 headers of about 0.2 MB: nothing else is read.
     t0 = time.perf_counter()
