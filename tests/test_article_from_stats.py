@@ -26,6 +26,7 @@ import pytest
 from bracket import article
 from bracket.article.findings import group
 from bracket.article.text import TIMES, pct, rate, size
+from bracket.engines.provenance import read_block_metas
 from bracket.experiment import config
 from bracket.stats import findings as F
 from bracket.stats.contract import OldStats, current
@@ -353,8 +354,9 @@ def test_an_older_file_stops_the_article_with_the_command_that_analyses_it_again
     assert "the blocks' provenance" in str(e.value)
 
 
-def _metas() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((FIXTURE / "raw").glob("block-*.meta.json"))]
+def _metas(cfg) -> list[dict]:
+    # as the analysis is handed them: an old block's server state read by its engine's adapter
+    return read_block_metas(sorted((FIXTURE / "raw").glob("block-*.meta.json")), cfg)
 
 
 def test_a_version_3_file_gets_the_provenance_the_analysis_states_from_the_blocks_meta():
@@ -368,7 +370,7 @@ def test_a_version_3_file_gets_the_provenance_the_analysis_states_from_the_block
     got = current(
         old,
         cfg=cfg,
-        metas=_metas(),
+        metas=_metas(cfg),
         failed_attempts=[],
         model_build=json.loads((FIXTURE / "raw" / "model-build.json").read_text()),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from bracket.engines import provenance as EP
 from bracket.experiment import config
 from bracket.stats import provenance as P
 
@@ -74,10 +75,18 @@ def test_two_hosts_with_different_hardware_are_two_groups_with_their_hosts():
     ]
 
 
-def test_an_old_meta_without_server_state_is_read_from_its_launch_command_by_the_adapter():
+def test_an_old_meta_without_server_state_is_read_from_its_launch_command_by_the_adapter(tmp_path):
     old = [{k: v for k, v in _meta(0, "base").items() if k != "server_state"}]
-    arm = P.provenance(old, [], None, None, _cfg())["arms"][0]
-    # vLLM's adapter on "--enforce-eager" without a prefix-caching flag: the cache on (vLLM's default), no graphs
+    # the analysis reads the state from the meta alone: none recorded, none stated
+    assert P.provenance(old, [], None, None, _cfg())["arms"][0]["states"] == [None]
+    # the blocks' metas as the analysis is handed them (bracket.engines.provenance.read_block_metas): the adapter
+    # reads an old block's state from its launch command. vLLM's on "--enforce-eager" without a prefix-caching
+    # flag: the cache on (vLLM's default), no graphs
+    path = tmp_path / "block-0.meta.json"
+    path.write_text(json.dumps({k: v for k, v in old[0].items() if k != "block"}))
+    read = EP.read_block_metas([path], _cfg())
+    assert read[0]["block"] == 0  # from the file's name
+    arm = P.provenance(read, [], None, None, _cfg())["arms"][0]
     assert arm["states"] == [
         {
             "prefix_cache": "on",
@@ -86,15 +95,17 @@ def test_an_old_meta_without_server_state_is_read_from_its_launch_command_by_the
         }
     ]
     # llama.cpp's adapter takes the arm as the experiment states it: prefix caching on asks cache_prompt true
-    llama = [{"block": 0, "arm": "b", "engine": "llamacpp", "argv": ["llama-server", "--cache-ram", "0"]}]
+    llama = {"block": 0, "arm": "b", "engine": "llamacpp", "argv": ["llama-server", "--cache-ram", "0"]}
     cfg = _cfg(b={"server": {"prefix_caching": True}}, c={})
-    assert (
-        "cache_prompt true in each request" in P.provenance(llama, [], None, None, cfg)["arms"][0]["states"][0]["how"]
-    )
-    off = P.provenance([{**llama[0], "arm": "c"}], [], None, None, cfg)["arms"][1]["states"][0]
+    assert "cache_prompt true in each request" in EP.with_server_state(llama, cfg)["server_state"]["how"]
+    off = EP.with_server_state({**llama, "arm": "c"}, cfg)["server_state"]
     assert off["prefix_cache"] == "off" and "cache_prompt false in each request" in off["how"]
+    # a recorded state is kept as recorded, and the meta handed in is not changed
+    assert EP.with_server_state(_meta(0, "base"), _cfg()) == _meta(0, "base")
+    assert "server_state" not in llama
     # an engine no adapter knows: no state, and nothing raised
-    assert P.server_state({"engine": "nonesuch", "argv": []}, None) is None
+    assert EP.with_server_state({"engine": "nonesuch", "arm": "b", "argv": []}, cfg)["server_state"] is None
+    assert P.server_state({"engine": "nonesuch", "argv": []}) is None
 
 
 def test_arms_state_flags_launch_and_whether_their_states_differ():

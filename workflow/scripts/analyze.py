@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 from bracket import records
+from bracket.engines import provenance
 from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
@@ -31,12 +32,10 @@ with rule_log(snakemake.log[0]) as log:
     schedule = pd.read_csv(snakemake.input.schedule)
     path = getattr(snakemake.input, "neutrality", None)
     control = pd.read_csv(path) if path else None
-    # each block's provenance (its number from the file's name where a meta lacks it), the attempts set aside
+    # each block's provenance (its number from the file's name where a meta lacks it; the server state its
+    # engine's adapter reads from the launch command where the block recorded none), the attempts set aside
     # in raw/failed/ (rule collect) and the served model's build record where the workflow built it
-    metas = [
-        {"block": int(Path(p).name.split(".")[0].split("-")[1]), **json.loads(Path(p).read_text())}
-        for p in getattr(snakemake.input, "metas", [])
-    ]
+    metas = provenance.read_block_metas(getattr(snakemake.input, "metas", []), experiment)
     attempts = json.loads(Path(snakemake.input.attempts).read_text())
     torn = json.loads(Path(snakemake.input.torn).read_text())  # records a crash cut short (rule collect)
     model_dir = str(snakemake.params.model_dir or "") or None

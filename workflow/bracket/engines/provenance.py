@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from bracket import embedded
+from bracket import embedded, engines
 from bracket.engines.base import Engine
 from bracket.typed.experiment import Experiment
 from bracket.wire.client import get_text
@@ -166,3 +166,30 @@ def collect(
     for key, value in (notes or {}).items():
         meta[key] = value
     return json.loads(json.dumps(meta, default=str))
+
+
+def with_server_state(meta: dict, experiment: Experiment) -> dict:
+    """A block's meta with its `server_state` (the caches its server kept between requests) always present.
+
+    The block runner records it as launched (Engine.server_state); a block measured before it did carries
+    none, and the engine's adapter reads it here from the block's launch command and environment, with the
+    arm as the experiment states it. None for an engine no adapter knows or a command it cannot read. The
+    analysis reads the state from the meta alone (bracket.stats.provenance), knowing no engine."""
+    if meta.get("server_state") is not None or not meta.get("engine"):
+        return meta
+    arm = experiment.arms.get(str(meta.get("arm")))
+    try:
+        state = engines.get(meta["engine"]).server_state(meta.get("argv"), meta.get("env") or {}, arm)
+    except (KeyError, ValueError):
+        state = None
+    return {**meta, "server_state": state}
+
+
+def read_block_metas(paths: list[str | Path], experiment: Experiment) -> list[dict]:
+    """The blocks' meta files (raw/block-K.meta.json) as the analysis takes them: each its number from the file's
+    name where it lacks one, and its server state read where the block recorded none (with_server_state)."""
+    out = []
+    for path in paths:
+        meta = {"block": int(Path(path).name.split(".")[0].split("-")[1]), **json.loads(Path(path).read_text())}
+        out.append(with_server_state(meta, experiment))
+    return out

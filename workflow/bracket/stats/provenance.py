@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 
-from bracket import engines
 from bracket.typed.experiment import Arm, Experiment
 
 
@@ -171,18 +170,11 @@ def launched_flags(argv: list[str], args: list[str]) -> list[str]:
     return [a for g in spec + extra for a in g]
 
 
-def server_state(m: dict, arm: Arm | None) -> dict | None:
-    """The state a block's server kept between requests (its meta's `server_state`, engines' Engine.server_state).
-
-    A block measured before bracket recorded it carries none: the engine's adapter reads it from the block's
-    launch command and environment, with the arm as the experiment states it. None for an unknown engine."""
-    st = m.get("server_state")
-    if st is None and m.get("engine"):
-        try:
-            st = engines.get(m["engine"]).server_state(m.get("argv"), m.get("env") or {}, arm)
-        except (KeyError, ValueError):
-            st = None
-    return st
+def server_state(m: dict) -> dict | None:
+    """The state a block's server kept between requests, as its meta records it (`server_state`: the block runner
+    records it as launched, and bracket.engines.provenance.read_block_metas reads it for a block measured before
+    that). None where no adapter could say."""
+    return m.get("server_state")
 
 
 def arm_record(name: str, metas: list[dict], arm: Arm | None) -> dict:
@@ -194,7 +186,7 @@ def arm_record(name: str, metas: list[dict], arm: Arm | None) -> dict:
     flags = launched_flags(launched["argv"], list(arm.args) if arm else []) if launched else None
     states: list = []
     for m in own:
-        st = server_state(m, arm)
+        st = server_state(m)
         if st not in states:
             states.append(st)
     first = own[0] if own else None
