@@ -3,7 +3,9 @@
 Read from the source (ast), nothing imported: every module under workflow/bracket/, every import in it,
 at module level or inside a function. A module belongs to the layer of the longest entry of LAYERS that
 names it or a package above it; a layer may import its own and lower layers only (ARCHITECTURE.md draws
-them). An import inside a function is how a circle hides, so one of a bracket module is refused unless
+them). Folders are the layers' parts: an entry names a folder of the package or a module at its root, never a
+module inside a folder, so every module of a folder stands in one layer; at folder scale, too, no import
+runs up and no folders import each other round a circle. An import inside a function is how a circle hides, so one of a bracket module is refused unless
 LOCAL_IMPORTS lists it with its reason; lazy imports of heavy third-party libraries are not this test's
 business.
 """
@@ -24,7 +26,8 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "foundation",
         "what every part shares: redaction, the shipped files, rule logs, raw records, the community's formats, "
-        "and the experiment as the typed value every stage is handed (generated from the schema; pydantic only)",
+        "and typed/: the experiment as the typed value every stage is handed (generated from the schema; pydantic "
+        "only)",
         (
             "bracket",
             "bracket.secrets",
@@ -247,6 +250,77 @@ def test_every_listed_local_import_still_exists():
     assert not stale, f"LOCAL_IMPORTS lists imports no module makes any more: {', '.join(stale)}; remove them."
 
 
+def folder_of(module: str, known: dict[str, Path] = KNOWN) -> str:
+    """The folder a module lies in: `bracket.X` for a module under workflow/bracket/X/, `bracket` for one at the root."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return "bracket"
+    top = ".".join(parts[:2])
+    return top if known[top].name == "__init__.py" else "bracket"
+
+
+def test_every_layer_entry_is_a_folder_or_a_module_at_the_root():
+    inside = [
+        p
+        for _, _, prefixes in LAYERS
+        for p in prefixes
+        if p in KNOWN and p != "bracket" and folder_of(p) != p and folder_of(p) != "bracket"
+    ]
+    assert not inside, (
+        f"LAYERS names modules inside a folder: {', '.join(inside)}. A folder stands in one layer: move the module "
+        f"to a folder of its layer (or a new one) and name that folder in LAYERS and ARCHITECTURE.md's floor plan."
+    )
+
+
+def test_every_folder_stands_in_one_layer():
+    layers: dict[str, set[str]] = {}
+    for m in KNOWN:
+        if layer_of(m) is not None:
+            layers.setdefault(folder_of(m), set()).add(LAYERS[layer_of(m)][0])
+    split = {f: sorted(names) for f, names in layers.items() if len(names) > 1}
+    assert not split, f"folders whose modules stand in different layers: {split}; move the odd ones out."
+
+
+def folder_graph(edges_: list[Edge], known: dict[str, Path] = KNOWN) -> dict[str, set[str]]:
+    """Which folders each folder imports (its modules' imports of other folders' modules)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges_:
+        a, b = folder_of(e.source, known), folder_of(e.target, known)
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def test_no_folder_imports_one_above_it_or_round_a_circle():
+    graph = folder_graph(EDGES)
+    up = []
+    for e in EDGES:
+        a, b = folder_of(e.source), folder_of(e.target)
+        if a == b:
+            continue
+        lo, hi = layer_of(a if a != "bracket" else e.source), layer_of(b if b != "bracket" else e.target)
+        if lo is not None and hi is not None and hi > lo:
+            up.append(f"{a}/ ({LAYERS[lo][0]}) imports {e.target} ({LAYERS[hi][0]}) at {_where(e)}")
+    assert not up, "arrows up at folder scale:\n" + "\n".join(up)
+    loops = [
+        " -> ".join(comp)
+        + ": "
+        + "; ".join(
+            sorted(
+                {
+                    f"{e.source} -> {e.target} ({_where(e)})"
+                    for e in EDGES
+                    if folder_of(e.source) in comp
+                    and folder_of(e.target) in comp
+                    and folder_of(e.source) != folder_of(e.target)
+                }
+            )
+        )
+        for comp in cycles(graph)
+    ]
+    assert not loops, "folders that import each other round a circle (move what both need lower):\n" + "\n".join(loops)
+
+
 def test_every_layer_names_modules_that_exist():
     stale = [p for _, _, prefixes in LAYERS for p in prefixes if p not in KNOWN]
     assert not stale, f"LAYERS names modules that do not exist: {', '.join(stale)}; remove or rename them."
@@ -293,3 +367,33 @@ def test_the_checker_sees_relative_local_and_attribute_imports(tmp_path):
 )
 def test_a_module_is_in_the_layer_of_its_longest_entry(module, layer):
     assert LAYERS[layer_of(module)][0] == layer
+
+
+def test_the_checker_sees_folders_that_import_each_other_without_a_circle_of_modules(tmp_path):
+    known = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "root.py": "from bracket.x import a\n",
+            "x/__init__.py": "",
+            "x/a.py": "from bracket.y import b\n",
+            "x/c.py": "",
+            "y/__init__.py": "",
+            "y/b.py": "",
+            "y/d.py": "from bracket.x import c\n",
+        },
+    )
+    found = edges(known)
+    modules_graph: dict[str, set[str]] = {}
+    for e in found:
+        modules_graph.setdefault(e.source, set()).add(e.target)
+    assert cycles(modules_graph) == []  # no module imports itself round a circle ...
+    graph = folder_graph(found, known)
+    assert graph == {"bracket": {"bracket.x"}, "bracket.x": {"bracket.y"}, "bracket.y": {"bracket.x"}}
+    assert cycles(graph) == [["bracket.x", "bracket.y"]]  # ... but the folders x/ and y/ do
+    assert [folder_of(m, known) for m in ("bracket", "bracket.root", "bracket.x", "bracket.x.a")] == [
+        "bracket",
+        "bracket",
+        "bracket.x",
+        "bracket.x",
+    ]
