@@ -40,6 +40,8 @@ CLASS_NAMES = {
     ("workloads", "*"): "Workload",
     ("workloads", "*", "grid"): "Grid",
     ("workloads", "*", "grid", "order", "[]"): "GridCell",
+    ("workloads", "*", "load"): "LoadSettings",
+    ("workloads", "*", "load", "slo"): "Slo",
     ("design",): "Design",
     ("request",): "Request",
     ("analysis",): "Analysis",

@@ -76,6 +76,13 @@ an experiment on it needs no model and no engine environment, and every timing i
 in advance, so the workflow's plumbing (blocks, faults, resumes, executors, the article) is tested
 on it in seconds.
 
+Batching mode (`step_base_s=a`, `step_per_stream_s=b`, optional `max_batch`): instead of a schedule per request,
+one engine thread runs continuous-batching decode steps of a + b * batch seconds, every active stream getting one
+event per step, so a load run has a known truth (per-user rate k / (a + b N), aggregate N k / (a + b N)):
+bracket.engines.reference_batching. The modules: reference_schedule (the schedule and its truth),
+reference_handler (the HTTP routes and the stream), reference_batching (the law), this one (the server's object,
+its process, its command line).
+
 Run it:  python -m bracket.engines.reference_server --port 8099 --ttft 0.05 --rate 500 --tokens-per-event 4
 Import:  with ReferenceServer(rate=500, tokens_per_event=4) as srv: ... srv.url ...
 """
@@ -85,7 +92,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import os
 import socket
 import subprocess
@@ -93,441 +99,36 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
-MODEL = "reference-model"
-VERSION = "bracket-reference-server 1"
-FAULTS = {"http500", "http400", "malformed", "truncate", "disconnect", "no_usage", "error_event", "stall"}
-PLAIN_FIELDS = frozenset(
-    {
-        "model",
-        "prompt",
-        "messages",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "stream",
-        "stream_options",
-        "ignore_eos",
-    }
+if not __package__:  # run as a file (python .../reference_server.py): the package's folder on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bracket.engines import reference_batching  # noqa: E402
+from bracket.engines.reference_batching import BatchEngine, BatchTruth, batch_truth, knee  # noqa: E402,F401
+from bracket.engines.reference_handler import _Handler, _HTTPServer  # noqa: E402
+from bracket.engines.reference_schedule import (  # noqa: E402,F401  (the server's public names, as before the split)
+    API_KEY_ENV,
+    FAULTS,
+    MODEL,
+    PLAIN_FIELDS,
+    VERSION,
+    WORDS,
+    RequestLog,
+    Truth,
+    _check,
+    _count_words,
+    _sleep_until,
+    _token_id,
+    _token_text,
+    event_tokens,
+    events_of,
+    release_index,
+    truth,
+    word_vocab,
 )
-# The server reads its API key from here (engines/reference.py names it to the session, which redacts it).
-API_KEY_ENV = "BRACKET_REFERENCE_API_KEY"
-WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "runs")
-
-
-@dataclass(frozen=True)
-class Truth:
-    """What a perfect client reports for one request (see the module docstring for formulas)."""
-
-    tokens: int
-    events: int
-    ttft_s: float
-    wall_s: float
-    decode_tok_s: float
-    tg_tok_s: float | None
-    acceptance_length: float
-    events_tg_tok_s: float | None  # what counting events instead of tokens gives (llama-benchy 0.4's bug)
-    burst: int = 1  # events released together (bursty delivery)
-    delivered_ttft_s: float = 0.0  # when the client can see the first event
-    delivered_tg_tok_s: float | None = None  # (n - 1) / (first->last event as delivered)
-
-
-def events_of(n: int, k: int, prefill_token: bool = False) -> int:
-    """How many events carry n tokens: k at a time, or the prefill's one token first and then k at a time."""
-    return 1 + math.ceil((n - 1) / k) if prefill_token else math.ceil(n / k)
-
-
-def event_tokens(j: int, n: int, k: int, prefill_token: bool = False) -> tuple[int, int]:
-    """Tokens [lo, hi) of event j."""
-    if prefill_token:
-        return (0, 1) if j == 0 else (1 + (j - 1) * k, min(1 + j * k, n))
-    return j * k, min(j * k + k, n)
-
-
-def truth(
-    n: int, rate: float, tokens_per_event: int, ttft: float, burst: int = 1, prefill_token: bool = False
-) -> Truth:
-    """The exact values of the schedule for a request of `n` tokens (delivered `burst` events at a time;
-    with `prefill_token`, the first event carries one token, as a real engine's prefill makes)."""
-    if n < 1 or rate <= 0 or tokens_per_event < 1 or ttft < 0 or burst < 1:
-        raise ValueError(
-            f"need n >= 1, rate > 0, tokens_per_event >= 1, ttft >= 0, burst >= 1; got {n}, {rate}, "
-            f"{tokens_per_event}, {ttft}, {burst}"
-        )
-    k = tokens_per_event
-    e = events_of(n, k, prefill_token)
-    span = (e - 1) * k / rate
-    wall = ttft + span
-    tg = (n - 1) / span if span > 0 else None
-    ev_tg = (e - 1) / span if span > 0 else None
-    first = min(burst, e) - 1  # index of the event whose deadline releases the first group
-    seen_span = (e - 1 - first) * k / rate
-    return Truth(
-        tokens=n,
-        events=e,
-        ttft_s=ttft,
-        wall_s=wall,
-        decode_tok_s=n / wall,
-        tg_tok_s=tg,
-        acceptance_length=n / e,
-        events_tg_tok_s=ev_tg,
-        burst=burst,
-        delivered_ttft_s=ttft + first * k / rate,
-        delivered_tg_tok_s=(n - 1) / seen_span if seen_span > 0 else None,
-    )
-
-
-def release_index(j: int, events: int, burst: int) -> int:
-    """The event whose deadline releases event j: the last of j's group of `burst`."""
-    return min((j // burst) * burst + burst, events) - 1
-
-
-@dataclass
-class RequestLog:
-    """The realised timeline of one request, on CLOCK_MONOTONIC."""
-
-    path: str
-    t_recv: float
-    n_tokens: int = 0
-    event_times: list[float] = field(default_factory=list)
-    deadlines: list[float] = field(default_factory=list)
-    t_done: float | None = None
-
-    @property
-    def max_lateness_s(self) -> float:
-        return max((t - d for t, d in zip(self.event_times, self.deadlines)), default=0.0)
-
-    def summary(self) -> dict:
-        return {
-            "path": self.path,
-            "t_recv": self.t_recv,
-            "n_tokens": self.n_tokens,
-            "events": len(self.event_times),
-            "t_first_event": self.event_times[0] if self.event_times else None,
-            "t_last_event": self.event_times[-1] if self.event_times else None,
-            "t_done": self.t_done,
-            "max_lateness_s": self.max_lateness_s,
-        }
-
-
-def _token_text(i: int) -> str:
-    return " " + WORDS[i % len(WORDS)]
-
-
-def _token_id(i: int) -> int:
-    """Token i's id: WORDS[j] has id j + 1 (0 is [UNK]), as in `word_vocab()`."""
-    return i % len(WORDS) + 1
-
-
-def word_vocab() -> dict[str, int]:
-    """The vocabulary a client-side word-level tokenizer needs to count this server's tokens exactly."""
-    return {"[UNK]": 0, **{w: j + 1 for j, w in enumerate(WORDS)}}
-
-
-def _count_words(text: str) -> int:
-    return max(1, len(text.split()))
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # TCP_NODELAY, as uvicorn (asyncio) and llama-server (cpp-httplib built with CPPHTTPLIB_TCP_NODELAY)
-    # set it: with Nagle's algorithm on, a small write waits for the ACK of the one before, which the
-    # client's delayed ACK holds up to 40 ms, and two groups of a bursty stream would arrive as one.
-    disable_nagle_algorithm = True
-    server: "_HTTPServer"
-
-    def log_message(self, fmt, *args):  # quiet: the harness is timing us
-        pass
-
-    def parse_request(self):
-        # The schedule starts when the request line has arrived, before header parsing (which
-        # costs http.server a few hundred microseconds that are ours, not the client's).
-        self.t_arrive = time.monotonic()
-        return super().parse_request()
-
-    # ---- plumbing -------------------------------------------------------------------------
-    def _send_json(self, status: int, obj: dict | str, content_type: str = "application/json") -> None:
-        body = (obj if isinstance(obj, str) else json.dumps(obj)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    # ---- GET ------------------------------------------------------------------------------
-    def do_GET(self):
-        ref = self.server.ref
-        if self._refused():
-            return
-        if self.path == "/health":
-            self._send_json(200, "", "text/plain")
-        elif self.path == "/version" and not ref.generic:
-            self._send_json(200, {"version": VERSION})
-        elif self.path == "/v1/models":
-            card = {"id": ref.served_model_name, "object": "model", "owned_by": "bracket"}
-            if ref.max_model_len is not None:
-                card["max_model_len"] = ref.max_model_len
-            self._send_json(200, {"object": "list", "data": [card]})
-        elif self.path == "/metrics" and not ref.generic:
-            self._send_json(200, ref.metrics_text(), "text/plain; version=0.0.4")
-        elif self.path.startswith("/reference/log"):
-            self._send_json(200, {"requests": [r.summary() for r in list(ref.log)[-1000:]]})
-        elif self.path == "/reference/config":
-            self._send_json(200, ref.config())
-        else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-
-    # ---- POST -----------------------------------------------------------------------------
-    def _tokenize(self, raw: bytes) -> None:
-        """vLLM's /tokenize: one token per word, the count a completion's usage reports for the prompt."""
-        try:
-            req = json.loads(raw or b"{}")
-            words = str(req["prompt"]).split()
-        except (ValueError, TypeError, KeyError) as exc:
-            return self._send_json(400, {"error": {"message": f"bad tokenize body: {exc}", "type": "BadRequestError"}})
-        ids = [WORDS.index(w) + 1 if w in WORDS else 0 for w in words]
-        if req.get("add_special_tokens", True) and not ids:
-            ids = [0]  # as usage counts an empty prompt: one token
-        self._send_json(
-            200,
-            {"count": len(ids), "max_model_len": self.server.ref.max_model_len or 0, "tokens": ids, "token_strs": None},
-        )
-
-    def _refused(self) -> bool:
-        """Answer 401 to a /v1/* or /tokenize request without the server's key, as vLLM's --api-key does."""
-        key = self.server.ref.api_key
-        if not key or not (self.path.startswith("/v1/") or self.path == "/tokenize"):
-            return False
-        if self.headers.get("Authorization") == f"Bearer {key}":
-            return False
-        self._send_json(401, {"error": "Unauthorized"})
-        return True
-
-    def do_POST(self):
-        ref = self.server.ref
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        t_recv = self.t_arrive
-        if self._refused():
-            return
-        if self.path == "/reference/config":
-            try:
-                ref.configure(**json.loads(raw or b"{}"))
-            except (ValueError, TypeError) as exc:
-                return self._send_json(400, {"error": {"message": str(exc), "type": "invalid_request"}})
-            return self._send_json(200, ref.config())
-        if self.path == "/tokenize" and not ref.generic:
-            return self._tokenize(raw)
-        chat = self.path == "/v1/chat/completions"
-        if self.path not in ("/v1/completions", "/v1/chat/completions"):
-            return self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-        fault = self.headers.get("X-Reference-Fault") or ref.fault
-        if fault == "http500":
-            return self._send_json(500, {"error": {"message": "injected internal error", "type": "server_error"}})
-        try:
-            req = json.loads(raw)
-            n_max = int(
-                next((req[key] for key in ("max_tokens", "max_completion_tokens") if req.get(key) is not None), 16)
-            )
-        except (ValueError, TypeError) as exc:
-            return self._send_json(400, {"error": {"message": f"bad request body: {exc}", "type": "invalid_request"}})
-        if fault == "http400" or n_max < 1:
-            return self._send_json(
-                400,
-                {
-                    "error": {
-                        "message": f"max_tokens must be >= 1 (got {n_max})" if n_max < 1 else "injected bad request",
-                        "type": "BadRequestError",
-                        "code": 400,
-                    }
-                },
-            )
-        if chat:
-            prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in req.get("messages") or [])
-        else:
-            prompt_tokens = _count_words(str(req.get("prompt", "")))
-        if ref.max_model_len is not None and prompt_tokens + n_max > ref.max_model_len:
-            return self._send_json(
-                400,
-                {
-                    "error": {
-                        "message": f"This model's maximum context length is {ref.max_model_len} tokens. However, you "
-                        f"requested {prompt_tokens + n_max} tokens ({prompt_tokens} in the messages, {n_max} in "
-                        f"the completion). Please reduce the length of the messages or completion.",
-                        "type": "BadRequestError",
-                        "code": 400,
-                    }
-                },
-            )
-        if ref.generic and req.get("model") != ref.served_model_name:
-            return self._send_json(
-                404,
-                {
-                    "error": {
-                        "message": f"The model `{req.get('model')}` does not exist.",
-                        "type": "NotFoundError",
-                        "code": 404,
-                    }
-                },
-            )
-        n = n_max
-        finish = "length"
-        honoured = req.get("ignore_eos") and not ref.ignores_ignore_eos
-        if ref.eos_after is not None and not honoured and ref.eos_after < n_max:
-            n, finish = ref.eos_after, "stop"
-        log = RequestLog(path=self.path, t_recv=t_recv, n_tokens=n)
-        ref._record(log)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
-        if not ref.generic:
-            usage["prompt_tokens_details"] = {"cached_tokens": 0}
-        rid = f"cmpl-ref-{id(log):x}"
-        created = int(time.time())
-        obj = "chat.completion.chunk" if chat else "text_completion"
-        k, rate, ttft, burst = ref.tokens_per_event, ref.rate, ref.ttft, ref.burst
-        if ref.body_cost and set(req) - PLAIN_FIELDS:
-            rate = rate / (1 + ref.body_cost)
-        e = events_of(n, k, ref.prefill_token)
-        if not req.get("stream"):
-            # Non-streaming: the whole body at the time the last event would have gone.
-            _sleep_until(t_recv + ttft + (e - 1) * k / rate)
-            text = "".join(_token_text(i) for i in range(n))
-            choice = (
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-                if chat
-                else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
-            )
-            log.t_done = time.monotonic()
-            return self._send_json(
-                200,
-                {
-                    "id": rid,
-                    "object": "chat.completion" if chat else "text_completion",
-                    "created": created,
-                    "model": ref.served_model_name,
-                    "choices": [choice],
-                    "usage": usage,
-                },
-            )
-        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-        want_ids = bool(req.get("return_token_ids")) and ref.token_ids
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self.wfile.flush()
-        head = {"id": rid, "object": obj, "created": created, "model": ref.served_model_name}
-
-        def event(choice: dict, **extra) -> bytes:
-            return b"data: " + json.dumps({**head, "choices": [choice], **extra}).encode() + b"\n\n"
-
-        try:
-            if chat:
-                # vLLM opens a chat stream with a role-only chunk before any token: a TTFT trap.
-                self._chunk(
-                    event(
-                        {
-                            "index": 0,
-                            "delta": {"role": "assistant", "content": ""},
-                            "logprobs": None,
-                            "finish_reason": None,
-                        }
-                    )
-                )
-            held: list[tuple[bytes, float, int]] = []
-            for j in range(e):
-                lo, hi = event_tokens(j, n, k, ref.prefill_token)
-                text = "".join(_token_text(i) for i in range(lo, hi))
-                last = hi == n
-                fr = finish if last else None
-                choice = (
-                    {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": fr}
-                    if chat
-                    else {"index": 0, "text": text, "logprobs": None, "finish_reason": fr}
-                )
-                if want_ids:
-                    choice["token_ids"] = [_token_id(i) for i in range(lo, hi)]
-                payload = event(choice)
-                if fault == "malformed" and j == 1:
-                    payload = b'data: {"id": "' + rid.encode() + b'", "choices": [{"text": "oops"\n\n'
-                if fault == "error_event" and j == 1:
-                    payload = b'data: {"error": {"message": "injected engine failure", "code": 500}}\n\n'
-                # Made at t_recv + ttft + j k / rate; released with the last event of its group of `burst`.
-                deadline = t_recv + ttft + release_index(j, e, burst) * k / rate
-                if fault == "stall":
-                    deadline += 60.0
-                held.append((payload, deadline, hi - lo))
-                if j == release_index(j, e, burst) or (fault in ("truncate", "disconnect", "error_event") and j == 1):
-                    _sleep_until(deadline)
-                    self.wfile.write(
-                        b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk, _, _ in held)
-                    )  # one write
-                    self.wfile.flush()
-                    now = time.monotonic()
-                    for _, due, tokens in held:
-                        log.event_times.append(now)
-                        log.deadlines.append(due)
-                        ref._count_step(tokens)
-                    held = []
-                if fault == "truncate" and j == 1:
-                    self.close_connection = True
-                    self.wfile.write(b"0\r\n\r\n")  # a clean end of body, but no [DONE]
-                    return
-                if fault == "disconnect" and j == 1:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if fault == "error_event" and j == 1:
-                    break
-            if include_usage and fault != "no_usage":
-                self._chunk(b"data: " + json.dumps({**head, "choices": [], "usage": usage}).encode() + b"\n\n")
-            ref._finished(decode_s=(e - 1) * k / rate, tokens=n)  # before [DONE], as vLLM counts it before the end
-            self._chunk(b"data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-            log.t_done = time.monotonic()
-        except ConnectionError:  # the client hung up: the fault tests do that on purpose
-            self.close_connection = True
-
 
 _KEEP = object()
-
-
-def _check(rate, ttft, tokens_per_event, fault, burst=1, prefill_token=False, body_cost=0.0) -> None:
-    if float(body_cost) < 0:
-        raise ValueError(f"body_cost must be >= 0 (a fraction of the per-token time), got {body_cost}")
-    if not isinstance(prefill_token, bool):
-        raise ValueError(f"prefill_token must be true or false, got {prefill_token!r}")
-    if int(burst) < 1:
-        raise ValueError(f"burst must be >= 1 events released together, got {burst}")
-    if not 1 <= int(tokens_per_event) <= 8:
-        raise ValueError(f"tokens_per_event must be 1..8, got {tokens_per_event}")
-    if float(rate) <= 0 or float(ttft) < 0:
-        raise ValueError(f"rate must be > 0 and ttft >= 0, got rate={rate}, ttft={ttft}")
-    if fault is not None and fault not in FAULTS:
-        raise ValueError(f"unknown fault {fault!r}; choose one of {sorted(FAULTS)}")
-
-
-def _sleep_until(deadline: float) -> None:
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(left)
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    ref: "ReferenceServer"
-
-    def handle_error(self, request, client_address):
-        # A client that hangs up mid-stream is a case under test, not a server fault.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 class ReferenceServer:
@@ -570,6 +171,9 @@ class ReferenceServer:
         max_model_len: int | None = None,
         served_model_name: str = MODEL,
         api_key: str | None = None,
+        step_base_s: float | None = None,
+        step_per_stream_s: float = 0.0,
+        max_batch: int | None = None,
     ):
         _check(rate, ttft, tokens_per_event, fault, burst, prefill_token, body_cost)
         self.api_key = api_key or None
@@ -593,6 +197,22 @@ class ReferenceServer:
         self._httpd.ref = self
         self.host, self.port = self._httpd.server_address[:2]
         self._thread: threading.Thread | None = None
+        self.batcher: BatchEngine | None = None
+        self._set_batching(step_base_s, step_per_stream_s, max_batch)
+
+    def _set_batching(self, step_base_s, step_per_stream_s, max_batch) -> None:
+        """Batching mode on (a step law given) or off (None): a new engine thread for the streams that come next."""
+        reference_batching.check(step_base_s, step_per_stream_s, max_batch)
+        if self.batcher is not None:
+            self.batcher.stop()
+        self.batcher = None if step_base_s is None else BatchEngine(step_base_s, step_per_stream_s or 0.0, max_batch)
+
+    def batch_truth(self, users: int) -> BatchTruth:
+        """The batching law's values for `users` streams always in flight (batching mode only)."""
+        if self.batcher is None:
+            raise ValueError("batch_truth needs batching mode: start the server with step_base_s")
+        b = self.batcher
+        return batch_truth(b.a, b.b, users, self.tokens_per_event, b.max_batch)
 
     @property
     def url(self) -> str:
@@ -613,6 +233,9 @@ class ReferenceServer:
             "burst": self.burst,
             "prefill_token": self.prefill_token,
             "body_cost": self.body_cost,
+            "step_base_s": None if self.batcher is None else self.batcher.a,
+            "step_per_stream_s": 0.0 if self.batcher is None else self.batcher.b,
+            "max_batch": None if self.batcher is None else self.batcher.max_batch,
         }
 
     def configure(
@@ -628,6 +251,9 @@ class ReferenceServer:
         burst=_KEEP,
         prefill_token=_KEEP,
         body_cost=_KEEP,
+        step_base_s=_KEEP,
+        step_per_stream_s=_KEEP,
+        max_batch=_KEEP,
     ) -> None:
         """Change the schedule for later requests (one server serves a whole grid).
 
@@ -646,6 +272,9 @@ class ReferenceServer:
             "burst": burst,
             "prefill_token": prefill_token,
             "body_cost": body_cost,
+            "step_base_s": step_base_s,
+            "step_per_stream_s": step_per_stream_s,
+            "max_batch": max_batch,
         }
         new.update({key: v for key, v in given.items() if v is not _KEEP})
         if tokens_per_event is not _KEEP and draft_budget is _KEEP:
@@ -668,6 +297,9 @@ class ReferenceServer:
         )
         self.draft_budget = self.tokens_per_event - 1 if new["draft_budget"] is None else int(new["draft_budget"])
         self.eos_after, self.fault, self.token_ids = new["eos_after"], new["fault"], bool(new["token_ids"])
+        law = (new["step_base_s"], new["step_per_stream_s"], new["max_batch"])
+        if law != (self.config()["step_base_s"], self.config()["step_per_stream_s"], self.config()["max_batch"]):
+            self._set_batching(*law)
 
     def _record(self, log: RequestLog) -> None:
         with self._lock:
@@ -695,7 +327,7 @@ class ReferenceServer:
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
             "# TYPE vllm:num_requests_running gauge",
-            f'vllm:num_requests_running{{engine="0",model_name={name}}} 0.0',
+            f'vllm:num_requests_running{{engine="0",model_name={name}}} {float(self.running)}',
         ]
         with self._lock:
             hist = {"request_decode_time_seconds": self._decode_s, "request_generation_tokens": self._gen_tokens}
@@ -720,6 +352,11 @@ class ReferenceServer:
                 ]
         return "\n".join(lines) + "\n"
 
+    @property
+    def running(self) -> int:
+        """Streams in the batch now (batching mode; 0 otherwise)."""
+        return 0 if self.batcher is None else self.batcher.running
+
     def start(self) -> "ReferenceServer":
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
@@ -731,6 +368,8 @@ class ReferenceServer:
         return self
 
     def stop(self) -> None:
+        if self.batcher is not None:
+            self.batcher.stop()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -885,6 +524,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="start a second, sleeping process in the server's process group, as vLLM's engine core",
     )
+    ap.add_argument(
+        "--step-base",
+        type=float,
+        default=None,
+        help="batching mode: each decode step takes STEP_BASE + STEP_PER_STREAM * batch seconds (default off)",
+    )
+    ap.add_argument("--step-per-stream", type=float, default=0.0, help="batching mode: seconds per stream per step")
+    ap.add_argument("--max-batch", type=int, default=None, help="batching mode: most streams per step (default none)")
     a = ap.parse_args(argv)
     srv = ReferenceServer(
         rate=a.rate,
@@ -904,6 +551,9 @@ def main(argv: list[str] | None = None) -> None:
         max_model_len=a.max_model_len,
         served_model_name=a.served_model_name,
         api_key=os.environ.get(API_KEY_ENV),
+        step_base_s=a.step_base,
+        step_per_stream_s=a.step_per_stream,
+        max_batch=a.max_batch,
     )
     core = None
     if a.core_process:  # same process group: only a teardown that signals the whole group stops it

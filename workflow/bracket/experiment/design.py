@@ -149,3 +149,16 @@ def read(path: str | Path) -> list[Block]:
             )
             for r in csv.DictReader(f)
         ]
+
+
+def level_order(n_levels: int, index: int) -> list[int]:
+    """The order a block runs a load workload's levels in: 0..n-1 rotated left by `index` (the block's round).
+
+    Over n consecutive rounds every level runs once at every position, so a level's value is not tied to what
+    ran before it in a block (a server warmed by a heavier level, memory growing through the block); the arms of
+    one round run the levels in the same order, so a comparison within a round is of like with like.
+    """
+    if n_levels < 1:
+        raise ValueError(f"a load workload has at least one level, got {n_levels}")
+    shift = index % n_levels
+    return [(i + shift) % n_levels for i in range(n_levels)]

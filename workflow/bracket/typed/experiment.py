@@ -153,11 +153,40 @@ class Grid(Node):
     order: tuple[GridCell, ...] | None = None
 
 
+class Slo(Node):
+    """The service level goodput counts against (absent: no goodput); a request meets it when its TTFT and TPOT
+    are within both limits, as MLPerf states its LLM limits.
+    """
+
+    ttft_s: int | float | None = None
+    tpot_s: int | float | None = None
+
+
+class LoadSettings(Node):
+    """load only (and required for it): many users at once, at each of several levels, every level a cell of the
+    bracketed design (bracket.measure.load).
+    """
+
+    users: tuple[int, ...] | None = None
+    rate: tuple[int | float, ...] | None = None
+    arrivals: Literal["poisson", "constant"] | None = None
+    seed: int | None = None
+    think_s: int | float | None = None
+    warmup_s: int | float | None = None
+    steady_s: int | float | None = None
+    drain_s: int | float | None = None
+    output_tokens: tuple[int, ...] | None = None
+    prompt_words: tuple[int, ...] | None = None
+    lag_tolerance_s: int | float | None = None
+    cpu_limit: int | float | None = None
+    slo: Slo | None = None
+
+
 class Workload(Node):
     """An entry of experiment.workloads."""
 
     prompts: str
-    kind: Literal["single", "arena"] | None = None
+    kind: Literal["single", "arena", "load"] | None = None
     depth: int | None = None
     prompt_tokens: int | None = None
     users: int | None = None
@@ -169,6 +198,7 @@ class Workload(Node):
     latency: Literal["none", "api", "generation"] | None = None
     grid: Grid | None = None
     text: str | None = None
+    load: LoadSettings | None = None
 
 
 class Design(Node):
