@@ -374,7 +374,7 @@ def test_a_version_3_file_gets_the_provenance_the_analysis_states_from_the_block
         failed_attempts=[],
         model_build=json.loads((FIXTURE / "raw" / "model-build.json").read_text()),
     )
-    assert got["stats_version"] == 4 and got["provenance"] == today["provenance"]
+    assert got["stats_version"] == 5 and got["provenance"] == today["provenance"]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pandas as pd
 
 from bracket import records
 from bracket.controls.corrections import load_corrections
-from bracket.stats.contract import current, require
+from bracket.stats.contract import require, upgrade
+from bracket.stats.results import Stats
 from bracket.stats.stated import SCHEDULE_COLUMNS
 
 
@@ -23,12 +24,13 @@ class Data:
 
     name: str
     runs: pd.DataFrame
-    stats: dict
+    stats: dict  # stats.json as JSON data (results.data()), for the article's modules not yet reading `results`
     schedule: pd.DataFrame  # the planned blocks, from stats.json's experiment.schedule
     raw: list  # raw records (with output_text), for the outputs' excerpts
     corrections: list | None
     corrections_path: str
     out_dir: Path
+    results: Stats | None = None  # stats.json, typed and frozen (bracket.stats.results): read its attributes
 
     @property
     def experiment(self) -> dict:
@@ -104,8 +106,8 @@ def load(
 
     stats.json states every number and judgement, the experiment, byte account and ceiling as the article
     names them, and what ran (`provenance`: the blocks' meta, the failed attempts, the model's build record)
-    (version 4; an older file stops here with the command that analyses it again,
-    bracket.stats.contract.require); runs.csv gives the raw tables. The blocks' raw records give the outputs'
+    (read through bracket.stats.contract.upgrade into a `Stats`; a file before version 4 stops here with the
+    command that analyses it again, bracket.stats.contract.require); runs.csv gives the raw tables. The blocks' raw records give the outputs'
     excerpts where they are there: `block_files` (the blocks the schedule ran), else every block-K.jsonl in
     `meta_dir` (the raw folder: the notebook on its own, the fixture).
     """
@@ -113,14 +115,16 @@ def load(
     for col in ("valid", "warmup"):
         if col in runs:
             runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
-    stats = require(current(json.loads(Path(stats_json).read_text()), runs=runs), stats_json)
+    results = require(upgrade(json.loads(Path(stats_json).read_text()), runs=runs), stats_json)
+    stats = results.data()
     if block_files is None:
         block_files = sorted(Path(meta_dir).glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
     raw = records.read([Path(p) for p in block_files])
-    plan = stats["experiment"].get("schedule") or []
+    plan = [row.model_dump() for row in results.experiment.schedule]
     return Data(
-        name=stats["experiment"].get("name") or Path(stats_json).parent.name,
+        name=results.experiment.name or Path(stats_json).parent.name,
         runs=runs,
+        results=results,
         stats=stats,
         schedule=pd.DataFrame(plan, columns=list(SCHEDULE_COLUMNS)),
         raw=raw,

@@ -19,6 +19,7 @@ from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
 from bracket.stats import sequential as seq
 from bracket.stats import speculative as spec
+from bracket.stats.best import best, recommend, workload_order  # noqa: F401  (recommend: older callers)
 from bracket.stats.cells import cell_summaries, compare_arms, first_run_slow, valid_rows
 from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
@@ -62,13 +63,6 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
     return obj
-
-
-def workload_order(experiment: Experiment | None, runs: pd.DataFrame) -> list[str]:
-    """Workloads in the experiment's order, then any others the runs name, sorted (the article's order)."""
-    found = set(runs["workload"].astype(str)) if "workload" in runs else set()
-    seen = [w for w in (experiment.workloads if experiment is not None else {}) if w in found]
-    return seen + sorted(found - set(seen))
 
 
 def _counts(runs: pd.DataFrame, frame: pd.DataFrame) -> dict:
@@ -500,7 +494,7 @@ def analyze(
         payload = F.NeverDrafted(int(c["runs"]), c["draft_budget"])
         warnings.append(Finding(K.NEVER_DRAFTED, payload, arm=c["arm"], workload=c["workload"]))
     out["levels"] = _levels(runs, experiment, valid)
-    out["best"] = _best(out["cells"], out["comparisons"], medians, reference)
+    out["best"] = best(out["cells"], out["comparisons"], medians, reference)
     plain = [a for a, arm in experiment.arms.items() if arm.speculative is None]
     out["physics"] = None
     if ceiling is not None or weights is not None:
@@ -636,54 +630,3 @@ def _levels(runs, experiment, valid):
             continue
         out.append({"arm": str(arm), "workload": str(wl), "block_cost_runs": cost, **dataclasses.asdict(lv)})
     return out
-
-
-def recommend(fastest: str, verdict: str | None, reference: str) -> tuple[str, str]:
-    """What to run on a workload: the fastest arm only when it is the reference or shown faster.
-
-    Returns (arm, because): "reference fastest", "shown faster", or "not shown" (the fastest
-    median's advantage did not survive its verdict: keep the reference until more runs settle it).
-    """
-    if fastest == reference:
-        return reference, "reference fastest"
-    if verdict == "faster":
-        return fastest, "shown faster"
-    return reference, "not shown"
-
-
-def _best(cells, comparisons, medians, reference):
-    best = {}
-    for wl in sorted({c["workload"] for c in cells}):
-        here = [c for c in cells if c["workload"] == wl]
-        top = max(here, key=lambda c: c["median"])
-        ref = medians.get((reference, wl))
-        comp = next((c for c in comparisons if c["workload"] == wl and c["candidate"] == top["arm"]), None)
-        # The fastest of k arms was picked after looking: its CI is the multiplicity-adjusted one
-        # its verdict rests on (Holm over every comparison), not the unadjusted raw CI; the ratio quoted
-        # beside it is the estimate that CI is centred on (raw or drift-adjusted, from block medians),
-        # not the ratio of the two arms' run medians, which is kept apart.
-        of_medians = top["median"] / ref if ref else None
-        if comp:
-            est = comp["ratio"]
-        else:
-            est = of_medians
-        use, why = recommend(top["arm"], comp["verdict"] if comp else None, reference)
-        best[wl] = {
-            "arm": top["arm"],
-            "median": top["median"],
-            "n": top["n"],
-            "min": top["min"],
-            "use": use,
-            "use_because": why,
-            "max": top["max"],
-            "ratio_to_reference": est,
-            "ratio_of_medians": of_medians,
-            "ci_low": comp["ci_low"] if comp else None,
-            "ci_high": comp["ci_high"] if comp else None,
-            "ci_level": comp["ci_level"] if comp else None,
-            "ci_basis": comp["basis"] if comp else None,
-            "picked_from": len(here),
-            "verdict": comp["verdict"] if comp else None,
-            "undetermined": comp["undetermined"] if comp else None,
-        }
-    return best

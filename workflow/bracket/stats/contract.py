@@ -30,6 +30,11 @@ meta, failed_attempts.json and build.json. `current` fills it in from those wher
 blocks' metas with the experiment); the article passes none, so a version 3 file stops it with `require`'s
 message.
 
+Version 5 (issue 42) is the same JSON as version 4, described once: the typed, frozen models of
+bracket.stats.results (`Stats`) and their JSON Schema, workflow/schemas/stats.schema.json. `upgrade` is the one
+place a stats.json is read: any version in, a `Stats` out (what today's file holds, and what an older file held
+that it could not fill in left None).
+
 Today (bracket.stats.compare.Comparison, bracket.stats.analyze): a comparison's ``ratio`` with
 ``ci_low`` / ``ci_high`` at ``ci_level`` is the estimate and interval the verdict rests on, and
 ``raw_ratio`` / ``raw_ci_*`` the fit without the drift term. Files written before issue 29 named
@@ -41,6 +46,7 @@ through `current` first.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +56,7 @@ import pandas as pd
 from bracket.physics.ceiling import measured
 from bracket.stats import speculative as spec
 from bracket.stats import stated
-from bracket.stats.analyze import recommend, workload_order
+from bracket.stats.best import recommend, workload_order
 from bracket.stats.coverage import unmeasured
 from bracket.stats.design_ran import design_ran
 from bracket.stats.drift import worst as worst_drift
@@ -58,12 +64,11 @@ from bracket.stats.efficiency import above_ceiling, reference_reading
 from bracket.stats.findings import Finding, FindingKind, Recorded
 from bracket.stats.provenance import provenance
 from bracket.stats.reasons import Undetermined, Why
+from bracket.stats.results import VERSION, Stats
 from bracket.stats.sequential import METHOD
 
 if TYPE_CHECKING:
     from bracket.typed.experiment import Experiment
-
-VERSION = 4
 
 OLD = ("verdict_ci_low", "verdict_ci_high", "verdict_ci_level")
 #: An adaptive design's `multiplicity.method` as version 3 files wrote it before it became a code.
@@ -143,8 +148,50 @@ def current(
         out = _version_3(out, cfg, runs, ceiling, weights, schedule, name)
     if out.get("stats_version", 1) == 3 and cfg is not None and metas is not None:
         prov = provenance(metas, failed_attempts, model_dir, model_build, cfg)
-        out = {**out, "stats_version": VERSION, "provenance": prov}
+        out = {**out, "stats_version": 4, "provenance": prov}
+    if out.get("stats_version", 1) == 4:  # version 5 is version 4's JSON, described by bracket.stats.results
+        out = {**out, "stats_version": VERSION}
     return _sequential_method(out)
+
+
+def upgrade(raw: dict, **inputs) -> Stats:
+    """Any stats.json, as read from the file, as a `Stats`: `current` with `inputs` (its keyword arguments: the
+    experiment, runs.csv, ceiling.json ... where the caller has them), then the shapes of files before version 3
+    in today's (`older_shapes`). Every reader of stats.json reads it through here; what an older file lacks and
+    `inputs` could not fill is None (the article refuses such a file: `require`)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"a stats.json holds one JSON object, not {type(raw).__name__}: read the file again.")
+    return Stats.model_validate(older_shapes(current(raw, **inputs)))
+
+
+def older_shapes(stats: dict) -> dict:
+    """A file before version 3 in today's shapes where no input is needed: drift's `cov_type` sentence as its
+    `ci_method` (said as recorded), a rounds_needed_for written as "+/-18.5%" as the fraction 0.185, and a comparison's
+    or `best` entry's `undetermined_reason` as an `undetermined` record (`recorded_reason`)."""
+    if (stats.get("stats_version") or 1) >= 3:
+        return stats
+    out = dict(stats)
+    out["drift"] = {
+        w: ({**{k: v for k, v in d.items() if k != "cov_type"}, "ci_method": d.get("ci_method", d["cov_type"])})
+        if isinstance(d, dict) and "cov_type" in d
+        else d
+        for w, d in (stats.get("drift") or {}).items()
+    }
+    for key in ("comparisons", "undetermined"):
+        if stats.get(key) is not None:
+            out[key] = [_fraction(recorded_reason(c) if key == "comparisons" else c) for c in stats[key]]
+    if isinstance(stats.get("best"), dict):
+        out["best"] = {w: recorded_reason(b) for w, b in stats["best"].items()}
+    return out
+
+
+def _fraction(row: dict) -> dict:
+    """rounds_needed_for as a fraction where an older file wrote it as a percentage string ("+/-18.5%")."""
+    text = row.get("rounds_needed_for")
+    if not isinstance(text, str):
+        return row
+    m = re.fullmatch(r"\s*(?:\+/-|±)?\s*([0-9.]+)\s*%\s*", text)
+    return {**row, "rounds_needed_for": float(m.group(1)) / 100 if m else None}
 
 
 def _sequential_method(stats: dict) -> dict:
@@ -164,18 +211,18 @@ class OldStats(ValueError):
     """A stats.json from before version 4, which lacks what the article states (`require`)."""
 
 
-def require(stats: dict, path) -> dict:
-    """`stats` (passed through `current`) if it holds all the article reads; else OldStats naming the fix."""
-    if stats.get("stats_version", 1) >= VERSION and "experiment" in stats and "provenance" in stats:
+def require(stats: Stats, path) -> Stats:
+    """`stats` (read through `upgrade`) if it holds all the article reads; else OldStats naming the fix."""
+    if stats.stats_version >= 4 and stats.experiment is not None and stats.provenance is not None:
         return stats
     name = Path(path).parent.name or "NAME"
     raise OldStats(
-        f"{path}: stats.json version {stats.get('stats_version', 1)} lacks what the article states since version "
-        f"{VERSION} (the experiment as it ran, the byte account and the ceiling, and what ran: the blocks' "
+        f"{path}: stats.json version {stats.stats_version} lacks what the article states since version "
+        f"4 (the experiment as it ran, the byte account and the ceiling, and what ran: the blocks' "
         f"provenance, the failed attempts, the model's build record); the article reads no experiment file, meta "
         f"or build record. Analyse the records again (nothing is measured again):\n  snakemake --cores 1 "
         f"results/{name}/stats.json --forcerun analyze\nor, from Python, pass the file through "
-        "bracket.stats.contract.current with the experiment (cfg), weights.json, ceiling.json, schedule.csv, the "
+        "bracket.stats.contract.upgrade with the experiment (cfg), weights.json, ceiling.json, schedule.csv, the "
         "blocks' metas, failed_attempts.json and the model's build.json."
     )
 

@@ -1,0 +1,124 @@
+"""stats.json as typed, frozen values: `Stats` and its parts, what `bracket.stats.analyze.analyze` returns and
+the article reads by attribute. workflow/schemas/stats.schema.json is their JSON Schema (tools/stats_schema.py);
+bracket.stats.contract.upgrade reads any stats.json into a `Stats`.
+
+One module per topic: base (frozen model, read-only mappings), reasons, findings, cells (cells, levels, best),
+comparisons (comparisons, multiplicity, sequential looks, conservatism), drift (drift, hosts), speculation,
+physics (physics, phases), run (counts, design ran, guards, gaps, neutrality, the experiment, provenance), stats.
+"""
+
+from bracket.stats.results.base import FrozenMap, Json, Result
+from bracket.stats.results.cells import Best, Cell, Levels, Modes
+from bracket.stats.results.comparisons import (
+    Comparison,
+    ComparisonMultiplicity,
+    Conservatism,
+    Flatness,
+    HostComparison,
+    LookRound,
+    Multiplicity,
+    Sequential,
+    SequentialComparison,
+    SequentialState,
+    StepFit,
+    UndeterminedRow,
+)
+from bracket.stats.results.drift import Drift, DriftEffect, DriftWorst, HostDrift, Hosts, ReferenceBlocks, RoundChange
+from bracket.stats.results.findings import FindingRecord
+from bracket.stats.results.physics import (
+    Efficiency,
+    Hypothesis,
+    PhaseRow,
+    Phases,
+    Physics,
+    ReadingWorkload,
+    ReferenceReading,
+    Where,
+)
+from bracket.stats.results.reasons import CiMethod, SignificanceTest, Undetermined
+from bracket.stats.results.run import (
+    Counts,
+    DesignRan,
+    Gap,
+    Gaps,
+    Guards,
+    Neutrality,
+    Provenance,
+    SameSettings,
+    ScheduleRow,
+    StatedArm,
+    StatedExperiment,
+    Unmeasured,
+)
+from bracket.stats.results.speculation import (
+    BudgetGroup,
+    BudgetWorkload,
+    KModel,
+    KRow,
+    NeverDrafted,
+    SpeculativeRow,
+    TokensPerEvent,
+)
+from bracket.stats.results.stats import VERSION, Stats
+
+__all__ = [
+    "VERSION",
+    "Best",
+    "BudgetGroup",
+    "BudgetWorkload",
+    "Cell",
+    "CiMethod",
+    "Comparison",
+    "ComparisonMultiplicity",
+    "Conservatism",
+    "Counts",
+    "DesignRan",
+    "Drift",
+    "DriftEffect",
+    "DriftWorst",
+    "Efficiency",
+    "FindingRecord",
+    "Flatness",
+    "FrozenMap",
+    "Gap",
+    "Gaps",
+    "Guards",
+    "HostComparison",
+    "HostDrift",
+    "Hosts",
+    "Hypothesis",
+    "Json",
+    "KModel",
+    "KRow",
+    "Levels",
+    "LookRound",
+    "Modes",
+    "Multiplicity",
+    "Neutrality",
+    "NeverDrafted",
+    "PhaseRow",
+    "Phases",
+    "Physics",
+    "Provenance",
+    "ReadingWorkload",
+    "ReferenceBlocks",
+    "ReferenceReading",
+    "Result",
+    "RoundChange",
+    "SameSettings",
+    "ScheduleRow",
+    "Sequential",
+    "SequentialComparison",
+    "SequentialState",
+    "SignificanceTest",
+    "SpeculativeRow",
+    "StatedArm",
+    "StatedExperiment",
+    "Stats",
+    "StepFit",
+    "TokensPerEvent",
+    "Undetermined",
+    "UndeterminedRow",
+    "Unmeasured",
+    "Where",
+]
