@@ -2,8 +2,6 @@
 llama-benchy's chat request through llama.cpp's own /v1/chat/completions stream, slices cut by its /tokenize;
 and the Spark Arena's prefix-caching mode, with the server's prompt cache on and off."""
 
-from types import SimpleNamespace
-
 import httpx
 import pytest
 from bracket import engines, records
@@ -11,6 +9,8 @@ from bracket.arena import readings as arena_stats
 from bracket.arena import run as arena
 from bracket.engines import launch
 from bracket.experiment import arena_workload, config
+from bracket.experiment.design import Block
+from bracket.measure.context import BlockContext
 
 pytestmark = pytest.mark.engine
 
@@ -54,9 +54,9 @@ def _run(cfg, arm, gguf, tmp_path, server_id, runs=3):
     raw = []
     with server, httpx.Client(timeout=60) as http:
         server.wait_ready(90)
-        block = SimpleNamespace(arm="plain", position=0, round=0)
+        ctx = BlockContext(cfg, "t", Block(position=0, arm="plain", round=0, seed=0), 1, server_id)
         for run in range(runs):
-            raw += arena.run_cell(cfg, "t", block, arm, adapter, "cell", [], http, base, server_id, run, run == 0, None)
+            raw += arena.run_cell(ctx, adapter, "cell", http, base, run, run == 0)
     return argv, raw
 
 

@@ -43,7 +43,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import numpy as np
@@ -60,6 +59,8 @@ from bracket.arena import text as arena_text  # noqa: E402
 from bracket.controls.determinism import serve  # noqa: E402
 from bracket.engines.reference_server import ReferenceProcess  # noqa: E402
 from bracket.experiment import config  # noqa: E402
+from bracket.experiment.design import Block  # noqa: E402
+from bracket.measure.context import BlockContext  # noqa: E402
 
 BENCHY = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers")) / "llama-benchy" / "bin" / "llama-benchy"
 BOOK_URL = "file:///bracket-arena/text.txt"
@@ -120,26 +121,12 @@ def reference(a, work: Path):
 def bracket_block(cfg, http, base, rnd: int) -> list[dict]:
     """Each cell in turn, as llama-benchy runs its concurrencies: a warmup run, then the timed runs."""
     adapter = engines.get(cfg.engine.kind)
-    block = SimpleNamespace(arm="server", position=rnd, round=rnd)
+    ctx = BlockContext(cfg, "side_by_side", Block(position=rnd, arm="server", round=rnd, seed=cfg.design.seed), 1, "s")
     d = cfg.design
     recs = []
     for wl in cfg.workloads:
         for run in range(d.warmup_runs + d.runs_per_block):
-            recs += arena.run_cell(
-                cfg,
-                "side_by_side",
-                block,
-                cfg.arms["server"],
-                adapter,
-                wl,
-                [],
-                http,
-                base,
-                "s",
-                run,
-                run < d.warmup_runs,
-                None,
-            )
+            recs += arena.run_cell(ctx, adapter, wl, http, base, run, run < d.warmup_runs)
     return recs
 
 

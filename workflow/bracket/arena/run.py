@@ -41,13 +41,13 @@ import threading
 from rich.console import Console
 from rich.markup import escape
 
-from bracket import records
 from bracket.arena import coherence as arena_coherence
 from bracket.arena import text as arena_text
 from bracket.arena.readings import window_rate
 from bracket.experiment.arena_workload import spec
 from bracket.measure import session
-from bracket.typed.experiment import Arm, Experiment, Request
+from bracket.measure.context import BlockContext
+from bracket.typed.experiment import Request
 
 console = Console(stderr=True, highlight=False)
 _calibrated: dict[tuple, tuple] = {}
@@ -165,27 +165,14 @@ def latency(http, base: str, model: str, mode: str, timeout_s: float = 30.0) -> 
 # ---- one run ---------------------------------------------------------------------------------------------
 
 
-def run_cell(
-    exp: Experiment,
-    experiment: str,
-    block,
-    arm: Arm,
-    adapter,
-    wl_name: str,
-    prompts: list[dict],
-    http,
-    base: str,
-    server_id: str,
-    run: int,
-    warm: bool,
-    draft_budget,
-) -> list[dict]:
-    """One run of the cell: `users` requests sent at one instant; one raw record per user.
+def run_cell(ctx: BlockContext, adapter, wl_name: str, http, base: str, run: int, warm: bool) -> list[dict]:
+    """One run of the cell on the context's server: `users` requests sent at one instant; one raw record per user.
 
     cache: prefix (llama-benchy --enable-prefix-caching) runs two phases, as llama-benchy does: the
     users' contexts with the prompt "." (the context load, records with arena_phase "ctx"), then the
     same contexts with their prompts (arena_phase "inference"), which the server's prefix cache serves.
     """
+    exp, block, arm, server_id = ctx.exp, ctx.block, ctx.arm, ctx.server_id
     wl = spec(exp.workloads[wl_name])
     req = exp.request.model_copy(update={"max_tokens": wl["tokens"]})
     model = session.served_name(adapter, exp, http, base)
@@ -240,7 +227,7 @@ def run_cell(
     recs = []
     if wl["coherence"] and server_id not in _coherence_checked:  # once per server, before its first arena run
         _coherence_checked.add(server_id)
-        recs.append(coherence_record(exp, experiment, block, wl_name, http, base, model, server_id, run, req.timeout_s))
+        recs.append(coherence_record(ctx, wl_name, http, base, model, run, req.timeout_s))
     two = wl["cache"] == "prefix" and wl["depth"] > 0
     phases = (
         [("ctx", [(c, arena_text.CONTEXT_LOAD_PROMPT) for c, _ in texts]), ("inference", texts)]
@@ -250,19 +237,12 @@ def run_cell(
     for phase, batch in phases:
         out = _concurrently(send, batch, req)
         recs += [
-            records.new_record(
-                experiment=experiment,
-                arm=block.arm,
-                block=block.position,
-                round=block.round,
-                position=block.position,
+            ctx.record(
                 run=run,
                 warmup=warm,
                 workload=wl_name,
                 prompt_id=f"d{wl['depth']}+pp{wl['prompt_tokens']}-user{u + 1}of{wl['users']}"
                 + (f"-{phase}" if phase else ""),
-                server_id=server_id,
-                draft_budget=draft_budget,
                 max_tokens=wl["tokens"] if wl["tg_exact"] else None,
                 **m.fields(),
                 **extra,
@@ -277,37 +257,13 @@ def run_cell(
     return recs
 
 
-def coherence_record(
-    exp: Experiment,
-    experiment: str,
-    block,
-    wl_name: str,
-    http,
-    base: str,
-    model: str,
-    server_id: str,
-    run: int,
-    timeout_s: float,
-) -> dict:
-    """llama-benchy's coherence check of this server (bracket.arena.coherence), as a control record."""
+def coherence_record(ctx: BlockContext, wl_name: str, http, base: str, model: str, run: int, timeout_s: float) -> dict:
+    """llama-benchy's coherence check of the context's server (bracket.arena.coherence), as a control record."""
     c = arena_coherence.check(http, base, model, timeout_s)
     word = {True: "[green]passed[/]", False: "[red]FAILED[/]", None: "[yellow]not checked[/]"}[c["coherent"]]
     said = escape(repr((c["output_text"] or c["error"] or "")[:80]))  # the server's words, never markup
-    console.print(f"  arena {block.arm:<12} coherence check {word}: {said}")
-    return records.new_record(
-        experiment=experiment,
-        arm=block.arm,
-        block=block.position,
-        round=block.round,
-        position=block.position,
-        run=run,
-        warmup=True,
-        workload=wl_name,
-        prompt_id="coherence",
-        server_id=server_id,
-        control="coherence",
-        **c,
-    )
+    console.print(f"  arena {ctx.block.arm:<12} coherence check {word}: {said}")
+    return ctx.record(run=run, warmup=True, workload=wl_name, prompt_id="coherence", control="coherence", **c)
 
 
 def _concurrently(send, batch: list[tuple[str, str]], req: Request) -> list:

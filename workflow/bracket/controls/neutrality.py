@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from bracket import records
 from bracket.experiment import arena_workload
+from bracket.measure.context import BlockContext
 from bracket.typed.experiment import Experiment
 
 CONTROL = "neutrality"
@@ -70,37 +70,18 @@ def plan(exp: Experiment, position: int, workloads: dict[str, list[dict]], tag) 
 
 
 def run(
-    exp: Experiment,
-    experiment: str,
-    block,
-    adapter,
-    http,
-    base: str,
-    model_name: str,
-    server_id: str,
-    workloads: dict[str, list[dict]],
-    tag,
-    draft_budget: int | None,
+    ctx: BlockContext, adapter, http, base: str, model_name: str, workloads: dict[str, list[dict]], tag
 ) -> Iterator[dict]:
-    """Send the block's control requests one at a time; yield one raw record per request."""
-    req = exp.request
-    arm = exp.arms[block.arm]
-    for r in plan(exp, block.position, workloads, tag):
-        m, timing = adapter.control(http, base, model_name, r.prompt, req, req.seed, arm, r.body)
-        yield records.new_record(
-            experiment=experiment,
-            arm=block.arm,
-            block=block.position,
-            round=block.round,
-            position=block.position,
+    """Send the block's control requests one at a time on the context's server; yield one raw record per request."""
+    req = ctx.exp.request
+    for r in plan(ctx.exp, ctx.block.position, workloads, tag):
+        m, timing = adapter.control(http, base, model_name, r.prompt, req, req.seed, ctx.arm, r.body)
+        yield ctx.record(
             run=None,
             warmup=False,
             workload=r.workload,
             prompt_id=r.prompt_id,
-            server_id=server_id,
-            draft_budget=draft_budget,
             max_tokens=req.max_tokens,
-            host=block.host or None,
             control=CONTROL,
             body=r.body,
             pair=r.pair,
