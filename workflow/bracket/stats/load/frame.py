@@ -93,8 +93,9 @@ def group_quantiles(values, codes, n_groups: int, ps, min_tail: float = MIN_TAIL
     return out
 
 
-def tokens_in_window(sent, first, end, tokens, token_times, token_counts, start: float, stop: float):
-    """Tokens of each request that arrived in [start, stop), and whether each was interpolated.
+def tokens_in_window(sent, first, end, tokens, token_times, token_counts, start, stop):
+    """Tokens of each request that arrived in [start, stop) (scalars, or one window per request), and whether each
+    was interpolated.
 
     token_times (seconds since sent) and token_counts are per-request lists or None. A request without a full list
     (None, or counts summing short of `tokens`) is interpolated: one token at `first`, the rest evenly to `end`.
@@ -103,6 +104,8 @@ def tokens_in_window(sent, first, end, tokens, token_times, token_counts, start:
     first = np.asarray(first, dtype=float)
     end = np.asarray(end, dtype=float)
     n = np.nan_to_num(np.asarray(tokens, dtype=float), nan=0.0)
+    start = np.broadcast_to(np.asarray(start, dtype=float), n.shape)
+    stop = np.broadcast_to(np.asarray(stop, dtype=float), n.shape)
     out = np.zeros(n.size)
     interp = np.ones(n.size, dtype=bool)
     if token_times is not None:
@@ -113,11 +116,12 @@ def tokens_in_window(sent, first, end, tokens, token_times, token_counts, start:
             k = np.ones(t.size) if not isinstance(tc, (list, tuple, np.ndarray)) else np.asarray(tc, dtype=float)
             if k.size != t.size or k.sum() < n[i]:
                 continue
-            out[i] = k[(t >= start) & (t < stop)].sum()
+            out[i] = k[(t >= start[i]) & (t < stop[i])].sum()
             interp[i] = False
     m = interp & (n >= 1) & np.isfinite(first)
     if m.any():
         f, e, nn = first[m], np.where(np.isfinite(end[m]), end[m], first[m]), n[m]
+        start, stop = start[m], stop[m]
         gap = np.where(nn > 1, (e - f) / np.maximum(nn - 1, 1), np.inf)
         with np.errstate(invalid="ignore", divide="ignore"):
             # arrivals f + k gap, k = 0..nn-1: count k with start <= f + k gap < stop
