@@ -276,3 +276,24 @@ def test_analyze_load_leaves_out_an_invalid_level_and_freezes_its_results():
     assert isinstance(out.model_dump(mode="json")["intervals"], list)
     with pytest.raises(ValueError, match="arm 'C'"):
         analyze_load(req, lv, comparisons=[("A", "C")])
+
+
+def test_block_table_takes_round_and_position_from_the_requests_and_one_workload_at_a_time():
+    reqs = pd.DataFrame([_req(block=0, round=1, position=5), _req(block=1, round=1, position=6)])
+    lv = pd.DataFrame([_level(block=0), _level(block=1)])
+    t = fr.block_table(reqs, lv)
+    assert t["position"].tolist() == [5, 6] and t["round"].tolist() == [1, 1]
+    two = pd.DataFrame([_req(workload="chat"), _req(workload="rag")])
+    with pytest.raises(ValueError, match="one at a time"):
+        fr.block_table(two, pd.DataFrame([_level()]))
+
+
+def test_a_level_without_enough_requests_for_p99_is_undetermined_for_capacity():
+    # 40 steady requests: n (1 - 0.99) = 0.4 < MIN_TAIL, so no p99 and the level cannot be said to meet the SLO
+    reqs = pd.DataFrame([_req(block=b, ttft_s=0.1, tpot_s=0.01) for b in range(3) for _ in range(40)])
+    lv = pd.DataFrame([_level(block=b, steady_start_s=0.0, steady_end_s=10.0) for b in range(3)])
+    t = fr.block_table(reqs, lv, Slo(2.0, 0.1))
+    assert t["tpot_p99"].isna().all() and t["tpot_p90"].notna().all()
+    cap = capacity(iv.arm_level_intervals(t), Slo(2.0, 0.1), "A")
+    assert cap.levels[0].status == UNDETERMINED and cap.capacity is None
+    assert capacity(iv.arm_level_intervals(t), Slo(2.0, 0.1, quantile=0.9), "A").capacity == 1.0

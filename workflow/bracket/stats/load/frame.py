@@ -153,8 +153,9 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
     """One row per (arm, block, level) of `levels`: the block-level statistics (see the module's doc).
 
     requests: one row per request (contract keys). levels: one row per (arm, block, level) with the steady window,
-    `valid`, and optional `invalid_reason`, `round`, `position` (the block's place in the schedule; else the block id
-    stands for it) and `level_position`. slo: bracket.stats.load.slo.Slo or None (no goodput columns).
+    `valid`, and optional `invalid_reason`, `round`, `position` (the block's place in the schedule; where the summaries
+    lack them, the requests' values, else the block id stands for the position) and `level_position`. One load
+    workload at a time. slo: bracket.stats.load.slo.Slo or None (no goodput columns).
     """
     _check(requests, REQUEST_COLUMNS, "requests")
     _check(levels, LEVEL_COLUMNS, "level summaries")
@@ -163,6 +164,17 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
     if lv.duplicated(keys).any():
         dup = lv[lv.duplicated(keys, keep=False)][keys].drop_duplicates().to_dict("records")
         raise ValueError(f"two level summaries for the same (arm, block, level): {dup[:3]}; keep one per level run.")
+    for f, what in ((requests, "requests"), (lv, "level summaries")):
+        if "workload" in f and f["workload"].nunique() > 1:
+            raise ValueError(
+                f"the {what} hold {f['workload'].nunique()} load workloads ({sorted(map(str, f['workload'].unique()))}); "
+                "analyse one at a time (filter both frames on `workload`)."
+            )
+    for c in ("round", "position"):
+        if c not in lv and c in requests:
+            # the level summary leaves the block's round and schedule position to its requests
+            per = requests.dropna(subset=[c]).groupby(["arm", "block"])[c].first()
+            lv[c] = [per.get((a, b), np.nan) for a, b in zip(lv["arm"], lv["block"])]
     for c in ("round", "position", "level_position"):
         if c not in lv:
             lv[c] = lv["block"] if c == "position" else np.nan
