@@ -51,6 +51,7 @@ from bracket.engines.reference_server import MODEL, WORDS, ReferenceProcess, tru
 from bracket.engines.vllm import VLLM  # noqa: E402
 from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import COALESCE_BYTES, COALESCE_WAIT_S, stream_completion  # noqa: E402  # noqa: E402
+from bracket.wire.transport import timed_client  # noqa: E402
 
 # The peers' virtual environments; another checkout's with BRACKET_PEERS_DIR.
 PEERS_DIR = Path(os.environ.get("BRACKET_PEERS_DIR", HERE / ".venv-peers"))
@@ -761,10 +762,10 @@ def main(argv: list[str] | None = None) -> None:
     ladder: dict[tuple[int, int], dict] = {}
     before = client_at(args.before) if args.before else None
     args.lb_client_note = ""
-    with ReferenceProcess(ttft=TTFT) as srv, httpx.Client() as http:
+    with ReferenceProcess(ttft=TTFT) as srv, timed_client() as http, httpx.Client() as plain:
         stream_completion(http, srv.url + "/v1/completions", body(8), timeout_s=30)  # open the connection
         if before is not None:
-            before(http, srv.url + "/v1/completions", body(8), timeout_s=30)
+            before(plain, srv.url + "/v1/completions", body(8), timeout_s=30)  # an older client: httpx's
         for rate in rates:
             for k in ks:
                 srv.configure(rate=rate, tokens_per_event=k)
@@ -788,7 +789,7 @@ def main(argv: list[str] | None = None) -> None:
                         for key, values in measure_bracket(srv, http, n, 1).items():
                             row["bracket"].setdefault(key, []).extend(values)
                         if before is not None:
-                            for key, values in measure_bracket(srv, http, n, 1, client=before).items():
+                            for key, values in measure_bracket(srv, plain, n, 1, client=before).items():
                                 row["before"].setdefault(key, []).extend(values)
                     if i < len(ran):
                         row["peers"][ran[i].label] = ran[i].run(srv, n, args.repeats)

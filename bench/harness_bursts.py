@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from bracket.engines.reference_server import ReferenceProcess, truth  # noqa: E402
 from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
+from bracket.wire.transport import timed_client  # noqa: E402
 from harness_accuracy import (  # noqa: E402
     TTFT,
     AIPerf,
@@ -86,10 +87,10 @@ def main(argv=None) -> None:
             p.prepare(*assets)
     started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic()
     rows = []
-    with ReferenceProcess(ttft=TTFT) as srv, httpx.Client() as http:
+    with ReferenceProcess(ttft=TTFT) as srv, timed_client() as http, httpx.Client() as plain:
         stream_completion(http, srv.url + "/v1/completions", body(8), timeout_s=30)
         if before is not None:
-            before(http, srv.url + "/v1/completions", body(8), timeout_s=30)
+            before(plain, srv.url + "/v1/completions", body(8), timeout_s=30)  # an older client: httpx's
         for point in args.points.split(","):
             parts = point.split(":")
             rate, k, n = (int(x) for x in parts[:3])
@@ -108,7 +109,7 @@ def main(argv=None) -> None:
                     "peers": {},
                 }
                 if before is not None:
-                    row["before"] = measure_bracket(srv, http, n, args.repeats, client=before)
+                    row["before"] = measure_bracket(srv, plain, n, args.repeats, client=before)
                 for p in ran:
                     row["peers"][p.label] = p.run(srv, n, args.repeats)
                 rows.append(row)

@@ -199,11 +199,11 @@ def _status_kb(field: str) -> int:
 
 def client(case: str, base: str, timeout_s: float, raw_path: str) -> dict:
     """One request of `case` to `base`, as a block makes it; what it cost and the record it left."""
-    import httpx
     from bracket import records, secrets
     from bracket.engines.vllm import VLLM
     from bracket.typed.experiment import Request
     from bracket.wire.client import stream_completion
+    from bracket.wire.transport import timed_client
 
     secrets.register(KEY)
     request = Request(
@@ -216,7 +216,7 @@ def client(case: str, base: str, timeout_s: float, raw_path: str) -> dict:
         on_error="continue",
     )
     body = VLLM().request_body("m", "p", request, 0)
-    with httpx.Client() as http:
+    with timed_client() as http:
         rss = _status_kb("VmRSS")
         try:
             Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from here

@@ -56,6 +56,7 @@ from bracket import embedded, engines  # noqa: E402
 from bracket.engines import launch  # noqa: E402
 from bracket.engines.base import SERVED_NAME, prometheus_sums  # noqa: E402
 from bracket.experiment import config  # noqa: E402
+from bracket.wire.transport import timed_client  # noqa: E402
 
 
 # The workflow's own llama.cpp build (rule llamacpp_build names its cache folder in build.json).
@@ -266,7 +267,7 @@ def run_server(name: str, rounds: int, max_tokens: int, work: Path, rng: random.
     kind = SERVERS[name][0]
     cfg, adapter, argv, server = serve(name, work)
     rows = []
-    with server, httpx.Client() as http:
+    with server, timed_client() as http:
         server.wait_ready(cfg.engine.startup_timeout_s)
         base = launch.base_url(cfg)
         for i in range(3):  # warm-up, discarded

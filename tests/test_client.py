@@ -6,12 +6,12 @@ Timing does not matter here, so the server runs on a thread of this process at a
 
 import hashlib
 
-import httpx
 import pytest
 from bracket.engines.reference_server import WORDS, ReferenceServer, free_port  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import get_text, stream_completion  # noqa: E402  # noqa: E402
+from bracket.wire.transport import timed_client
 
 GREEDY = config.validate({"arms": {"a": {}}, "request": {"temperature": 0.0}}).request
 
@@ -32,7 +32,7 @@ def server():
 
 def run(server, fault=None, n=N, timeout_s=10.0, path="/v1/completions", body=None):
     headers = {"X-Reference-Fault": fault} if fault else {}
-    with httpx.Client(headers=headers) as c:
+    with timed_client(headers=headers) as c:
         body = body or VLLM().request_body("reference-model", "one two three", greedy_request(n), 1)
         return stream_completion(c, server.url + path, body, timeout_s)
 
@@ -119,14 +119,14 @@ def test_a_stalled_server_times_out(server):
 
 def test_nothing_listening():
     url = f"http://127.0.0.1:{free_port()}/v1/completions"
-    with httpx.Client() as c:
+    with timed_client() as c:
         m = stream_completion(c, url, {"prompt": "x"}, 2.0)
     assert m.error.startswith("ConnectError:")
-    assert get_text(httpx.Client(), url.replace("/v1/completions", "/metrics")) is None
+    assert get_text(timed_client(), url.replace("/v1/completions", "/metrics")) is None
 
 
 def test_chat_stream_and_finish_reason_stop():
-    with ReferenceServer(rate=20000, ttft=0.0, tokens_per_event=2, eos_after=5) as srv, httpx.Client() as c:
+    with ReferenceServer(rate=20000, ttft=0.0, tokens_per_event=2, eos_after=5) as srv, timed_client() as c:
         chat = {
             "model": "reference-model",
             "messages": [{"role": "user", "content": "a b"}],
@@ -143,7 +143,7 @@ def test_chat_stream_and_finish_reason_stop():
 
 
 def test_server_endpoints(server):
-    with httpx.Client() as c:
+    with timed_client() as c:
         assert c.get(server.url + "/health").status_code == 200
         assert "version" in c.get(server.url + "/version").json()
         assert c.get(server.url + "/v1/models").json()["data"][0]["id"] == "reference-model"

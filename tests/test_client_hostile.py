@@ -11,11 +11,11 @@ import threading
 import time
 import tracemalloc
 
-import httpx
 import pytest
 from bracket import secrets
 from bracket.wire import client, stream_events
 from bracket.wire.client import stream_completion
+from bracket.wire.transport import timed_client
 
 SECRET = "sk-hostile-5a7c1e9d"
 
@@ -87,7 +87,7 @@ def stream(*events: bytes):
 def measure(answer, timeout_s=5.0, **kw):
     srv = Misbehaving(answer)
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             return stream_completion(http, srv.url, {"prompt": "x", "stream": True}, timeout_s, **kw)
     finally:
         srv.close()

@@ -7,6 +7,7 @@ only after the client has stamped a given number of reads, so it cannot share a 
 before. The chunked decoder is also checked alone, on every split of a body.
 """
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -16,8 +17,9 @@ import time
 import httpx
 import pytest
 from bracket import secrets
-from bracket.wire import client, http_stream
+from bracket.wire import arrival, client, http_stream
 from bracket.wire.client import Counts, _openai_counts, _openai_text, stream_completion, timed_stream
+from bracket.wire.transport import STREAM, timed_client
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +121,7 @@ class Scripted:
 
 def measure(srv: Scripted, http: httpx.Client | None = None, timeout_s: float = 5.0):
     own = http is None
-    http = http or httpx.Client()
+    http = http or timed_client()
     real = http_stream.time.perf_counter
 
     def perf() -> float:
@@ -188,6 +190,9 @@ def test_a_stream_that_arrives_in_one_read_has_no_tg():
 
 def test_separate_reads_get_separate_times(monkeypatch):
     taken = stamps(monkeypatch)
+    opened = []
+    real_open = http_stream.Stream.open
+    monkeypatch.setattr(http_stream.Stream, "open", lambda self: (opened.append(self.t0), real_open(self))[1])
     srv = Scripted(
         [
             (HEAD + chunk(text_event(" a")), 0),
@@ -202,11 +207,12 @@ def test_separate_reads_get_separate_times(monkeypatch):
     # head, so its time is taken as the body's reading starts; " c" came in a read of its own, timed when
     # its bytes reached the socket (the kernel's stamp): after the read that let the server send it, and
     # no later than the client's time as that read returned.
-    t0 = taken[1]  # the client's t0, just before sending (taken[0] is its provisional one)
+    (t0,) = opened  # the client's t0, as its transport began the request (before connecting)
+    after = taken[taken.index(t0) + 1 :]
     t_a = t0 + m.ttft_s
     t_c = t_a + 2 / m.tg_tok_s
-    assert any(abs(t - t_a) < 1e-9 for t in taken[2:])
-    assert any(a < t_c <= b + 1e-9 for a, b in zip(taken[2:], taken[3:]))
+    assert any(abs(t - t_a) < 1e-9 for t in after)
+    assert any(a < t_c <= b + 1e-9 for a, b in zip(after, after[1:]))
     assert t_c > t_a
     assert m.wall_s > 2 / m.tg_tok_s + m.ttft_s  # [DONE] came in a later read than the last text
     srv.close()
@@ -219,19 +225,19 @@ def test_a_delay_between_the_two_clock_reads_does_not_move_an_arrival_early():
     a loaded run put [DONE] in the same instant as the last text). The estimate keeps the least offset the reads
     showed."""
     true = 1000.0  # wall clock = perf_counter + 1000 s
-    est = http_stream.clock_offset((true + 3e-7, 0.999), 1.0 + true + 3e-7, 1.0)  # the stream's start: clock_pair
-    est = http_stream.clock_offset(est, 1.004 + true + 2e-7, 1.004)
+    est = arrival.clock_offset((true + 3e-7, 0.999), 1.0 + true + 3e-7, 1.0)  # the stream's start: clock_pair
+    est = arrival.clock_offset(est, 1.004 + true + 2e-7, 1.004)
     assert est == (pytest.approx(true + 2e-7, abs=1e-9), 1.004)
-    est = http_stream.clock_offset(est, 1.008 + true + 3e-3, 1.008)  # 3 ms between the two clock reads
+    est = arrival.clock_offset(est, 1.008 + true + 3e-3, 1.008)  # 3 ms between the two clock reads
     assert abs(est[0] - true) < 5e-6
     stamp = 1.0075 + true  # the bytes reached the socket at perf_counter 1.0075
-    anc = [(socket.SOL_SOCKET, http_stream._SO_TIMESTAMPNS, http_stream._TS.pack(int(stamp), round(stamp % 1 * 1e9)))]
-    assert http_stream.arrival(anc, 1.008, est[0], 1.004) == pytest.approx(1.0075, abs=5e-6)
+    anc = [(socket.SOL_SOCKET, arrival.SO_TIMESTAMPNS, arrival.TIMESPEC.pack(int(stamp), round(stamp % 1 * 1e9)))]
+    assert arrival.arrival(anc, 1.008, est[0], 1.004) == pytest.approx(1.0075, abs=5e-6)
     delayed = 1.008 + true + 3e-3 - 1.008  # that read's offset alone: 3 ms early (clamped at the read before)
-    assert http_stream.arrival(anc, 1.008, delayed, 1.004) == pytest.approx(1.0045, abs=1e-9)
-    assert http_stream.arrival(anc, 1.008, delayed + 1e-2, 1.004) == 1.004
+    assert arrival.arrival(anc, 1.008, delayed, 1.004) == pytest.approx(1.0045, abs=1e-9)
+    assert arrival.arrival(anc, 1.008, delayed + 1e-2, 1.004) == 1.004
     # the wall clock slewed by NTP (100 ppm over 10 s between reads) is followed, not held at the old offset
-    later = http_stream.clock_offset((true, 0.0), 10.0 + true + 1e-3, 10.0)
+    later = arrival.clock_offset((true, 0.0), 10.0 + true + 1e-3, 10.0)
     assert later == (pytest.approx(true + 1e-3, abs=1e-9), 10.0)
 
 
@@ -247,8 +253,8 @@ def test_the_streams_first_offset_is_the_narrowest_of_three_brackets(monkeypatch
         time = staticmethod(lambda: next(walls))
         perf_counter = staticmethod(lambda: next(perfs))
 
-    monkeypatch.setattr(http_stream, "time", Clock)
-    offset, when = http_stream.clock_pair()
+    monkeypatch.setattr(arrival, "time", Clock)
+    offset, when = arrival.clock_pair()
     assert offset == pytest.approx(true, abs=1e-9) and when == 2.0 + 1e-7
 
 
@@ -304,7 +310,7 @@ def test_a_secret_split_across_reads_is_redacted():
 def test_keep_alive_one_connection_for_several_requests():
     body = text_event(" a") + usage_event(1) + b"data: [DONE]\n\n"
     srv = Scripted(*[[(HEAD + chunk(body), 0), (END, 0)] for _ in range(3)])
-    with httpx.Client() as http:
+    with timed_client() as http:
         for _ in range(3):
             m, _ = measure(srv, http)
             assert m.error is None and m.output_text == " a"
@@ -319,7 +325,7 @@ def test_keep_alive_when_done_and_the_body_end_arrive_in_pieces():
     whole = HEAD + chunk(body) + END
     cut = whole.index(b"[DONE]") + 7  # after "[DONE]\n": the blank line and the chunk's CRLF still to come
     srv = Scripted(*[[(whole[:cut], 0), (whole[cut:], 1)] for _ in range(2)])
-    with httpx.Client() as http:
+    with timed_client() as http:
         for _ in range(2):
             m, _ = measure(srv, http)
             assert m.error is None and m.output_text == " a"
@@ -335,7 +341,7 @@ def test_content_length_and_gzip_bodies():
     z = gzip.compress(body)
     zipped = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(z), z)
     srv = Scripted([(plain[:50], 0), (plain[50:], 0)], [(zipped, 0)])
-    with httpx.Client() as http:
+    with timed_client() as http:
         for _ in range(2):
             m, _ = measure(srv, http)
             assert m.error is None and m.output_text == " a b" and m.completion_tokens == 2
@@ -442,17 +448,104 @@ def test_chunked_decoder_says_when_the_body_was_cut():
         _decode([chunk(b"abc"), b"5\r\nab"])
 
 
-def test_fast_path_only_where_it_sends_what_httpx_would():
-    req = httpx.Request("POST", "http://127.0.0.1:1/v1/completions", json={})
-    with httpx.Client() as plain:
-        assert http_stream.fast_path(plain, req)
-        assert not http_stream.fast_path(plain, httpx.Request("POST", "https://127.0.0.1:1/x", json={}))
-    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200))) as mocked:
-        assert not http_stream.fast_path(mocked, req)
-    with httpx.Client(auth=("u", "p")) as authed:
-        assert not http_stream.fast_path(authed, req)
-    with httpx.Client(proxy="http://127.0.0.1:9") as proxied:
-        assert not http_stream.fast_path(proxied, req)
+class Capture:
+    """Answers every request with one whole SSE stream (Content-Length, then close) and keeps each request's
+    bytes as they came: the request line, the headers and the body."""
+
+    BODY = text_event(" a") + text_event(" b", finish="length") + usage_event(2) + b"data: [DONE]\n\n"
+
+    def __init__(self):
+        self.requests: list[tuple[bytes, dict[bytes, bytes], bytes]] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/completions"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    buf += conn.recv(65536)
+                head, body = buf.split(b"\r\n\r\n", 1)
+                line, *fields = head.split(b"\r\n")
+                headers = {k.strip().lower(): v.strip() for k, v in (f.split(b":", 1) for f in fields)}
+                while len(body) < int(headers.get(b"content-length", b"0")):
+                    body += conn.recv(65536)
+                self.requests.append((line, headers, body))
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(self.BODY))
+                conn.sendall(self.BODY)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _took_timed_read(http: httpx.Client, url: str) -> bool:
+    """Whether a timed request through `http` was read by bracket's own Stream (the response says so)."""
+    request = http.build_request("POST", url, json={"prompt": "x"}, timeout=5.0, extensions={"bracket.timed": True})
+    with contextlib.closing(http.send(request, stream=True)) as resp:
+        resp.read()
+        return STREAM in resp.extensions
+
+
+def test_the_timed_read_sends_what_httpx_sends_and_measures_the_same():
+    """The same request through bracket's transport (its own socket) and through a plain httpx.Client (httpcore):
+    the same request line, headers (Accept-Encoding narrowed to what the reader undoes) and body bytes, and the
+    same measurement; the client's auth and event hooks applied on both paths, as httpx applies them."""
+    srv = Capture()
+    hooked = []
+    kw = {"headers": {"X-Key": "k"}, "auth": ("u", "p"), "event_hooks": {"request": [hooked.append]}}
+    with timed_client(**kw) as ours, httpx.Client(**kw) as plain:
+        assert _took_timed_read(ours, srv.url) and not _took_timed_read(plain, srv.url)
+        m_ours = stream_completion(ours, srv.url, {"prompt": "x", "stream": True}, 5.0)
+        m_plain = stream_completion(plain, srv.url, {"prompt": "x", "stream": True}, 5.0)
+    srv.close()
+    assert len(hooked) == 4
+    (l1, h1, b1), (l2, h2, b2) = srv.requests[2:]
+    assert l1 == l2 == b"POST /v1/completions HTTP/1.1" and b1 == b2 == b'{"prompt":"x","stream":true}'
+    assert h1.pop(b"accept-encoding") == b"gzip, deflate" and b"gzip" in h2.pop(b"accept-encoding")
+    assert h1 == h2 and h1[b"authorization"] == b"Basic dTpw" and h1[b"x-key"] == b"k"
+    for m in (m_ours, m_plain):
+        assert m.error is None and m.output_text == " a b" and m.completion_tokens == 2 and m.prompt_tokens == 2
+
+
+@pytest.mark.parametrize("no_proxy", ["", "127.0.0.1", "localhost,127.0.0.0/8", "*", ".example.org"])
+def test_the_environment_s_proxies_route_bracket_s_client_as_httpx_s(monkeypatch, no_proxy):
+    """httpx reads HTTP_PROXY and NO_PROXY only for a client whose transport it builds; bracket's client mounts
+    them itself (environment_mounts), so a request goes where a plain httpx.Client sends it: to the proxy, and
+    then through httpx's proxy transport, never the timed read; past it (NO_PROXY) to the server, timed."""
+    proxy, srv = Capture(), Capture()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.rsplit("/v1/", 1)[0])
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    with timed_client() as ours, httpx.Client() as plain:
+        timed = _took_timed_read(ours, srv.url)
+        m = stream_completion(ours, srv.url, {"prompt": "x"}, 5.0)
+        ours_proxied = len(proxy.requests)
+        _took_timed_read(plain, srv.url)
+        plain_proxied = len(proxy.requests) - ours_proxied
+    proxy.close()
+    srv.close()
+    assert m.error is None and m.output_text == " a b"
+    assert (ours_proxied, plain_proxied) in ((2, 1), (0, 0)) and timed is (ours_proxied == 0)
+    # curl's rules, as httpx reads them: an address exactly (not a network), `*` for every host
+    assert ours_proxied == {"": 2, "127.0.0.1": 0, "localhost,127.0.0.0/8": 2, "*": 0, ".example.org": 2}[no_proxy]
+    if ours_proxied:
+        assert {line for line, _, _ in proxy.requests} == {b"POST " + srv.url.encode() + b" HTTP/1.1"}
+
+
+def test_a_mock_transport_or_a_given_proxy_takes_httpx_path():
+    proxy = Capture()
+    with timed_client(proxy=proxy.url.rsplit("/v1/", 1)[0]) as given:
+        assert not _took_timed_read(given, "http://127.0.0.1:9/v1/completions")  # nothing listens on port 9
+    proxy.close()
+    assert len(proxy.requests) == 1
+    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=Capture.BODY))) as mocked:
+        assert not _took_timed_read(mocked, "http://127.0.0.1:9/v1/completions")
 
 
 def test_a_mock_transport_takes_httpx_path_with_the_same_result():
@@ -501,6 +594,7 @@ class Paced:
         self.sock.close()
 
 
+# Wall-clock bounds: out of the fast tier, alone on the machine.
 @pytest.mark.integration
 @pytest.mark.serial
 def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
@@ -521,12 +615,12 @@ def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
             reads.append(len(self._times))
 
     monkeypatch.setattr(http_stream.Stream, "record", counting)
-    # the client's own t0, as it arms its deadline with it: wall_s is measured from there (a time taken before
-    # the call would add the client's setup, milliseconds on a loaded machine, to the slack below)
+    # the client's own t0, as its transport begins the request: wall_s is measured from there (a time taken
+    # before the call would add the client's setup, milliseconds on a loaded machine, to the slack below)
     t0s = []
-    begin = client._Deadline.begin
-    monkeypatch.setattr(client._Deadline, "begin", lambda self, t0: (t0s.append(t0), begin(self, t0))[1])
-    with httpx.Client() as http:
+    real_open = http_stream.Stream.open
+    monkeypatch.setattr(http_stream.Stream, "open", lambda self: (t0s.append(self.t0), real_open(self))[1])
+    with timed_client() as http:
         m = stream_completion(http, srv.url, {"prompt": "x", "stream": True}, 5.0)
         returned = time.perf_counter()
     srv.close()
@@ -545,6 +639,7 @@ def test_coalescing_reads_wake_seldom_and_keep_the_arrival_times(monkeypatch):
     assert t_last == pytest.approx(end, abs=1e-6) and t_last >= srv.sent_last
 
 
+# Wall-clock bounds: out of the fast tier, alone on the machine.
 @pytest.mark.integration
 @pytest.mark.serial
 def test_coalescing_reads_keep_the_stall_limit():
@@ -563,7 +658,7 @@ def test_coalescing_reads_keep_the_stall_limit():
             time.sleep(2.0)
 
     threading.Thread(target=serve, daemon=True).start()
-    with httpx.Client() as http:
+    with timed_client() as http:
         t = time.perf_counter()
         m, _ = timed_stream(
             http,

@@ -9,12 +9,12 @@ moment) is wrong on every try.
 
 import time
 
-import httpx
 import pytest
 from bracket.engines.reference_server import ReferenceProcess, event_tokens, release_index, truth  # noqa: E402
 from bracket.engines.vllm import VLLM  # noqa: E402
 from bracket.experiment import config  # noqa: E402
 from bracket.wire.client import stream_completion  # noqa: E402  # noqa: E402
+from bracket.wire.transport import timed_client
 
 # Timed against a known truth with milliseconds of slack: run alone, after the parallel pass (`serial`).
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -32,7 +32,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def http():
-    with httpx.Client() as c:
+    with timed_client() as c:
         yield c
 
 

@@ -20,13 +20,13 @@ import tracemalloc
 from urllib.parse import quote
 
 import hostile_servers as hs
-import httpx
 import pytest
 from bracket import secrets
 from bracket.engines import identify
 from bracket.wire import client, http_stream, stream_events
 from bracket.wire.client import _openai_text, fetch_text, stream_completion
 from bracket.wire.stream_events import Events, Excerpt, ends_of
+from bracket.wire.transport import TimedTransport, timed_client
 
 TIMEOUT_S = 2.0
 
@@ -161,10 +161,10 @@ def test_a_long_stream_is_kept_a_few_kilobytes_at_a_time_and_reads_whole():
     srv = Serve(lambda conn: conn.sendall(body))
     expected = "".join(f" w{i}" for i in range(n))
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             request = http.build_request("POST", srv.base + "/v1/completions", json={})
             ev = Events(True, _openai_text, lambda e: False)
-            with http_stream.Stream(http, request, 5.0).open() as resp:
+            with http_stream.Stream(TimedTransport(), request, 5.0).open() as resp:
 
                 def stop():
                     ev.feed_reads(*resp.recorded())
@@ -176,7 +176,7 @@ def test_a_long_stream_is_kept_a_few_kilobytes_at_a_time_and_reads_whole():
         assert ev.text() == expected and ev.text_events == n and ev.n_events == n + 1
         assert ev.events[-1]["usage"]["completion_tokens"] == n
         # and the same through the client
-        with httpx.Client() as http:
+        with timed_client() as http:
             m = stream_completion(http, srv.base + "/v1/completions", {}, 5.0)
         assert m.error is None and m.output_text == expected and m.completion_tokens == n and m.stream_events == n
     finally:
@@ -189,7 +189,7 @@ def test_the_client_drops_kept_bytes_with_its_default_lowered(monkeypatch):
     monkeypatch.setattr(http_stream, "KEEP_BYTES", 4096)
     srv = Serve(lambda conn: conn.sendall(body))
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             m = stream_completion(http, srv.base + "/v1/completions", {}, 5.0)
     finally:
         srv.close()
@@ -250,7 +250,7 @@ def test_the_deadline_is_looked_at_while_the_events_are_parsed(monkeypatch):
     body = HEAD + b"".join(text_event(i) for i in range(n)) + tail(n)
     srv = Serve(lambda conn: conn.sendall(body))
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             t0 = time.monotonic()
             m = stream_completion(http, srv.base + "/v1/completions", {}, 0.5, on_event=lambda e: time.sleep(0.01))
             took = time.monotonic() - t0
@@ -284,7 +284,7 @@ def test_a_server_that_goes_on_after_done_loses_the_connection_not_the_record():
 
     srv = Serve(answer)
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             t0 = time.monotonic()
             m = stream_completion(http, srv.base + "/v1/completions", {}, 3.0)
             took = time.monotonic() - t0
@@ -311,7 +311,7 @@ def page(body: bytes, headers: bytes = b"") -> bytes:
 def test_a_get_is_read_within_its_size_limit(sent, want_text, problem):
     srv = Serve(lambda conn: conn.sendall(sent))
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             got = fetch_text(http, srv.base + "/metrics", limit=4096)
     finally:
         srv.close()
@@ -331,7 +331,7 @@ def test_a_get_that_trickles_is_cut_at_its_time_limit():
 
     srv = Serve(answer)
     try:
-        with httpx.Client() as http:
+        with timed_client() as http:
             t0 = time.monotonic()
             got = fetch_text(http, srv.base + "/metrics", timeout_s=0.5)
             took = time.monotonic() - t0
@@ -371,7 +371,7 @@ def test_identifying_a_server_whose_metrics_never_end_reads_a_bounded_page():
     """engine.kind: auto reads /metrics while the workflow's DAG is built: an endless page ends there as no
     answer (an OpenAI-compatible server of unknown kind), in well under a second and a few MiB, where it grew
     without end before."""
-    with hs.Hostile("metrics_endless") as srv, httpx.Client() as http:
+    with hs.Hostile("metrics_endless") as srv, timed_client() as http:
         tracemalloc.start()
         t0 = time.monotonic()
         try:

@@ -39,6 +39,7 @@ from bracket.engines import launch
 from bracket.measure import pinning, priority
 from bracket.typed.experiment import Engine, Experiment
 from bracket.wire.server import ServerError, port_owner
+from bracket.wire.transport import timed_client
 
 
 class BlockFailed(RuntimeError):
@@ -337,7 +338,7 @@ def serve(
             with (
                 pinning.client(p.pinning),
                 priority.client_nice(p.nice, p.priority or {}),
-                httpx.Client(timeout=10.0, headers=p.creds.headers) as http,
+                timed_client(timeout=10.0, headers=p.creds.headers) as http,  # the timed read: wire/transport.py
             ):
                 yield Session(p, server, http, ready)
         finally:

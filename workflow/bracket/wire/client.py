@@ -44,24 +44,20 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import socket
-import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import httpx
 
-from bracket.wire import http_stream
+from bracket.wire.bounded_get import GET_LIMIT, Fetched, OverLimit, fetch_text, get_bounded, get_text  # noqa: F401
+from bracket.wire.deadline import Deadline, socket_of
 from bracket.wire.stream_events import Events, Excerpt, as_text, clip, ends_of, size_words
+from bracket.wire.transport import STREAM, TIMED
 
 # The most of an error response's body read (its first and last bytes are kept for the record): an
 # engine's error is a line of JSON; a body past this is not one.
 ERROR_BODY_LIMIT = 1 << 20
-# The most of a GET's body read (fetch_text: /metrics, /version, /v1/models): every engine's /metrics page
-# is well under a megabyte.
-GET_LIMIT = 4 << 20
 
 
 @dataclass
@@ -104,75 +100,6 @@ class Counts:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     finish_reason: str | None = None
-
-
-class _Deadline:
-    """Ends a request at `limit_s` after its t0, however the server paces its bytes.
-
-    A read timeout is a limit between two reads: a server that sends one header or one token every
-    few seconds never trips it. The deadline covers connecting, the response's head and its body: at
-    it, the connection's socket (handed over by `watch` as soon as it exists) is shut down, which
-    wakes a blocked read at once; the request then ends and is recorded as over its limit. Its thread
-    is started before t0 (`arm`; a thread's start takes a loaded machine up to milliseconds, which are
-    not the server's) and told t0 after (`begin`).
-    """
-
-    def __init__(self, limit_s: float):
-        self.limit_s = limit_s
-        self.fired = False
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-        self._go = threading.Event()
-        self._stop = threading.Event()
-        self._at = 0.0
-
-    def arm(self) -> None:
-        threading.Thread(target=self._run, name="bracket-request-deadline", daemon=True).start()
-
-    def begin(self, t0: float) -> None:
-        """The clock runs from t0 (time.perf_counter)."""
-        self._at = t0 + self.limit_s
-        self._go.set()
-
-    def _run(self) -> None:
-        self._go.wait()
-        while not self._stop.is_set():
-            left = self._at - time.perf_counter()
-            if left <= 0:
-                self._fire()
-                return
-            self._stop.wait(left)
-
-    def watch(self, sock: socket.socket | None) -> None:
-        """The socket to shut at the deadline (shut at once when the deadline has passed)."""
-        with self._lock:
-            self._sock = sock
-            fired = self.fired
-        if fired:
-            self._shut(sock)
-
-    def trace(self, name: str, info: dict) -> None:
-        """httpx's trace hook: the socket of a new connection, as soon as it is connected."""
-        if name == "connection.connect_tcp.complete":
-            get = getattr(info.get("return_value"), "get_extra_info", None)
-            if get is not None:
-                self.watch(get("socket"))
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            sock = self._sock
-        self._shut(sock)
-
-    @staticmethod
-    def _shut(sock: socket.socket | None) -> None:
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def cancel(self) -> None:
-        self._stop.set()
-        self._go.set()
 
 
 # The markers that make the timed path parse what it has kept (bracket.wire.http_stream.Stream.record):
@@ -283,7 +210,8 @@ def timed_stream(
     of the read that brought [DONE] (ndjson: the final object). Events that arrive together (a
     burst) share one time, the time they could first be seen. The body is read by
     bracket.wire.http_stream (a socket of its own, one recv per read, the bytes kept and parsed once
-    the stream ends or a marker asks) where that sends what httpx would, else through httpx.
+    the stream ends or a marker asks) where `http` is bracket's (bracket.wire.transport.timed_client) and
+    httpx routes the URL to its transport; else through httpx, with the same results at httpx's cost.
 
     timeout_s is the whole request's limit (request.timeout_s), from connecting to the last byte,
     the response's head included; stall_s (default: timeout_s) the longest wait for any data. A
@@ -291,116 +219,161 @@ def timed_stream(
     """
     if framing not in ("sse", "ndjson"):
         raise ValueError(f"framing must be 'sse' or 'ndjson', got {framing!r}")
-    sse = framing == "sse"
     m = Measurement(started_at=time.time())
-    ev = Events(sse, new_text, is_last, on_event, on_timed_event)
-    t0 = time.perf_counter()
-    end = None
-    end_marker = "[DONE]" if sse else "the final object (done: true)"
-    body_ended = False  # the response's body was read to its end
+    ev = Events(framing == "sse", new_text, is_last, on_event, on_timed_event)
     stall = min(stall_s or timeout_s, timeout_s)
-    deadline = _Deadline(timeout_s)
+    deadline = Deadline(timeout_s)
+    x = _Exchange(framing, stall, deadline, timed_each=on_timed_event is not None, t0=time.perf_counter())
     # The cyclic garbage collector waits while the stream is read (as timeit's timer does): its passes
     # over the growing list of kept events cost more per event than parsing them. Nothing is lost; it
     # runs again after.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        request = http.build_request("POST", url, json=body, timeout=stall, extensions={"trace": deadline.trace})
-        fast = http_stream.fast_path(http, request)
-        # The clock runs from before connecting: a server that stalls in its head is cut too. Started
-        # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
-        deadline.arm()
-        t0 = time.perf_counter()
-        deadline.begin(t0)
-        ev.deadline = t0 + timeout_s  # the parse ends there too, however much came before
-        with (
-            http_stream.Stream(http, request, stall, on_socket=deadline.watch).open()
-            if fast
-            else contextlib.closing(http.send(request, stream=True))
-        ) as resp:
-            status = resp.status if fast else resp.status_code
-            if not fast:
-                deadline.watch(_socket_of(resp))
-            if status != 200:
-                kept, stopped = _error_body(resp, fast)
-                m.error = _http_error(status, kept, stopped, deadline.fired, timeout_s, stall)
-                m.raw_response = kept.text("the body went on: read no further" if stopped else "") or None
-                m.wall_s = time.perf_counter() - t0
-                return m, ev.events
-            if fast and resp.recordable:
-
-                def stop() -> bool:
-                    ev.feed_reads(*resp.recorded())
-                    return ev.over
-
-                def started() -> bool:
-                    return stop() or ev.t_first is not None
-
-                # Reads coalesce once the first token came, unless the caller times every event.
-                coalesce = COALESCE_BYTES if on_timed_event is None else 0
-                try:
-                    resp.record(
-                        stop,
-                        _HINTS[framing],
-                        unterminated_limit=1 << 20,
-                        coalesce_bytes=coalesce,
-                        started=started,
-                        coalesce_wait_s=COALESCE_WAIT_S,
-                    )
-                finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
-                    with contextlib.suppress(httpx.HTTPError):
-                        stop()
-                    ev.finish(resp.last_read)
-            else:
-                reads = resp.reads() if fast else ((time.perf_counter(), b) for b in resp.iter_bytes())
-                last = time.perf_counter()
-                try:
-                    for now, data in reads:
-                        last = now
-                        ev.feed(now, data)
-                        if ev.over:
-                            break
-                    else:
-                        body_ended = True
-                finally:
-                    ev.finish(last)
-            body_ended = body_ended or (fast and resp.complete)
-            end = ev.end if ev.end is not None else time.perf_counter()
-            if ev.error is not None:
-                m.error = ev.error
-            elif not ev.done:
-                m.error = f"stream ended before {end_marker}"
-            if ev.done and fast:
-                resp.finish()  # the body's last bytes, after the timing: keeps the connection
+        _exchange(http, url, body, m, ev, x)
     except httpx.TimeoutException:
         m.error = ev.error or f"timed out after {stall:g} s without data from the server (request.timeout_s)"
-        end = ev.end if ev.error else time.perf_counter()
+        x.end = ev.end if ev.error else time.perf_counter()
     except httpx.HTTPError as exc:
         m.error = ev.error or clip(f"{type(exc).__name__}: {exc}", 500)
-        end = ev.end if ev.error else time.perf_counter()
+        x.end = ev.end if ev.error else time.perf_counter()
     finally:
         deadline.cancel()
         if collecting:
             gc.enable()
-    if ev.late and body_ended:
+    if x.refused:
+        return m, ev.events
+    _over_time(m, ev, x, timeout_s)
+    _summarize(m, ev, x, counts, missing_counts, max_tokens_per_event)
+    return m, ev.events
+
+
+@dataclass
+class _Exchange:
+    """One timed request as it goes: how it reads, and what its reading found."""
+
+    framing: str
+    stall: float
+    deadline: Deadline
+    timed_each: bool  # the caller times every event (on_timed_event): no coalesced reads
+    t0: float  # the request's start (bracket.wire.transport takes it before connecting)
+    end: float | None = None  # the time of the read that ended the stream (or of the error)
+    body_ended: bool = False  # the response's body was read to its end
+    refused: bool = False  # answered with an error status: the measurement is complete as it is
+
+
+def _exchange(http: httpx.Client, url: str, body: dict, m: Measurement, ev: Events, x: _Exchange) -> None:
+    """Send the request, read its answer into `ev`, and note in `x` and `m` how it ended."""
+    request = http.build_request(
+        "POST", url, json=body, timeout=x.stall, extensions={"trace": x.deadline.trace, TIMED: x.deadline.watch}
+    )
+    # The clock runs from before connecting: a server that stalls in its head is cut too. Started
+    # before t0: starting its thread takes the loaded machine up to milliseconds, not the server's.
+    x.deadline.arm()
+    x.t0 = time.perf_counter()
+    x.deadline.begin(x.t0)
+    ev.deadline = x.t0 + x.deadline.limit_s  # the parse ends there too, however much came before
+    with contextlib.closing(http.send(request, stream=True)) as resp:
+        stream = resp.extensions.get(STREAM)  # the timed read's (bracket.wire.transport), or httpx's path
+        if stream is not None:
+            x.t0 = stream.t0
+        else:
+            x.deadline.watch(socket_of(resp))
+        if resp.status_code != 200:
+            kept, stopped = _error_body(resp, stream)
+            m.error = _http_error(resp.status_code, kept, stopped, x.deadline.fired, x.deadline.limit_s, x.stall)
+            m.raw_response = kept.text("the body went on: read no further" if stopped else "") or None
+            m.wall_s = time.perf_counter() - x.t0
+            x.refused = True
+            return
+        if stream is not None and stream.recordable:
+            _record(stream, ev, x)
+        else:
+            x.body_ended = _read_through(stream, resp, ev)
+        x.body_ended = x.body_ended or (stream is not None and stream.complete)
+        x.end = ev.end if ev.end is not None else time.perf_counter()
+        if ev.error is not None:
+            m.error = ev.error
+        elif not ev.done:
+            m.error = f"stream ended before {'[DONE]' if x.framing == 'sse' else 'the final object (done: true)'}"
+        if ev.done and stream is not None:
+            stream.finish()  # the body's last bytes, after the timing: keeps the connection
+
+
+def _record(stream, ev: Events, x: _Exchange) -> None:
+    """The timed read: the body's reads kept and stamped (Stream.record), parsed into `ev` where a marker asks
+    and at the end."""
+
+    def stop() -> bool:
+        ev.feed_reads(*stream.recorded())
+        return ev.over
+
+    def started() -> bool:
+        return stop() or ev.t_first is not None
+
+    try:
+        stream.record(
+            stop,
+            _HINTS[x.framing],
+            unterminated_limit=1 << 20,
+            coalesce_bytes=0 if x.timed_each else COALESCE_BYTES,  # coalesced once the first token came
+            started=started,
+            coalesce_wait_s=COALESCE_WAIT_S,
+        )
+    finally:  # what came before a failed read is parsed too: a dropped stream keeps its events
+        with contextlib.suppress(httpx.HTTPError):
+            stop()
+        ev.finish(stream.last_read)
+
+
+def _read_through(stream, resp: httpx.Response, ev: Events) -> bool:
+    """A body the timed read cannot keep (not chunked, compressed) or httpx's path, parsed read by read;
+    True when it was read to its end."""
+    reads = stream.reads() if stream is not None else ((time.perf_counter(), b) for b in resp.iter_bytes())
+    last = time.perf_counter()
+    try:
+        for now, data in reads:
+            last = now
+            ev.feed(now, data)
+            if ev.over:
+                return False
+        return True
+    finally:
+        ev.finish(last)
+
+
+def _over_time(m: Measurement, ev: Events, x: _Exchange, timeout_s: float) -> None:
+    """The error of a request that ran past request.timeout_s, said by where it was when the limit came."""
+    if ev.late and x.body_ended:
         m.error = (
             f"timed out after {timeout_s:g} s while the stream's events were read: the stream had ended, their "
             f"parsing had not (request.timeout_s limits the whole request, its parsing included)"
         )
-    elif deadline.fired or ev.late:
+    elif x.deadline.fired or ev.late:
         m.error = (
             f"timed out after {timeout_s:g} s without data from the server (request.timeout_s)"
             if ev.t_first is None and not ev.size
             else f"timed out after {timeout_s:g} s, still streaming (request.timeout_s limits the whole request)"
         )
-    m.wall_s = end - t0
+
+
+def _summarize(
+    m: Measurement,
+    ev: Events,
+    x: _Exchange,
+    counts: Callable[[list[dict]], Counts],
+    missing_counts: str,
+    max_tokens_per_event: float | None,
+) -> None:
+    """The measurement from the parsed stream: times, the engine's counts (checked), rates, and an error
+    record's ends of text and body."""
+    m.wall_s = x.end - x.t0
     m.stream_events = ev.text_events
     m.output_text = ev.text()
     m.output_sha256 = hashlib.sha256(m.output_text.encode("utf-8", errors="replace")).hexdigest()
     t_first, t_last = ev.t_first, ev.t_last
     if t_first is not None:
-        m.ttft_s = t_first - t0
+        m.ttft_s = t_first - x.t0
     try:
         c = counts(ev.events) if ev.events else Counts()
         m.completion_tokens = _count(c.completion_tokens, "completion_tokens")
@@ -426,15 +399,15 @@ def timed_stream(
         if ev.size:
             m.raw_response = ev.raw()
         m.output_text = ends_of(m.output_text)  # an error record keeps the text's ends, saying what it left out
-    return m, ev.events
 
 
-def _error_body(resp, fast: bool) -> tuple[Excerpt, BaseException | str | None]:
+def _error_body(resp: httpx.Response, stream) -> tuple[Excerpt, BaseException | str | None]:
     """An error response's body, read up to ERROR_BODY_LIMIT: its ends kept, and what stopped the read
-    before the body's end (None: nothing did; the request's deadline shuts the socket at its limit)."""
+    before the body's end (None: nothing did; the request's deadline shuts the socket at its limit). The
+    timed read inflates a compressed body a bounded piece at a time (http_stream.INFLATE_BYTES)."""
     kept = Excerpt()
     try:
-        for data in (data for _, data in resp.reads()) if fast else resp.iter_bytes():
+        for data in (data for _, data in stream.reads()) if stream is not None else resp.iter_bytes():
             kept.keep(data)
             if kept.size > ERROR_BODY_LIMIT:
                 return kept, "limit"
@@ -460,12 +433,6 @@ def _http_error(status: int, kept: Excerpt, stopped, fired: bool, timeout_s: flo
     else:
         why = f"its error body was cut after {kept.size:,} bytes ({type(stopped).__name__}: {stopped})"
     return clip(f"HTTP {status}: {why}; it began: {said[:300]}", 700)
-
-
-def _socket_of(response: httpx.Response) -> socket.socket | None:
-    stream = response.extensions.get("network_stream")
-    get = getattr(stream, "get_extra_info", None)
-    return get("socket") if get else None
 
 
 def _openai_text(event: dict) -> str:
@@ -524,117 +491,3 @@ def stream_completion(
         missing_counts="no usage in the response (the server must honour stream_options.include_usage)",
     )
     return m
-
-
-class OverLimit(httpx.HTTPError):
-    """A response's body that went past its reader's size or time limit (get_bounded), said in words;
-    `status` is the response's."""
-
-    def __init__(self, message: str, status: int | None):
-        super().__init__(message)
-        self.status = status
-
-
-def get_bounded(
-    client: httpx.Client,
-    url: str,
-    timeout: float | httpx.Timeout = 5.0,
-    limit: int = GET_LIMIT,
-    total_s: float | None = None,
-) -> httpx.Response:
-    """GET `url` and read its body whole, streamed: at most `limit` bytes (decompressed) within `total_s`
-    from the start (default: `timeout`, or a Timeout's connect and read limits together).
-
-    Returns the response with its body read (any status); raises OverLimit for a body past either limit
-    (a server that sends an endless or oversized page, or trickles it), httpx's own errors otherwise (a
-    connection refused or never made comes as httpx says it). What a server sends costs this process at
-    most `limit` bytes, whatever it is.
-    """
-    if total_s is None:
-        total_s = timeout if not isinstance(timeout, httpx.Timeout) else (timeout.connect or 0) + (timeout.read or 0)
-    path = httpx.URL(url).path
-    deadline = _Deadline(total_s)
-    deadline.arm()
-    deadline.begin(time.perf_counter())
-    status, got = None, 0
-    try:
-        request = client.build_request(
-            "GET", url, timeout=timeout, headers={"Accept-Encoding": "identity"}, extensions={"trace": deadline.trace}
-        )
-        with contextlib.closing(client.send(request, stream=True)) as r:
-            deadline.watch(_socket_of(r))
-            status = r.status_code
-            encoding = r.headers.get("content-encoding", "identity").lower().strip()
-            inflate = None
-            if r.is_stream_consumed:  # read whole already (a test transport): its content, decoded
-                raw = iter([r.content])
-            else:
-                raw = r.iter_raw()
-                if encoding in ("gzip", "x-gzip", "deflate"):
-                    inflate = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
-                elif encoding not in ("identity", ""):
-                    raise OverLimit(f"GET {path} answered in Content-Encoding {encoding!r}, which is not read", status)
-            pieces = []
-            for data in raw:
-                if inflate is not None:
-                    data = inflate.decompress(data, limit + 1 - got)
-                    if inflate.unconsumed_tail:
-                        got = limit + 1
-                got += len(data)
-                if got > limit:
-                    raise OverLimit(
-                        f"GET {path} sent more than {size_words(limit)}, read no further (no engine's page is that "
-                        f"long: the server's {path} is endless or broken)",
-                        status,
-                    )
-                pieces.append(data)
-            headers = [
-                (k, v)
-                for k, v in r.headers.raw
-                if k.lower() not in (b"content-encoding", b"content-length", b"transfer-encoding")
-            ]
-    except OverLimit:
-        raise
-    except (httpx.HTTPError, zlib.error) as exc:
-        if deadline.fired:
-            raise OverLimit(
-                f"GET {path} did not end within {total_s:g} s ({got:,} bytes came), read no further (the "
-                f"server's {path} trickles, stalls or never ends)",
-                status,
-            ) from exc
-        if isinstance(exc, zlib.error):
-            raise httpx.DecodingError(f"GET {path}: {exc}") from exc
-        raise
-    finally:
-        deadline.cancel()
-    return httpx.Response(status, headers=headers, content=b"".join(pieces), request=request)
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A GET's answer: its status (None: no answer), its body as text where the status was 200 and the body
-    came whole within the limits, and why not where a 200 answer's body did not (`problem`, in words)."""
-
-    status: int | None
-    text: str | None = None
-    problem: str | None = None
-
-
-def fetch_text(client: httpx.Client, url: str, timeout_s: float = 5.0, limit: int = GET_LIMIT) -> Fetched:
-    """GET `url` and read its body as text, at most `limit` bytes (decompressed) and `timeout_s` altogether
-    (get_bounded). A 200 answer's body over either limit is read no further: `text` None and `problem` says
-    which; any other answer, or none, is just that (`status`)."""
-    try:
-        r = get_bounded(client, url, timeout_s, limit)
-    except OverLimit as exc:
-        return Fetched(exc.status, None, str(exc) if exc.status == 200 else None)
-    except httpx.HTTPError:
-        return Fetched(None)
-    if r.status_code != 200:
-        return Fetched(r.status_code)
-    return Fetched(200, r.text)
-
-
-def get_text(client: httpx.Client, url: str, timeout_s: float = 5.0) -> str | None:
-    """The body of a GET answered 200, as text; None for any other answer, none, or a body past fetch_text's limits."""
-    return fetch_text(client, url, timeout_s).text
