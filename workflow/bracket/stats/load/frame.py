@@ -24,8 +24,6 @@ What each row holds, over the level's steady window [steady_start_s, steady_end_
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -241,7 +239,3 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
 def _itl_codes(steady: pd.DataFrame, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     gaps, rows = _itl(steady)
     return gaps, gs[rows] if rows.size else np.array([], dtype=np.int64)
-
-
-def finite_positive(x) -> bool:
-    return x is not None and math.isfinite(x) and x > 0
