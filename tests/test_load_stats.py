@@ -297,3 +297,13 @@ def test_a_level_without_enough_requests_for_p99_is_undetermined_for_capacity():
     cap = capacity(iv.arm_level_intervals(t), Slo(2.0, 0.1), "A")
     assert cap.levels[0].status == UNDETERMINED and cap.capacity is None
     assert capacity(iv.arm_level_intervals(t), Slo(2.0, 0.1, quantile=0.9), "A").capacity == 1.0
+
+
+def test_comparison_records_become_plain_json():
+    from bracket.stats.load.analyze import _json
+
+    assert _json({"a": np.bool_(True), "b": np.float64("nan"), "c": (np.int64(2), UNDETERMINED)}) == {
+        "a": True,
+        "b": None,
+        "c": [2, "undetermined"],
+    }

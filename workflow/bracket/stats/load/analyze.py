@@ -87,6 +87,8 @@ def _json(x):
         return {str(k): _json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_json(v) for v in x]
+    if isinstance(x, np.bool_):
+        return bool(x)
     if isinstance(x, (bool, type(None), str)):
         return str(x) if hasattr(x, "value") else x
     if isinstance(x, (int, np.integer)):
