@@ -198,24 +198,7 @@ def run_cell(ctx: BlockContext, adapter, wl_name: str, http, base: str, run: int
 
     key = (server_id, wl_name)
     if key not in _calibrated:
-
-        def count(context, prompt):
-            m = send(context, prompt, req.model_copy(update={"max_tokens": 1}))[0]
-            if m.error or not m.prompt_tokens:
-                raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
-            return m.prompt_tokens
-
-        tokens = arena_text.token_counter(http, base, model)
-        if tokens:  # token slices of llama-benchy's sizes; the word counts only start the search
-            ctx_tokens, pp_tokens = benchy_sizes(count, tokens, wl["depth"], wl["prompt_tokens"])
-            per_word = tokens(arena_text.join(words[:1000])) / 1000
-            ctx_words = max(1, round(ctx_tokens / per_word)) if ctx_tokens else 0
-            pp_words = max(1, round(pp_tokens / per_word)) if pp_tokens else 0
-        else:  # no tokenizer route (Ollama, SGLang): word counts that make depth + pp as the server counts
-            ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
-            ctx_tokens = pp_tokens = 0
-        lat = latency(http, base, model, wl["latency"], req.timeout_s)
-        _calibrated[key] = (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat)
+        _calibrated[key] = _calibrate(send, wl, words, req, http, base, model)
     ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat = _calibrated[key]
     seed = exp.design.seed
     texts = [
@@ -255,6 +238,30 @@ def run_cell(ctx: BlockContext, adapter, wl_name: str, http, base: str, run: int
         ]
         _say(exp, block, wl, wl_name, run, warm, phase, out, recs[-len(out) :])
     return recs
+
+
+def _calibrate(send, wl: dict, words: list[str], req: Request, http, base: str, model: str) -> tuple:
+    """The cell's sizes on this server, found once per server and workload: the words (and, where the server
+    counts tokens, the token slices) of llama-benchy's depth and prompt, and the latency it would subtract.
+    Returns (ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, latency_s)."""
+
+    def count(context, prompt):
+        m = send(context, prompt, req.model_copy(update={"max_tokens": 1}))[0]
+        if m.error or not m.prompt_tokens:
+            raise RuntimeError(f"the arena cell's calibration request failed: {m.error or 'no prompt_tokens'}")
+        return m.prompt_tokens
+
+    tokens = arena_text.token_counter(http, base, model)
+    if tokens:  # token slices of llama-benchy's sizes; the word counts only start the search
+        ctx_tokens, pp_tokens = benchy_sizes(count, tokens, wl["depth"], wl["prompt_tokens"])
+        per_word = tokens(arena_text.join(words[:1000])) / 1000
+        ctx_words = max(1, round(ctx_tokens / per_word)) if ctx_tokens else 0
+        pp_words = max(1, round(pp_tokens / per_word)) if pp_tokens else 0
+    else:  # no tokenizer route (Ollama, SGLang): word counts that make depth + pp as the server counts
+        ctx_words, pp_words = calibrate(count, words, wl["depth"], wl["prompt_tokens"])
+        ctx_tokens = pp_tokens = 0
+    lat = latency(http, base, model, wl["latency"], req.timeout_s)
+    return ctx_words, pp_words, tokens, ctx_tokens, pp_tokens, lat
 
 
 def coherence_record(ctx: BlockContext, wl_name: str, http, base: str, model: str, run: int, timeout_s: float) -> dict:
