@@ -14,9 +14,7 @@ from typing import Iterable
 import pandas as pd
 
 from bracket.secrets import redact_obj
-
-# request.* arrives typed (bracket.typed.experiment.Request) and is read by attribute; not imported here:
-# experiment/ stands above this layer (ARCHITECTURE.md, the floor plan).
+from bracket.typed.experiment import Request
 
 FIELDS = [
     "experiment",
@@ -201,7 +199,7 @@ CACHE_BLOCK_SLACK = 256
 CACHE_CHECKS = ("reported", "metrics", "unique prefix")
 
 
-def cache_check(measured: str | None, request) -> str | None:
+def cache_check(measured: str | None, request: Request) -> str | None:
     """The record's cache_check: what the adapter measured by, else "unique prefix" where the prompt carried
     one and request.cache_guard allows it (auto), else None (the strict guard: cached tokens unknown)."""
     if measured is not None:
