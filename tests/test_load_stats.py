@@ -307,3 +307,19 @@ def test_comparison_records_become_plain_json():
         "b": None,
         "c": [2, "undetermined"],
     }
+
+
+def test_itl_and_decode_rate_by_hand():
+    # events at 0.1, 0.2, 0.4, 0.7 s after sending: gaps 0.1, 0.2, 0.3 -> median-unbiased p50 of three = 0.2
+    reqs = pd.DataFrame(
+        [
+            _req(token_times_s=[0.1, 0.2, 0.4, 0.7], token_counts=[1, 1, 1, 1], completion_tokens=4, tpot_s=0.2),
+            _req(tpot_s=0.05),
+            _req(tpot_s=0.1),
+        ]
+    )
+    t = fr.block_table(reqs, pd.DataFrame([_level()]))
+    assert t.loc[0, "itl_p50"] == pytest.approx(0.2)
+    assert np.isnan(t.loc[0, "itl_p90"])  # 3 gaps: n (1 - 0.9) = 0.3 < MIN_TAIL
+    # 1 / TPOT: 5, 20, 10 tokens/s -> median 10
+    assert t.loc[0, "decode_rate_p50"] == pytest.approx(10.0)
