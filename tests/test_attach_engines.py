@@ -16,8 +16,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -28,8 +28,8 @@ from bracket.engines.reference_server import ReferenceServer, free_port
 from bracket.experiment import probe
 
 from tests.support import repo_copy
+from tests.support import snakemake as run_snakemake
 
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 NAME = "qwen-tiny"  # a served name no bracket default would guess
 
 
@@ -115,11 +115,7 @@ def wf(tmp_path_factory) -> Path:
     return repo_copy(tmp_path_factory.mktemp("attach"))
 
 
-def snakemake(wf: Path, name: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run(
-        [SNAKEMAKE, "--cores", "1", name], cwd=wf, env=env, capture_output=True, text=True, timeout=timeout
-    )
+snakemake = partial(run_snakemake, timeout=1500)
 
 
 def end_to_end(wf: Path, name: str, url: str) -> tuple[str, list[dict]]:

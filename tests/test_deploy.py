@@ -10,11 +10,13 @@ import json
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests.support import repo_copy, snakemake_env
+from tests.support import repo_copy
+from tests.support import snakemake as run_snakemake
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,15 +25,7 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 PORT = 8091
 
 
-def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SNAKEMAKE, "--cores", "1", *args],
-        cwd=cwd,
-        env=snakemake_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+snakemake = partial(run_snakemake, timeout=900)
 
 
 def workflow_copy(dest: Path) -> Path:

@@ -13,10 +13,8 @@ project's, so the engine and model are not rebuilt (the reference engine needs n
 """
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +23,8 @@ import psutil
 import pytest
 from bracket.experiment import design
 from conftest import ROOT
+
+from tests import support
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -90,18 +90,13 @@ def workflow_copy(root: Path, experiments: dict[str, str], engine: tuple[Path, P
 
 
 def snakemake(cwd: Path, *args, timeout=900):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    """tests.support's runner with the cores (or profile) the call names and no SNAKEMAKE_PROFILE. The mtime
+    trigger is off so that the copy's fresh workflow files never ask to rebuild the shared engine or model; every
+    job of the experiment itself is missing and runs anyway."""
+    env = support.snakemake_env()
     env.pop("SNAKEMAKE_PROFILE", None)
-    # The mtime trigger is off so that the copy's fresh workflow files never ask to rebuild the
-    # shared engine or model; every job of the experiment itself is missing and runs anyway.
-    return subprocess.run(
-        [SNAKEMAKE, "--rerun-triggers", "params", "input", "software-env", "code", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    triggers = ("--rerun-triggers", "params", "input", "software-env", "code")
+    return support.snakemake(cwd, *triggers, *args, env=env, timeout=timeout, cores=None)
 
 
 def dry_jobs(out: str) -> list[dict]:

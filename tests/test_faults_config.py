@@ -2,11 +2,10 @@
 names the key and the fix. Run for real in a copy of the workflow; the experiment's engine is a
 sentinel that leaves a mark if it is ever launched."""
 
-import subprocess
-
 import pytest
 
 from tests.support import faultkit as fk
+from tests.support import snakemake
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -50,12 +49,6 @@ def repo(tmp_path_factory):
     for name, (body, _) in CASES.items():
         (root / "experiments" / f"fault_{name}.yaml").write_text(engine + body)
     return root
-
-
-def snakemake(repo, *args):
-    return subprocess.run(
-        fk.snakemake_argv(*args), cwd=repo, env=fk.snakemake_env(), capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

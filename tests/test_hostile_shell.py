@@ -10,13 +10,14 @@ and a whole run on the reference engine with the payload in every free-text fiel
 """
 
 import re
-import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
 from bracket.experiment import config, paths
 
 from tests.support import faultkit as fk
+from tests.support import snakemake as run_snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = sorted((ROOT / "workflow" / "rules").glob("*.smk")) + [ROOT / "Snakefile"]
@@ -188,10 +189,7 @@ def test_validation_refuses_every_path_field_with_shell_text(tmp_path):
 # ---- through the real Snakemake ----------------------------------------------------------------------
 
 
-def snakemake(repo: Path, *args, timeout=300):
-    return subprocess.run(
-        fk.snakemake_argv(*args), cwd=repo, env=fk.snakemake_env(), capture_output=True, text=True, timeout=timeout
-    )
+snakemake = partial(run_snakemake, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from tests.support import faultkit as fk
+from tests.support import snakemake
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -125,17 +126,6 @@ def repo(tmp_path_factory):
         (root / "experiments" / f"hostile_{name}.yaml").write_text(text + body)
     shutil.copy(root / "experiments" / "smoke.yaml", root / "experiments" / "qa.v2.yaml")
     return root
-
-
-def snakemake(repo, *args, env=None, timeout=120):
-    return subprocess.run(
-        fk.snakemake_argv(*args),
-        cwd=repo,
-        env=env or fk.snakemake_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

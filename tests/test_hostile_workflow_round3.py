@@ -11,19 +11,9 @@ from test_hostile_secrets import alias_bomb
 from test_hostile_workflow import tiny_model
 
 from tests.support import faultkit as fk
+from tests.support import snakemake
 
 pytestmark = pytest.mark.integration
-
-
-def snakemake(repo, *args, env=None, timeout=120):
-    return subprocess.run(
-        fk.snakemake_argv(*args),
-        cwd=repo,
-        env=env or fk.snakemake_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")

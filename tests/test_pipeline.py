@@ -10,10 +10,9 @@ verdict, the schedule's truth in every number) runs on the reference engine, tes
 """
 
 import json
-import os
 import re
-import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -22,17 +21,14 @@ import pytest
 from bracket.experiment import config, design
 
 from tests.support import repo_copy
+from tests.support import snakemake as run_snakemake
 
 pytestmark = pytest.mark.engine
 EXP = "smoke"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def snakemake(root: Path, *args, timeout=1800):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run(
-        [SNAKEMAKE, "--cores", "1", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout
-    )
+snakemake = partial(run_snakemake, timeout=1800)
 
 
 def engine_processes():

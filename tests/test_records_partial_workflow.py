@@ -12,6 +12,7 @@ import pytest
 from test_hostile_workflow import tiny_model
 
 from tests.support import faultkit as fk
+from tests.support import snakemake as run_snakemake
 
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
@@ -39,14 +40,7 @@ def test_a_torn_last_record_is_counted_and_a_garbage_line_stops_collect_with_its
     res = repo / "results" / "torn"
 
     def snakemake(*args):
-        return subprocess.run(
-            fk.snakemake_argv("results/torn/stats.json", *args),
-            cwd=repo,
-            env=fk.snakemake_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        return run_snakemake(repo, "results/torn/stats.json", *args, timeout=600)
 
     try:
         fk.wait_for(lambda: fk.listener(port), 20, "the reference server")

@@ -10,11 +10,9 @@ seconds instead of three vLLM starts. The run happens in a copy of the workflow 
 """
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +22,7 @@ from bracket.engines.reference_server import truth
 from bracket.experiment import design
 
 from tests.support import repo_copy
+from tests.support import snakemake as run_snakemake
 
 # Timed against a known truth with milliseconds of slack: run alone, after the parallel pass (`serial`).
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -54,16 +53,7 @@ SPEC = truth(TOKENS, SPEC_RATE, DRAFTS + 1, TTFT, prefill_token=True)  # 14 even
 SLACK_S = 0.03
 
 
-def snakemake(root: Path, *args, timeout=900):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "snakemake"), "--cores", "1", *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+snakemake = partial(run_snakemake, timeout=900)
 
 
 def engine_processes():

@@ -22,6 +22,7 @@ from bracket.physics import weights
 from test_hostile_workflow import tiny_model
 
 from tests.support import faultkit as fk
+from tests.support import snakemake as run_snakemake
 
 _spec = importlib.util.spec_from_file_location("hf_cache", Path(__file__).parent / "data" / "physics" / "hf_cache.py")
 _hf = importlib.util.module_from_spec(_spec)
@@ -44,15 +45,9 @@ hardware: {probe_bandwidth: false, bandwidth_gbps: 20}
 
 
 def snakemake(repo, *args, env=None, timeout=1500):
+    """tests.support's runner, and the seconds it took."""
     t0 = time.monotonic()
-    proc = subprocess.run(
-        fk.snakemake_argv(*args),
-        cwd=repo,
-        env=env or fk.snakemake_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    proc = run_snakemake(repo, *args, env=env, timeout=timeout)
     return proc, time.monotonic() - t0
 
 

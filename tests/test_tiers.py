@@ -21,6 +21,9 @@ def pytest_on(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProc
     tests.mkdir()
     for name in ("conftest.py", "prebuild.py"):  # conftest.py and the module it imports beside it
         shutil.copy2(HERE / name, tests / name)
+    # and the package it imports from the root, which pyproject's pythonpath puts on the path as in the checkout
+    shutil.copytree(HERE / "support", tests / "support", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
     (tests / "test_probe.py").write_text("import pytest\n\nfrom conftest import ROOT\n\n" + body)
     # Without the hypothesis and anyio plugins, which the probes do not use: hypothesis's costs 1.4 s of CPU.
     plugins = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
@@ -96,6 +99,32 @@ def test_on_xdist_workers_an_unmarked_test_that_asks_for_the_engine_still_stops_
         "use an engine fixture (embedded_engine, engine_venv, trainer_venv, llama_server) without @pytest.mark.engine"
         in out
     ), out
+
+
+def test_a_fast_test_that_starts_the_workflow_fails_naming_the_mark_and_other_programs_run(tmp_path):
+    proc = pytest_on(
+        tmp_path,
+        "import subprocess, sys\n\n"
+        "def test_runs_the_workflow():\n"
+        "    subprocess.run(['snakemake', '--version'])\n\n"
+        "def test_runs_python():\n"
+        "    subprocess.run([sys.executable, '-c', 'pass'], check=True)\n",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "1 failed, 1 passed" in out, out
+    assert "a test of the fast tier started snakemake" in out and "@pytest.mark.integration" in out, out
+
+
+def test_the_programs_a_fast_test_may_not_start_are_told_by_name_or_module():
+    from conftest import started_program
+
+    assert started_program(["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]) == "vllm"
+    assert started_program(["/opt/llama.cpp/build/bin/llama-server", "-m", "x.gguf"]) == "llama-server"
+    assert started_program(["/venv/bin/snakemake", "--cores", "1"]) == "snakemake"
+    assert started_program([sys.executable, "-m", "papermill", "in.ipynb", "out.ipynb"]) == "papermill"
+    assert started_program("snakemake -n") == "snakemake"
+    assert started_program([sys.executable, "tests/data/faults/fake_engine.py", "--port", "8000"]) is None
+    assert started_program(["git", "status"]) is None
 
 
 def test_a_serial_test_in_the_fast_tier_is_refused(tmp_path):
