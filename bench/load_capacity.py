@@ -50,6 +50,19 @@ def covers(cap, truth) -> bool:
     return (cap.low is None or cap.low <= truth) and (cap.high is None or cap.high > truth)
 
 
+def true_throughput(server: sim.BatchServer, scale: float, n: int) -> float:
+    """N users x tokens per request / mean request time (renewal): TTFT mean prefill + step, TPOT mean
+    step exp(sigma^2 / 2), all times the server's scale."""
+    step = float(server.step_s(n))
+    mean = server.prefill_s + step + (server.tokens - 1) * step * math.exp(server.sigma**2 / 2)
+    return n * server.tokens / (scale * mean)
+
+
+def _covers_metric(iv, arm: str, level: float, metric: str, truth: float) -> bool:
+    r = iv[(iv["arm"] == arm) & (iv["level"] == level) & (iv["metric"] == metric)].iloc[0]
+    return bool(r["low"] <= truth <= r["high"])
+
+
 def one_run(rng: np.random.Generator, server: sim.BatchServer, i: int, effect: float = 1.0) -> dict:
     req, lv, truth = sim.bracketed_experiment(rng, server, levels=LEVELS, effect=effect)
     knee = math.exp(rng.uniform(math.log(1.2), math.log(28)))
@@ -59,7 +72,7 @@ def one_run(rng: np.random.Generator, server: sim.BatchServer, i: int, effect: f
     slo = Slo(ttft_s=float(ttft), tpot_s=float(tpot))
     tb = block_table(req, lv, slo)
     iv = arm_level_intervals(tb, metrics=list(METRICS))
-    out = {"cover": [], "determined": [], "width": []}
+    out = {"cover": [], "determined": [], "width": [], "cover_throughput": [], "cover_decode": []}
     for arm in ("A", "B"):
         cap = capacity(iv, slo, arm)
         t = true_capacity(server, truth[arm], slo)
@@ -68,6 +81,14 @@ def one_run(rng: np.random.Generator, server: sim.BatchServer, i: int, effect: f
         out["width"].append(
             (LEVELS.index(cap.high) if cap.high else len(LEVELS)) - (LEVELS.index(cap.low) if cap.low else -1)
         )
+    for arm in ("A", "B"):
+        for n in LEVELS:
+            out["cover_throughput"].append(
+                _covers_metric(iv, arm, n, "throughput_tok_s", true_throughput(server, truth[arm], n))
+            )
+            out["cover_decode"].append(
+                _covers_metric(iv, arm, n, "decode_rate_p50", 1 / (truth[arm] * server.step_s(n)))
+            )
     for m in ("throughput_tok_s", "tpot_p99"):
         rows = compare_levels(tb, "A", "B", m, seed=i)
         out[m] = [r["verdict"] in ("faster", "slower") for _, r in rows]
@@ -102,6 +123,9 @@ def main() -> int:
         f"| levels spanned by [low, high) (1 = determined) | median {np.median(width):.0f}, "
         f"90th pct {np.percentile(width, 90):.0f} |"
     )
+    for key, what in (("cover_throughput", "aggregate throughput"), ("cover_decode", "per-user decode rate (p50)")):
+        c = np.array([x for r in runs for x in r[key]])
+        print(f"| nominal-95 % interval of {what} covers its truth (all arms, levels) | {c.mean():.1%} ({c.size}) |")
     print(f"| coverage when determined | {cover[det].mean():.1%} ({det.sum()} answers) |")
     for m in ("throughput_tok_s", "tpot_p99"):
         per = np.array([r[m] for r in runs], dtype=float)
