@@ -33,6 +33,7 @@ intervals); Holm, S. (1979) Scand J Stat 6:65.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -64,10 +65,13 @@ __all__ = [
 ]
 
 
+_NORMAL = NormalDist()
+
+
 def _z(confidence: float) -> float:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie between 0 and 1, got {confidence!r}")
-    return float(st.norm.ppf(0.5 + confidence / 2))
+    return _NORMAL.inv_cdf(0.5 + confidence / 2)
 
 
 def _wilson_z(x: float, n: float, z: float) -> tuple[float, float]:
@@ -185,9 +189,9 @@ def _p_from_interval(interval, estimate: float, bound: float) -> float:
     with z* where the upper end does (p >= 0.5); 0.5 at the bound. The ends move monotonically in z.
     """
     if estimate > bound:
-        return float(st.norm.sf(_crossing(lambda z: interval(z)[0], bound)))
+        return 1.0 - _NORMAL.cdf(_crossing(lambda z: interval(z)[0], bound))
     if estimate < bound:
-        return float(st.norm.cdf(_crossing(lambda z: interval(z)[1], bound)))
+        return _NORMAL.cdf(_crossing(lambda z: interval(z)[1], bound))
     return 0.5
 
 
@@ -215,23 +219,35 @@ def _check_frame(df: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
         raise ValueError(f"the {what} frame is empty: score at least one item per arm")
 
 
-def _accuracy_arms(df: pd.DataFrame, arms: list[str], confidence: float) -> dict[str, AccuracyArm]:
+def _answers(df: pd.DataFrame, arms: list[str]) -> dict[str, pd.Series]:
+    """Each arm's answers as a boolean Series indexed by item, sorted by item; refuses a non-boolean `correct`."""
+    correct = df["correct"]
+    if correct.isna().any() or not correct.isin([True, False]).all():
+        bad = correct[correct.isna() | ~correct.isin([True, False])].iloc[0]
+        raise ValueError(f"`correct` must be true or false for every row, got {bad!r}; score every item first")
+    out = {}
+    for arm, group in df.groupby("arm", sort=False):
+        out[arm] = pd.Series(group["correct"].to_numpy(bool), index=group["item"].to_numpy()).sort_index()
+    missing = [a for a in arms if a not in out]
+    if missing:
+        raise ValueError(f"arm(s) {missing} scored no item; score each arm's answers or leave the arm out")
+    return out
+
+
+def _accuracy_arms(answers: dict[str, pd.Series], arms: list[str], confidence: float) -> dict[str, AccuracyArm]:
     out = {}
     for arm in arms:
-        s = df.loc[df["arm"] == arm, "correct"]
+        s = answers[arm]
         n, x = int(s.size), int(s.sum())
         lo, hi = wilson(x, n, confidence)
         out[arm] = AccuracyArm(arm=arm, items=n, correct=x, accuracy=x / n, ci_low=lo, ci_high=hi, ci_level=confidence)
     return out
 
 
-def _pairs(df: pd.DataFrame, arm: str, reference: str) -> tuple[int, int, int, int] | None:
+def _pairs(c: pd.Series, r: pd.Series) -> tuple[int, int, int, int] | None:
     """The paired 2x2 table (candidate first) where both arms answered the same items, else None."""
-    c = df[df["arm"] == arm].set_index("item")["correct"]
-    r = df[df["arm"] == reference].set_index("item")["correct"]
-    if set(c.index) != set(r.index):
+    if c.size != r.size or not c.index.equals(r.index):
         return None
-    r = r.reindex(c.index)
     cv, rv = c.to_numpy(bool), r.to_numpy(bool)
     return int((cv & rv).sum()), int((cv & ~rv).sum()), int((~cv & rv).sum()), int((~cv & ~rv).sum())
 
@@ -256,13 +272,14 @@ def accuracy_gate(
     arms = list(dict.fromkeys(df["arm"])) if arms is None else list(arms)
     if reference not in arms:
         raise ValueError(f"the reference arm {reference!r} has no scored items; arms: {arms}")
-    per_arm = _accuracy_arms(df, arms, confidence)
+    answers = _answers(df, arms)
+    per_arm = _accuracy_arms(answers, arms, confidence)
     candidates = [a for a in arms if a != reference]
     alpha = (1 - confidence) / 2
     intervals, ps = {}, []
     ref = per_arm[reference]
     for arm in candidates:
-        table = _pairs(df, arm, reference)
+        table = _pairs(answers[arm], answers[reference])
         cand = per_arm[arm]
         if table is not None:
 
@@ -357,6 +374,9 @@ def nll_gate(
         raise ValueError("a document was scored twice in one arm; score each document once per arm")
     if not margin >= 0:
         raise ValueError(f"the margin must be >= 0 nats per token, got {margin!r}")
+    nll, tok = pd.to_numeric(df["nll"], errors="coerce"), pd.to_numeric(df["tokens"], errors="coerce")
+    if not (np.isfinite(nll).all() and (nll >= 0).all() and (tok > 0).all()):
+        raise ValueError("each document needs a finite nll >= 0 (nats, summed) over tokens > 0")
     arms = list(dict.fromkeys(df["arm"])) if arms is None else list(arms)
     if reference not in arms:
         raise ValueError(f"the reference arm {reference!r} scored no document; arms: {arms}")
