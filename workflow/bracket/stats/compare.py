@@ -32,21 +32,25 @@ from bracket.stats.findings import ComparisonModes, Finding
 from bracket.stats.findings import FindingKind as K
 from bracket.stats.modes import bimodal, flat_within
 from bracket.stats.reasons import NO_TEST, Center, CiKind, CiMethod, Goal, SignificanceTest, Undetermined, Why
+from bracket.stats.rounds import (  # noqa: F401  (the plan's names, where their readers import them)
+    MAX_ROUNDS,
+    PLAN_NOISE,
+    PLAN_POWER,
+    WIDE,
+    RoundsPlan,
+    abab_variance_factor,
+    plan_fields,
+    plan_rounds,
+    power_at,
+    rounds_needed,
+    with_rounds,
+)
 from bracket.stats.steps import StepFit, exposures
 
 FASTER, SLOWER, NO_EFFECT, UNDETERMINED = "faster", "slower", "no measurable effect", "undetermined"
 #: Variance inflation of the arm effect by the drift term above which arm and time are confounded
 #: (sequential A A B B gives 5; A/B/A/B gives 1.25 at 2 rounds and approaches 1).
 CONFOUNDED_VIF = 4.0
-#: A CI reaching past WIDE x band on either side is too wide for "no measurable effect" (see `too_wide`).
-WIDE = 2.0
-#: Most rounds `rounds_needed` searches.
-MAX_ROUNDS = 200
-#: Power the rounds an undetermined comparison is told to run are planned for (`plan_rounds`).
-PLAN_POWER = 0.8
-#: One-sided level of the upper bound on the block variance that plan uses: a few blocks know it only roughly,
-#: and a plan on the point estimate falls short of its power about half the time (bench/rounds_plan.py).
-PLAN_NOISE = 0.75
 
 
 @dataclass(frozen=True)
@@ -151,104 +155,6 @@ def _design(tb: pd.DataFrame, arm: np.ndarray, trend: bool) -> np.ndarray:
     if trend:
         cols.append(tb["position"].to_numpy(float))
     return np.column_stack(cols)
-
-
-def abab_variance_factor(rounds: int) -> float:
-    """[(X'X)^-1] of the arm term in A/B/A/B with `rounds` rounds, X = [1, arm, position]."""
-    pos = np.arange(2 * rounds, dtype=float)
-    arm = pos % 2
-    X = np.column_stack([np.ones(pos.size), arm, pos])
-    return float(np.linalg.pinv(X.T @ X)[1, 1])
-
-
-_ABAB_FACTORS = np.array([abab_variance_factor(r) for r in range(2, MAX_ROUNDS + 1)])
-
-
-def rounds_needed(block_var: float, half_width: float, confidence: float = D.CONFIDENCE) -> int | None:
-    """Fewest A/B/A/B rounds whose drift-adjusted CI of the log ratio is at most +/- half_width.
-
-    Expected half-width t(2r - 3) x sqrt(block_var x factor(r)), block_var the variance of one
-    block median at the current runs per block (from the variance components). None when more
-    than MAX_ROUNDS would be needed.
-    """
-    if not half_width > 0:
-        return None
-    r = np.arange(2, MAX_ROUNDS + 1)
-    hw = stats.t.ppf(0.5 + confidence / 2, 2 * r - 3) * np.sqrt(max(block_var, 0.0) * _ABAB_FACTORS)
-    ok = np.flatnonzero(hw <= half_width)
-    return int(r[ok[0]]) if ok.size else None
-
-
-@dataclass(frozen=True)
-class RoundsPlan:
-    """The A/B/A/B rounds at which a comparison reaches `goal` with `power` for a true ratio `effect` (None: more
-    than MAX_ROUNDS), and its expected CI half-width there (a fraction)."""
-
-    rounds: int | None
-    half_width: float | None
-    effect: float
-    power: float
-    goal: Goal
-
-
-def power_at(rounds, block_var: float, effect: float, band: float, level: float, goal: Goal) -> np.ndarray:
-    """Power of a fixed A/B/A/B design of `rounds` rounds (drift-adjusted block fit, t on 2 rounds - 3 df, block
-    medians of variance `block_var`) for a true log ratio `effect`.
-
-    clear: the CI at `level` lies beyond the band on the effect's side, P(T'(df, (|effect| - edge) / se) > t)
-    with T' noncentral t (the one-sided t test of the arm against the band's edge). within: the CI lies within
-    WIDE x band, P(-w + t se < estimate < w - t se), the estimate t-distributed about the effect (se taken as
-    known: slightly generous at few rounds)."""
-    r = np.asarray(rounds, dtype=int)
-    df = 2 * r - 3
-    se = np.sqrt(max(block_var, 1e-300) * _ABAB_FACTORS[r - 2])
-    q = stats.t.ppf(0.5 + level / 2, df)
-    edge = math.log(1 + band)
-    if goal == Goal.CLEAR:
-        return stats.nct.sf(q, df, (abs(effect) - edge) / se)
-    w = math.log(1 + WIDE * band)
-    return np.clip(stats.t.cdf((w - q * se - effect) / se, df) - stats.t.cdf((-w + q * se - effect) / se, df), 0, 1)
-
-
-def plan_rounds(
-    block_var: float,
-    estimate: float,
-    band: float,
-    level: float = D.CONFIDENCE,
-    *,
-    var_df: float | None = None,
-    effect: float | None = None,
-    power: float = PLAN_POWER,
-) -> RoundsPlan:
-    """The fewest A/B/A/B rounds with `power` to decide, from a block variance measured on `var_df` df.
-
-    The effect planned for: `effect` (a ratio the reader cares about) when given, planned to clear the band;
-    else the effect measured (`estimate`, log), planned to clear the band where it lies beyond it and to settle
-    as "no measurable effect" (the CI within WIDE x band) where it lies within WIDE x band, whichever is
-    reached in fewer rounds. The block variance is taken at the upper end
-    of its one-sided PLAN_NOISE interval on var_df df (chi-square), none when var_df is None (a floor, as with
-    one block per arm)."""
-    v = max(block_var, 0.0)
-    if var_df and var_df > 0:
-        v = v * var_df / stats.chi2.ppf(1 - PLAN_NOISE, var_df)
-    if effect is not None:
-        goals = [(math.log(effect), Goal.CLEAR)]
-    else:
-        # the measured effect beyond the band may clear it, within WIDE x band may settle: the sooner of the two
-        goals = [(estimate, g) for g in (Goal.CLEAR, Goal.WITHIN)]
-        goals = goals[:1] if abs(estimate) >= math.log(1 + WIDE * band) else goals
-        goals = goals[1:] if abs(estimate) <= math.log(1 + band) else goals
-    r = np.arange(2, MAX_ROUNDS + 1)
-    found = []
-    for target, goal in goals:
-        ok = np.flatnonzero(power_at(r, v, target, band, level, goal) >= power)
-        found.append((int(r[ok[0]]) if ok.size else MAX_ROUNDS + 1, target, goal))
-    rounds, target, goal = min(found, key=lambda f: f[0])
-    rounds = rounds if rounds <= MAX_ROUNDS else None
-    hw = None
-    if rounds is not None:
-        hw = float(math.expm1(stats.t.ppf(0.5 + level / 2, 2 * rounds - 3) * math.sqrt(v * _ABAB_FACTORS[rounds - 2])))
-    return RoundsPlan(rounds, hw, float(math.exp(target)), power, goal)
 
 
 def clears(lo: float, hi: float, band: float) -> str | None:
@@ -385,65 +291,131 @@ def compare(
     sequential design); or one residual degree of freedom without pooling and a CI that does
     not clear the band. `rounds_needed` then says how many A/B/A/B rounds would give a CI of
     +/- max(noise_threshold, |effect| - band), from the block variance measured here.
+
+    The steps: `_counts` (what both paths state), `_one_block_per_arm` (no block-level fit), `_fit_blocks`
+    (the block table and its raw and drift-adjusted fits), `_band` (the basis and its noise band),
+    `_judge` (the verdict, its interval and the level-step check), `_remarks` (notes), `_assemble`.
     """
     if noise_threshold < 0:
         raise ValueError(f"`noise_threshold` must be non-negative, got {noise_threshold!r}.")
-    notes = []
-    rom = float(np.median(candidate.values) / np.median(baseline.values))
-    n_b, n_c = baseline.n_blocks, candidate.n_blocks
-    common = dict(
+    common = _counts(baseline, candidate, confidence, n_resamples, seed)
+    if baseline.n_blocks < 2 or candidate.n_blocks < 2:
+        return _one_block_per_arm(baseline, candidate, drift, noise_threshold, confidence, n_resamples, rng, common)
+    fits = _fit_blocks(baseline, candidate, pool)
+    notes: list[Finding] = []
+    basis, band = _band(fits, drift, noise_threshold, notes)
+    judged = _judge(fits, band, confidence, pool)
+    basis_fit = fits.basis_fit
+    block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
+    plan = plan_rounds(block_var, basis_fit.estimate, band, confidence, var_df=basis_fit.df)
+    reason = None
+    if judged.verdict == UNDETERMINED:
+        # kept in `undetermined` alone: notes are the other remarks, so nothing is said twice
+        why = judged.structural or judged.step_reason or judged.thin or wide_reason(judged.lo, judged.hi, band)
+        reason = with_rounds(why, plan, min(baseline.n_blocks, candidate.n_blocks)).record()
+    notes += _remarks(fits)
+    return _assemble(fits, judged, basis, band, drift, confidence, tuple(notes), reason, plan, common)
+
+
+def _counts(baseline: Sample, candidate: Sample, confidence: float, n_resamples: int, seed: int | None) -> dict:
+    """The fields every comparison states the same way: its runs, blocks, level, resamples, seed and the
+    ratio of the two arms' medians."""
+    return dict(
         n_baseline=int(baseline.values.size),
         n_candidate=int(candidate.values.size),
-        blocks_baseline=n_b,
-        blocks_candidate=n_c,
+        blocks_baseline=baseline.n_blocks,
+        blocks_candidate=candidate.n_blocks,
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
-        ratio_of_medians=rom,
+        ratio_of_medians=float(np.median(candidate.values) / np.median(baseline.values)),
     )
-    if n_b < 2 or n_c < 2:
-        boot = ratio_of_medians(baseline, candidate, confidence=confidence, n_resamples=n_resamples, rng=rng)
-        tb_b = bl.block_table(baseline.values, baseline.blocks)
-        tb_c = bl.block_table(candidate.values, candidate.blocks)
-        w, _ = bl.within_variance(pd.concat([tb_b, tb_c], ignore_index=True))
-        floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
-        band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
-        plan = plan_rounds(floor, math.log(rom), band, confidence)
-        plan = dataclasses.replace(plan, rounds=max(plan.rounds or 3, 3))
-        reason = dataclasses.replace(
-            with_rounds(
-                Undetermined(Why.FEW_BLOCKS, blocks=min(n_b, n_c), arms_short=2 if max(n_b, n_c) < 2 else 1),
-                plan,
-                min(n_b, n_c),
-            ),
-            lower_bound=True,
-        )
-        # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
-        return Comparison(
-            ratio=rom,
-            ci_low=None,
-            ci_high=None,
-            ci_level=None,
-            raw_ratio=rom,
-            raw_ci_low=boot.ci_low,
-            raw_ci_high=boot.ci_high,
-            p_value=None,
-            test=NO_TEST.record(),
-            drift=drift,
-            drift_per_block=None,
-            noise_band=band,
-            verdict=UNDETERMINED,
-            drift_adjusted_ratio=None,
-            drift_adjusted_ci_low=None,
-            drift_adjusted_ci_high=None,
-            basis="raw",
-            ci_method=CiMethod(CiKind.REQUESTS_ONLY, bootstrap=boot.method).record(),
-            notes=tuple(notes),
-            undetermined=reason.record(),
-            **plan_fields(plan),
-            within_var=floor or None,
-            **common,
-        )
+
+
+def _raw_band(drift: float | None, noise_threshold: float) -> float:
+    return max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
+
+
+def _one_block_per_arm(
+    baseline: Sample,
+    candidate: Sample,
+    drift: float | None,
+    noise_threshold: float,
+    confidence: float,
+    n_resamples: int,
+    rng,
+    common: dict,
+) -> Comparison:
+    """One block in an arm: block noise unmeasured, so undetermined, with the request-level bootstrap CI beside it
+    and the rounds planned from the within-block noise (a floor of the block variance)."""
+    rom = common["ratio_of_medians"]
+    n_b, n_c = baseline.n_blocks, candidate.n_blocks
+    boot = ratio_of_medians(baseline, candidate, confidence=confidence, n_resamples=n_resamples, rng=rng)
+    tb_b = bl.block_table(baseline.values, baseline.blocks)
+    tb_c = bl.block_table(candidate.values, candidate.blocks)
+    w, _ = bl.within_variance(pd.concat([tb_b, tb_c], ignore_index=True))
+    floor = bl.median_variance(w, np.r_[tb_b["n"], tb_c["n"]]) if w else 0.0
+    band = _raw_band(drift, noise_threshold)
+    plan = plan_rounds(floor, math.log(rom), band, confidence)
+    plan = dataclasses.replace(plan, rounds=max(plan.rounds or 3, 3))
+    reason = dataclasses.replace(
+        with_rounds(
+            Undetermined(Why.FEW_BLOCKS, blocks=min(n_b, n_c), arms_short=2 if max(n_b, n_c) < 2 else 1),
+            plan,
+            min(n_b, n_c),
+        ),
+        lower_bound=True,
+    )
+    # No interval supports a verdict here: ci_* stay empty; the request-level CI is the raw one.
+    return Comparison(
+        ratio=rom,
+        ci_low=None,
+        ci_high=None,
+        ci_level=None,
+        raw_ratio=rom,
+        raw_ci_low=boot.ci_low,
+        raw_ci_high=boot.ci_high,
+        p_value=None,
+        test=NO_TEST.record(),
+        drift=drift,
+        drift_per_block=None,
+        noise_band=band,
+        verdict=UNDETERMINED,
+        drift_adjusted_ratio=None,
+        drift_adjusted_ci_low=None,
+        drift_adjusted_ci_high=None,
+        basis="raw",
+        ci_method=CiMethod(CiKind.REQUESTS_ONLY, bootstrap=boot.method).record(),
+        notes=(),
+        undetermined=reason.record(),
+        **plan_fields(plan),
+        within_var=floor or None,
+        **common,
+    )
+
+
+@dataclass(frozen=True)
+class _Fits:
+    """Both arms' blocks in one table (block `b*` baseline, `c*` candidate) and the fits on them."""
+
+    tb: pd.DataFrame
+    arm: np.ndarray  # 1.0 for the candidate's blocks
+    pos: np.ndarray  # each block's position in the run order
+    within: tuple  # bracket.stats.blocks.within_variance of the table
+    modes: dict  # per side, bracket.stats.modes.Modes where its runs take two paths
+    flat: object | None  # bracket.stats.modes.Flatness
+    two_paths: bool  # blocks reduced to means (runs on two paths inside blocks)
+    raw: bl.BlockFit  # arm only
+    adj: bl.BlockFit | None  # arm + position, where positions vary within an arm
+    slope: float | None  # the drift per block of the adjusted fit
+
+    @property
+    def basis_fit(self) -> bl.BlockFit:
+        return self.adj if self.adj is not None else self.raw
+
+
+def _fit_blocks(baseline: Sample, candidate: Sample, pool: bool) -> _Fits:
+    """The block table (medians, or means where runs take two paths) and its raw and drift-adjusted fits."""
     modes = {
         name: m
         for name, s in (("baseline", baseline), ("candidate", candidate))
@@ -473,17 +445,36 @@ def compare(
     if adj is not None:
         X = _design(tb, arm, True)
         slope = float((np.linalg.pinv(X) @ tb["ym"].to_numpy(float))[2])
-    raw_ci = raw.ci(confidence)
-    adj_ci = adj.ci(confidence) if adj is not None else None
-    basis_fit = adj if adj is not None else raw
-    if adj is not None:
-        basis = "drift-adjusted"
-        band = max(noise_threshold, abs(slope))
-    else:
-        basis = "raw"
-        band = max(noise_threshold, abs(drift) if drift is not None and math.isfinite(drift) else 0.0)
-        if drift is None:
-            notes.append(Finding(K.DRIFT_UNKNOWN))
+    return _Fits(tb, arm, pos, within, modes, flat, two_paths, raw, adj, slope)
+
+
+def _band(fits: _Fits, drift: float | None, noise_threshold: float, notes: list) -> tuple[str, float]:
+    """The basis the verdict rests on and its noise band: |drift per block| on the drift-adjusted fit, the
+    measured drift on the raw one (noted where none was measured)."""
+    if fits.adj is not None:
+        return "drift-adjusted", max(noise_threshold, abs(fits.slope))
+    if drift is None:
+        notes.append(Finding(K.DRIFT_UNKNOWN))
+    return "raw", _raw_band(drift, noise_threshold)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The verdict, the ratio interval it rests on, and what it weighed."""
+
+    verdict: str
+    lo: float | None
+    hi: float | None
+    p_band: float | None  # p of "the effect lies inside the band", the step fits' included
+    steps: tuple[StepFit, ...] | None
+    structural: Undetermined | None
+    thin: Undetermined | None
+    step_reason: Undetermined | None
+
+
+def _judge(fits: _Fits, band: float, confidence: float, pool: bool) -> _Judged:
+    """The verdict on the basis fit (`decide`), then checked against a level step in place of the drift line."""
+    basis_fit = fits.basis_fit
     structural = thin = None
     if basis_fit.vif > CONFOUNDED_VIF:
         structural = Undetermined(Why.CONFOUNDED, vif=float(basis_fit.vif))
@@ -491,29 +482,28 @@ def compare(
         thin = Undetermined(Why.THIN, blocks=int(basis_fit.blocks), df=float(basis_fit.df))
     band_log = (-math.log(1 + band), math.log(1 + band))
     p_band = basis_fit.p_beyond(*band_log)
-    v, vlo, vhi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
+    v, lo, hi = decide(basis_fit.estimate, basis_fit.se, basis_fit.df, band, confidence, structural, thin)
     steps = None
-    if adj is not None and not structural:
+    if fits.adj is not None and not structural:
         # a level step the drift line would take for a slope while it moves the arm (bracket.stats.steps)
-        fits = [(e, bl.fit(tb, _step_design(arm, pos, e.at), 1, pool=pool, within=within)) for e in exposures(pos, arm)]
-        steps = tuple(StepFit(e.at, f.estimate, f.se, f.df, e.q) for e, f in fits)
-        ps = [f.p_beyond(*band_log) for _, f in fits]
+        step_fits = [
+            (e, bl.fit(fits.tb, _step_design(fits.arm, fits.pos, e.at), 1, pool=pool, within=fits.within))
+            for e in exposures(fits.pos, fits.arm)
+        ]
+        steps = tuple(StepFit(e.at, f.estimate, f.se, f.df, e.q) for e, f in step_fits)
+        ps = [f.p_beyond(*band_log) for _, f in step_fits]
         if p_band is not None and ps:
             p_band = max([p_band] + [1.0 if p is None else p for p in ps])
     step_reason = None
     if steps:
-        v, vlo, vhi, step_reason = step_decide(v, vlo, vhi, steps, band, confidence)
-    block_var = max(basis_fit.between_var or 0.0, basis_fit.within_var or 0.0)
-    plan = plan_rounds(block_var, basis_fit.estimate, band, confidence, var_df=basis_fit.df)
-    reason = None
-    if v == UNDETERMINED:
-        # kept in `undetermined` alone: notes are the other remarks, so nothing is said twice
-        reason = with_rounds(
-            structural or step_reason or thin or wide_reason(vlo, vhi, band), plan, min(n_b, n_c)
-        ).record()
-    if basis_fit.pooled:
-        notes.append(Finding(K.POOLED))
-    for name, m in modes.items():
+        v, lo, hi, step_reason = step_decide(v, lo, hi, steps, band, confidence)
+    return _Judged(v, lo, hi, p_band, steps, structural, thin, step_reason)
+
+
+def _remarks(fits: _Fits) -> list[Finding]:
+    """The notes beside the verdict: noise pooled, and each side whose runs take two paths."""
+    notes = [Finding(K.POOLED)] if fits.basis_fit.pooled else []
+    for name, m in fits.modes.items():
         notes.append(
             Finding(
                 K.COMPARISON_MODES,
@@ -524,10 +514,34 @@ def compare(
                     low_median=float(m.low_median),
                     high_n=int(m.high_n),
                     high_median=float(m.high_median),
-                    block_means=two_paths,
+                    block_means=fits.two_paths,
                 ),
             )
         )
+    return notes
+
+
+def _assemble(
+    fits: _Fits,
+    judged: _Judged,
+    basis: str,
+    band: float,
+    drift: float | None,
+    confidence: float,
+    notes: tuple[Finding, ...],
+    reason: dict | None,
+    plan: RoundsPlan,
+    common: dict,
+) -> Comparison:
+    """The Comparison of a block-level fit: the verdict's interval (the basis CI beside "undetermined" with no
+    interval of its own), the raw and drift-adjusted fits, and what the verdict weighed."""
+    raw, adj, basis_fit = fits.raw, fits.adj, fits.basis_fit
+    raw_ci = raw.ci(confidence)
+    adj_ci = adj.ci(confidence) if adj is not None else None
+    basis_ci = adj_ci if adj is not None else raw_ci
+    vlo, vhi = judged.lo, judged.hi
+    if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
+        vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
     test = SignificanceTest(
         "t",
         basis_fit.ci_method.center,
@@ -535,9 +549,6 @@ def compare(
         df=float(basis_fit.df),
         pooled=bool(basis_fit.pooled),
     ).record()
-    basis_ci = adj_ci if adj is not None else raw_ci
-    if vlo is None and basis_ci is not None:  # undetermined with no interval of its own: the basis CI beside it
-        vlo, vhi = math.exp(basis_ci[0]), math.exp(basis_ci[1])
     return Comparison(
         ratio=math.exp(basis_fit.estimate),
         ci_low=vlo,
@@ -549,17 +560,17 @@ def compare(
         p_value=basis_fit.p_value(),
         test=test,
         drift=drift,
-        drift_per_block=slope,
+        drift_per_block=fits.slope,
         noise_band=band,
-        verdict=v,
+        verdict=judged.verdict,
         drift_adjusted_ratio=math.exp(adj.estimate) if adj is not None else None,
         drift_adjusted_ci_low=math.exp(adj_ci[0]) if adj_ci else None,
         drift_adjusted_ci_high=math.exp(adj_ci[1]) if adj_ci else None,
         basis=basis,
         ci_method=basis_fit.ci_method.record(),
-        notes=tuple(notes),
-        p_beyond_band=p_band,
-        p_adjusted=p_band,
+        notes=notes,
+        p_beyond_band=judged.p_band,
+        p_adjusted=judged.p_band,
         multiplicity={"method": "none", "comparisons": 1},
         undetermined=reason,
         **plan_fields(plan),
@@ -569,12 +580,12 @@ def compare(
         pooled=basis_fit.pooled,
         block_var=basis_fit.between_var,
         within_var=basis_fit.within_var,
-        thin=thin.record() if thin else None,
+        thin=judged.thin.record() if judged.thin else None,
         vif=basis_fit.vif,
-        modes={k: dataclasses.asdict(m) for k, m in modes.items()} or None,
-        block_statistic=Center.MEAN if two_paths else Center.MEDIAN,
-        steps=tuple(f.record() for f in steps) if steps else None,
-        flatness=dataclasses.asdict(flat) if flat else None,
+        modes={k: dataclasses.asdict(m) for k, m in fits.modes.items()} or None,
+        block_statistic=Center.MEAN if fits.two_paths else Center.MEDIAN,
+        steps=tuple(f.record() for f in judged.steps) if judged.steps else None,
+        flatness=dataclasses.asdict(fits.flat) if fits.flat else None,
         **common,
     )
 
@@ -586,31 +597,3 @@ def _step_design(arm: np.ndarray, pos: np.ndarray, at: float) -> np.ndarray:
 def wide_reason(lo: float, hi: float, band: float) -> Undetermined:
     """The CI neither clears the band nor stays within WIDE x it: too few blocks for their noise."""
     return Undetermined(Why.WIDE, ci_low=float(lo), ci_high=float(hi), band=float(band), wide=WIDE)
-
-
-def with_rounds(reason: Undetermined | dict, plan: RoundsPlan, rounds_now: int) -> Undetermined:
-    """The undetermined reason with what to run instead: the plan's A/B/A/B rounds (None: more than MAX_ROUNDS),
-    its power, effect and goal, news when above `rounds_now`."""
-    if isinstance(reason, dict):
-        reason = Undetermined(**reason)
-    return dataclasses.replace(
-        reason,
-        rounds_needed=plan.rounds,
-        half_width=plan.half_width,
-        power=plan.power,
-        effect=plan.effect,
-        goal=plan.goal,
-        rounds_now=rounds_now,
-        max_rounds_searched=MAX_ROUNDS,
-    )
-
-
-def plan_fields(plan: RoundsPlan) -> dict:
-    """A comparison's rounds_needed* fields from its plan."""
-    return dict(
-        rounds_needed=plan.rounds,
-        rounds_needed_for=plan.half_width,
-        rounds_needed_power=plan.power,
-        rounds_needed_effect=plan.effect,
-        rounds_needed_goal=plan.goal,
-    )
