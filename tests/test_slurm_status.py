@@ -129,7 +129,12 @@ def _check(monkeypatch, raw_state):
     ex = _Executor(raw_state)
     ex.report_job_error = plugin.Executor.report_job_error.__get__(ex)
     job = SimpleNamespace(
-        name="block", wildcards={}, wildcards_dict={}, jobid=3, format_wildcards=lambda s: "", is_group=lambda: False
+        name="block",
+        wildcards={"exp": "smoke", "k": "3"},
+        wildcards_dict={},
+        jobid=3,
+        format_wildcards=lambda s: "",
+        is_group=lambda: False,
     )
     monkeypatch.setattr(plugin, "get_job_wildcards", lambda job: "smoke_3")
     info = SimpleNamespace(external_jobid="812", job=job, aux={})
@@ -148,6 +153,56 @@ def test_the_plugin_stops_waiting_for_a_job_that_ended(monkeypatch, raw):
     ((kind, jobid, msg),) = reported
     assert kind == "error" and jobid == "812"
     assert f"SLURM job 812 (rule block smoke_3) ended {raw}" in msg and "resume with `snakemake" in msg
+    assert "results/smoke/raw/failed/" in msg and "EXPERIMENT" not in msg  # the experiment, by its name
+
+
+@pytest.mark.parametrize("grown, after", [(40, 30), (180, 30), (30, 30), (13, 13), (3, 3)])
+def test_the_wait_between_status_checks_stops_growing_at_the_cap(monkeypatch, grown, after):
+    """The plugin grows its interval by 10 s per check in which no job ended (up to 180 s); the wrapper
+    holds it at STATUS_EVERY_MAX_S (30 s), so a cancel is seen within 30 s however long the block runs."""
+    assert slurm_status.STATUS_EVERY_MAX_S == 30
+
+    async def plugins_checks(self, active_jobs):
+        for job in active_jobs:
+            yield job
+        self.next_seconds_between_status_checks = grown
+
+    ex = SimpleNamespace(next_seconds_between_status_checks=None)
+
+    async def run():
+        return [j async for j in slurm_status.capped_checks(plugins_checks)(ex, ["a", "b"])]
+
+    assert asyncio.run(run()) == ["a", "b"]
+    assert ex.next_seconds_between_status_checks == after
+
+
+class _Group:
+    """A group job as the plugin's report sees it: a groupid and its member jobs."""
+
+    groupid = "blocks-smoke-node1"
+
+    def __init__(self, *ks):
+        self.jobs = [
+            SimpleNamespace(rule=SimpleNamespace(name="block"), wildcards={"exp": "smoke", "k": str(k)}) for k in ks
+        ]
+
+    def is_group(self):
+        return True
+
+
+def test_a_group_jobs_failure_is_printed_with_its_blocks_experiment_and_rerun(monkeypatch):
+    """Snakemake's GroupJob.log_error drops the message: the wrapper logs it itself, naming the time limit."""
+    said = []
+    monkeypatch.setattr(plugin.Executor, "report_job_error", lambda self, j, msg=None, **kw: None)
+    monkeypatch.setattr("snakemake.logging.logger.error", lambda msg, *a, **k: said.append(msg))
+    assert slurm_status.install(SimpleNamespace(executor_settings=None))
+    group = _Group(1, 0)
+    assert slurm_status.job_experiments(group) == ["smoke"]
+    assert slurm_status.job_name(group, "") == "group blocks-smoke-node1 (block smoke_0, block smoke_1)"
+    msg = slurm_status.failure_message("9", "TIMEOUT", slurm_status.job_name(group, ""), "snakemake x", ["smoke"])
+    assert "ended TIMEOUT: it ran past its time limit: raise cluster.runtime_min" in msg and "`snakemake x`" in msg
+    plugin.Executor.report_job_error(SimpleNamespace(), SimpleNamespace(external_jobid="9", job=group), msg="why")
+    assert said == ["why"]
 
 
 def test_the_plugin_keeps_waiting_for_a_running_job(monkeypatch):

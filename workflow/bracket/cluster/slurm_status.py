@@ -10,7 +10,9 @@ pre-empted jobs rather than requeueing them) is waited for by design.
 `install` wraps the plugin's status query, upstream-style (the fix belongs in the plugin's
 `query_job_status`: take the state's first word): each state is reduced to the word the plugin
 knows, and the error the plugin then reports for the job gets the state as SLURM wrote it, what
-it means, and the command that resumes the run. Nothing else of the plugin changes.
+it means, the experiment and the command that resumes the run (printed by bracket for a group job,
+whose message Snakemake 9.27 drops); and the wait between two status checks stops growing at
+STATUS_EVERY_MAX_S. Nothing else of the plugin changes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+
+from bracket.cluster import group_failure
 
 # Terminal states that are not success, and what each asks of the user. Keys are sacct's words.
 FAILED = {
@@ -31,6 +35,11 @@ FAILED = {
     "REVOKED": "a sibling cluster of the federation took it",
     "TIMEOUT": "it ran past its time limit: raise cluster.runtime_min (blocks) or runtime (other jobs)",
 }
+# The longest wait between two status checks: the plugin's interval starts at the profile's
+# slurm-init-seconds-before-status-checks and grows by 10 s per check in which no job ended, up to 180 s,
+# so a block cancelled 20 minutes into a run was seen minutes later. One sacct per 30 s is less than
+# Snakemake's own default (10 s).
+STATUS_EVERY_MAX_S = 30
 # The plugin's own list (snakemake_executor_plugin_slurm.Executor.check_active_jobs, fail_stati):
 # a state outside it is reported to the plugin as CANCELLED, so the plugin ends the job's wait.
 PLUGIN_FAILED = ("BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT")
@@ -55,13 +64,33 @@ def plugin_state(state: str, requeue: bool = False) -> str:
     return base
 
 
-def failure_message(jobid: str, state: str, job: str, rerun: str) -> str:
-    """What the user reads when job `jobid` ended in `state`: the job, the state, why, and what to run."""
+def failure_message(jobid: str, state: str, job: str, rerun: str, experiments: list[str] | None = None) -> str:
+    """What the user reads when job `jobid` ended in `state`: the job, the state, why, and what to run.
+
+    `experiments` are the experiments the job's blocks belong to: where an unfinished block's records
+    are kept is named for each."""
     meaning = FAILED.get(base_state(state), "it ended without completing")
+    kept = ", ".join(f"results/{e}/raw/failed/" for e in experiments or []) or "results/EXPERIMENT/raw/failed/"
     return (
         f"SLURM job {jobid} ({job}) ended {state.strip()}: {meaning}. A block keeps what it measured "
-        f"(results/EXPERIMENT/raw/failed/); resume with `{rerun}`, which reruns only the unfinished jobs."
+        f"(an unfinished one in {kept}, a finished one where it is); resume with `{rerun}`, which reruns "
+        f"only the unfinished jobs."
     )
+
+
+def job_experiments(job) -> list[str]:
+    """The experiments (the `exp` wildcard) of a Snakemake job, or of every job of a group job."""
+    members = list(job.jobs) if job.is_group() else [job]
+    return sorted({str(j.wildcards["exp"]) for j in members if "exp" in dict(getattr(j, "wildcards", None) or {})})
+
+
+def job_name(job, wildcards: str) -> str:
+    """`rule block smoke_3`, or for a group job `group blocks-smoke-node1 (block smoke_0, block smoke_1)`."""
+    if not job.is_group():
+        return f"rule {job.name}" + (f" {wildcards}" if wildcards else "")
+    members = sorted(job.jobs, key=lambda j: (j.rule.name, int(dict(j.wildcards).get("k", 0) or 0)))
+    parts = [f"{j.rule.name} " + "_".join(str(v) for v in dict(j.wildcards).values()) for j in members]
+    return f"group {job.groupid} ({', '.join(parts)})"
 
 
 def rerun_command(argv: list[str] | None = None) -> str:
@@ -73,7 +102,9 @@ def rerun_command(argv: list[str] | None = None) -> str:
 def install(workflow=None) -> bool:
     """Wrap the SLURM executor plugin's status query and error report; False where it is not installed.
 
-    Safe to call more than once (the Snakefile is read again inside every job)."""
+    Safe to call more than once (the Snakefile is read again inside every job). Also keeps a finished
+    block's outputs when its group job fails (bracket.cluster.group_failure), under any executor."""
+    group_failure.install()
     try:
         import snakemake_executor_plugin_slurm as plugin
     except ImportError:
@@ -99,13 +130,35 @@ def install(workflow=None) -> bool:
     @functools.wraps(report)
     def report_job_error(self, job_info, msg=None, **kwargs):
         state = seen.get(str(job_info.external_jobid), "")
+        job = job_info.job
         if base_state(state) in FAILED:
-            job = job_info.job
-            wildcards = plugin.get_job_wildcards(job)
-            name = f"rule {job.name}" + (f" {wildcards}" if wildcards else "")
-            msg = failure_message(job_info.external_jobid, state, name, rerun_command()) + (f"\n{msg}" if msg else "")
+            name = job_name(job, plugin.get_job_wildcards(job))
+            said = failure_message(job_info.external_jobid, state, name, rerun_command(), job_experiments(job))
+            msg = said + (f"\n{msg}" if msg else "")
+        if msg and job.is_group():
+            # Snakemake's GroupJob.log_error (9.27) logs "Error in group ..." and drops the message: say it here.
+            from snakemake.logging import logger
+
+            logger.error(msg)
         return report(self, job_info, msg=msg, **kwargs)
 
     plugin.query_job_status = query_job_status
     plugin.Executor.report_job_error = report_job_error
+    if not getattr(plugin.Executor.check_active_jobs, "_bracket", False):
+        plugin.Executor.check_active_jobs = capped_checks(plugin.Executor.check_active_jobs)
     return True
+
+
+def capped_checks(checks):
+    """The plugin's check_active_jobs, after which the wait for the next check is at most STATUS_EVERY_MAX_S."""
+
+    @functools.wraps(checks)
+    async def check_active_jobs(self, active_jobs):
+        async for job in checks(self, active_jobs):
+            yield job
+        # the plugin adds 10 s per check in which no job ended, up to 180 s: held at STATUS_EVERY_MAX_S
+        if (self.next_seconds_between_status_checks or 0) > STATUS_EVERY_MAX_S:
+            self.next_seconds_between_status_checks = STATUS_EVERY_MAX_S
+
+    check_active_jobs._bracket = True
+    return check_active_jobs
