@@ -116,3 +116,17 @@ def test_only_the_context_builds_a_raw_record_in_the_block_its_cells_and_control
                 ):
                     callers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not callers, f"raw records built outside BlockContext.record: {callers}"
+
+
+def test_run_block_is_named_steps_and_no_function_of_the_block_is_long():
+    """run_block under 80 lines, each step a function of its own; no function of the block, the arena's cell or the
+    neutrality control over 100 lines; _serve_more and _measure take the context, not a dozen positional values."""
+    lengths, params = {}, {}
+    for rel in ("block/runner.py", "block/attempt.py", "arena/run.py", "controls/neutrality.py", "measure/context.py"):
+        for node in ast.walk(ast.parse((PACKAGE / rel).read_text())):
+            if isinstance(node, ast.FunctionDef):
+                lengths[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
+                params[f"{rel}:{node.name}"] = len(node.args.args)
+    assert lengths["block/runner.py:run_block"] < 80
+    assert not {k: n for k, n in lengths.items() if n > 100}
+    assert params["block/runner.py:_serve_more"] <= 4 and params["block/runner.py:_measure"] <= 2
