@@ -323,3 +323,10 @@ def test_itl_and_decode_rate_by_hand():
     assert np.isnan(t.loc[0, "itl_p90"])  # 3 gaps: n (1 - 0.9) = 0.3 < MIN_TAIL
     # 1 / TPOT: 5, 20, 10 tokens/s -> median 10
     assert t.loc[0, "decode_rate_p50"] == pytest.approx(10.0)
+
+
+def test_block_table_matches_requests_to_levels_whatever_the_number_types():
+    reqs = pd.DataFrame([_req(block=0, level=4, completion_tokens=3, first_token_s=1.0, end_s=2.0)])
+    lv = pd.DataFrame([_level(block=0.0, level=4.0, steady_start_s=0.0, steady_end_s=3.0)])
+    t = fr.block_table(reqs, lv)
+    assert t.loc[0, "tokens_in_window"] == 3.0 and t.loc[0, "n_steady"] == 1

@@ -186,9 +186,9 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
             f"a steady window of length <= 0 at {lv.loc[bad, keys].to_dict('records')[:3]}; "
             "the driver must record steady_start_s < steady_end_s."
         )
-    code = pd.MultiIndex.from_frame(lv[keys].astype({"arm": str}))
+    code = pd.MultiIndex.from_frame(lv[keys].astype({"arm": str, "block": float, "level": float}))
     rq = requests.reset_index(drop=True)
-    rk = pd.MultiIndex.from_frame(rq[keys].astype({"arm": str}))
+    rk = pd.MultiIndex.from_frame(rq[keys].astype({"arm": str, "block": float, "level": float}))
     g = code.get_indexer(rk)
     rq = rq[g >= 0]
     g = g[g >= 0]
