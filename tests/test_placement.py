@@ -37,3 +37,15 @@ def test_a_bad_exclusive_value_names_the_choices():
         # a value validation would refuse, reaching placement another way (model_copy does not validate)
         cluster = config.validate({"arms": {"A": {}}}).cluster
         placement.exclusive_mode(cluster.model_copy(update={"exclusive": "yes"}))
+
+
+@pytest.mark.parametrize("exclusive", ["user", False])
+def test_a_block_that_does_not_hold_its_node_must_name_its_cpus(exclusive):
+    """exclusive user or false without cpus gets the site's default CPU count (often one): refused, naming the fix."""
+    with pytest.raises(config.ExperimentError) as e:
+        config.validate({"arms": {"A": {}}, "cluster": {"exclusive": exclusive}})
+    said = str(e.value)
+    assert f"cluster.exclusive is {'user' if exclusive else 'false'} and cluster.cpus is 0" in said
+    assert "Set cluster.cpus" in said and "cluster.exclusive: true" in said
+    for fine in ({"exclusive": exclusive, "cpus": 4}, {"exclusive": True}, {}):
+        assert placement.problems(config.validate({"arms": {"A": {}}, "cluster": fine}).cluster) == []

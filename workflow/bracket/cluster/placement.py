@@ -4,9 +4,10 @@ The experiment's `cluster:` key says it once; the rules hand it to the executor 
 (workflow/profiles/README.md). What SLURM 22.05 did with each request, on the one-node test cluster
 with task/affinity and task/cgroup (tools/slurm_cluster.py):
 
-- `--exclusive` gives the job every CPU, every GPU and all the memory of the node, whatever it asked
-  for, and the site bills them all; a job step then sees every CPU only if it asks for no CPU count
-  (`srun -c 1` pins it to core 0), and the GPUs its `--gpus` names (CUDA_VISIBLE_DEVICES).
+- `--exclusive` gives the job every CPU and every GPU of the node, whatever it asked for, and the
+  site bills them all, but only the memory it asked for (sbatch's --mem: cluster.mem_mb); a job step
+  then sees every CPU only if it asks for no CPU count (`srun -c 1` pins it to core 0), and the GPUs
+  its `--gpus` names (CUDA_VISIBLE_DEVICES).
 - `--exclusive=user` keeps other users' jobs off the node but gives the job only what it asked.
 """
 
@@ -37,6 +38,23 @@ def cpus_per_task(cluster) -> int:
     asking no count, runs on every CPU of it; elsewhere the site's default applies (often one CPU)."""
     cpus = int(cluster.cpus)
     return cpus if cpus > 0 else -1
+
+
+def problems(cluster) -> list[str]:
+    """What validation refuses in the experiment's cluster: key (bracket.experiment.config calls it).
+
+    exclusive user or false with cpus 0 asks SLURM for no CPU count on a node the block does not hold:
+    the site's default applies, often one CPU, and the server then ran on core 0 with no word said
+    (a block's meta records `cpus_allowed`; the article's finding names a block that got fewer)."""
+    mode = exclusive_mode(cluster)
+    if mode != "node" and int(cluster.cpus) <= 0:
+        value = "user" if mode == "user" else "false"
+        return [
+            f"cluster.exclusive is {value} and cluster.cpus is 0: a block that does not hold its node gets the "
+            f"site's default CPU count, often one CPU, and its server runs on that. Set cluster.cpus to the CPUs "
+            f"a block's server needs (e.g. cluster.cpus: 16), or cluster.exclusive: true to hold the whole node."
+        ]
+    return []
 
 
 def slurm_extra(cluster, host: str) -> str:

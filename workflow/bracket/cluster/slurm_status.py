@@ -21,7 +21,7 @@ import functools
 import shlex
 import sys
 
-from bracket.cluster import group_failure
+from bracket.cluster import group_failure, slurm_partitions
 
 # Terminal states that are not success, and what each asks of the user. Keys are sacct's words.
 FAILED = {
@@ -103,8 +103,10 @@ def install(workflow=None) -> bool:
     """Wrap the SLURM executor plugin's status query and error report; False where it is not installed.
 
     Safe to call more than once (the Snakefile is read again inside every job). Also keeps a finished
-    block's outputs when its group job fails (bracket.cluster.group_failure), under any executor."""
+    block's outputs when its group job fails (bracket.cluster.group_failure), under any executor, and lets
+    the plugin's partition selection place a block that asks for no CPU count (bracket.cluster.slurm_partitions)."""
     group_failure.install()
+    slurm_partitions.install()
     try:
         import snakemake_executor_plugin_slurm as plugin
     except ImportError:
