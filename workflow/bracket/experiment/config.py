@@ -28,6 +28,7 @@ if "jsonschema" not in sys.modules:
     sys.modules.setdefault("rfc3987_syntax", None)
 import jsonschema  # noqa: E402
 
+from bracket.cluster import placement  # noqa: E402
 from bracket import engines  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
 from bracket.experiment import arena_grid, arena_workload, load_workload, paths, prompts, yaml_file  # noqa: E402
@@ -279,7 +280,7 @@ def _check_meaning(exp: Experiment, source: str, measured: bool = False) -> None
         )
     _check_design(exp, source)
     _check_engine(exp, source, measured)
-    refused = arena_workload.problems(exp) + load_workload.problems(exp)
+    refused = arena_workload.problems(exp) + load_workload.problems(exp) + placement.problems(exp.cluster)
     if refused:
         raise ExperimentError(f"{source}: " + "\n  ".join(refused))
 
