@@ -330,3 +330,12 @@ def test_block_table_matches_requests_to_levels_whatever_the_number_types():
     lv = pd.DataFrame([_level(block=0.0, level=4.0, steady_start_s=0.0, steady_end_s=3.0)])
     t = fr.block_table(reqs, lv)
     assert t.loc[0, "tokens_in_window"] == 3.0 and t.loc[0, "n_steady"] == 1
+
+
+def test_from_records_splits_requests_from_level_summaries():
+    recs = [_req(), {**_level(), "kind": "load_level"}, {**_req(), "control": "neutrality"}]
+    reqs, lv = fr.from_records(recs)
+    assert len(reqs) == 1 and len(lv) == 1
+    assert fr.block_table(reqs, lv).loc[0, "n_steady"] == 1
+    with pytest.raises(ValueError, match="load_level"):
+        fr.from_records([_req()])

@@ -239,3 +239,19 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
 def _itl_codes(steady: pd.DataFrame, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     gaps, rows = _itl(steady)
     return gaps, gs[rows] if rows.size else np.array([], dtype=np.int64)
+
+
+def from_records(records) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The raw load records (dicts, as read from the blocks' JSON lines) split into the request frame and the level
+    summaries (`"kind": "load_level"`). Records of a control (`control` set) are left out, as for single streams."""
+    reqs, levels = [], []
+    for r in records:
+        if r.get("control"):
+            continue
+        (levels if r.get("kind") == "load_level" else reqs).append(r)
+    if not levels:
+        raise ValueError(
+            "no level summaries (records with kind 'load_level') among the load records: the steady windows are "
+            "unknown; analyse the records of a load workload as the load driver wrote them."
+        )
+    return pd.DataFrame(reqs), pd.DataFrame(levels)
