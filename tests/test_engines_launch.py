@@ -24,6 +24,8 @@ from bracket.experiment import config, design
 from bracket.measure.session import BlockFailed
 from conftest import ROOT
 
+from tests.support import python_env
+
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
 
 FAKE = ROOT / "tests" / "data" / "engines" / "fake_docker.py"
@@ -155,7 +157,6 @@ def test_a_client_killed_outright_leaves_no_container_behind(tmp_path, fake_dock
     client = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        sys.path.insert(0, {str(ROOT / "workflow")!r})
         from bracket.engines.launch import DockerServer
         s = DockerServer(argv=["docker", "run", "-d", "--name", {name!r}, "-p", "127.0.0.1:{port}:{port}",
                                "--entrypoint", "vllm", "bracket/reference:test", "serve", "/models/tiny"],
@@ -166,7 +167,7 @@ def test_a_client_killed_outright_leaves_no_container_behind(tmp_path, fake_dock
         print("ready", flush=True)
         time.sleep(600)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", client], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", client], env=python_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
         state = json.loads((fake_docker / f"{name}.json").read_text())

@@ -357,7 +357,6 @@ def test_model_output_with_dollars_does_not_render_as_math_in_markdown():
 
 CLIENT = """
 import sys, time
-sys.path.insert(0, {workflow!r})
 from pathlib import Path
 from bracket.wire.server import Server
 s = Server(argv=["sh", "-c", "sleep 600 & sleep 600"], env={{}}, log_path=Path({log!r}), base_url="http://x")
@@ -370,8 +369,8 @@ time.sleep(600)
 @pytest.mark.integration
 def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
     """sh's background child gets no parent-death signal (only the group leader does): the watchdog stops it."""
-    script = CLIENT.format(workflow=str(fk.ROOT / "workflow"), log=str(tmp_path / "server.log"))
-    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    script = CLIENT.format(log=str(tmp_path / "server.log"))
+    client = subprocess.Popen([sys.executable, "-c", script], env=fk.python_env(), stdout=subprocess.PIPE, text=True)
     try:
         pgid = int(client.stdout.readline())
         group = fk.wait_for(lambda: (g := fk.group_members(pgid)) and len(g) >= 2 and g, 10, "the server's group")
@@ -388,7 +387,6 @@ def test_the_watchdog_takes_down_the_whole_group_of_a_killed_client(tmp_path):
 
 SECRET_CLIENT = """
 import sys, time
-sys.path.insert(0, {workflow!r})
 from pathlib import Path
 from bracket import secrets
 from bracket.wire.server import Server
@@ -407,8 +405,8 @@ def test_a_secret_the_server_logs_is_redacted_even_when_its_client_is_killed_out
     with the secrets it was handed on stdin (never on its command line)."""
     secret = "hf_watchdog_test_7c1e"
     log = tmp_path / "server.log"
-    script = SECRET_CLIENT.format(workflow=str(fk.ROOT / "workflow"), log=str(log), secret=secret)
-    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    script = SECRET_CLIENT.format(log=str(log), secret=secret)
+    client = subprocess.Popen([sys.executable, "-c", script], env=fk.python_env(), stdout=subprocess.PIPE, text=True)
     try:
         pgid = int(client.stdout.readline())
         fk.wait_for(lambda: log.is_file() and "starting" in log.read_text(), 10, "the server's log line")

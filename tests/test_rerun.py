@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bracket import rerun
 
-from tests.support import ROOT
+from tests.support import python_env
 
 
 def marker(state: Path, sub: str, key: str) -> Path:
@@ -37,20 +37,24 @@ def dead_run(root: Path) -> Path:
 def holder(root: Path) -> subprocess.Popen:
     """A second process that reads the workflow in `root` and lives on (a running snakemake, as the flock sees it)."""
     code = (
-        f"import sys, time; sys.path.insert(0, {str(ROOT / 'workflow')!r}); from bracket import rerun; "
+        f"import sys, time; from bracket import rerun; "
         f"rerun.recover({str(root)!r}); print('held', flush=True); time.sleep(60)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held", proc.stderr.read()
     return proc
 
 
 def recover_in_a_new_process(root: Path) -> list[str]:
     code = (
-        f"import json, sys; sys.path.insert(0, {str(ROOT / 'workflow')!r}); from bracket import rerun; "
+        f"import json, sys; from bracket import rerun; "
         f"print(json.dumps(rerun.recover({str(root)!r}, say=lambda t: None)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=python_env(), capture_output=True, text=True, timeout=60, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -126,10 +130,12 @@ def test_a_block_whose_snakemake_was_killed_alone_keeps_its_runs_locks(tmp_path)
     the block still measuring, the next run leaves the locks and says why, instead of starting that block again."""
     state = dead_run(tmp_path)
     code = (
-        f"import sys, time; sys.path.insert(0, {str(ROOT / 'workflow')!r}); from bracket import rerun; "
+        f"import sys, time; from bracket import rerun; "
         f"import os; os.chdir({str(tmp_path)!r}); rerun.hold(); print('held', flush=True); time.sleep(60)"
     )
-    block = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    block = subprocess.Popen(
+        [sys.executable, "-c", code], env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert block.stdout.readline().strip() == "held", block.stderr.read()
         [said] = recover_in_a_new_process(tmp_path)

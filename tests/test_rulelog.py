@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
+from tests.support import python_env
 
 
 def run(tmp_path, body: str):
     script = tmp_path / "script.py"
-    script.write_text(
-        "import logging, sys\nsys.path.insert(0, %r)\nfrom bracket.rulelog import rule_log\n" % str(WORKFLOW) + body
-    )
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    script.write_text("import logging, sys\nfrom bracket.rulelog import rule_log\n" + body)
+    return subprocess.run([sys.executable, str(script)], env=python_env(), capture_output=True, text=True, timeout=60)
 
 
 def test_the_traceback_of_a_failing_script_is_in_its_log(tmp_path):

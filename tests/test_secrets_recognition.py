@@ -385,6 +385,7 @@ def test_a_raw_record_of_an_escaped_echo_holds_no_form_of_the_key(tmp_path, monk
 def test_the_watchdogs_redaction_of_a_dead_clients_server_log_catches_mixed_escapes(tmp_path):
     """The watchdog (its own process, importing nothing of bracket until the server is down) redacts the log of a
     server whose client was killed: the literal forms the client sent, then the package's whole redaction."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -394,9 +395,7 @@ def test_the_watchdogs_redaction_of_a_dead_clients_server_log_catches_mixed_esca
     log = tmp_path / "server.log"
     log.write_text(f"literal {key}\nmixed {mixed}\n")
     wire = Path(__file__).resolve().parents[1] / "workflow" / "bracket" / "wire"
-    code = (
-        f"import sys; sys.path.insert(0, {str(wire)!r}); import watchdog; "
-        f"watchdog.redact_log({str(log)!r}, [{key.encode()!r}])"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    code = f"import watchdog; watchdog.redact_log({str(log)!r}, [{key.encode()!r}])"
+    env = dict(os.environ, PYTHONPATH=str(wire))  # the watchdog alone, as the client starts it
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
     assert log.read_text() == "literal ***\nmixed ***\n"

@@ -98,21 +98,17 @@ def test_analyze_lists_the_machine_among_the_warnings():
         source="test",
     )
     moved = {"machine_steadiness": steadiness.summary([10.0, 12.0, 8.0, 11.0], seconds=10, window_s=0.5, nbytes=2**25)}
-    out = analyze(pd.DataFrame(rows), cfg, moved)
+    out = analyze(pd.DataFrame(rows), cfg, moved).data()
     assert [f for f in out["findings"] if f["kind"] == "machine"]
     assert any(w.startswith("this machine is not steady") for w in texts(out["findings"]))
     quiet = {"machine_steadiness": steadiness.summary([10.0, 10.1], seconds=1, window_s=0.5, nbytes=2**25)}
-    assert not [f for f in analyze(pd.DataFrame(rows), cfg, quiet)["findings"] if f["kind"] == "machine"]
+    assert not [f for f in analyze(pd.DataFrame(rows), cfg, quiet).data()["findings"] if f["kind"] == "machine"]
     with pytest.raises(TypeError, match="Machine payload"):
         Finding(FindingKind.MACHINE)
 
 
 def test_the_bench_summary_of_units_worked_by_hand():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies" / "quiet_engine"))
-    from cpu_steadiness import summary
+    from studies.quiet_engine.cpu_steadiness import summary
 
     # durations 1, 1, 0.5, 1 | 2, 2, 2, 1 s: rates 1, 1, 2, 1 | 0.5, 0.5, 0.5, 1 in two pseudo-blocks of four
     s = summary([1, 1, 0.5, 1, 2, 2, 2, 1], runs=4)

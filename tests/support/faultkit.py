@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import psutil
+
 from tests.support.net import free_port, listener
 from tests.support.paths import ROOT, python_env
 from tests.support.processes import alive, as_from_a_terminal, engine_processes, group_members, kill_group, wait_for
@@ -24,6 +26,7 @@ __all__ = [
     "group_members",
     "kill_group",
     "listener",
+    "psutil",
     "python_env",
     "repo_copy",
     "snakemake_argv",
