@@ -16,6 +16,7 @@ not installed, or fails, gets a row saying why. Also measured: bracket's CPU tim
 
     .venv/bin/python bench/harness_accuracy.py                       # full grid, ~15 min
     .venv/bin/python bench/harness_accuracy.py --quick --peers none  # a smoke run
+    .venv/bin/python bench/harness_accuracy.py --streams             # many streams at 1,000 tok/s (harness_streams.py)
 
 Install the peers first (once):
     python3.11 -m venv bench/.venv-peers/llama-benchy && bench/.venv-peers/llama-benchy/bin/pip install llama-benchy==0.4.0
@@ -723,7 +724,19 @@ def main(argv: list[str] | None = None) -> None:
         help="also time llama-benchy 0.4.0's client and a bare socket loop per grid point (CPU per token)",
     )
     ap.add_argument("--out", default=str(HERE / "results" / "harness_accuracy.md"))
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--streams",
+        action="store_true",
+        help="many streams instead: the load driver's CPU per token at 1,000 tok/s (bench/harness_streams.py)",
+    )
+    args, rest = ap.parse_known_args(argv)
+    if args.streams:  # the rest of the command line is harness_streams.py's
+        import harness_streams
+
+        harness_streams.main(rest)
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.quick:
         args.rates, args.ks, args.repeats, args.seconds, args.ladder = "200,5000", "1,8", 2, 1.0, "20000"
         args.bracket_repeats = 3
