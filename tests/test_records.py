@@ -77,6 +77,16 @@ def test_warmups_are_kept_and_marked():
     assert df["valid"].tolist() == [False, True]
 
 
+def test_a_load_workloads_records_stay_out_of_the_runs_table():
+    # a steady load request is no warmup, yet it is no run of the arm: the load statistics read it from the raw records
+    steady = good(run=7, workload="busy", kind="load_request", load_phase="steady", level=4.0)
+    level = {"kind": "load_level", "arm": "a", "block": 0, "workload": "busy", "level": 4.0, "valid": True}
+    control = good(run=None, control="neutrality")
+    df = records.tidy([good(run=1), steady, level, control, good(run=2)])
+    assert df["run"].tolist() == [1, 2] and df["valid"].tolist() == [True, True]
+    assert records.LOAD_KINDS == ("load_request", "load_level")
+
+
 def test_a_record_holding_unicode_line_separators_reads_back_whole(tmp_path):
     """json.dumps(ensure_ascii=False) leaves U+0085, U+2028 and U+2029 raw: one record is still one line."""
     text = "a\x85b\u2028c\u2029d\ne"

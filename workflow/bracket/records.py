@@ -309,13 +309,19 @@ def arms_without_valid_run(runs: pd.DataFrame, arms: list[str]) -> list[str]:
     return [a for a in arms if a not in seen]
 
 
+#: The `kind` of a load workload's raw records (bracket.measure.load): one per request, one per level's summary.
+LOAD_KINDS = ("load_request", "load_level")
+
+
 def tidy(records: list[dict]) -> pd.DataFrame:
     """The runs table: one row per request, every raw field, plus `valid` and `invalid_reason`.
 
     Warmup rows are kept and marked (valid is False, reason "warmup") so nothing is hidden. The
-    controls' records (`control` set) are not requests of an arm: they are left out (`control_table`).
+    controls' records (`control` set) are not requests of an arm: they are left out (`control_table`). Nor are a
+    load workload's (`kind` in LOAD_KINDS: its requests and level summaries), which the load statistics read
+    from the raw records (bracket.stats.load.frame.from_records).
     """
-    records = [r for r in records if not r.get("control")]
+    records = [r for r in records if not r.get("control") and r.get("kind") not in LOAD_KINDS]
     cols = FIELDS + [c for c in EXTRA_FIELDS if c != "output_text"]
     df = pd.DataFrame([{k: r.get(k) for k in cols} for r in records], columns=cols)
     texts, kinds = [], []
