@@ -339,3 +339,17 @@ def test_from_records_splits_requests_from_level_summaries():
     assert fr.block_table(reqs, lv).loc[0, "n_steady"] == 1
     with pytest.raises(ValueError, match="load_level"):
         fr.from_records([_req()])
+
+
+def test_slo_from_the_level_summaries_and_with_one_limit():
+    lv = pd.DataFrame([{**_level(), "slo": {"ttft_s": 2.0, "tpot_s": None}}])
+    slo = Slo.from_levels(lv)
+    assert (slo.ttft_s, slo.tpot_s) == (2.0, None)
+    assert slo.metrics() == (("ttft_p99", 2.0),)
+    assert slo.met([1.0, 3.0], [9.0, 0.01]).tolist() == [True, False]
+    assert Slo.from_levels(pd.DataFrame([{**_level(), "slo": {"ttft_s": None, "tpot_s": None}}])) is None
+    two = pd.DataFrame([{**_level(), "slo": {"ttft_s": 2.0}}, {**_level(block=1), "slo": {"ttft_s": 1.0}}])
+    with pytest.raises(ValueError, match="2 SLOs"):
+        Slo.from_levels(two)
+    with pytest.raises(ValueError, match="at least one positive limit"):
+        Slo(None, None)

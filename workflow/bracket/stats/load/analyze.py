@@ -142,9 +142,11 @@ def analyze_load(
 ) -> R.LoadStats:
     """Every load statistic of one experiment (see the module's doc).
 
+    slo: the SLO; None takes the one the driver recorded on the level summaries (`slo`), if any.
     comparisons: (baseline, candidate) arm pairs, each given a verdict per level and metric (Holm across the levels
     of one metric). speculation: (baseline, speculative) pairs, each given the gain per level on GAIN_METRICS.
     """
+    slo = slo if slo is not None else Slo.from_levels(levels)
     table = fr.block_table(requests, levels, slo)
     metrics = metric_columns(table)
     iv = arm_level_intervals(table, confidence, metrics)

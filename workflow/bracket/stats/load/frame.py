@@ -226,7 +226,7 @@ def block_table(requests: pd.DataFrame, levels: pd.DataFrame, slo=None, quantile
         for p, row in zip(quantiles, qs):
             lv[qname(metric, p)] = row
     if slo is not None:
-        met = (s["ttft_s"].to_numpy(float) <= slo.ttft_s) & (np.nan_to_num(tpot, nan=0.0) <= slo.tpot_s)
+        met = slo.met(s["ttft_s"].to_numpy(float), tpot)
         met_n = np.bincount(gs, weights=met.astype(float), minlength=m)
         met_tok = np.bincount(gs, weights=np.where(met, s["completion_tokens"].to_numpy(float), 0.0), minlength=m)
         lv["goodput_req_s"] = met_n / lv["window_s"]
@@ -242,13 +242,17 @@ def _itl_codes(steady: pd.DataFrame, gs: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def from_records(records) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The raw load records (dicts, as read from the blocks' JSON lines) split into the request frame and the level
-    summaries (`"kind": "load_level"`). Records of a control (`control` set) are left out, as for single streams."""
+    """The raw load records (dicts, as read from the blocks' JSON lines) split into the request frame (`"kind":
+    "load_request"`) and the level summaries (`"kind": "load_level"`). Records of a control (`control` set) and
+    single-stream records are left out."""
     reqs, levels = [], []
     for r in records:
         if r.get("control"):
             continue
-        (levels if r.get("kind") == "load_level" else reqs).append(r)
+        if r.get("kind") == "load_level":
+            levels.append(r)
+        elif r.get("kind") in ("load_request", None) and "load_phase" in r:
+            reqs.append(r)
     if not levels:
         raise ValueError(
             "no level summaries (records with kind 'load_level') among the load records: the steady windows are "

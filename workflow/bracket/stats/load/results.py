@@ -12,8 +12,8 @@ from bracket.stats.results.base import FrozenMap, Json, Result, field
 class LoadSloResult(Result):
     """The SLO the experiment states (bracket.stats.load.slo.Slo)."""
 
-    ttft_s: float = field("Limit on time to first token, seconds.")
-    tpot_s: float = field("Limit on time per output token, seconds.")
+    ttft_s: float | None = field("Limit on time to first token, seconds; null: no limit on it.")
+    tpot_s: float | None = field("Limit on time per output token, seconds; null: no limit on it.")
     quantile: float = field("The quantile the capacity binds to the limits (0.99: p99 TTFT and p99 TPOT, as MLPerf).")
 
 

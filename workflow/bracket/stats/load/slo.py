@@ -35,22 +35,49 @@ MEETS, FAILS, UNDETERMINED = "meets", "fails", "undetermined"
 
 @dataclass(frozen=True)
 class Slo:
-    """TTFT <= ttft_s and TPOT <= tpot_s, each at `quantile` (0.99: MLPerf's rule) for capacity; goodput counts
-    requests that met both limits themselves."""
+    """TTFT <= ttft_s and TPOT <= tpot_s (None: no limit on that one), each at `quantile` (0.99: MLPerf's rule) for
+    capacity; goodput counts requests that met the limits themselves."""
 
-    ttft_s: float
-    tpot_s: float
+    ttft_s: float | None
+    tpot_s: float | None
     quantile: float = 0.99
 
     def __post_init__(self):
-        if not (self.ttft_s > 0 and self.tpot_s > 0):
-            raise ValueError(f"SLO limits must be positive seconds, got ttft_s={self.ttft_s}, tpot_s={self.tpot_s}.")
+        limits = [x for x in (self.ttft_s, self.tpot_s) if x is not None]
+        if not limits or not all(x > 0 for x in limits):
+            raise ValueError(
+                f"an SLO needs at least one positive limit in seconds, got ttft_s={self.ttft_s}, tpot_s={self.tpot_s}."
+            )
         if not 0 < self.quantile < 1:
             raise ValueError(f"SLO quantile must lie in (0, 1), got {self.quantile}; 0.99 binds p99 as MLPerf does.")
 
     def metrics(self) -> tuple[tuple[str, float], ...]:
         """(block-table column, limit) of each bound quantile."""
-        return ((qname("ttft", self.quantile), self.ttft_s), (qname("tpot", self.quantile), self.tpot_s))
+        pairs = ((qname("ttft", self.quantile), self.ttft_s), (qname("tpot", self.quantile), self.tpot_s))
+        return tuple((m, x) for m, x in pairs if x is not None)
+
+    def met(self, ttft, tpot) -> np.ndarray:
+        """Which requests met every limit (a missing TPOT, one token, meets the TPOT limit)."""
+        ok = np.ones(np.shape(ttft), dtype=bool)
+        if self.ttft_s is not None:
+            ok &= np.asarray(ttft, dtype=float) <= self.ttft_s
+        if self.tpot_s is not None:
+            ok &= np.nan_to_num(np.asarray(tpot, dtype=float), nan=0.0) <= self.tpot_s
+        return ok
+
+    @classmethod
+    def from_levels(cls, levels: pd.DataFrame, quantile: float = 0.99) -> Slo | None:
+        """The SLO the load driver recorded on its level summaries (`slo`: {ttft_s, tpot_s}); None where none was
+        stated. Two different SLOs in one analysis are refused."""
+        if "slo" not in levels:
+            return None
+        stated = {(d.get("ttft_s"), d.get("tpot_s")) for d in levels["slo"] if isinstance(d, dict) and any(d.values())}
+        if not stated:
+            return None
+        if len(stated) > 1:
+            raise ValueError(f"the level summaries state {len(stated)} SLOs ({sorted(map(str, stated))}); analyse one.")
+        ttft, tpot = stated.pop()
+        return cls(ttft_s=ttft, tpot_s=tpot, quantile=quantile)
 
 
 @dataclass(frozen=True)
