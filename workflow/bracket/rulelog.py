@@ -18,6 +18,9 @@ import sys
 import traceback
 from pathlib import Path
 
+# Libraries whose INFO lines are one per HTTP request: held at WARNING inside a rule's log.
+QUIET_LOGGERS = ("httpx", "httpcore")
+
 
 class _Tee:
     """A text stream that writes to the original stream and the log file."""
@@ -55,6 +58,12 @@ def rule_log(path, *, mode: str = "w", name: str = "bracket.rule"):
     old_level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # httpx and httpcore log every request at INFO ("HTTP Request: POST ... 200 OK"): a third of an attach
+    # run's console. Each request is a record in raw/; the console and the log say bracket's progress.
+    quiet = {name: logging.getLogger(name) for name in QUIET_LOGGERS}
+    quiet_levels = {name: lg.level for name, lg in quiet.items()}
+    for lg in quiet.values():
+        lg.setLevel(logging.WARNING)
     logger = logging.getLogger(name)
     try:
         yield logger
@@ -68,5 +77,7 @@ def rule_log(path, *, mode: str = "w", name: str = "bracket.rule"):
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+        for name, lg in quiet.items():
+            lg.setLevel(quiet_levels[name])
         sys.stdout, sys.stderr = out, err
         log_file.close()
