@@ -39,10 +39,10 @@ from bracket.block.attempt import (
 )
 from bracket.controls import neutrality
 from bracket.engines import launch, provenance
-from bracket.experiment import arena_workload, config, prompts
+from bracket.experiment import arena_workload, config, load_workload, prompts
 from bracket.experiment.design import Block
 from bracket.experiment.prompts import unique_prefix
-from bracket.measure import eta, session
+from bracket.measure import eta, load, session
 from bracket.measure.context import BlockContext, block_name
 from bracket.measure.session import BlockFailed
 from bracket.measure.telemetry import Telemetry, summarize
@@ -231,6 +231,7 @@ def _first_meta(job: BlockJob, p: session.Plan) -> dict:
         "bracket": version.info(),  # which bracket measured: version, commit, dirty (bracket.version)
         # the CPUs this block (and the server it starts) may run on: a scheduler's job step can confine it
         "cpus_allowed": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpus_online": os.cpu_count(),  # the host's CPUs: what a block holding the whole host asked (stats.cpus)
         "log": str(job.log_path),
         "status": "started",
         "neutrality": neutrality.when_off(job.exp, stand_in=job.argv is not None) or "on",
@@ -278,12 +279,18 @@ def _serve_first(job: BlockJob, p: session.Plan, attempt: Attempt, own: dict, wo
                 provenance.collect(job.exp, p.adapter, s.http, s.base, served.model_name, job.model, s.server.notes)
             )
             write_meta(meta, job.meta_path)  # written before the first request
-            _measure(served, own)
+            _keep_levels(meta, _measure(served, own))
             if meta["neutrality"] == "on":
                 _neutrality(served, workloads)
         # GPU clocks, temperature and power beside the block, so drift can be explained (null on CPU).
         meta["telemetry"] = summarize(tel.samples)
         meta["telemetry_samples"] = tel.samples
+
+
+def _keep_levels(meta: dict, levels: list[dict]) -> None:
+    """A load workload's level summaries in the block's meta (`load_levels`), as the driver returned them."""
+    if levels:
+        meta.setdefault("load_levels", []).extend(levels)
 
 
 def _served_name(ctx: BlockContext, p: session.Plan, s) -> str:
@@ -335,7 +342,8 @@ def _serve_more(job: BlockJob, ctx: BlockContext, attempt: Attempt, own: dict) -
         entry["ready_s"] = round(s.ready_s, 2)
         entry["pid"] = s.server.proc.pid
         write_meta(attempt.meta, job.meta_path)
-        _measure(Served(ctx, p.adapter, s.http, s.base, s.server, _served_name(ctx, p, s), attempt.writer), own)
+        served = Served(ctx, p.adapter, s.http, s.base, s.server, _served_name(ctx, p, s), attempt.writer)
+        _keep_levels(attempt.meta, _measure(served, own))
 
 
 def _failure(job: BlockJob, meta: dict, exc: BaseException) -> BaseException:
@@ -414,7 +422,24 @@ def _neutrality(served: Served, workloads: dict[str, list[dict]]) -> None:
         )
 
 
-def _measure(served: Served, workloads: dict[str, list[dict]]) -> None:
+def _measure(served: Served, workloads: dict[str, list[dict]]) -> list[dict]:
+    """The arm's requests on one server: its single-stream and arena workloads run after run (_runs), then every
+    level of each load workload (_load). Returns the load levels' summaries, for the block's meta `load_levels`."""
+    is_load = {n: load_workload.is_load(served.ctx.exp.workloads[n]) for n in workloads}
+    _runs(served, {n: texts for n, texts in workloads.items() if not is_load[n]})
+    return [level for n, texts in workloads.items() if is_load[n] for level in _load(served, n, texts)]
+
+
+def _alive(served: Served) -> None:
+    server = served.server
+    if not server.alive():
+        raise BlockFailed(
+            f"server exited with code {server.proc.poll()} in the middle of {served.ctx.name}; records so far "
+            f"are kept. Last lines of {server.log_path}:\n{log_tail(server.log_path)}"
+        )
+
+
+def _runs(served: Served, workloads: dict[str, list[dict]]) -> None:
     """The arm's warmups then timed runs on one server, every workload in turn each run; one record per request
     (an arena cell's: one per user). Stops when the server has died, or at a failed request under
     request.on_error: stop."""
@@ -424,12 +449,7 @@ def _measure(served: Served, workloads: dict[str, list[dict]]) -> None:
     for run in range(total):
         warm = run < design.warmup_runs
         for wl_name, texts in workloads.items():
-            if not served.server.alive():
-                server = served.server
-                raise BlockFailed(
-                    f"server exited with code {server.proc.poll()} in the middle of {ctx.name}; records so far "
-                    f"are kept. Last lines of {server.log_path}:\n{log_tail(server.log_path)}"
-                )
+            _alive(served)
             if arena_workload.is_arena(ctx.exp.workloads[wl_name]):  # concurrent users at a context depth
                 for rec in arena.run_cell(ctx, served.adapter, wl_name, served.http, served.base, run, warm):
                     served.append(rec)
@@ -439,6 +459,19 @@ def _measure(served: Served, workloads: dict[str, list[dict]]) -> None:
             _say_request(ctx, wl_name, run, warm, rec, eta.left_in_block(done, requests, time.monotonic() - t0))
             if m.error and ctx.exp.request.on_error == "stop":
                 raise BlockFailed(f"request failed and request.on_error is 'stop': {m.error}")
+
+
+def _load(served: Served, name: str, texts: list[dict]) -> list[dict]:
+    """Every level of the load workload `name` on this server, in the order the block's round rotates them
+    (bracket.measure.load.run_levels): its records through the block's writer, its levels' summaries returned."""
+    _alive(served)
+    ctx = served.ctx
+    target = load.target_for(served.adapter, ctx, served.http, served.base, served.model_name)
+
+    def say(line: str) -> None:
+        console.print(f"  {ctx.name} {ctx.block.arm:<12} {name:<6} {escape(line)}", soft_wrap=True)
+
+    return load.run_levels(target, load_workload.spec(ctx.exp, name), ctx, texts, served.append, say=say)
 
 
 def _request(served: Served, wl_name: str, p: dict, run: int, warm: bool):
