@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 from bracket import records
 from bracket.article import render as report
+from bracket.engines.provenance import read_block_metas
 from bracket.experiment import config
 from bracket.stats import analyze
 
@@ -41,7 +42,7 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
         runs = records.tidy(records.read(blocks))
         runs.to_csv(res / "runs.csv", index=False)
         attempts = json.loads(json.dumps(records.failed_attempts(res / "raw"), default=str))
-        metas = [json.loads(p.read_text()) for p in sorted(res.glob("raw/block-*.meta.json"))]
+        metas = read_block_metas(sorted(res.glob("raw/block-*.meta.json")), cfg)  # old blocks: state by adapter
         ceiling = json.loads((res / "ceiling.json").read_text())
         weights = json.loads((res / "weights.json").read_text())
         schedule = pd.read_csv(res / "schedule.csv")

@@ -32,7 +32,7 @@ def test_the_synthetic_arms_read_as_the_finding_says(tmp_path):
             "analysis": {"bootstrap_resamples": 200},
         }
     )
-    stats = json.loads(json.dumps(analyze(_runs(), cfg)))
+    stats = json.loads(json.dumps(analyze(_runs(), cfg).data()))
     d = _fixture(tmp_path, stats=stats)
     t = article.phase_table(d)
     assert list(t["arm"]) == ["a", "b", "c", "d"]
@@ -56,7 +56,7 @@ def test_no_arm_flagged_and_no_phases(tmp_path):
             "analysis": {"bootstrap_resamples": 200},
         }
     )
-    stats = json.loads(json.dumps(analyze(_runs({k: ARMS[k] for k in "ac"}), cfg)))
+    stats = json.loads(json.dumps(analyze(_runs({k: ARMS[k] for k in "ac"}), cfg).data()))
     md = article.section_phases(_fixture(tmp_path, stats=stats))._repr_markdown_()
     assert "No arm's TTFT moved further" in md
     d = _fixture(tmp_path)

@@ -159,7 +159,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     and the article reads it as a drift test, never "Keep baseline"."""
     base = fixture_cfg()
     cfg = with_arms(base, {arm: {"label": arm} for arm in base.arms})
-    stats = analyze(pd.read_csv(FIXTURE / "runs.csv"), cfg)
+    stats = analyze(pd.read_csv(FIXTURE / "runs.csv"), cfg).data()
     assert stats["aa"] == {"reference": "baseline", "arms": ["ngram_4", "ngram_8"], "all": True}
     d = variant(fixture_data, stats=stats)
     verdicts = {c["verdict"] for c in stats["comparisons"]}
@@ -178,7 +178,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     # one arm only (the reference's runs): a drift test too, never "Keep baseline"
     runs = pd.read_csv(FIXTURE / "runs.csv")
     one = with_arms(fixture_cfg(), {"baseline": {"label": "no speculation"}})
-    solo = analyze(runs[runs["arm"] == "baseline"], one)
+    solo = analyze(runs[runs["arm"] == "baseline"], one).data()
     d1 = variant(fixture_data, stats=solo)
     assert article.title_line(d1).startswith("A drift test: one arm, baseline (no speculation), measured block after")
     assert "- code: " in article.section_headline(d1)._repr_markdown_()
@@ -190,7 +190,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
     )
 
     # the same runs, analysed as the sweep they were: no A/A, the usual headline
-    assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_cfg())["aa"] is None
+    assert analyze(pd.read_csv(FIXTURE / "runs.csv"), fixture_cfg()).data()["aa"] is None
     assert not article.title_line(fixture_data).startswith("A drift test")
 
 

@@ -87,7 +87,7 @@ def test_cache_hits_early_stops_and_short_outputs_are_flagged_counted_and_explai
     raw = fk.run(cfg, tmp_path, fk.fake_argv(port, "--script", script))
     runs = records.tidy(records.read([raw]))
     runs.to_csv(tmp_path / "runs.csv", index=False)
-    stats = analyze(pd.read_csv(tmp_path / "runs.csv"), cfg)
+    stats = analyze(pd.read_csv(tmp_path / "runs.csv"), cfg).data()
     counts = stats["counts"]
     assert counts["total"] == 8 and counts["valid"] == 5 and counts["invalid"] == 3
     # each invalid run is counted once, under its first reason: the early stop, which also came out

@@ -152,7 +152,7 @@ def test_analyze_writes_kinds_and_numbers_worked_by_hand():
         },
         source="test",
     )
-    out = analyze(_rows(2, 2), experiment)
+    out = analyze(_rows(2, 2), experiment).data()
     kinds = [(f["kind"], f["arm"], f["workload"]) for f in out["findings"]]
     assert (
         ("few runs", "a", "w") in kinds

@@ -402,6 +402,7 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
 
     from bracket.article import headline
     from bracket.stats.coverage import unmeasured
+    from bracket.stats.results import Unmeasured
 
     rows = [
         records.new_record(
@@ -425,7 +426,8 @@ def test_an_arm_without_a_valid_run_leaves_the_headline_without_a_winner():
         {"arms": {"a": {}, "b": {}, "c": {}}, "workloads": {"code": {"prompts": "experiments/prompts/code.jsonl"}}},
         source="test",
     )
-    d = SimpleNamespace(stats={"unmeasured": unmeasured(runs, experiment)})
+    gaps = tuple(Unmeasured.model_validate(u) for u in unmeasured(runs, experiment))
+    d = SimpleNamespace(results=SimpleNamespace(unmeasured=gaps))  # stats.json's unmeasured, typed
     assert headline.unmeasured_arms(d) == ["b", "c"]
     row = {
         "workload": "code",

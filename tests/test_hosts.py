@@ -135,7 +135,7 @@ def _runs(host_factor: dict, drift_per_slot: dict, *, seed=0, noise=0.01, rounds
 
 def test_a_slower_host_is_found_with_its_ci():
     runs, cfg = _runs({"box-1": 1.0, "box-2": 0.9}, {"box-1": 0.0, "box-2": 0.0})
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     h = out["hosts"]
     assert h["names"] == ["box-1", "box-2"] and h["baseline"] == "box-1"
     ref = [c for c in h["comparisons"] if c["arm"] == "base"]
@@ -151,17 +151,17 @@ def test_a_slower_host_is_found_with_its_ci():
 
 def test_equal_hosts_show_no_measurable_effect_and_swapping_inverts_the_ratio():
     runs, cfg = _runs({"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 0.0}, seed=3)
-    ab = [c for c in analyze(runs, cfg)["hosts"]["comparisons"] if c["arm"] == "base"][0]
+    ab = [c for c in analyze(runs, cfg).data()["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ab["verdict"] == "no measurable effect" and ab["ci_low"] < 1 < ab["ci_high"]
     cfg_ba = cfg.model_copy(update={"hosts": ("b", "a")})
-    ba = [c for c in analyze(runs, cfg_ba)["hosts"]["comparisons"] if c["arm"] == "base"][0]
+    ba = [c for c in analyze(runs, cfg_ba).data()["hosts"]["comparisons"] if c["arm"] == "base"][0]
     assert ba["baseline"] == "b" and ba["ratio"] == pytest.approx(1 / ab["ratio"])
 
 
 def test_drift_is_estimated_on_each_host():
     # box-1 slows 2 % per block of its own; box-2 holds still
     runs, cfg = _runs({"box-1": 1.0, "box-2": 1.0}, {"box-1": -0.02, "box-2": 0.0}, noise=0.002)
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     d1, d2 = out["hosts"]["drift"]["box-1"]["code"], out["hosts"]["drift"]["box-2"]["code"]
     # reference "base" is at slots 0, 2, 4 of each host: first vs last is 4 slots apart
     assert d1["reference_first_vs_last"] == pytest.approx(4 * np.log(0.98), abs=0.004)
@@ -175,7 +175,7 @@ def test_drift_is_estimated_on_each_host():
 
 def test_no_hosts_no_section():
     runs, cfg = _runs({"only": 1.0}, {"only": 0.0}, rounds=2)
-    assert analyze(runs, cfg.model_copy(update={"hosts": ()}))["hosts"] is None
+    assert analyze(runs, cfg.model_copy(update={"hosts": ()})).data()["hosts"] is None
     assert host_names(runs.drop(columns=["host"]), cfg) == []
 
 
@@ -190,6 +190,6 @@ def test_slots_count_blocks_on_each_host():
 def test_a_host_difference_is_not_reported_as_drift():
     # no drift anywhere, box-2 12 % slower: the pooled first-vs-last spans two machines
     runs, cfg = _runs({"box-1": 1.0, "box-2": 0.88}, {"box-1": 0.0, "box-2": 0.0}, noise=0.002)
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     assert not any("moved" in w for w in texts(out["findings"])), texts(out["findings"])
     assert any("box-2 vs box-1 / base / code" in w for w in texts(out["findings"]))

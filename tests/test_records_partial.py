@@ -172,7 +172,7 @@ def test_a_torn_record_reaches_stats_json_and_the_article_names_it(tmp_path):
         failed_attempts=json.loads(Path(out.attempts).read_text()),
         torn_records=json.loads(Path(out.torn).read_text()),
         name="probe",
-    )
+    ).data()
     assert stats["counts"]["torn"] == 1 and stats["counts"]["total"] == 35
     torn = [f for f in stats["findings"] if f["kind"] == "torn record"]
     assert torn == [

@@ -559,7 +559,7 @@ def test_every_section_on_a_two_round_experiment_with_invalid_runs(tmp_path):
         json.loads((FIXTURE / "ceiling.json").read_text()),
         weights=json.loads((FIXTURE / "weights.json").read_text()),
         schedule=pd.read_csv(tmp_path / "schedule.csv"),
-    )
+    ).data()
     (tmp_path / "stats.json").write_text(json.dumps(stats))
     d = article.load(
         tmp_path / "runs.csv",

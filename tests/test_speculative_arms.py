@@ -155,7 +155,7 @@ def test_analysis_finds_the_arm_that_never_drafted():
             "design": {"kind": "abab", "rounds": 2, "runs_per_block": 3},
         }
     )
-    stats = analyze(pd.DataFrame(rows), cfg)
+    stats = analyze(pd.DataFrame(rows), cfg).data()
     never = [f for f in stats["findings"] if f["kind"] == "never drafted"]
     assert [(f["arm"], f["workload"]) for f in never] == [("ngram_2", "code")]
     assert never[0]["payload"] == {"runs": 6, "draft_budget": 2}

@@ -332,7 +332,7 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
                 "valid": True,
             }
         )
-    out = analyze(pd.DataFrame(rows), cfg)
+    out = analyze(pd.DataFrame(rows), cfg).data()
     assert out["multiplicity"]["method"] == "holm" and out["multiplicity"]["comparisons"] == 3
     for c in out["comparisons"]:
         if c["verdict"] in (FASTER, SLOWER):

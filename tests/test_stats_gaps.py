@@ -65,10 +65,10 @@ def test_analyze_puts_the_gaps_into_stats_and_the_article_states_them(tmp_path):
     probe = config.load(FIXTURE / "probe.yaml")
     cfg = probe.model_copy(update={"design": probe.design.model_copy(update={"cooldown_s": 5})})
     runs = pd.read_csv(FIXTURE / "runs.csv")
-    stats = analyze(runs, cfg, metas=METAS)
+    stats = analyze(runs, cfg, metas=METAS).data()
     assert stats["gaps"]["median_s"] == 10.0 and stats["gaps"]["max_s"] == 90.0
     assert any(f["kind"] == "gaps" and "gaps between consecutive blocks" in message(f) for f in stats["findings"])
-    assert analyze(runs, cfg)["gaps"] is None  # no provenance given: nothing claimed
+    assert analyze(runs, cfg).data()["gaps"] is None  # no provenance given: nothing claimed
     json.dumps(stats, allow_nan=False)
 
     d = article.load(

@@ -107,7 +107,7 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
             "analysis": {"bootstrap_resamples": 200},
         }
     )
-    out = analyze(_runs(), cfg)
+    out = analyze(_runs(), cfg).data()
     ph = out["phases"]
     assert ph["margin"] == 0.1 == schema.schema_of("analysis", "phase_margin")["default"]
     assert [(r["arm"], r["in_ttft"]) for r in ph["rows"]] == [("a", None), ("b", True), ("c", False), ("d", True)]
@@ -123,7 +123,7 @@ def test_analyze_puts_the_table_in_stats_and_names_the_arm_in_a_typed_finding():
     assert Finding.of(state[0]).payload.decode_ratio == pytest.approx(0.4543, abs=1e-4)
     # The margin is the experiment's.
     cfg = cfg.model_copy(update={"analysis": cfg.analysis.model_copy(update={"phase_margin": 0.2})})
-    out = analyze(_runs(), cfg)
+    out = analyze(_runs(), cfg).data()
     assert [r["arm"] for r in out["phases"]["rows"] if r["in_ttft"]] == ["b"]
 
 
@@ -136,7 +136,7 @@ def test_a_table_without_ttft_has_no_phases():
         }
     )
     runs = _runs({k: ARMS[k] for k in "ab"}).drop(columns=["ttft_s", "tg_tok_s"])
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     assert out["phases"] is None and not [f for f in out["findings"] if f["kind"] == "server state"]
     assert math.isfinite(out["cells"][0]["median"])
 

@@ -136,3 +136,21 @@ def test_lookups_by_arm_and_workload():
     assert isinstance(c, Comparison) and stats.comparison(c.candidate, c.workload) is c
     assert stats.cell(stats.reference, c.workload).arm == stats.reference
     assert stats.cell("no such arm", c.workload) is None
+
+
+def test_analyze_returns_typed_results_the_schema_takes():
+    from bracket.stats import analyze
+
+    from tests.test_stats_units import _experiment_runs
+
+    runs, cfg, _ = _experiment_runs()
+    stats = analyze(runs, cfg)
+    assert isinstance(stats, Stats) and stats.stats_version == 5
+    jsonschema.validate(stats.data(), json.loads((ROOT / "workflow/schemas/stats.schema.json").read_text()))
+    ng4 = next(r for r in stats.speculative if r.arm == "ng4")
+    # 160 of 400 drafted tokens accepted over 100 verify steps: 1 + 160 / 100 = 2.6 tokens a step, 2.6 / 4 of the budget
+    assert ng4.acceptance_length == pytest.approx(2.6) and ng4.saturation == pytest.approx(0.65)
+    assert dict(stats.counts.invalid_by_reason) == {"cache hit": 1} and stats.counts.warmups == 6
+    assert stats.best["code"].arm == "ng8"
+    assert {f.kind for f in stats.findings} >= {F.FindingKind.INVALID}
+    assert isinstance(next(f for f in stats.findings if f.kind == F.FindingKind.INVALID).payload, F.Invalid)

@@ -179,7 +179,7 @@ def test_analyze_puts_the_settling_look_on_the_comparison():
         .rename(columns={"value": "decode_tok_s"})
         .assign(valid=True, invalid_reason="", warmup=False, experiment="x")
     )
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     assert out["sequential"]["rounds_run"] == 4 and not out["sequential"]["another_round"]
     assert out["multiplicity"]["method"] == METHOD == "group_sequential"
     [c] = out["comparisons"]

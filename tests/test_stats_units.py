@@ -139,7 +139,7 @@ def _experiment_runs(seed=0):
 
 def test_analyze_contract_and_reproducibility():
     runs, cfg, _ = _experiment_runs()
-    out = analyze(runs, cfg)
+    out = analyze(runs, cfg).data()
     for key in (
         "seed",
         "confidence",
@@ -168,7 +168,7 @@ def test_analyze_contract_and_reproducibility():
     assert sp["ng8"]["acceptance_rate"] == pytest.approx(190 / 800)
     assert out["k_model"]["calibration"] == ["ng4"] and out["k_model"]["verdict"] in ("held", "falsified")
     assert out["best"]["code"]["arm"] == "ng8"
-    assert json.dumps(out, allow_nan=False) == json.dumps(analyze(runs, cfg), allow_nan=False)
+    assert json.dumps(out, allow_nan=False) == json.dumps(analyze(runs, cfg).data(), allow_nan=False)
 
 
 def test_readers_agree_on_the_same_runs(tmp_path):
@@ -276,7 +276,7 @@ def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
             {"name": "at 32 bits", "bytes_per_token": 4e9, "ceiling_tok_s": 25.0},
         ],
     }
-    out = analyze(runs, cfg, ceiling)
+    out = analyze(runs, cfg, ceiling).data()
     ref = next(c for c in out["cells"] if c["arm"] == cfg.reference)
     (eff,) = out["physics"]["efficiency"]  # speculative arms are not held against the plain ceiling
     assert eff["arm"] == cfg.reference and eff["efficiency"] == pytest.approx(ref["median"] / 100)
@@ -298,4 +298,4 @@ def test_analysis_owns_the_ceiling_reading_the_recommendation_and_the_guards():
         "cache_unreported_unique": 0,
         "cache_checks": {"reported": 30},
     }
-    assert analyze(runs, cfg)["physics"] is None
+    assert analyze(runs, cfg).data()["physics"] is None

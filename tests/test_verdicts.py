@@ -428,7 +428,7 @@ def test_an_adaptive_analysis_stores_no_sentence():
         .rename(columns={"value": "decode_tok_s"})
         .assign(valid=True, invalid_reason="", warmup=False, experiment="x")
     )
-    out = json.loads(json.dumps(analyze(runs, cfg), default=str))
+    out = json.loads(json.dumps(analyze(runs, cfg).data(), default=str))
     verdicts = {c["workload"]: c["verdict"] for c in out["comparisons"]}
     assert verdicts == {"sim": "faster", "other": UNDETERMINED}
     assert out["comparisons"][0]["undetermined"]["look"]["outcome"] == Outcome.NEITHER

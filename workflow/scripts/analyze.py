@@ -54,6 +54,6 @@ with rule_log(snakemake.log[0]) as log:
         model_dir=model_dir,
         model_build=json.loads(Path(build).read_text()) if build else None,
     )
-    with open(snakemake.output[0], "w") as f:
-        json.dump(stats, f, indent=1, allow_nan=False)
+    with open(snakemake.output[0], "w") as f:  # the typed results as JSON (bracket.stats.results.Stats.data)
+        json.dump(stats.data(), f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

@@ -110,7 +110,7 @@ def _analyze(runs, cfg: dict, ceil: dict) -> dict:
         name="probe",
         failed_attempts=records.failed_attempts(OUT / "raw"),
         model_build=json.loads(build.read_text()) if build.is_file() else None,
-    )
+    ).data()
 
 
 def stats_only() -> None:

@@ -9,45 +9,50 @@ from bracket.article.inputs import Data
 from bracket.article.results import ci_label
 from bracket.article.text import interval, rate, ratio, rounds_needed, runs_phrase
 from bracket.article.verdicts import significance_words
+from bracket.stats.results import Comparison, SameSettings
 
 
 def headline_rows(d: Data) -> list[dict]:
     """Per workload: the best arm, its median, runs and range, and its ratio to the reference.
 
-    From stats.json `best`; the reference's numbers come from the same session's cells.
+    From stats.json `best`; the reference's numbers come from the same session's cells. The rows are the
+    headline's own (what `headline_sentence` and the recommendation read), made from the typed results.
     """
+    st = d.results
+    mult = st.multiplicity
+    aa_arms = st.aa.arms if st.aa else ()
     rows = []
     for wl in d.workloads:
-        b = d.stats.get("best", {}).get(wl)
+        b = st.best.get(wl)
         if not b:
             continue
-        ref = d.cell(d.reference, wl)
-        comp = d.comparison(b["arm"], wl)
+        ref = st.cell(d.reference, wl)
+        comp = st.comparison(b.arm, wl)
         rows.append(
             {
                 "workload": wl,
-                "arm": b["arm"],
-                "median": b["median"],
-                "n": b["n"],
-                "min": b["min"],
-                "max": b["max"],
-                "ratio": b.get("ratio_to_reference"),
-                "ci_low": b.get("ci_low"),
-                "ci_high": b.get("ci_high"),
-                "verdict": b.get("verdict"),
-                "ci_level": b.get("ci_level"),
-                "ci_basis": b.get("ci_basis"),
-                "picked_from": b.get("picked_from"),
-                "comparisons": (d.stats.get("multiplicity") or {}).get("comparisons"),
-                "method": (d.stats.get("multiplicity") or {}).get("method"),
-                "is_reference": b["arm"] == d.reference,
-                "ref_median": ref["median"] if ref else None,
-                "ref_n": ref["n"] if ref else None,
-                "ref_min": ref["min"] if ref else None,
-                "ref_max": ref["max"] if ref else None,
-                "test": significance_words(comp.get("test")) if comp else None,
+                "arm": b.arm,
+                "median": b.median,
+                "n": b.n,
+                "min": b.min,
+                "max": b.max,
+                "ratio": b.ratio_to_reference,
+                "ci_low": b.ci_low,
+                "ci_high": b.ci_high,
+                "verdict": b.verdict,
+                "ci_level": b.ci_level,
+                "ci_basis": b.ci_basis,
+                "picked_from": b.picked_from,
+                "comparisons": mult.comparisons if mult else None,
+                "method": mult.method if mult else None,
+                "is_reference": b.arm == d.reference,
+                "ref_median": ref.median if ref else None,
+                "ref_n": ref.n if ref else None,
+                "ref_min": ref.min if ref else None,
+                "ref_max": ref.max if ref else None,
+                "test": significance_words(comp.test) if comp else None,
                 "needed": rounds_needed(comp),
-                "same_settings": b["arm"] in ((d.stats.get("aa") or {}).get("arms") or []),
+                "same_settings": b.arm in aa_arms,
             }
         )
     return rows
@@ -55,7 +60,7 @@ def headline_rows(d: Data) -> list[dict]:
 
 def unmeasured_arms(d: Data) -> list[str]:
     """Arms without one valid timed run (stats.json's `unmeasured`): while any is, no arm is named fastest."""
-    return [u["name"] for u in d.stats.get("unmeasured") or [] if u["what"] == "arm"]
+    return [u.name for u in d.results.unmeasured or () if u.what == "arm"]
 
 
 def headline_sentence(row: dict, reference: str) -> str:
@@ -101,44 +106,42 @@ def _join(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def aa_test(d: Data) -> dict | None:
+def aa_test(d: Data) -> SameSettings | None:
     """stats.json `aa` when every arm ran the reference's settings (an A/A test: a drift test), else None."""
-    aa = d.stats.get("aa")
-    return aa if aa and aa.get("all") else None
+    aa = d.results.aa
+    return aa if aa and aa.all else None
 
 
 def aa_title(d: Data) -> str:
     """The subtitle of an A/A test: what it is, and what its comparisons say about the setup's drift."""
-    comps = [c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]]
+    aa_arms = d.results.aa.arms
+    comps = [c for c in d.results.comparisons if c.candidate in aa_arms]
     ref = d.label(d.reference)
-    if not d.stats["aa"]["arms"]:
+    if not aa_arms:
         return f"A drift test: one arm, {ref}, measured block after block; the drift section says how far it moved"
     line = f"A drift test (A/A): every arm ran the settings of {ref}"
     if not comps:
         return line + ", and no comparison could be made"
-    verdicts = {c["verdict"] for c in comps}
-    moved = [c for c in comps if c["verdict"] in ("faster", "slower")]
+    verdicts = {c.verdict for c in comps}
+    moved = [c for c in comps if c.verdict in ("faster", "slower")]
     if moved:
-        top = max(moved, key=lambda c: abs(math.log(c["ratio"])) if c.get("ratio") else 0)
+        top = max(moved, key=lambda c: abs(math.log(c.ratio)) if c.ratio else 0)
         return (
-            line + f"; yet {top['candidate']} read '{top['verdict']}' on {top['workload']} "
-            f"({ratio(top['ratio'])}): the same configuration moved between blocks, by drift or an unsteady setup"
+            line + f"; yet {top.candidate} read '{top.verdict}' on {top.workload} "
+            f"({ratio(top.ratio)}): the same configuration moved between blocks, by drift or an unsteady setup"
         )
     if verdicts == {"no measurable effect"}:
         return line + "; the same configuration measured the same in every comparison (no measurable effect)"
     return line + "; at this run count it cannot yet say how far the same configuration moves (undetermined)"
 
 
-def aa_sentence(c: dict, d: Data) -> str:
+def aa_sentence(c: Comparison, d: Data) -> str:
     """One comparison of an A/A test: the same settings, their ratio, its interval and verdict."""
-    basis = c.get("basis") or "raw"
-    est = c["ratio"]
-    mult = c.get("multiplicity") or d.stats.get("multiplicity") or {}
+    mult = c.multiplicity or d.results.multiplicity
     return (
-        f"{c['workload']}: {c['candidate']} against {d.reference}, the same settings: {ratio(est)} ({basis}, "
-        f"{ci_label(c.get('ci_level'), mult.get('comparisons'), mult.get('method'))} "
-        f"{interval(c.get('ci_low'), c.get('ci_high'), 2, rounds_needed(c))}; verdict: "
-        f"{c['verdict']})."
+        f"{c.workload}: {c.candidate} against {d.reference}, the same settings: {ratio(c.ratio)} ({c.basis or 'raw'}, "
+        f"{ci_label(c.ci_level, mult.comparisons if mult else None, mult.method if mult else None)} "
+        f"{interval(c.ci_low, c.ci_high, 2, rounds_needed(c))}; verdict: {c.verdict})."
     )
 
 
@@ -178,19 +181,20 @@ def unmeasured(d: Data) -> list[str]:
     """Errors for the article's first lines: each arm and each workload without one valid timed run
     (stats.json's `unmeasured`, bracket.stats.coverage)."""
     out = []
-    for u in d.stats.get("unmeasured") or []:
-        why = ", ".join(f"{n} {r}" for r, n in u["reasons"].items()) or "no timed request ran"
-        out.append(f"Error: {u['what']} {u['name']} has no valid run ({why}); nothing below measures it.")
+    for u in d.results.unmeasured or ():
+        why = ", ".join(f"{n} {r}" for r, n in u.reasons.items()) or "no timed request ran"
+        out.append(f"Error: {u.what} {u.name} has no valid run ({why}); nothing below measures it.")
     return out
 
 
 def section_headline(d: Data) -> Section:
-    s = Section([Heading(d.experiment.get("title") or d.name, 1)])
+    stated = d.results.experiment
+    s = Section([Heading(stated.title or d.name, 1)])
     sub = title_line(d)
     if sub:
         s.add(Para(sub, "lead"))
-    if d.experiment.get("question"):
-        s.add(Para(f"The question: {d.experiment['question']}"))
+    if stated.question:
+        s.add(Para(f"The question: {stated.question}"))
     for problem in unmeasured(d):  # before any number: what could not be measured at all
         s.add(Para(problem, "warn"))
     rows = headline_rows(d)
@@ -198,21 +202,17 @@ def section_headline(d: Data) -> Section:
         return s.add(
             Para("No arm produced a valid run, so there is no headline; see the warnings and the raw values below.")
         )
-    if aa_test(d) and not d.stats["aa"]["arms"]:
+    if aa_test(d) and not d.results.aa.arms:
         s.add(
             Para(
                 f"One arm, {d.reference}, ran in every block: this experiment compares it with itself over time, "
                 "a drift test; it recommends no setting. Its median per workload:"
             )
         )
-        cells = [d.cell(d.reference, wl) for wl in d.workloads]
+        cells = [d.results.cell(d.reference, wl) for wl in d.workloads]
         s.add(
             Bullets(
-                tuple(
-                    f"{c['workload']}: {rate(c['median'])} tok/s {runs_phrase(c['n'], c['min'], c['max'])}."
-                    for c in cells
-                    if c
-                )
+                tuple(f"{c.workload}: {rate(c.median)} tok/s {runs_phrase(c.n, c.min, c.max)}." for c in cells if c)
             )
         )
         return s
@@ -226,10 +226,10 @@ def section_headline(d: Data) -> Section:
             )
         )
         comps = sorted(
-            (c for c in d.stats.get("comparisons", []) if c["candidate"] in d.stats["aa"]["arms"]),
+            (c for c in d.results.comparisons if c.candidate in d.results.aa.arms),
             key=lambda c: (
-                d.workloads.index(c["workload"]) if c["workload"] in d.workloads else 99,
-                d.arms.index(c["candidate"]) if c["candidate"] in d.arms else 99,
+                d.workloads.index(c.workload) if c.workload in d.workloads else 99,
+                d.arms.index(c.candidate) if c.candidate in d.arms else 99,
             ),
         )
         if comps:

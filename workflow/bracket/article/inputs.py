@@ -6,6 +6,7 @@ account, ceiling, block meta, failed attempts or model build record is read: sta
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +25,19 @@ class Data:
 
     name: str
     runs: pd.DataFrame
-    stats: dict  # stats.json as JSON data (results.data()), for the article's modules not yet reading `results`
+    stats: dict  # stats.json as JSON data (`results` is it typed): for the modules not yet reading `results`
     schedule: pd.DataFrame  # the planned blocks, from stats.json's experiment.schedule
     raw: list  # raw records (with output_text), for the outputs' excerpts
     corrections: list | None
     corrections_path: str
     out_dir: Path
-    results: Stats | None = None  # stats.json, typed and frozen (bracket.stats.results): read its attributes
+
+    @property
+    def results(self) -> Stats:
+        """stats.json typed and frozen (bracket.stats.results.Stats): what the article reads, by attribute. The
+        typed view of `stats` (the JSON data `load` read through bracket.stats.contract.upgrade), so a `Data` made
+        with other stats (a test's) is read as those."""
+        return typed(self.stats)
 
     @property
     def experiment(self) -> dict:
@@ -88,6 +95,20 @@ class Data:
         return f"{arm} ({lab})" if lab and lab != arm else arm
 
 
+_TYPED: OrderedDict[int, tuple[dict, Stats]] = OrderedDict()
+
+
+def typed(stats: dict) -> Stats:
+    """`stats` (stats.json's JSON data, today's contract) as a `Stats`, validated once per dict (the last few kept)."""
+    hit = _TYPED.get(id(stats))
+    if hit is None or hit[0] is not stats:
+        hit = (stats, Stats.model_validate(stats))
+        _TYPED[id(stats)] = hit
+        while len(_TYPED) > 8:
+            _TYPED.popitem(last=False)
+    return hit[1]
+
+
 def _read_json(path) -> dict | None:
     p = Path(path) if path else None
     return json.loads(p.read_text()) if p and p.is_file() else None
@@ -117,6 +138,7 @@ def load(
             runs[col] = runs[col].map(lambda v: str(v).strip().lower() in ("true", "1"))
     results = require(upgrade(json.loads(Path(stats_json).read_text()), runs=runs), stats_json)
     stats = results.data()
+    _TYPED[id(stats)] = (stats, results)
     if block_files is None:
         block_files = sorted(Path(meta_dir).glob("block-*.jsonl"), key=lambda q: int(q.stem.split("-")[1]))
     raw = records.read([Path(p) for p in block_files])
@@ -124,7 +146,6 @@ def load(
     return Data(
         name=results.experiment.name or Path(stats_json).parent.name,
         runs=runs,
-        results=results,
         stats=stats,
         schedule=pd.DataFrame(plan, columns=list(SCHEDULE_COLUMNS)),
         raw=raw,

@@ -88,7 +88,9 @@ class Stats(Result):
     )
     levels: tuple[Levels, ...] = field("Per (arm, workload) with two blocks or more: variance between and within.")
     best: FrozenMap[str, Best] = field("Per workload: the fastest arm and what to run.")
-    physics: Physics | None = field("The measurement against the ceiling; None where neither file was given.")
+    physics: Physics | None = field(
+        "The measurement against the ceiling; None where neither file was given.", default=None
+    )
     guards: Guards | None = field("Seed 000's raw-data checks as facts.", default=None)
     gaps: Gaps | None = field("The gaps between blocks; None without the blocks' provenance.", default=None)
     neutrality: Neutrality | None = field("The instrument's cost (the neutrality control).", default=None)
