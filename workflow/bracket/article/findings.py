@@ -200,6 +200,15 @@ def _benchy_dropped(p) -> str:
     return f"llama-benchy's tg leaves out {p.tg} of {p.of} {p.unit} ({p.reason}); its mean is over the rest"
 
 
+def _cpus(p) -> str:
+    return (
+        f"{p.blocks} of {p.of} blocks ran on fewer CPUs than they asked ({p.basis}): block {p.block} could run "
+        f"on {p.fewest} of the {p.asked} asked (its meta's cpus_allowed), so its server had less of the machine "
+        f"than the design says. On SLURM, set cluster.cpus to the count a server needs, or keep "
+        f"cluster.exclusive: true with cluster.cpus: 0 so the job step asks no count."
+    )
+
+
 MESSAGES: dict[K, Callable[[object], str]] = {
     K.FEW_RUNS: _few_runs,
     K.WIDE_SPREAD: _wide_spread,
@@ -236,6 +245,7 @@ MESSAGES: dict[K, Callable[[object], str]] = {
     K.BURSTY: _bursty,
     K.COHERENCE: _coherence,
     K.BENCHY_DROPPED: _benchy_dropped,
+    K.CPUS_NARROW: _cpus,
     K.RECORDED: lambda p: p.message,
 }
 

@@ -43,6 +43,7 @@ class FindingKind(StrEnum):
     BURSTY = "bursty delivery"  # arena: one network read brought a quarter of a stream or more
     COHERENCE = "coherence"  # arena: the model failed llama-benchy's coherence question
     BENCHY_DROPPED = "llama-benchy dropped"  # arena: llama-benchy's tg leaves values out
+    CPUS_NARROW = "cpus"  # a block ran on fewer CPUs than it asked (its meta's cpus_allowed)
     RECORDED = "recorded"  # a stats.json written before findings were data: its sentence as it was
 
 
@@ -220,6 +221,16 @@ class BenchyDropped:
 
 
 @dataclass(frozen=True)
+class CpusNarrow:
+    blocks: int  # blocks that ran on fewer CPUs than they asked
+    of: int  # blocks whose CPUs were read
+    fewest: int  # the fewest CPUs one of them could run on
+    asked: int  # what that block asked for
+    block: int  # its position
+    basis: str  # "cluster.cpus" or "the whole host" (exclusive true, no count)
+
+
+@dataclass(frozen=True)
 class Recorded:
     message: str
 
@@ -253,6 +264,7 @@ PAYLOADS: dict[FindingKind, type] = {
     K.BURSTY: Bursty,
     K.COHERENCE: Coherence,
     K.BENCHY_DROPPED: BenchyDropped,
+    K.CPUS_NARROW: CpusNarrow,
     K.RECORDED: Recorded,
 }
 
