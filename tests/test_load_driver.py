@@ -166,3 +166,38 @@ def test_a_client_whose_cpu_saturates_makes_its_level_invalid(server):
     # every body built burned its 60 ms (a machine shared with other work gives the client less than a core, so the
     # share of a core it reached is not asserted: the lag then says it fell behind)
     assert summary["client_cpu_s"] >= 0.06 * summary["requests"]
+
+
+def test_a_block_runs_a_load_workload_through_its_engine_adapter_in_the_rotated_order(server, monkeypatch):
+    """run_workload, as the block runner calls it: the experiment's load workload, the reference engine's own request
+    body (ignore_eos, the request's sampling), the levels in round 1's rotation (users 2 first, then 1)."""
+    from bracket import engines
+    from bracket.experiment import load_workload
+    from bracket.wire.transport import timed_client
+
+    monkeypatch.setattr(load_workload, "RUN_BY_BLOCKS", True)
+    exp = config.validate(
+        {
+            "engine": {"kind": "reference"},
+            "arms": {"a": {}},
+            "request": {"max_tokens": 16},
+            "workloads": {
+                "busy": {
+                    "prompts": "experiments/prompts/chat.jsonl",
+                    "kind": "load",
+                    "load": {"users": [1, 2], "warmup_s": 0.5, "steady_s": 1.5, "drain_s": 5},
+                }
+            },
+        }
+    )
+    ctx = BlockContext(exp, "load_test", design.Block(position=3, arm="a", round=1, seed=1), 4, "srv")
+    recs: list[dict] = []
+    with timed_client() as http:
+        summaries = load.run_workload(
+            ctx, engines.get("reference"), http, server.url, MODEL, "busy", PROMPTS, recs.append
+        )
+    assert [(s["level"], s["level_position"]) for s in summaries] == [(2.0, 0), (1.0, 1)]
+    rows = steady(recs)
+    assert rows and all(r["completion_tokens"] == 16 and r["max_tokens"] == 16 for r in rows)
+    assert {(r["block"], r["round"], r["position"], r["server_id"]) for r in rows} == {(3, 1, 3, "srv")}
+    assert all(r["prompt_id"] in ("p0", "p1") and r["warmup"] is False for r in rows)

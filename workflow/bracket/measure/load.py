@@ -19,7 +19,9 @@ The level's summary says whether the client kept up: the send lag's p50, p99 and
 lag's p99 passed spec.lag_tolerance_s or the CPU was busy past spec.cpu_limit of one core
 (bracket.measure.load_plan.verdict).
 
-Entry point for the block runner: `run_levels(target, spec, context, prompts, write)`: `target` a `Target` built by
+Entry point for the block runner: `run_workload(context, adapter, http, base, model_name, workload, prompts, write)`
+for a workload of kind load (bracket.experiment.load_workload.is_load), which is `run_levels(target, spec, context,
+prompts, write)`: `target` a `Target` built by
 `target_for(adapter, context, http, base, model_name)`, `spec` bracket.experiment.load_workload.spec(exp, name),
 `context` the block on its server (bracket.measure.context.BlockContext), `prompts` the workload's prompts, `write`
 what appends one record (the block's RecordWriter.append; called from one thread at a time).
@@ -39,6 +41,7 @@ import httpx
 import numpy as np
 
 from bracket import records
+from bracket.experiment import load_workload
 from bracket.experiment.design import level_order
 from bracket.experiment.load_workload import LoadSpec
 from bracket.experiment.prompts import unique_prefix
@@ -443,6 +446,24 @@ def run_levels(
         if say is not None:
             say(_line(summary))
     return out
+
+
+def run_workload(
+    context: BlockContext,
+    adapter,
+    http: httpx.Client,
+    base: str,
+    model_name: str,
+    workload: str,
+    prompts: list[dict],
+    write: Callable[[dict], None],
+    say: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """A load workload's levels in this block, from the experiment as the block's server was launched: what the
+    block runner calls for a workload of kind load (its records through `write`, the summaries for its meta's
+    `load_levels`)."""
+    spec = load_workload.spec(context.exp, workload)
+    return run_levels(target_for(adapter, context, http, base, model_name), spec, context, prompts, write, say)
 
 
 def _line(s: dict) -> str:
