@@ -10,7 +10,10 @@ loads the experiment and by `bracket check`) this module:
 2. identifies the engine (bracket.engines.identify) and refuses an engine.kind that contradicts it;
 3. lists /v1/models and refuses an engine.served_model the server does not serve;
 4. sends one short streamed request, as a block would, with a prefix no block uses: it must
-   stream, report usage, and return exactly the tokens asked for (ignore_eos honoured);
+   stream, report usage, and return exactly the tokens asked for (ignore_eos honoured). A server
+   still streaming when PROBE_TIMEOUT_S runs out is slow, not broken (a llama-server on a loaded
+   machine was refused here while healthy): the console says so and the request is sent again with
+   request.timeout_s, the limit a block's requests have; a server that sent nothing is refused;
 5. sends the same prompt again, to learn what the cache guard can see: cached tokens in the
    response, the engine's prefix-cache counters, or nothing (then the runs rest on their unique
    prefixes, which request.cache_guard: strict refuses);
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets as _random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +71,7 @@ class Report:
     cache_repeat: int | None = None  # cached tokens the identical second request showed
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    slow: str | None = None  # said when the server streamed too slowly for the first limit and was waited for
 
     def record(self) -> dict:
         return {
@@ -77,6 +82,7 @@ class Report:
             "cache_check": self.cache_check,
             "cache_repeat": self.cache_repeat,
             "seconds": round(self.seconds, 2),
+            "slow": self.slow,
         }
 
 
@@ -164,6 +170,13 @@ def _probe(exp: Experiment, root, http: httpx.Client, rep: Report, timeout_s: fl
     text = f"# bracket preflight {_random.token_hex(5)}\n" + _first_prompt(exp, root)
     try:
         first = adapter.measure(http, base, rep.model, text, req, req.seed, arm)
+        if still_streaming(first.measurement.error) and exp.request.timeout_s > timeout_s:
+            # slow but alive: wait as a block would (request.timeout_s), and say so
+            rep.slow = slow_note(name, base, first.measurement.stream_events, req.max_tokens, timeout_s, exp)
+            print(rep.slow, file=sys.stderr, flush=True)
+            req = req.model_copy(update={"timeout_s": exp.request.timeout_s})
+            timeout_s = exp.request.timeout_s
+            first = adapter.measure(http, base, rep.model, text, req, req.seed, arm)
     except httpx.HTTPError as exc:
         rep.problems.append(
             f"{name} at {base} did not answer the probe request ({type(exc).__name__}: {exc}); "
@@ -219,6 +232,20 @@ def _probe(exp: Experiment, root, http: httpx.Client, rep: Report, timeout_s: fl
         if problem:
             rep.problems.append(problem)
             break
+
+
+def still_streaming(error: str | None) -> bool:
+    """True for a request cut by its time limit while the server was still sending (bracket.wire.client)."""
+    return bool(error) and error.startswith("timed out") and "still streaming" in error
+
+
+def slow_note(name: str, base: str, events: int, tokens: int, waited_s: float, exp: Experiment) -> str:
+    """What the console says when the probe waits longer for a slow server that is still streaming."""
+    return (
+        f"{name} at {base} is slow: {events} stream event{'s' if events != 1 else ''} of {tokens} tokens in "
+        f"{waited_s:g} s, still streaming; the probe waits for it up to request.timeout_s "
+        f"({exp.request.timeout_s:g} s), as a block would. A server silent that long is refused."
+    )
 
 
 def _error_problem(name: str, base: str, path: str, error: str, model: str, models: list[str]) -> str:
