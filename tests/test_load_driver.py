@@ -201,3 +201,24 @@ def test_a_block_runs_a_load_workload_through_its_engine_adapter_in_the_rotated_
     assert rows and all(r["completion_tokens"] == 16 and r["max_tokens"] == 16 for r in rows)
     assert {(r["block"], r["round"], r["position"], r["server_id"]) for r in rows} == {(3, 1, 3, "srv")}
     assert all(r["prompt_id"] in ("p0", "p1") and r["warmup"] is False for r in rows)
+
+
+@pytest.mark.serial
+def test_past_the_servers_batch_limit_the_aggregate_stays_at_its_capacity(server):
+    """max_batch 2 and 4 users: two streams run at a time, at TPOT a + 2b, for an aggregate of 2 / (a + 2b); the
+    other two wait in the queue, so a request's TTFT holds about one other request's 32 steps. Tolerances as above."""
+    server.configure(max_batch=2)
+    try:
+        target = load.Target(server.url + "/v1/completions", body, 30.0)
+        recs: list[dict] = []
+        (summary,) = load.run_levels(target, spec(level=4.0), context(), PROMPTS, recs.append)
+    finally:
+        server.configure(max_batch=None)
+    truth = batch_truth(A, B, 4, max_batch=2)
+    assert truth.batch == 2
+    rows = steady(recs)
+    assert float(np.median([r["tpot_s"] for r in rows])) == pytest.approx(truth.tpot_s, rel=0.05)
+    agg = aggregate(recs, summary["steady_start_s"], summary["steady_end_s"])
+    assert agg == pytest.approx(truth.aggregate_tok_s, rel=0.08)
+    # queued: a request waits for a running one to end, (TOKENS - 1) steps at most (a step's share at least)
+    assert float(np.median([r["ttft_s"] for r in rows])) > 5 * truth.step_s
