@@ -28,13 +28,13 @@ from bracket.stats.load import simulate as sim
 from bracket.stats.load.frame import block_table
 from bracket.stats.load.intervals import arm_level_intervals
 from bracket.stats.load.slo import Slo, capacity
-from bracket.stats.load.verdicts import compare_levels
+from bracket.stats.load.verdicts import compare_levels, gain
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 250
 SEED = 20261203
 LEVELS = (1, 2, 4, 8, 16, 32)
 EFFECT = 1.10
-POWER_RUNS = 60
+POWER_RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 METRICS = ("throughput_tok_s", "tpot_p99", "ttft_p99", "decode_rate_p50")
 
 
@@ -89,6 +89,12 @@ def one_run(rng: np.random.Generator, server: sim.BatchServer, i: int, effect: f
             out["cover_decode"].append(
                 _covers_metric(iv, arm, n, "decode_rate_p50", 1 / (truth[arm] * server.step_s(n)))
             )
+    if effect != 1.0:
+        for m in ("decode_rate_p50", "throughput_tok_s"):
+            out["gain_" + m] = [
+                r["ci_low"] is not None and r["ci_low"] <= effect <= r["ci_high"]
+                for _, r in gain(tb, "A", "B", m, seed=i)
+            ]
     for m in ("throughput_tok_s", "tpot_p99"):
         rows = compare_levels(tb, "A", "B", m, seed=i)
         out[m] = [r["verdict"] in ("faster", "slower") for _, r in rows]
@@ -151,6 +157,12 @@ def main() -> int:
     for m in ("throughput_tok_s", "tpot_p99"):
         per = np.array([r[m + "_faster"] for r in power], dtype=float).mean(axis=0)
         print(f"| {m} | " + " | ".join(f"{x:.1%}" for x in per) + " |")
+    for m in ("decode_rate_p50", "throughput_tok_s"):
+        c = np.array([x for r in power for x in r["gain_" + m]])
+        print(
+            f"\nGain B / A of {m} (bracket.stats.load.verdicts.gain, each level's own 95 % interval): covers the true "
+            f"{EFFECT:g} in {c.mean():.1%} of {c.size} (runs x levels)."
+        )
     print(f"\nCPU: {time.process_time() - t0:.0f} s.")
     return 0
 
