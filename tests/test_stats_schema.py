@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import tarfile
 from types import MappingProxyType
 
 import jsonschema
@@ -31,6 +32,16 @@ def _generator():
 def _committed_stats_files() -> list:
     out = subprocess.run(["git", "ls-files", "*stats.json"], cwd=ROOT, capture_output=True, text=True, check=True)
     return [ROOT / p for p in out.stdout.split()]
+
+
+def _archived_stats_files() -> list:
+    """(archive, member) of every stats.json inside a committed results archive (the studies' records)."""
+    out = subprocess.run(["git", "ls-files", "*.tar.gz"], cwd=ROOT, capture_output=True, text=True, check=True)
+    found = []
+    for name in out.stdout.split():
+        with tarfile.open(ROOT / name) as t:
+            found += [(name, m.name) for m in t.getmembers() if m.name.endswith("stats.json")]
+    return found
 
 
 def _models(cls=Stats, seen=None) -> set:
@@ -74,6 +85,14 @@ def test_every_committed_stats_file_reads_as_stats(path):
     assert len(stats.cells) == len(raw["cells"]) and len(stats.comparisons) == len(raw["comparisons"])
     if raw.get("stats_version", 1) >= 4:  # today's JSON: the schema takes the file as it is
         jsonschema.validate(raw, json.loads((ROOT / "workflow/schemas/stats.schema.json").read_text()))
+
+
+@pytest.mark.parametrize("archive,member", _archived_stats_files(), ids=lambda x: str(x))
+def test_every_archived_stats_file_reads_as_stats(archive, member):
+    with tarfile.open(ROOT / archive) as t:
+        raw = json.load(t.extractfile(member))
+    stats = contract.upgrade(raw)
+    assert [c.median for c in stats.cells] == [c["median"] for c in raw["cells"]]  # the numbers as they were
 
 
 def test_a_file_of_today_reads_and_writes_back_as_it_was_but_its_version():

@@ -88,7 +88,7 @@ class Best(Result):
     ci_high: float | None = field("Upper end of that CI.")
     ci_level: float | None = field("That CI's level.", default=None)
     ci_basis: str | None = field("The fit that CI comes from (its comparison's `basis`).", default=None)
-    picked_from: int = field("How many arms it was picked from.")
+    picked_from: int | None = field("How many arms it was picked from (None in an older file).", default=None)
     verdict: str | None = field("Its comparison's verdict (None for the reference itself).")
     undetermined: UndeterminedOrText | None = field("Why its comparison is undetermined, else None.", default=None)
     undetermined_reason: str | None = field("An older file's sentence, before `undetermined`.", default=None)

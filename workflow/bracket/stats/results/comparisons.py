@@ -113,8 +113,9 @@ class Comparison(Result):
     modes: FrozenMap[str, Modes] | None = field(
         "{baseline/candidate: both modes} where a side is bimodal.", default=None
     )
-    block_statistic: Center | None = field(
-        'What each block is reduced to: "median" or "mean" of log rate.', default=None
+    block_statistic: Center | str | None = field(
+        'What each block is reduced to: "median" or "mean" of log rate (an older file\'s words, as recorded).',
+        default=None,
     )
     steps: tuple[StepFit, ...] | None = field("Fits with a level step where the design cannot see one.", default=None)
     flatness: Flatness | None = field("The runs' spread within blocks against one path's.", default=None)
