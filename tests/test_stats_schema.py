@@ -173,3 +173,16 @@ def test_analyze_returns_typed_results_the_schema_takes():
     assert stats.best["code"].arm == "ng8"
     assert {f.kind for f in stats.findings} >= {F.FindingKind.INVALID}
     assert isinstance(next(f for f in stats.findings if f.kind == F.FindingKind.INVALID).payload, F.Invalid)
+
+
+def test_analyze_without_a_valid_run_returns_stats_that_say_so_first():
+    from bracket.stats import analyze
+
+    from tests.test_stats_units import _experiment_runs
+
+    runs, cfg, _ = _experiment_runs()
+    runs = runs.assign(valid=False, invalid_kind="error", invalid_reason="HTTP 500")
+    stats = analyze(runs, cfg)
+    assert isinstance(stats, Stats) and stats.cells == () and stats.comparisons == () and stats.physics is None
+    assert stats.findings[0].kind == F.FindingKind.NO_VALID_RUNS and stats.counts.valid == 0
+    assert stats.k_model.verdict == "untested"
