@@ -5,6 +5,14 @@ bracket.stats.contract.upgrade reads any stats.json into a `Stats`.
 One module per topic: base (frozen model, read-only mappings), reasons, findings, cells (cells, levels, best),
 comparisons (comparisons, multiplicity, sequential looks, conservatism), drift (drift, hosts), speculation,
 physics (physics, phases), run (counts, design ran, guards, gaps, neutrality, the experiment, provenance), stats.
+
+Reading them (the article's `Data.results` is one): attributes, never keys, e.g. `stats.best["code"].use`,
+`stats.cell(arm, workload).median`, `stats.comparison(arm, workload).ci_low`, `stats.drift[workload].slope_ci`,
+`stats.experiment.title`, `stats.physics.reference_reading.regime if stats.physics else None`. Lists are tuples and
+mappings read-only (keyed by workload, arm or host); a field an older file lacks is None (its description says
+so); a record whose shape another part of bracket owns (`Json`: a look, a block's provenance) is a read-only
+mapping all the way down. A finding's `payload` is its kind's dataclass (bracket.stats.findings) and `.finding`
+the Finding that bracket.article.findings words. `Stats.data()` is the JSON as stats.json holds it.
 """
 
 from bracket.stats.results.base import FrozenMap, Json, Result
