@@ -14,16 +14,16 @@ import argparse
 import json
 from pathlib import Path
 
-from bracket.stats.contract import current
+from bracket.stats.contract import upgrade
 
 
 def load(path: Path) -> dict:
-    s = current(json.loads(path.read_text()))  # files written before issue 29 name the verdict's CI verdict_ci_*
+    s = upgrade(json.loads(path.read_text()))  # typed, whatever its version (bracket.stats.results.Stats)
     return {
-        "comp": {(c["candidate"], c["workload"]): c for c in s["comparisons"]},
-        "cells": {(c["arm"], c["workload"]): c for c in s["cells"]},
-        "al": {(x["arm"], x["workload"]): x.get("acceptance_length") for x in s.get("speculative") or []},
-        "level": next((c.get("ci_level") for c in s["comparisons"] if c.get("ci_level")), None),
+        "comp": {(c.candidate, c.workload): c for c in s.comparisons},
+        "cells": {(c.arm, c.workload): c for c in s.cells},
+        "al": {(x.arm, x.workload): x.acceptance_length for x in s.speculative},
+        "level": next((c.ci_level for c in s.comparisons if c.ci_level), None),
     }
 
 
@@ -41,9 +41,9 @@ def table(runs: dict[str, dict]) -> list[str]:
             if not c:
                 cols.append("")
                 continue
-            w = c["ci_high"] / c["ci_low"]
+            w = c.ci_high / c.ci_low
             widths.append(w)
-            cols.append(f"{c['ratio']:.2f}x [{c['ci_low']:.2f}-{c['ci_high']:.2f}], {w:.2f} ({c['verdict']})")
+            cols.append(f"{c.ratio:.2f}x [{c.ci_low:.2f}-{c.ci_high:.2f}], {w:.2f} ({c.verdict})")
         rel = ", ".join(f"{w / widths[0]:.2f}x" for w in widths[1:]) if len(widths) > 1 else ""
         out.append(f"| {key[0]} / {key[1]} | " + " | ".join(cols) + f" | {rel} |")
     out += [
@@ -62,7 +62,7 @@ def table(runs: dict[str, dict]) -> list[str]:
             f"| {key[0]} / {key[1]} | "
             + " | ".join(f"{a:.2f}" if a else "" for a in al)
             + " | "
-            + " | ".join(f"{c['median']:.0f}, {c['spread']:.1%}" if c else "" for c in cells)
+            + " | ".join(f"{c.median:.0f}, {c.spread:.1%}" if c else "" for c in cells)
             + " |"
         )
     return out
