@@ -34,6 +34,8 @@ def _compare(df, tmp_path, *extra):
     return c
 
 
+# A calibration over many simulated datasets (seconds of CPU): make test runs it, make test-fast leaves it out.
+@pytest.mark.slow
 def test_block_sd_3pct_no_effect_no_false_verdicts_and_cis_cover(tmp_path):
     rng = np.random.default_rng(17)
     false = {r: 0 for r in range(1, 7)}
@@ -128,6 +130,8 @@ def test_one_block_df_is_never_pooled_and_its_variance_is_floored(tmp_path):
             assert "degree of freedom" in words and "rounds" in words
 
 
+# A calibration over many simulated datasets (seconds of CPU): make test runs it, make test-fast leaves it out.
+@pytest.mark.slow
 @pytest.mark.parametrize("run_sd", [0.005, 0.03])
 def test_two_rounds_false_verdicts_stay_within_half_alpha(run_sd):
     """Block sd 3 %, no effect, 2 rounds: pooled on one df this gave 2.8-4.1 % false faster/slower
@@ -356,6 +360,8 @@ def test_analyze_adjusts_for_multiplicity_and_names_undetermined_cells():
     json.dumps(out, allow_nan=False)
 
 
+# A calibration over many simulated datasets (seconds of CPU): make test runs it, make test-fast leaves it out.
+@pytest.mark.slow
 def test_two_speed_cell_with_quiet_blocks_is_calibrated_and_named(tmp_path):
     """Runs of each arm take one of two paths 8 % apart (seed 000's two stable paths), blocks differ by
     0.2 % (the GPU regime): block medians jump with the mix, so the comparison uses block means and names

@@ -112,6 +112,8 @@ def _rates(effect, block_sd, reps, margin=None, seed=11):
     return verdicts, np.mean(rounds)
 
 
+# A calibration over many simulated datasets (seconds of CPU): make test runs it, make test-fast leaves it out.
+@pytest.mark.slow
 def test_no_false_verdicts_despite_looks_3pct_block_noise():
     verdicts, _ = _rates(1.0, 0.03, 40, margin=0.05)
     # at most 5 % in truth; 5 of 40 would be > 3 binomial sd above 2 (alpha 0.05 x 40)
@@ -345,6 +347,8 @@ def test_familywise_false_faster_slower_stays_below_alpha_with_recycling():
     assert errors <= 12  # 5 % of 120 is 6; 12 lies > 2.5 binomial sd above it
 
 
+# A calibration over many simulated datasets (seconds of CPU): make test runs it, make test-fast leaves it out.
+@pytest.mark.slow
 def test_recycling_settles_everything_bonferroni_settles_on_the_draft_sweeps_blocks():
     """On real blocks (the draft sweep's 12, read as the first 3 rounds of its adaptive version): Holm-type
     recycling is uniformly more powerful than Bonferroni, so it settles every comparison Bonferroni settles, the
