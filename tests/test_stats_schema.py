@@ -186,3 +186,23 @@ def test_analyze_without_a_valid_run_returns_stats_that_say_so_first():
     assert isinstance(stats, Stats) and stats.cells == () and stats.comparisons == () and stats.physics is None
     assert stats.findings[0].kind == F.FindingKind.NO_VALID_RUNS and stats.counts.valid == 0
     assert stats.k_model.verdict == "untested"
+
+
+def test_every_reader_of_stats_json_reads_it_through_upgrade():
+    """Outside the contract, nothing brings a stats.json up to date by hand: the article, the scripts, the benches
+    and the studies read it through contract.upgrade into a Stats."""
+    out = subprocess.run(
+        ["git", "ls-files", "workflow/*.py", "bench/*.py", "studies/*.py", "notebooks/*.py", "tools/*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    by_hand = [
+        p
+        for p in out.stdout.split()
+        if p != "workflow/bracket/stats/contract.py"
+        and (ROOT / p).is_file()
+        and ("contract.current(" in (text := (ROOT / p).read_text()) or "contract import current" in text)
+    ]
+    assert by_hand == []
