@@ -27,7 +27,7 @@
 #
 # Open it in JupyterLab (`jupytext` pairs it with `design.ipynb`), or run it with papermill:
 #
-#     .venv/bin/papermill notebooks/design.ipynb /tmp/design.ipynb \
+#     papermill notebooks/design.ipynb /tmp/design.ipynb \
 #         -p runs_csv results/draft_sweep/runs.csv -p experiment_path experiments/draft_sweep.yaml \
 #         -p out_path experiments/draft_sweep_adaptive.yaml -p effect 1.05
 
@@ -50,24 +50,21 @@ adaptive = True  # also simulate an adaptive design
 min_rounds = 2
 max_rounds = 8
 margin = 0.0  # adaptive equivalence margin; 0: twice the noise band
-choose = "adaptive"  # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks, power 0.8)
+choose = "adaptive"  # adaptive; fixed R N (R rounds of N runs); cheapest (fewest blocks at min_power or more)
 seed = 1
 pessimistic = True  # design for the upper end of the pilot's block-noise interval (else its point estimate)
 min_power = 0.8  # below it, the design is written only with a warning in the file and here
 table_csv = ""  # also write the designs' table (rates, rounds, wall time) here; "" writes nothing
 
 # %%
-import math
 from pathlib import Path
 
 import pandas as pd
-import yaml
 from bracket.experiment import config
 from bracket.stats import planning
 from IPython.display import Markdown, display
 
-raw_exp = yaml.safe_load(Path(experiment_path).read_text())
-experiment = config.validate(raw_exp, source=experiment_path)
+experiment = config.load(experiment_path)  # validated, as the workflow reads it
 arms, workloads = list(experiment.arms), list(experiment.workloads)
 d0 = experiment.design
 
@@ -75,31 +72,15 @@ d0 = experiment.design
 # ## 1. The noise: between fresh servers, within a server, and drift
 
 # %%
-noise = {"block_sd": block_sd, "run_sd": run_sd, "drift": drift, "source": "stated"}
-timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
-pilot_runs = pilot_warmups = 0
-if runs_csv:
-    runs = pd.read_csv(runs_csv)
-    components, measured = planning.pilot_noise(runs, experiment.reference)
+runs = pd.read_csv(runs_csv) if runs_csv else None
+stated = {"block_sd": block_sd, "run_sd": run_sd, "drift": drift}
+components, noise = planning.design_noise(runs, experiment.reference, stated, pessimistic)
+if components is not None:
     display(components.style.format({"between-block sd": "{:.2%}", "within-block sd": "{:.2%}"}, na_rep="n/a"))
-    for key in ("block_sd", "run_sd", "drift", "block_sd_point", "block_sd_low", "block_sd_high", "block_df"):
-        if measured.get(key) is not None:
-            noise[key] = measured[key]
-    if not pessimistic and measured.get("block_sd_point") is not None:
-        noise["block_sd"] = measured["block_sd_point"]
-    noise["source"] = "pilot" + (
-        "" if measured["block_sd"] is not None else " (one block per arm: between-block noise stated, not measured)"
-    )
+timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
+if runs is not None:
     timings = planning.pilot_timings(runs, meta_dir or None)
-    if timings["start_s"] is None:
-        timings["start_s"] = start_s
-    per_block = runs.groupby(["block", "workload"]).size()
-    pilot_warmups = (
-        runs[runs["warmup"].astype(bool)].groupby(["block", "workload"]).size().median()
-        if "warmup" in runs and runs["warmup"].astype(bool).any()
-        else 0
-    )
-    pilot_runs = per_block.median() - pilot_warmups
+    timings["start_s"] = start_s if timings["start_s"] is None else timings["start_s"]
 if noise.get("block_sd_high") is not None:
     display(
         Markdown(
@@ -131,71 +112,29 @@ display(
 
 # %%
 kind = d0.kind if d0.kind != "sequential" else "abab"
-mc = dict(reps=reps or None, half_width=mc_half_width, seed=seed, kind=kind)
-
-
-def designs(sd):
-    """Every design listed, simulated at a between-block sd of `sd`."""
-    common = dict(block_sd=sd, run_sd=noise["run_sd"], drift=noise["drift"], effect=effect, **mc)
-    rows = [planning.design_grid(rounds=tuple(rounds_options), runs=tuple(runs_options), **common)]
-    if adaptive:
-        for n in runs_options:
-            rows.append(
-                pd.DataFrame(
-                    [
-                        planning.adaptive_row(
-                            runs=n,
-                            min_rounds=min_rounds,
-                            max_rounds=max_rounds,
-                            margin=margin or None,
-                            alpha=alpha,
-                            **common,
-                        )
-                    ]
-                )
-            )
-    return pd.concat(rows, ignore_index=True)
-
-
-table = designs(noise["block_sd"])
+table = planning.design_table(
+    noise,
+    effect=effect,
+    rounds_options=rounds_options,
+    runs_options=runs_options,
+    adaptive=adaptive,
+    min_rounds=min_rounds,
+    max_rounds=max_rounds,
+    margin=margin or None,
+    alpha=alpha,
+    reps=reps or None,
+    half_width=mc_half_width,
+    seed=seed,
+    kind=kind,
+)
 point = noise.get("block_sd_point")
-if point is not None and point != noise["block_sd"]:
-    # The same designs, the adaptive ones included, at the point estimate: power at both ends, pessimistic to point.
-    at_point = designs(point).set_index(["design", "runs per block"])
-    key = list(zip(table["design"], table["runs per block"]))
-    for col, src in (
-        ("power at the point estimate", "power"),
-        ("power at the point estimate low", "power low"),
-        ("power at the point estimate high", "power high"),
-    ):
-        table[col] = [at_point[src].get(k) for k in key]
 
 # %% [markdown]
 # ## 3. What each design costs: blocks, schedule, wall time
 
 # %%
 n_cmp = (len(arms) - 1) * len(workloads)
-blocks_per_round = len(arms) + (1 if d0.kind == "bracket" else 0)
-
-
-def hours(rounds, runs):
-    n_blocks = math.ceil(rounds * blocks_per_round)
-    return (
-        planning.wall_time(
-            timings,
-            arms=len(arms),
-            blocks=n_blocks,
-            runs_per_block=runs,
-            warmup_runs=d0.warmup_runs,
-            cooldown_s=d0.cooldown_s,
-        )
-        / 3600
-    )
-
-
-table["experiment blocks"] = [math.ceil(r * blocks_per_round) for r in table["mean rounds (effect)"]]
-table["wall time (h)"] = [hours(r, n) for r, n in zip(table["mean rounds (effect)"], table["runs per block"])]
-table["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(table["rounds"], table["runs per block"])]
+table = planning.with_costs(table, timings, experiment)
 
 
 def with_interval(p, lo, hi):
@@ -245,6 +184,7 @@ display(
         }
     )
 )
+pilot_runs, pilot_warmups = planning.pilot_per_block(runs) if runs is not None else (0, 0)
 pilot_estimate = (
     planning.wall_time(
         timings,
@@ -282,62 +222,30 @@ display(
 if table_csv:
     table.to_csv(table_csv, index=False)
 for r in rounds_options[:3]:
-    display(
-        Markdown(
-            f"`{d0.kind}`, {r} rounds: "
-            + planning.schedule(arms, d0.kind if d0.kind != "sequential" else "abab", r, d0.seed)
-        )
-    )
+    display(Markdown(f"`{d0.kind}`, {r} rounds: " + planning.schedule(arms, kind, r, d0.seed)))
 
 # %% [markdown]
 # ## 4. The chosen design, written into an experiment file
 
 # %%
-if choose == "adaptive":
-    design = {
-        "kind": d0.kind if d0.kind != "sequential" else "abab",
-        "rounds": "adaptive",
-        "min_rounds": min_rounds,
-        "max_rounds": max_rounds,
-        "runs_per_block": int(
-            table[table["design"].str.startswith("adaptive")]
-            .sort_values(["power", "wall time (h)"], ascending=[False, True])
-            .iloc[0]["runs per block"]
-        ),
-    }
-    if margin:
-        design["margin"] = margin
-elif choose == "cheapest":
-    ok = table[(table["design"].str.startswith("fixed")) & (table["power"] >= 0.8)]
-    pick = (
-        (ok if not ok.empty else table[table["design"].str.startswith("fixed")])
-        .sort_values(["blocks", "wall time (h)"])
-        .iloc[0]
-        if not ok.empty
-        else table.sort_values("power").iloc[-1]
-    )
-    design = {"rounds": int(pick["rounds"]), "runs_per_block": int(pick["runs per block"])}
-else:
-    _, r, n = choose.split()
-    design = {"rounds": int(r), "runs_per_block": int(n)}
-chosen = table[
-    (table["runs per block"] == design["runs_per_block"])
-    & (
-        table["design"].str.startswith("adaptive")
-        if design.get("rounds") == "adaptive"
-        else table["rounds"] == design.get("rounds")
-    )
-]
-chosen_power = float(chosen["power"].iloc[0]) if not chosen.empty else None
-warning = planning.power_warning(chosen_power, noise["block_sd"], min_power)
+choice = planning.choose_design(
+    table,
+    choose,
+    block_sd=noise["block_sd"],
+    kind=kind,
+    min_rounds=min_rounds,
+    max_rounds=max_rounds,
+    margin=margin or None,
+    min_power=min_power,
+)
+design, warning, c0 = choice.design, choice.warning, choice.row
 said = ""
-if chosen_power is not None:
-    c0 = chosen.iloc[0]
+if c0 is not None:
     said = (
         f", power {with_interval(c0['power'], c0['power low'], c0['power high'])} at a between-block sd of "
         f"{noise['block_sd']:.2%} ({c0['reps']} simulated experiments, {planning.MC_LEVEL:.0%} Monte Carlo interval)"
     )
-    if "power at the point estimate" in chosen:
+    if "power at the point estimate" in c0:
         at_pt = with_interval(
             c0["power at the point estimate"],
             c0["power at the point estimate low"],
@@ -346,5 +254,5 @@ if chosen_power is not None:
         said += f" and {at_pt} at the point estimate, {point:.2%}"
 display(Markdown(f"Chosen: `design: {design}`" + said + (f"\n\n**Warning: {warning}.**" if warning else "")))
 if out_path:
-    planning.write_design(experiment_path, out_path, design, warning=warning)
+    planning.write_design(experiment, out_path, design, warning=warning, source=Path(experiment_path).name)
     display(Markdown(f"Written to `{out_path}`; run it with `snakemake --cores 1 {Path(out_path).stem}`."))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import yaml
 from bracket.experiment import config
-from bracket.stats import planning
+from bracket.experiment.schema import load_schema
+from bracket.stats import design_power, planning
 from bracket.stats.simulate import simulate
 from conftest import ROOT
 
@@ -46,16 +47,30 @@ def test_wall_time_by_hand():
 
 def test_write_design_validates_and_drops_adaptive_keys_for_fixed(tmp_path):
     out = tmp_path / "x.yaml"
-    cfg = planning.write_design(
-        ROOT / "experiments" / "smoke.yaml",
-        out,
-        {"rounds": "adaptive", "min_rounds": 2, "max_rounds": 5, "margin": 0.1},
-    )
+    smoke = config.load(ROOT / "experiments" / "smoke.yaml")
+    cfg = planning.write_design(smoke, out, {"rounds": "adaptive", "min_rounds": 2, "max_rounds": 5, "margin": 0.1})
     assert cfg.design.rounds == "adaptive" and config.load(out).design.max_rounds == 5
-    planning.write_design(out, out, {"rounds": 4})
+    planning.write_design(config.load(out), out, {"rounds": 4})
     assert "max_rounds" not in yaml.safe_load(out.read_text())["design"]
     with pytest.raises(config.ExperimentError, match="min_rounds"):
-        planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": "adaptive", "min_rounds": 1})
+        planning.write_design(smoke, out, {"rounds": "adaptive", "min_rounds": 1})
+
+
+def test_write_design_writes_the_validated_experiment_without_its_defaults(tmp_path):
+    """From the typed experiment (as config.load or experiment.resolved.json give it), not the file's YAML: the
+    file written holds what the experiment states beyond the schema's defaults, and reads back as the same
+    experiment with the new design."""
+    from bracket.experiment import resolved
+
+    smoke = config.load(ROOT / "experiments" / "smoke.yaml")
+    resolved.write(smoke, tmp_path / "experiment.resolved.json")
+    out = tmp_path / "smoke_designed.yaml"
+    back = planning.write_design(resolved.read(tmp_path / "experiment.resolved.json"), out, {"rounds": 3}, source="x")
+    written = yaml.safe_load(out.read_text())
+    assert out.read_text().startswith("# design chosen in notebooks/design.py from x\n")
+    assert written == config.without_defaults(back, load_schema())
+    assert back.design.rounds == 3 and back.arms == smoke.arms and back.workloads == smoke.workloads
+    assert "warmup_runs" not in written["design"] or written["design"]["warmup_runs"] == smoke.design.warmup_runs
 
 
 DRAFT = ROOT / "tests" / "data" / "draft_sweep"  # a real 12-block run of experiments/draft_sweep.yaml
@@ -187,7 +202,8 @@ def test_a_design_below_the_power_asked_is_written_with_a_warning(tmp_path):
     w = planning.power_warning(0.47, 0.05)
     assert "47%" in w and "80%" in w and "5.00%" in w
     out = tmp_path / "smoke_designed.yaml"
-    planning.write_design(ROOT / "experiments" / "smoke.yaml", out, {"rounds": 3, "runs_per_block": 5}, warning=w)
+    smoke = config.load(ROOT / "experiments" / "smoke.yaml")
+    planning.write_design(smoke, out, {"rounds": 3, "runs_per_block": 5}, warning=w)
     assert f"# WARNING: {w}" in out.read_text()
 
 
@@ -200,10 +216,10 @@ def test_mc_interval_is_wilsons_by_hand():
 
 def test_rates_run_until_their_interval_is_within_the_half_width():
     # 0.5 x 100: Wilson half-width 9.6 points, not settled at +/- 3; 400 of 1000 and 0 of 1000 are (3.0, 0.2)
-    assert not planning._settled([50], 100, 0.03)
-    assert planning._settled([400, 0], 1000, 0.031)
-    assert list(planning._batches(150, 0.03, 1200)) == [150]  # reps stated: run exactly those
-    assert sum(planning._batches(None, 0.03, 1200)) == 1200 and max(planning._batches(None, 0.03, 1200)) == 100
+    assert not design_power._settled([50], 100, 0.03)
+    assert design_power._settled([400, 0], 1000, 0.031)
+    assert list(design_power._batches(150, 0.03, 1200)) == [150]  # reps stated: run exactly those
+    assert sum(design_power._batches(None, 0.03, 1200)) == 1200 and max(design_power._batches(None, 0.03, 1200)) == 100
 
 
 def test_every_rate_of_the_grid_carries_its_monte_carlo_interval():
@@ -220,3 +236,62 @@ def test_the_notebook_runs_to_three_points_by_default():
     text = (ROOT / "notebooks" / "design.py").read_text()
     assert "\nreps = 0 " in text and "\nmc_half_width = 0.03 " in text
     assert planning.MC_HALF_WIDTH == 0.03
+
+
+def _designs():
+    """Five simulated designs, by hand: (design, rounds, runs per block, blocks, power, wall time in hours)."""
+    import pandas as pd
+
+    rows = [
+        ("fixed 2 rounds", 2, 3, 4, 0.60, 1.0),
+        ("fixed 3 rounds", 3, 3, 6, 0.85, 1.5),
+        ("fixed 2 rounds", 2, 10, 4, 0.82, 2.0),
+        ("fixed 4 rounds", 4, 3, 8, 0.95, 2.0),
+        ("adaptive 3-8 rounds", 8, 3, 16, 0.97, 1.4),
+        ("adaptive 3-8 rounds", 8, 5, 16, 0.99, 1.2),
+    ]
+    cols = ["design", "rounds", "runs per block", "blocks", "power", "wall time (h)"]
+    return pd.DataFrame(rows, columns=cols).assign(**{"power low": 0.0, "power high": 1.0, "reps": 100})
+
+
+@pytest.mark.parametrize(
+    "min_power, design, power",
+    [
+        # powers 0.85 (6 blocks), 0.82 (4 blocks), 0.95 (8 blocks) reach 0.8: the fewest blocks, 2 rounds of 10
+        (0.8, {"rounds": 2, "runs_per_block": 10}, 0.82),
+        # only 0.95 reaches 0.9 (the old "cheapest" asked for 0.8 whatever min_power said, and chose 2 of 10)
+        (0.9, {"rounds": 4, "runs_per_block": 3}, 0.95),
+        # no fixed design reaches 0.99: the most powerful fixed one, 4 rounds of 3, warned (never an adaptive row)
+        (0.99, {"rounds": 4, "runs_per_block": 3}, 0.95),
+    ],
+)
+def test_the_cheapest_design_honours_min_power(min_power, design, power):
+    choice = planning.choose_design(
+        _designs(), "cheapest", block_sd=0.02, kind="abab", min_rounds=2, max_rounds=8, min_power=min_power
+    )
+    assert choice.design == design and choice.power == power
+    assert (choice.warning is None) == (power >= min_power)
+    if choice.warning:
+        assert "95%" in choice.warning and "99%" in choice.warning
+
+
+def test_the_adaptive_and_a_stated_fixed_design_are_chosen_as_asked():
+    adaptive = planning.choose_design(
+        _designs(), "adaptive", block_sd=0.02, kind="abab", min_rounds=3, max_rounds=8, margin=0.1
+    )
+    # the adaptive row of the highest power: 0.99 at 5 runs per block
+    assert adaptive.design == {
+        "kind": "abab",
+        "rounds": "adaptive",
+        "min_rounds": 3,
+        "max_rounds": 8,
+        "runs_per_block": 5,
+        "margin": 0.1,
+    }
+    assert adaptive.power == 0.99 and adaptive.warning is None
+    fixed = planning.choose_design(_designs(), "fixed 2 3", block_sd=0.02, kind="abab", min_rounds=2, max_rounds=8)
+    assert fixed.design == {"rounds": 2, "runs_per_block": 3} and fixed.power == 0.60 and "60%" in fixed.warning
+    unlisted = planning.choose_design(_designs(), "fixed 6 5", block_sd=0.02, kind="abab", min_rounds=2, max_rounds=8)
+    assert unlisted.row is None and unlisted.power is None and unlisted.warning is None
+    with pytest.raises(ValueError, match="fixed R N"):
+        planning.choose_design(_designs(), "fastest", block_sd=0.02, kind="abab", min_rounds=2, max_rounds=8)

@@ -4,6 +4,7 @@ seconds with a message that names the key and why it is bounded. Every file is w
 through config.load, the way the workflow reads it."""
 
 import time
+from pathlib import Path
 
 import pytest
 from bracket.experiment import config
@@ -191,10 +192,13 @@ def test_every_upper_bound_in_the_schema_says_why():
 
 
 def test_the_design_notebook_reads_the_file_as_the_workflow_does(tmp_path):
-    """bracket.stats.planning.write_design rewrites the experiment's own YAML: a key written twice there is refused
-    too, rather than carried into the file it writes with one of the two values dropped."""
+    """The design notebook loads the experiment as the workflow does (config.load) and hands
+    bracket.stats.planning.write_design the validated experiment: a key written twice in the file is refused
+    there, rather than carried into the file it writes with one of the two values dropped."""
     src = tmp_path / "x.yaml"
     src.write_text("arms: {a: {}, b: {}}\ndesign: {runs_per_block: 3}\ndesign: {runs_per_block: 50}\n")
     with pytest.raises(config.ExperimentError, match=r"key 'design' appears twice at the top level \(lines 2 and 3\)"):
-        planning.write_design(src, tmp_path / "out.yaml", {"rounds": 4})
+        planning.write_design(config.load(src), tmp_path / "out.yaml", {"rounds": 4})
     assert not (tmp_path / "out.yaml").exists()
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "design.py"
+    assert "config.load(experiment_path)" in notebook.read_text()

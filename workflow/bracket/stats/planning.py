@@ -1,10 +1,11 @@
 """Design before you measure: noise from a pilot, power by simulation, wall time, the chosen design.
 
-What notebooks/design.py presents. Power and false-positive rates are simulated with known truth
-(bracket.stats.simulate) and analysed by the same functions the workflow's analyze step uses
-(bracket.stats.cells.compare_arms for a fixed design, bracket.stats.sequential.assess for an
-adaptive one), so they are the rates bench/results/design_efficiency.md reports for the same
-settings. The simulated experiment is one A/B comparison; an experiment with m comparisons
+What notebooks/design.py presents; the notebook computes and decides nothing itself. The noise to design
+with (`design_noise`: a pilot's variance components over the stated values), each design's power and false
+positives (`design_table`, simulated with known truth and analysed by the workflow's own analysis:
+bracket.stats.design_power), what it costs (`with_costs`: blocks and wall time at the pilot's timings), the
+choice (`choose_design`, honouring min_power) and the experiment file written with it (`write_design`, from
+the validated experiment). The simulated experiment is one A/B comparison; an experiment with m comparisons
 shares alpha among them (Holm; for an adaptive design Holm-type recycling across the looks,
 bracket.stats.sequential), which lowers power a little.
 """
@@ -13,23 +14,30 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 from scipy import stats
-from statsmodels.stats.proportion import proportion_confint
 
 from bracket.experiment import config
 from bracket.experiment.design import draw
-from bracket.stats.cells import compare_arms, valid_rows
-from bracket.stats.compare import FASTER, NO_EFFECT, SLOWER, UNDETERMINED
+from bracket.experiment.schema import load_schema
+from bracket.stats.cells import valid_rows
+from bracket.stats.design_power import (  # noqa: F401  (the simulated rates, where the notebook reads them)
+    MAX_REPS,
+    MC_HALF_WIDTH,
+    MC_LEVEL,
+    adaptive_row,
+    design_grid,
+    design_table,
+    mc_interval,
+)
 from bracket.stats.drift import trend
-from bracket.stats.io import from_runs, from_table
+from bracket.stats.io import from_runs
 from bracket.stats.levels import variance_components
-from bracket.stats.sequential import Plan, assess
-from bracket.stats.simulate import simulate
 from bracket.typed.experiment import Experiment
 
 #: Power below which the notebook writes a design only with a warning in the file and the notebook.
@@ -152,206 +160,6 @@ def _within(sub: pd.DataFrame) -> float:
     return float(np.var(y, ddof=1)) if y.size >= 2 else math.nan
 
 
-def _verdicts(frame: pd.DataFrame, rounds: int, arms: int = 2) -> str:
-    sub = frame[frame["position"] < arms * rounds]
-    return compare_arms(sub, "A", "B", "sim", seed=1, reference="A", n_resamples=200).verdict
-
-
-#: Half-width of the Monte Carlo interval every simulated rate is run to by default (+/- 3 points).
-MC_HALF_WIDTH = 0.03
-#: Level of that interval (Wilson score interval of a binomial proportion).
-MC_LEVEL = 0.95
-#: Simulated experiments per batch while running to MC_HALF_WIDTH, and the most run for one rate.
-BATCH, MAX_REPS = 100, 1200
-
-
-def mc_interval(hits: int, reps: int, level: float = MC_LEVEL) -> tuple[float, float]:
-    """The Monte Carlo interval of a simulated rate of `hits` in `reps`: Wilson's score interval (statsmodels)."""
-    lo, hi = proportion_confint(hits, reps, alpha=1 - level, method="wilson")
-    return float(lo), float(hi)
-
-
-def _settled(counts, reps: int, half_width: float) -> bool:
-    """Every rate counted in `counts` known to within +/- half_width (its Monte Carlo interval's half-width)."""
-    return all((lambda lo, hi: (hi - lo) / 2 <= half_width)(*mc_interval(k, reps)) for k in counts)
-
-
-def _batches(reps: int | None, half_width: float, max_reps: int):
-    """Batch sizes to run: `reps` at once when given, else BATCH at a time until the caller stops or max_reps."""
-    if reps:
-        yield reps
-        return
-    done = 0
-    while done < max_reps:
-        n = min(BATCH, max_reps - done)
-        done += n
-        yield n
-
-
-def _rates(t: dict, reps: int) -> dict:
-    """The fixed and adaptive rows' rates with the Monte Carlo interval of each power and false rate."""
-    p_lo, p_hi = mc_interval(t["power"], reps)
-    f_lo, f_hi = mc_interval(t["null_false"], reps)
-    return {
-        "false faster/slower": t["null_false"] / reps,
-        "false low": f_lo,
-        "false high": f_hi,
-        "power": t["power"] / reps,
-        "power low": p_lo,
-        "power high": p_hi,
-        "no effect settled": t["null_same"] / reps,
-        "undetermined (effect)": t["undetermined"] / reps,
-        "reps": reps,
-    }
-
-
-def design_grid(
-    *,
-    block_sd: float,
-    run_sd: float,
-    drift: float,
-    effect: float,
-    rounds=(2, 3, 4, 6, 8),
-    runs=(3, 5, 10),
-    reps: int | None = None,
-    seed: int = 1,
-    kind: str = "abab",
-    half_width: float = MC_HALF_WIDTH,
-    max_reps: int = MAX_REPS,
-) -> pd.DataFrame:
-    """Fixed designs: per (rounds, runs per block), over simulated A/B experiments.
-
-    false positive: "faster"/"slower" with no true effect; power: the right direction with a true
-    ratio `effect`; undetermined: share of the effect datasets left undetermined. Datasets are drawn
-    once for the most rounds and cut to fewer (the first r rounds), as a fixed design would run them.
-    `reps` simulated experiments per cell; None runs batches of BATCH until every power and false rate
-    of the runs value is known to within +/- half_width (its Wilson interval at MC_LEVEL), at most
-    max_reps. Each rate comes with its Monte Carlo interval ("power low"/"power high", "false
-    low"/"false high") and the experiments it counts ("reps").
-    """
-    out = []
-    top = max(rounds)
-    right = FASTER if effect > 1 else SLOWER
-    for n in runs:
-        tally = {r: {"null_false": 0, "power": 0, "null_same": 0, "undetermined": 0} for r in rounds}
-        rng = np.random.default_rng([seed, n])
-        i = 0
-        for size in _batches(reps, half_width, max_reps):
-            for _ in range(size):
-                null = from_table(
-                    simulate(kind, rounds=top, runs=n, block_sd=block_sd, run_sd=run_sd, drift=drift, rng=rng, seed=i)
-                )
-                eff = from_table(
-                    simulate(
-                        kind,
-                        effect=effect,
-                        rounds=top,
-                        runs=n,
-                        block_sd=block_sd,
-                        run_sd=run_sd,
-                        drift=drift,
-                        rng=rng,
-                        seed=i,
-                    )
-                )
-                i += 1
-                for r in rounds:
-                    v0, v1 = _verdicts(null, r), _verdicts(eff, r)
-                    tally[r]["null_false"] += v0 in (FASTER, SLOWER)
-                    tally[r]["null_same"] += v0 == NO_EFFECT
-                    tally[r]["power"] += v1 == right
-                    tally[r]["undetermined"] += v1 == UNDETERMINED
-            if not reps and _settled([x for t in tally.values() for x in (t["power"], t["null_false"])], i, half_width):
-                break
-        for r in rounds:
-            out.append(
-                {
-                    "design": f"fixed {r} rounds",
-                    "rounds": r,
-                    "runs per block": n,
-                    "blocks": 2 * r,
-                    **_rates(tally[r], i),
-                    "mean rounds (effect)": float(r),
-                    "mean rounds (no effect)": float(r),
-                }
-            )
-    return pd.DataFrame(out)
-
-
-def adaptive_row(
-    *,
-    block_sd: float,
-    run_sd: float,
-    drift: float,
-    effect: float,
-    runs: int = 5,
-    min_rounds: int = 2,
-    max_rounds: int = 8,
-    margin: float | None = None,
-    alpha: float = 0.05,
-    reps: int | None = None,
-    seed: int = 1,
-    kind: str = "abab",
-    half_width: float = MC_HALF_WIDTH,
-    max_reps: int = MAX_REPS,
-) -> dict:
-    """An adaptive design (bracket.stats.sequential) on the same kind of simulated experiments; named by
-    the rounds it may stop after (its first look, `Plan.first_look`, to max_rounds). `reps`, half_width and
-    max_reps as in `design_grid`."""
-    plan = Plan(
-        arms=("A", "B"),
-        reference="A",
-        workloads=("sim",),
-        kind=kind,
-        seed=1,
-        min_rounds=min_rounds,
-        max_rounds=max_rounds,
-        margin=margin,
-        alpha=alpha,
-    )
-    rng = np.random.default_rng([seed, runs, 7])
-    t = {"null_false": 0, "null_same": 0, "power": 0, "undetermined": 0, "r1": 0, "r0": 0}
-    i = 0
-    for size in _batches(reps, half_width, max_reps):
-        for _ in range(size):
-            for eff in (1.0, effect):
-                frame = from_table(
-                    simulate(
-                        kind,
-                        effect=eff,
-                        rounds=max_rounds,
-                        runs=runs,
-                        block_sd=block_sd,
-                        run_sd=run_sd,
-                        drift=drift,
-                        rng=rng,
-                        seed=i,
-                    )
-                )
-                [c] = assess(frame, plan)["comparisons"]
-                used = c["settled_round"] or max_rounds
-                if eff == 1.0:
-                    t["null_false"] += c["verdict"] in (FASTER, SLOWER)
-                    t["null_same"] += c["verdict"] == NO_EFFECT
-                    t["r0"] += used
-                else:
-                    t["power"] += c["verdict"] == (FASTER if effect > 1 else SLOWER)
-                    t["undetermined"] += c["verdict"] == UNDETERMINED
-                    t["r1"] += used
-            i += 1
-        if not reps and _settled([t["power"], t["null_false"]], i, half_width):
-            break
-    return {
-        "design": f"adaptive {plan.first_look}-{max_rounds} rounds",
-        "rounds": max_rounds,
-        "runs per block": runs,
-        "blocks": 2 * max_rounds,
-        **_rates(t, i),
-        "mean rounds (effect)": t["r1"] / i,
-        "mean rounds (no effect)": t["r0"] / i,
-    }
-
-
 def pilot_timings(runs: pd.DataFrame, meta_dir: str | Path | None = None) -> dict:
     """A pilot's timings: seconds per timed request (mean wall_s per workload, warmups included), and from
     the blocks' metadata (block-*.meta.json) the median server start (ready_s), teardown (from the end of
@@ -434,23 +242,146 @@ def power_warning(power: float | None, block_sd: float, min_power: float = MIN_P
     )
 
 
+def design_noise(
+    runs: pd.DataFrame | None, reference: str | None, stated: dict, pessimistic: bool = True
+) -> tuple[pd.DataFrame | None, dict]:
+    """The noise to design with: the stated values {block_sd, run_sd, drift}, overlaid with what a pilot's
+    runs.csv measured (`pilot_noise`) where it measured it. block_sd is the upper end of the pilot's
+    block-noise interval, or with `pessimistic` False its point estimate. Returns (the pilot's variance
+    components or None, the noise with its `source`)."""
+    noise = {**stated, "source": "stated"}
+    if runs is None:
+        return None, noise
+    components, measured = pilot_noise(runs, reference)
+    for key in ("block_sd", "run_sd", "drift", "block_sd_point", "block_sd_low", "block_sd_high", "block_df"):
+        if measured.get(key) is not None:
+            noise[key] = measured[key]
+    if not pessimistic and measured.get("block_sd_point") is not None:
+        noise["block_sd"] = measured["block_sd_point"]
+    noise["source"] = "pilot" + (
+        "" if measured["block_sd"] is not None else " (one block per arm: between-block noise stated, not measured)"
+    )
+    return components, noise
+
+
+def pilot_per_block(runs: pd.DataFrame) -> tuple[float, float]:
+    """A pilot's timed runs and warmups per block and workload (medians over its blocks)."""
+    warm = runs["warmup"].astype(bool) if "warmup" in runs else pd.Series(False, index=runs.index)
+    warmups = float(runs[warm].groupby(["block", "workload"]).size().median()) if warm.any() else 0.0
+    return float(runs.groupby(["block", "workload"]).size().median()) - warmups, warmups
+
+
+def with_costs(table: pd.DataFrame, timings: dict, experiment: Experiment) -> pd.DataFrame:
+    """The designs with what each costs in `experiment` at the pilot's timings (`wall_time`): its blocks, its
+    wall time at the rounds it spends when the effect is there ("mean rounds (effect)") and at its budget of
+    rounds. A round is a block per arm (and the bracket design's closing reference block)."""
+    d0 = experiment.design
+    per_round = len(experiment.arms) + (1 if d0.kind == "bracket" else 0)
+
+    def hours(rounds: float, runs: int) -> float:
+        blocks = math.ceil(rounds * per_round)
+        return (
+            wall_time(
+                timings,
+                arms=len(experiment.arms),
+                blocks=blocks,
+                runs_per_block=runs,
+                warmup_runs=d0.warmup_runs,
+                cooldown_s=d0.cooldown_s,
+            )
+            / 3600
+        )
+
+    out = table.copy()
+    spent, budget, runs = out["mean rounds (effect)"], out["rounds"], out["runs per block"]
+    out["experiment blocks"] = [math.ceil(r * per_round) for r in spent]
+    out["wall time (h)"] = [hours(r, n) for r, n in zip(spent, runs)]
+    out["wall time at the budget (h)"] = [hours(r, n) for r, n in zip(budget, runs)]
+    return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The design chosen: the experiment's `design:` keys to write, the table's row it was simulated as (None:
+    a fixed design the table does not hold), its power there, and the warning a power below min_power carries."""
+
+    design: dict
+    row: dict | None
+    power: float | None
+    warning: str | None
+
+
+def choose_design(
+    table: pd.DataFrame,
+    how: str,
+    *,
+    block_sd: float,
+    kind: str,
+    min_rounds: int,
+    max_rounds: int,
+    margin: float | None = None,
+    min_power: float = MIN_POWER,
+) -> Choice:
+    """The design `how` asks for, from the simulated table (`design_table`, `with_costs`).
+
+    "adaptive": the adaptive design of `kind`, min_rounds to max_rounds (and margin), at the runs per block of
+    the highest power, then the least wall time. "cheapest": among the fixed designs whose power reaches
+    min_power, the fewest blocks, then the least wall time; when none reaches it, the fixed design of the
+    highest power (then the fewest blocks), with a warning. "fixed R N": R rounds of N runs per block.
+    """
+    fixed = table[table["design"].str.startswith("fixed")]
+    if how == "adaptive":
+        runs = _best(table[table["design"].str.startswith("adaptive")], ["power", "wall time (h)"], [False, True])
+        design = {"kind": kind, "rounds": "adaptive", "min_rounds": min_rounds, "max_rounds": max_rounds}
+        design["runs_per_block"] = int(runs["runs per block"])
+        if margin:
+            design["margin"] = margin
+    elif how == "cheapest":
+        ok = fixed[fixed["power"] >= min_power]
+        pick = (
+            _best(ok, ["blocks", "wall time (h)"], [True, True])
+            if not ok.empty
+            else _best(fixed, ["power", "blocks", "wall time (h)"], [False, True, True])
+        )
+        design = {"rounds": int(pick["rounds"]), "runs_per_block": int(pick["runs per block"])}
+    else:
+        parts = how.split()
+        if len(parts) != 3 or parts[0] != "fixed" or not parts[1].isdigit() or not parts[2].isdigit():
+            raise ValueError(f"choose is {how!r}: write 'adaptive', 'cheapest' or 'fixed R N' (R rounds of N runs)")
+        design = {"rounds": int(parts[1]), "runs_per_block": int(parts[2])}
+    adaptive = design["rounds"] == "adaptive"
+    rows = table[
+        (table["runs per block"] == design["runs_per_block"])
+        & (table["design"].str.startswith("adaptive") if adaptive else table["design"].str.startswith("fixed"))
+        & (True if adaptive else table["rounds"] == design["rounds"])
+    ]
+    row = rows.iloc[0].to_dict() if not rows.empty else None
+    power = float(row["power"]) if row is not None else None
+    return Choice(design, row, power, power_warning(power, block_sd, min_power))
+
+
+def _best(rows: pd.DataFrame, by: list[str], ascending: list[bool]) -> pd.Series:
+    return rows.sort_values(by, ascending=ascending, kind="stable").iloc[0]
+
+
 def write_design(
-    experiment_path: str | Path, out_path: str | Path, design: dict, warning: str | None = None
+    experiment: Experiment, out_path: str | Path, design: dict, warning: str | None = None, source: str = ""
 ) -> Experiment:
-    """Write the experiment with `design` (merged over its own) to out_path, validated first; a `warning`
-    (power_warning) goes into the file's header, where whoever runs it reads it. Returns the validated
-    experiment. The file's own YAML is edited, not the validated experiment: what the user wrote stays as
-    written, without the defaults validation fills."""
-    raw = config.read_yaml(experiment_path)  # as the workflow reads it: a key written twice is refused
-    raw["design"] = {**(raw.get("design") or {}), **design}
-    if raw["design"].get("rounds") != "adaptive":
+    """Write `experiment` (validated: config.load, or experiment.resolved.json through resolved.read) with `design`
+    merged over its own to out_path, validated again first; a `warning` (power_warning) goes into the file's
+    header, where whoever runs it reads it, and `source` (the file it came from) into its first line. Returns
+    the validated experiment. What is written is the experiment as validated less every value equal to the
+    schema's default (config.without_defaults): what the user wrote, without the defaults validation fills."""
+    data = config.without_defaults(experiment, load_schema())
+    data["design"] = {**(data.get("design") or {}), **design}
+    if data["design"].get("rounds") != "adaptive":
         for k in ("min_rounds", "max_rounds", "target", "margin"):
-            raw["design"].pop(k, None)
-    experiment = config.validate(raw, source=str(out_path))
+            data["design"].pop(k, None)
+    written = config.validate(data, source=str(out_path))
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(
-        f"# design chosen in notebooks/design.py from {Path(experiment_path).name}\n"
+        f"# design chosen in notebooks/design.py{f' from {source}' if source else ''}\n"
         + (f"# WARNING: {warning}\n" if warning else "")
-        + yaml.safe_dump(raw, sort_keys=False)
+        + yaml.safe_dump(data, sort_keys=False)
     )
-    return experiment
+    return written
