@@ -11,8 +11,10 @@ as many requests as are in flight), so a server slower than the rate makes reque
 Each request is one streamed completion timed by the package's client (bracket.wire.client.timed_stream), the
 body being the engine adapter's own (Engine.request_body) so the arm's sampling, ignore_eos and cache settings
 are those of a single stream; every content event is timed by the network read that brought it. Times are
-seconds since the level's start on time.perf_counter (CLOCK_MONOTONIC). Records (/work/coord/load_contract.md) go
-to a writer thread through a queue, so the file's fsync never sits between a user's two requests.
+seconds since the level's start on time.perf_counter (CLOCK_MONOTONIC). Records (the load records' contract: one per
+request, kind load_request, with its level, user, scheduled and sent times, first token, end, every event's time and
+tokens, and load_phase; one per level, kind load_level; the columns bracket.stats.load.frame reads) go to a writer
+thread through a queue, so the file's fsync never sits between a user's two requests.
 
 The level's summary says whether the client kept up: the send lag's p50, p99 and max, the client's CPU time
 (time.process_time, every thread of this process) and its CPU per token; `valid` is false with a code when the
