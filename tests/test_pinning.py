@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from bracket import records
+from bracket.block import runner
 from bracket.experiment import design
 from bracket.experiment.config import validate
-from bracket.measure import pinning, priority, runner, session
+from bracket.measure import pinning, priority, session
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_two = pytest.mark.skipif(
