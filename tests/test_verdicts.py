@@ -337,7 +337,8 @@ NAMED = {
     "analyze.py": ("|ln(TTFT ratio)|",),
     "bootstrap.py": ("percentile (requests", "hierarchical percentile"),
     "neutrality.py": ("wall time, after",),
-    "planning.py": ("this design's power", "mean rounds", "# design chosen"),
+    "planning.py": ("this design's power", "wall time at the budget", "# design chosen"),
+    "design_power.py": ("mean rounds", "power at the point estimate"),
     # the sentence version 3 files wrote as an adaptive design's multiplicity.method, read as the code it is now
     "contract.py": ("group-sequential (repeated CIs",),
 }
