@@ -75,6 +75,11 @@ d0 = experiment.design
 runs = pd.read_csv(runs_csv) if runs_csv else None
 stated = {"block_sd": block_sd, "run_sd": run_sd, "drift": drift}
 components, noise = planning.design_noise(runs, experiment.reference, stated, pessimistic)
+source_words = {
+    "stated": "stated",
+    "pilot": "pilot",
+    "pilot_without_block_noise": "pilot (one block per arm: between-block noise stated, not measured)",
+}
 if components is not None:
     display(components.style.format({"between-block sd": "{:.2%}", "within-block sd": "{:.2%}"}, na_rep="n/a"))
 timings = {"request_s": {w: 1.0 for w in workloads}, "start_s": start_s}
@@ -93,7 +98,7 @@ if noise.get("block_sd_high") is not None:
 display(
     Markdown(
         f"Designing with a between-block sd of **{noise['block_sd']:.2%}**, a within-block sd of "
-        f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({noise['source']}). "
+        f"**{noise['run_sd']:.2%}** and drift of **{noise['drift']:.2%} per block** ({source_words[noise['source']]}). "
         "Between-block noise is what rounds beat; within-block noise is what runs per block beat."
     )
 )

@@ -248,7 +248,8 @@ def design_noise(
     """The noise to design with: the stated values {block_sd, run_sd, drift}, overlaid with what a pilot's
     runs.csv measured (`pilot_noise`) where it measured it. block_sd is the upper end of the pilot's
     block-noise interval, or with `pessimistic` False its point estimate. Returns (the pilot's variance
-    components or None, the noise with its `source`)."""
+    components or None, the noise with its `source`: "stated", "pilot", or "pilot_without_block_noise" where the
+    pilot ran one block per arm and the between-block noise is the stated one)."""
     noise = {**stated, "source": "stated"}
     if runs is None:
         return None, noise
@@ -258,9 +259,7 @@ def design_noise(
             noise[key] = measured[key]
     if not pessimistic and measured.get("block_sd_point") is not None:
         noise["block_sd"] = measured["block_sd_point"]
-    noise["source"] = "pilot" + (
-        "" if measured["block_sd"] is not None else " (one block per arm: between-block noise stated, not measured)"
-    )
+    noise["source"] = "pilot" if measured["block_sd"] is not None else "pilot_without_block_noise"
     return components, noise
 
 
