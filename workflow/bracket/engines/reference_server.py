@@ -560,8 +560,14 @@ def main(argv: list[str] | None = None) -> None:
         core = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
         print(f"reference server: core process {core.pid}", flush=True)
     print(
-        f"reference server on {srv.url}: ttft {srv.ttft} s, {srv.rate:g} tok/s, {srv.tokens_per_event} tokens/event"
-        f"{', API key required' if srv.api_key else ''}; ready",
+        f"reference server on {srv.url}: ttft {srv.ttft} s, "
+        + (
+            f"batching steps of {srv.batcher.a:g} + {srv.batcher.b:g} x batch s"
+            + (f" (at most {srv.batcher.max_batch})" if srv.batcher.max_batch else "")
+            if srv.batcher is not None
+            else f"{srv.rate:g} tok/s"
+        )
+        + f", {srv.tokens_per_event} tokens/event{', API key required' if srv.api_key else ''}; ready",
         flush=True,
     )
     try:
