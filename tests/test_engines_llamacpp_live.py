@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import warnings
 
 import httpx
@@ -23,6 +22,8 @@ from bracket.engines import launch, provenance
 from bracket.experiment import config
 from bracket.typed.experiment import Experiment
 from bracket.wire.client import get_text
+
+from tests.support import free_port as _free_port
 
 pytestmark = pytest.mark.engine
 PORT = 8053
@@ -143,12 +144,6 @@ def test_acceptance_from_timings_matches_the_metrics_deltas(llama_server, traine
             assert s.verify_steps + s.accepted_tokens == m.completion_tokens - 1
             assert 1.0 <= s.acceptance_length <= 1 + spec["draft_tokens"]
     assert drafted > 0, "no request drafted anything: the arm's flags did not turn speculation on"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _completion(http: httpx.Client, url: str, body: dict) -> tuple[str, str]:

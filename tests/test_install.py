@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
@@ -196,7 +198,6 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv, trainer_venv
     `pip install .` again, which rewrites every file of the package with a new timestamp, and `bracket
     workflow --overwrite`: a dry run plans nothing. Then the model builder's content changes: the model and
     the block it served are planned again."""
-    import socket
 
     venv, tmp = installed
     wf = tmp / "wf-run"
@@ -204,9 +205,7 @@ def test_a_reinstall_measures_nothing_again(installed, engine_venv, trainer_venv
     (wf / "resources" / "engines").mkdir(parents=True)
     (wf / "resources" / "engines" / engine_venv.name).symlink_to(engine_venv)
     (wf / "resources" / "engines" / trainer_venv.name).symlink_to(trainer_venv)  # the model is trained here
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     # the smallest run: an untrained model (train_steps 0, about 20 s to build), one block of two requests
     (wf / "experiments" / "once.yaml").write_text(
         f"engine: {{kind: vllm, embedded: true, port: {port}, embedded_model: {{train_steps: 0}}, "

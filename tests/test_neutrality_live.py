@@ -8,7 +8,6 @@ the records reach neither runs.csv nor any arm's statistics.
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from bracket import records
@@ -17,13 +16,9 @@ from bracket.experiment import config, design
 from bracket.stats.neutrality import instrument_cost
 from conftest import ROOT
 
+from tests.support import free_port
+
 pytestmark = pytest.mark.engine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_control_runs_on_the_real_engine_with_its_own_timing(embedded_engine, tmp_path, monkeypatch):

@@ -11,13 +11,9 @@ import psutil
 import pytest
 from bracket.wire.server import Server, ServerError, port_owner
 
+from tests.support import free_port
+
 pytestmark = pytest.mark.integration  # processes, servers or Snakemake: the full tier, not make test-fast
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def script(tmp_path, body):
