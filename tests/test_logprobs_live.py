@@ -15,11 +15,15 @@ import random
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 from bracket import engines
 from bracket.engines import launch
 from bracket.engines.logprobs import LogprobError, Route, llamacpp_nll, text_nll, vllm_nll
 from bracket.experiment import config
+from bracket.experiment.tasks import TaskItem, greedy_answers, score
+from bracket.stats.quality import margin_from_perplexity_percent, nll_gate
+from bracket.stats.quality_models import Verdict
 from conftest import ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.integration]
@@ -34,22 +38,36 @@ def trained_text() -> str:
     return text[:1500]
 
 
+def held_out_docs(count: int = 6, chars: int = 400) -> list[str]:
+    """Slices of the standard library's email package: code the model never trained on (it trained on the
+    top-level .py files alone, 168 of them in Python 3.11, all within its first 300)."""
+    files = sorted(p for p in (Path(os.__file__).parent / "email").glob("*.py") if p.is_file())
+    docs = []
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if len(text) >= 3 * chars:
+            docs.append(text[chars : 2 * chars])  # past the licence header
+        if len(docs) == count:
+            return docs
+    raise AssertionError("fewer standard-library files than the test needs")
+
+
 def random_text(seed: int = 7) -> str:
     r = random.Random(seed)
     words = ("".join(r.choice("qzxjkvwpyfgb") for _ in range(r.randint(2, 8))) for _ in range(150))
     return " ".join(words)[:1000]
 
 
-def _server(cfg, kind: str, model: str, python: str, tmp_path):
+def _server(cfg, kind: str, model: str, python: str, tmp_path, arm_name: str = "plain"):
     adapter = engines.get(kind)
-    arm = cfg.arms["plain"]
+    arm = cfg.arms[arm_name]
     argv = launch.server_argv(cfg, adapter, arm, model, python, name="unused")
     return launch.make_server(
         cfg,
         adapter,
         argv=argv,
         env=launch.launch_env(cfg, adapter, arm),
-        log_path=tmp_path / f"{kind}.log",
+        log_path=tmp_path / f"{kind}-{arm_name}.log",
         base_url=launch.base_url(cfg),
         secret_names=[],
     )
@@ -94,8 +112,8 @@ def test_vllm_prompt_logprobs_separate_trained_from_random_text(embedded_engine,
                 llamacpp_nll(http, base, "def f(x):\n    return x\n")
 
 
-def test_llamacpp_forced_tokens_separate_trained_from_random_text(llama_server, trained_gguf, tmp_path, request):
-    cfg = config.validate(
+def _llama_cfg(llama_server, arms: dict | None = None):
+    return config.validate(
         {
             "engine": {
                 "kind": "llamacpp",
@@ -106,10 +124,14 @@ def test_llamacpp_forced_tokens_separate_trained_from_random_text(llama_server, 
                 "startup_timeout_s": 120,
                 "args": ["--ctx-size", "2048", "--threads", "2"],
             },
-            "arms": {"plain": {}},
+            "arms": arms or {"plain": {}},
             "request": {"max_tokens": 8, "timeout_s": 120},
         }
     )
+
+
+def test_llamacpp_forced_tokens_separate_trained_from_random_text(llama_server, trained_gguf, tmp_path, request):
+    cfg = _llama_cfg(llama_server)
     base = launch.base_url(cfg)
     with _server(cfg, "llamacpp", trained_gguf, "unused", tmp_path) as server:
         server.wait_ready(60)
@@ -131,3 +153,34 @@ def test_llamacpp_forced_tokens_separate_trained_from_random_text(llama_server, 
     if vllm_seen is not None:  # the same weights on two engines: bf16 safetensors and their GGUF
         print(f"vllm {vllm_seen:.4f} against llama.cpp {got['seen'].nll_per_token:.4f} nats/token")
         assert got["seen"].nll_per_token == pytest.approx(vllm_seen, rel=0.05)
+
+
+def test_llamacpp_nll_gate_and_greedy_answers_across_a_lossless_speculation_arm(llama_server, trained_gguf, tmp_path):
+    """Held-out NLL per token on the baseline and under ngram speculation (lossless: the same model scores the
+    same tokens) must not differ; greedy answers at temperature 0 are the same on both, and scored alike."""
+    arms = {"plain": {}, "ngram": {"speculative": {"method": "ngram", "engine_method": "ngram-mod", "draft_tokens": 8}}}
+    cfg = _llama_cfg(llama_server, arms)
+    base = launch.base_url(cfg)
+    docs = held_out_docs()
+    items = [TaskItem(str(i), d[:120], "return", i + 1) for i, d in enumerate(docs[:4])]
+    rows, answers = [], {}
+    for arm in arms:
+        with _server(cfg, "llamacpp", trained_gguf, "unused", tmp_path, arm) as server:
+            server.wait_ready(60)
+            with httpx.Client(timeout=300) as http:
+                for i, doc in enumerate(docs):
+                    got = llamacpp_nll(http, base, doc)
+                    rows.append((arm, i, got.nll, got.tokens))
+                answers[arm] = greedy_answers("llamacpp", http, base, "bracket-model", items, 24)
+    df = pd.DataFrame(rows, columns=["arm", "doc", "nll", "tokens"])
+    gate = nll_gate(df, "plain", margin=margin_from_perplexity_percent(1), resamples=2000, rng=41)
+    (c,) = gate.comparisons
+    print(
+        f"held-out NLL/token plain {gate.arms[0].nll_per_token:.5f}, ngram {gate.arms[1].nll_per_token:.5f}, "
+        f"difference {c.difference:.2e} ({c.ci_low:.2e} to {c.ci_high:.2e}), {c.verdict}"
+    )
+    assert not c.differs and c.verdict is Verdict.HELD
+    assert gate.arms[0].nll_per_token > 3.0  # held-out code costs more than what it trained on (4.59 measured)
+    assert answers["plain"] == answers["ngram"]
+    scored = {arm: [s.correct for s in score(items, out, "contains")] for arm, out in answers.items()}
+    assert scored["plain"] == scored["ngram"]

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from bracket.engines.logprobs import post_json
+
 MAX_FILE_BYTES = 64 << 20
 MAX_ITEMS = 100_000
 MAX_PROMPT_CHARS = 200_000
@@ -246,3 +248,43 @@ def load(path: str | Path, extractor: Extractor | str | None = None) -> list[Tas
     if not items:
         raise TaskError(f'{path}: no items; write one {{"prompt": ..., "answer": ...}} object per line')
     return items
+
+
+# The field that holds a repetition penalty at 1 in each engine's spelling (ARCHITECTURE.md, "What a request
+# asks"): a GGUF or a generation_config may carry another default, which would change greedy answers.
+_NO_PENALTY = {"llamacpp": {"repeat_penalty": 1}, "vllm": {"repetition_penalty": 1}}
+
+
+def greedy_answers(
+    kind: str,
+    http,
+    base_url: str,
+    model: str,
+    items: Sequence[TaskItem],
+    max_tokens: int,
+    timeout_s: float = 120.0,
+) -> dict[str, str]:
+    """Each item's output at temperature 0 from an OpenAI-compatible `/v1/completions` (no stream), by item id.
+
+    The body is a plain client's greedy request (model, prompt, max_tokens, temperature 0) and the engine's
+    repetition penalty at 1; the answer's size and time are bounded (bracket.engines.logprobs.post_json) and
+    its text must be a string, else the item's output is recorded as None (scored wrong) and the reason raised.
+    """
+    if not 1 <= max_tokens <= 65_536:
+        raise ValueError(f"max_tokens must lie in 1..65536, got {max_tokens!r}")
+    url = base_url.rstrip("/") + "/v1/completions"
+    out: dict[str, str] = {}
+    for item in items:
+        body = {"model": model, "prompt": item.prompt, "max_tokens": max_tokens, "temperature": 0}
+        body.update(_NO_PENALTY.get(kind, {}))
+        obj = post_json(http, url, body, timeout_s)
+        choices = obj.get("choices")
+        text = (
+            choices[0].get("text") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        )
+        if not isinstance(text, str):
+            raise TaskError(
+                f"item {item.id!r}: the server answered no text in choices[0].text; is it OpenAI-compatible?"
+            )
+        out[item.id] = text
+    return out
