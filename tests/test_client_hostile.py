@@ -6,8 +6,6 @@ what the server sends. The same cases through the block runner are in test_hosti
 """
 
 import json
-import socket
-import threading
 import time
 import tracemalloc
 
@@ -17,36 +15,17 @@ from bracket.wire import client, stream_events
 from bracket.wire.client import stream_completion
 from bracket.wire.transport import timed_client
 
+from tests.support.servers import RawServer
+
 SECRET = "sk-hostile-5a7c1e9d"
 
 
-class Misbehaving:
-    """A server on a thread that answers every request with `answer(conn)`: raw bytes, its own pacing."""
+class Misbehaving(RawServer):
+    """A server on a thread that answers every request with `answer(server, conn)`: raw bytes, its own pacing."""
 
     def __init__(self, answer):
-        self.answer = answer
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/completions"
         self.sent = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                buf = b""
-                while b"\r\n\r\n" not in buf:
-                    buf += conn.recv(65536)
-                try:
-                    self.answer(self, conn)
-                except OSError:  # the client hung up
-                    pass
-
-    def close(self):
-        self.sock.close()
+        super().__init__(lambda conn: answer(self, conn))
 
 
 def chunked(*events: bytes) -> bytes:

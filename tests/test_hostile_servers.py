@@ -13,8 +13,6 @@ the record's ends redacted before they are cut.
 import base64
 import gzip
 import json
-import socket
-import threading
 import time
 import tracemalloc
 from urllib.parse import quote
@@ -27,6 +25,8 @@ from bracket.wire import client, http_stream, stream_events
 from bracket.wire.client import _openai_text, fetch_text, stream_completion
 from bracket.wire.stream_events import Events, Excerpt, ends_of
 from bracket.wire.transport import TimedTransport, timed_client
+
+from tests.support.servers import RawServer
 
 TIMEOUT_S = 2.0
 
@@ -107,32 +107,7 @@ def test_a_json_escaped_echo_of_the_key_is_in_no_form_in_the_raw_record(sweep):
 
 
 # ---- the parts, quick ------------------------------------------------------------------------------
-class Serve:
-    """A server on a thread of this process: each request answered by `answer(conn)`, raw bytes."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    head += conn.recv(65536)
-                try:
-                    self.answer(conn)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.sock.close()
+Serve = RawServer  # a server on a thread of this process: each request answered by `answer(conn)`, raw bytes
 
 
 HEAD = hs.STREAM_HEAD
