@@ -41,6 +41,7 @@ from bracket.experiment import design
 from conftest import ROOT, SMOKE_MODEL
 from test_executor import SNAKEMAKE, engine_processes, snakemake, workflow_copy
 
+from tests.support.processes import alive as _alive
 from tools import slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.engine]  # the sweep runs the embedded vLLM engine in each job
@@ -91,17 +92,6 @@ def _missing_tools() -> str:
     except slurm_cluster.ClusterError as e:
         return str(e)
     return ""
-
-
-def _alive(pids) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def _slurm_processes(root: Path) -> list[str]:

@@ -6,7 +6,7 @@ pythonpath puts the checkout's root and workflow/ on the path, so no test touche
 - net: free_port(), listener(port);
 - workflow: repo_copy() (the workflow alone in a folder) and snakemake(), the one Snakemake runner;
 - processes: wait_for(), alive(), group_members(), engine_processes(), kill_group(), as_from_a_terminal();
-- servers: a threaded HTTP server in the test's own process (Background);
+- servers: RawServer, a server on a thread of the test's own process that answers with raw bytes;
 - faultkit: the block-level fault tests' pieces (an experiment aimed at tests/data/faults/fake_engine.py, a block
   run, its records).
 """
