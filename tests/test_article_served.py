@@ -197,7 +197,7 @@ def test_an_aa_experiment_is_headlined_as_a_drift_test_and_recommends_nothing(fi
 # ---------------------------------------------------------------- an undetermined interval
 
 
-def test_an_interval_too_wide_to_read_is_printed_as_undetermined_with_the_rounds_needed():
+def test_an_interval_too_wide_to_read_is_printed_as_undetermined_with_the_rounds_needed(fixture_data):
     assert article.interval(0.98, 1.04, 2) == "0.98\u20131.04"
     assert article.interval(0.5, 5.0, 2) == "0.50\u20135.00"  # a factor of ten: still digits
     assert article.interval(0.004, 32765.14, 2, "run 7 rounds") == "undetermined (run 7 rounds)"
@@ -205,9 +205,14 @@ def test_an_interval_too_wide_to_read_is_printed_as_undetermined_with_the_rounds
     assert article.interval(float("nan"), 3.0, 2) == "undetermined"
     assert article.interval(None, None, 2) == "n/a"
     assert article.interval(None, None, 2, "run 3 rounds") == "undetermined (run 3 rounds)"  # one block per arm
-    assert article.rounds_needed({"verdict": "undetermined", "rounds_needed": 7}) == "run 7 rounds"
-    assert article.rounds_needed({"verdict": "undetermined", "rounds_needed": None}) == "more than 200 rounds"
-    assert article.rounds_needed({"verdict": "faster", "rounds_needed": 7}) == ""
+    comp = fixture_data.results.comparisons[0].model_copy(update={"rounds_needed_power": None})  # an older plan
+    assert article.rounds_needed(comp.model_copy(update={"verdict": "undetermined", "rounds_needed": 7})) == (
+        "run 7 rounds"
+    )
+    assert article.rounds_needed(comp.model_copy(update={"verdict": "undetermined", "rounds_needed": None})) == (
+        "more than 200 rounds"
+    )
+    assert article.rounds_needed(comp.model_copy(update={"verdict": "faster", "rounds_needed": 7})) == ""
 
 
 def test_the_lead_and_the_results_table_never_quote_an_unbounded_interval(fixture_data):

@@ -624,13 +624,17 @@ def test_failed_block_attempts_are_reported_escaped(tmp_path):
     assert "code -9" in md and SCRIPT not in html_ and "&lt;script&gt;" in html_
 
 
+NO_DRIFT = {"rounds": {}, "slope_ci": None, "slope_p": None}  # a host's drift with nothing measured
+
+
 def test_hosts_are_compared_like_arms_in_the_drift_section(data):
     """stats.json's hosts section (bracket.stats.hosts) reaches the article: ratio, CI, verdict, drift."""
     hosts = {
         "names": ["spark-1", "spark-2"],
         "baseline": "spark-1",
         "comparisons": [
-            {
+            {  # a comparison as stats.json holds one (the fixture's), made a host comparison
+                **next(c for c in data.stats["comparisons"] if c["workload"] == "code"),
                 "arm": "baseline",
                 "workload": "code",
                 "baseline": "spark-1",
@@ -648,8 +652,8 @@ def test_hosts_are_compared_like_arms_in_the_drift_section(data):
             }
         ],
         "drift": {
-            "spark-1": {"code": {"reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
-            "spark-2": {"code": {"reference_first_vs_last": None, "slope_per_block": None}},
+            "spark-1": {"code": {**NO_DRIFT, "reference_first_vs_last": 0.0123, "slope_per_block": 0.002}},
+            "spark-2": {"code": {**NO_DRIFT, "reference_first_vs_last": None, "slope_per_block": None}},
         },
     }
     d = article.Data(**{**data.__dict__, "stats": {**data.stats, "hosts": hosts}})

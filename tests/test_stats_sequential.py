@@ -195,22 +195,25 @@ def test_the_article_shows_each_look_and_when_each_question_settled():
 
     import pandas as pd
     from bracket.article.looks import looks_table, section_looks
+    from bracket.stats.analyze import jsonable
+    from bracket.stats.results import Sequential
 
     rng = np.random.default_rng(5)
     df = simulate("abab", effect=1.3, rounds=6, block_sd=0.01, rng=rng, seed=3)
     df2 = simulate("abab", effect=1.0, rounds=6, block_sd=0.03, rng=rng, seed=4).assign(workload="other")
     frame = from_table(pd.concat([df, df2], ignore_index=True))
-    seq = assess(frame, _plan(workloads=("sim", "other"), margin=0.001))
+    raw = assess(frame, _plan(workloads=("sim", "other"), margin=0.001))
+    seq = Sequential.model_validate(jsonable(raw))  # as stats.json holds it, typed (bracket.stats.results)
     t = looks_table(seq)
-    assert list(t["after round"]) == [x["round"] for x in seq["looks"]] and t.shape[1] == 6
-    big = next(c for c in seq["comparisons"] if c["workload"] == "sim")
-    assert big["verdict"] == "faster" and big["settled_round"] < 6
+    assert list(t["after round"]) == [x["round"] for x in raw["looks"]] and t.shape[1] == 6
+    big = next(c for c in seq.comparisons if c.workload == "sim")
+    assert big.verdict == "faster" and big.settled_round < 6
     # after the look that settled it, its column says so
-    later = t[t["after round"] > big["settled_round"]]
+    later = t[t["after round"] > big.settled_round]
     assert later["B / sim"].str.startswith("settled (faster)").all()
-    assert seq["comparisons"][1]["verdict"] == "undetermined"  # a margin of 0.1 % cannot be met: budget spent
-    assert section_looks(SimpleNamespace(stats={"sequential": None})) is None
-    s = section_looks(SimpleNamespace(stats={"sequential": seq}))
+    assert seq.comparisons[1].verdict == "undetermined"  # a margin of 0.1 % cannot be met: budget spent
+    assert section_looks(SimpleNamespace(results=SimpleNamespace(sequential=None))) is None
+    s = section_looks(SimpleNamespace(results=SimpleNamespace(sequential=seq)))
     text = " ".join(getattr(x, "text", "") for x in s.items)
     assert "the budget of 6 rounds was spent" in text and "at most 0.05" in text and "Holm" in text
 

@@ -41,6 +41,7 @@ from bracket.stats.reasons import (
     Variance,
     Why,
 )
+from bracket.stats.results import Sequential
 from bracket.stats.sequential import METHOD, judge
 from bracket.stats.simulate import simulate
 from bracket.stats.speculative import KReason
@@ -195,7 +196,8 @@ def test_a_look_survives_json_and_is_said_inside_its_undetermined_reason():
 
 
 def test_the_stopping_rule_in_words_from_the_plan():
-    seq = {"alpha": 0.05, "family": 1, "first_look": 3, "max_rounds": 6, "margin": None}
+    plan = {"alpha": 0.05, "family": 1, "first_look": 3, "max_rounds": 6, "margin": None, "rule": None}
+    seq = Sequential.model_construct(**plan)  # the plan's fields of stats.json's `sequential`, typed
     assert rule(seq) == (
         "After each round from 3 to 6, each of the 1 comparisons is judged on a repeated confidence interval "
         "(Jennison & Turnbull) at the Lan-DeMets O'Brien-Fleming-type boundary, spending 0.05: it settles as "
@@ -205,9 +207,9 @@ def test_the_stopping_rule_in_words_from_the_plan():
         "open ones are undetermined. Over every look and comparison, the chance of any false faster/slower is at "
         "most 0.05, and so is the chance of any wrong no measurable effect."
     )
-    four = rule({**seq, "family": 4, "margin": 0.02})
+    four = rule(Sequential.model_construct(**{**plan, "family": 4, "margin": 0.02}))
     assert "spending 0.05 / 4 per comparison to begin with" in four and "lies within +/-2.0%;" in four
-    assert rule({**seq, "rule": "as recorded"}) == "as recorded"
+    assert rule(Sequential.model_construct(**{**plan, "rule": "as recorded"})) == "as recorded"
 
 
 def test_each_k_model_reason_and_levels_advice_in_words():

@@ -9,27 +9,28 @@ from bracket.article.findings import group
 from bracket.article.inputs import Data
 
 
-def group_warnings(findings: list[dict]) -> list[str]:
+def group_warnings(findings) -> list[str]:
     """Identical messages about several cells, merged: "message (baseline / code, ngram_4 / chat)"."""
     return group(findings)
 
 
 def section_warnings(d: Data) -> Section:
     s = Section([Heading("Warnings the analysis raised")])
-    c = d.stats.get("counts") or {}
+    c = d.results.counts
+    torn = c.torn or 0
     s.add(
         Para(
-            f"{c.get('total', len(d.runs))} requests: {c.get('valid', 0)} valid, {c.get('warmups', 0)} warmups "
-            f"(kept and marked, left out of the statistics), {c.get('invalid', 0)} invalid."
+            f"{c.total} requests: {c.valid} valid, {c.warmups} warmups "
+            f"(kept and marked, left out of the statistics), {c.invalid} invalid."
             + (
-                f" {c['torn']} more {'was' if c['torn'] == 1 else 'were'} cut short in the raw files and could not "
+                f" {torn} more {'was' if torn == 1 else 'were'} cut short in the raw files and could not "
                 f"be read (below)."
-                if c.get("torn")
+                if torn
                 else ""
             )
         )
     )
-    reasons = c.get("invalid_by_reason") or {}
+    reasons = c.invalid_by_reason
     if reasons:
         s.add(
             Table(
@@ -38,6 +39,6 @@ def section_warnings(d: Data) -> Section:
                 "invalid.csv",
             )
         )
-    ws = group_warnings(d.stats.get("findings") or [])
+    ws = group_warnings([f.finding for f in d.results.findings])
     s.add(Bullets(tuple(ws)) if ws else Para("None."))
     return s

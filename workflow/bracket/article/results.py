@@ -10,6 +10,7 @@ from bracket.article.elements import Figure, Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import DASH, _missing, interval, pct, rate, ratio, rounds_needed, span
 from bracket.article.verdicts import family_words, significance_words, undetermined_words
+from bracket.stats.results import Comparison
 from bracket.stats.sequential import METHOD as SEQUENTIAL_METHOD
 
 
@@ -33,15 +34,15 @@ def level_pct(level: float) -> str:
     return text + "%"
 
 
-def verdict_cell(comp: dict) -> str:
+def verdict_cell(comp: Comparison) -> str:
     """The verdict; an undetermined one with its rounds needed; an adaptive design's with the round it settled."""
-    sq = comp.get("sequential")
+    sq = comp.sequential
     if sq:
-        if sq.get("settled_round") and comp["verdict"] != "undetermined":
-            return f"{comp['verdict']} (settled after round {sq['settled_round']})"
-        return "undetermined (" + ("budget spent" if sq.get("status") == "settled" else "still open") + ")"
-    if comp["verdict"] != "undetermined":
-        return comp["verdict"]
+        if sq.settled_round and comp.verdict != "undetermined":
+            return f"{comp.verdict} (settled after round {sq.settled_round})"
+        return "undetermined (" + ("budget spent" if sq.status == "settled" else "still open") + ")"
+    if comp.verdict != "undetermined":
+        return comp.verdict
     return f"undetermined ({rounds_needed(comp)})"
 
 
@@ -50,39 +51,40 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
     each with its CI), the CI the verdict rests on (adjusted for multiplicity), and the verdict."""
     rows = []
     for arm in d.arms:
-        c = d.cell(arm, workload)
+        c = d.results.cell(arm, workload)
         if not c:
             continue
-        comp = d.comparison(arm, workload)
+        comp = d.results.comparison(arm, workload)
+        mult = comp.multiplicity if comp else None
         rows.append(
             {
                 "arm": arm,
-                "runs": c["n"],
-                "blocks": "" if c.get("blocks") is None else c["blocks"],
-                "median tok/s": rate(c["median"]),
-                "95% CI": interval(c.get("ci_low"), c.get("ci_high"), 2),
-                "min–max": span(c["min"], c["max"], 2),
-                "spread": pct(c.get("spread")),
+                "runs": c.n,
+                "blocks": "" if c.blocks is None else c.blocks,
+                "median tok/s": rate(c.median),
+                "95% CI": interval(c.ci_low, c.ci_high, 2),
+                "min–max": span(c.min, c.max, 2),
+                "spread": pct(c.spread),
                 f"ratio to {d.reference}": "1 (reference)"
                 if arm == d.reference
-                else ratio(comp["ratio"])
+                else ratio(comp.ratio)
                 if comp
                 else "n/a",
                 "raw ratio (95% CI)": (
-                    f"{ratio(comp['raw_ratio'])} ({interval(comp.get('raw_ci_low'), comp.get('raw_ci_high'), 2)})"
-                    if comp and not _missing(comp.get("raw_ratio"))
+                    f"{ratio(comp.raw_ratio)} ({interval(comp.raw_ci_low, comp.raw_ci_high, 2)})"
+                    if comp and not _missing(comp.raw_ratio)
                     else ""
                 ),
                 "drift-adjusted (95% CI)": (
-                    f"{ratio(comp['drift_adjusted_ratio'])} "
-                    f"({interval(comp.get('drift_adjusted_ci_low'), comp.get('drift_adjusted_ci_high'), 2)})"
-                    if comp and not _missing(comp.get("drift_adjusted_ratio"))
+                    f"{ratio(comp.drift_adjusted_ratio)} "
+                    f"({interval(comp.drift_adjusted_ci_low, comp.drift_adjusted_ci_high, 2)})"
+                    if comp and not _missing(comp.drift_adjusted_ratio)
                     else ""
                 ),
                 "verdict rests on": (
-                    f"{comp.get('basis', 'raw')}, {ci_label(comp.get('ci_level'), (comp.get('multiplicity') or {}).get('comparisons'), (comp.get('multiplicity') or {}).get('method'))} "
-                    f"{interval(comp['ci_low'], comp['ci_high'], 2)}"
-                    if comp and not _missing(comp.get("ci_low"))
+                    f"{comp.basis}, {ci_label(comp.ci_level, mult and mult.comparisons, mult and mult.method)} "
+                    f"{interval(comp.ci_low, comp.ci_high, 2)}"
+                    if comp and not _missing(comp.ci_low)
                     else ""
                 ),
                 "verdict": verdict_cell(comp) if comp else ("reference" if arm == d.reference else "not compared"),
@@ -92,7 +94,7 @@ def results_table(d: Data, workload: str) -> pd.DataFrame:
 
 
 def section_results(d: Data, figure: Figure | None = None) -> Section | None:
-    if not d.stats.get("cells"):
+    if not d.results.cells:
         return None
     s = Section([Heading("Results per workload")])
     s.add(
@@ -110,29 +112,29 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
             "rounds would."
         )
     )
-    mult = d.stats.get("multiplicity") or {}
-    if mult.get("comparisons"):
-        m = mult["comparisons"]
+    mult = d.results.multiplicity
+    if mult and mult.comparisons:
+        m = mult.comparisons
         s.add(
             Para(
-                f"{m} comparison{'s' if m != 1 else ''} with a test ({family_words(mult.get('family'))})"
+                f"{m} comparison{'s' if m != 1 else ''} with a test ({family_words(mult.family)})"
                 + (
                     (
                         f"; the design was adaptive: verdicts rest on repeated CIs that stay valid at every look "
                         f"(group-sequential, each comparison starting at alpha / {m}; a comparison settled as faster or slower "
                         f"passes its alpha to the others), so the chance of any false 'faster' or 'slower' among them, over "
-                        f"every look, is at most {pct(1 - mult.get('confidence', 0.95), 0)}, and so is the chance of any "
+                        f"every look, is at most {pct(1 - mult.confidence, 0)}, and so is the chance of any "
                         f"wrong 'no measurable effect'; see the looks"
                     )
-                    if mult.get("method") == SEQUENTIAL_METHOD
+                    if mult.method == SEQUENTIAL_METHOD
                     else (
                         f"; verdicts and their CIs are adjusted with Holm's step-down method, so the chance of any "
-                        f"false 'faster' or 'slower' among them is at most {pct(1 - mult.get('confidence', 0.95), 0)}"
+                        f"false 'faster' or 'slower' among them is at most {pct(1 - mult.confidence, 0)}"
                         if m > 1
                         else ""
                     )
                 )
-                + (f"; {mult['untested']} more could not be tested (undetermined)" if mult.get("untested") else "")
+                + (f"; {mult.untested} more could not be tested (undetermined)" if mult.untested else "")
                 + ".",
                 "note",
             )
@@ -144,23 +146,23 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         s.add(Heading(wl, 3), Table(t, f"{wl}: decode rate per arm", f"results_{wl}.csv"))
         tests = sorted(
             {
-                significance_words(c["test"])
-                for c in d.stats.get("comparisons", [])
-                if c["workload"] == wl and c.get("test")
+                significance_words(c.test)
+                for c in d.results.comparisons
+                if c.workload == wl and c.test
             }
         )
         if tests:
             s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
-        for c in d.stats.get("comparisons", []):
-            if c["workload"] == wl and c["verdict"] == "undetermined" and c.get("undetermined"):
-                s.add(Para(f"{c['candidate']}: undetermined: {undetermined_words(c['undetermined'])}.", "warn"))
-        for c in d.stats.get("cells", []):
-            m2 = c.get("modes")
-            if c["workload"] == wl and m2:
+        for c in d.results.comparisons:
+            if c.workload == wl and c.verdict == "undetermined" and c.undetermined:
+                s.add(Para(f"{c.candidate}: undetermined: {undetermined_words(c.undetermined)}.", "warn"))
+        for c in d.results.cells:
+            m2 = c.modes
+            if c.workload == wl and m2:
                 s.add(
                     Para(
-                        f"{c['arm']} has two modes ({m2['where']}): {m2['low_n']} runs near "
-                        f"{rate(m2['low_median'])} and {m2['high_n']} near {rate(m2['high_median'])} tok/s; its "
+                        f"{c.arm} has two modes ({m2.where}): {m2.low_n} runs near "
+                        f"{rate(m2.low_median)} and {m2.high_n} near {rate(m2.high_median)} tok/s; its "
                         f"median depends on how many runs took each path, so read both.",
                         "warn",
                     )

@@ -7,6 +7,7 @@ import math
 import re
 
 from bracket.article.verdicts import plan_words
+from bracket.stats.results import Comparison
 
 DASH = "\u2013"
 TIMES = "\u00f7"
@@ -79,12 +80,13 @@ def interval(lo, hi, digits: int = 2, needed: str = "") -> str:
     return "undetermined" + (f" ({needed})" if needed else "")
 
 
-def rounds_needed(comp: dict | None) -> str:
+def rounds_needed(comp: Comparison | dict | None) -> str:
     """What would determine an undetermined comparison (stats.json rounds_needed); "" when not undetermined."""
-    if not comp or comp.get("verdict") != "undetermined":
+    comp = Comparison.model_validate(comp) if isinstance(comp, dict) else comp
+    if not comp or comp.verdict != "undetermined":
         return ""
-    r = comp.get("rounds_needed")
-    plan = plan_words(comp.get("rounds_needed_power"), comp.get("rounds_needed_effect"), comp.get("rounds_needed_goal"))
+    r = comp.rounds_needed
+    plan = plan_words(comp.rounds_needed_power, comp.rounds_needed_effect, comp.rounds_needed_goal)
     return (f"run {r} rounds" if r else "more than 200 rounds") + (f" for {plan}" if plan else "")
 
 

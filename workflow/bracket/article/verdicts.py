@@ -9,35 +9,37 @@ from __future__ import annotations
 from bracket.stats.compare import FASTER
 from bracket.stats.multiplicity import Family
 from bracket.stats.reasons import Center, CiKind, Goal, Outcome, Structural, Variance, Why
+from bracket.stats.results import CiMethod, SignificanceTest, Undetermined
 
 
 def _summary(center) -> str:
     return "log block means (two paths)" if center == Center.MEAN else "log block medians"
 
 
-def ci_method_words(m: dict | str | None) -> str:
+def ci_method_words(m: CiMethod | dict | str | None) -> str:
     """Where a comparison's interval comes from: "OLS on log block medians, t with 4 df", ..."""
     if m is None or isinstance(m, str):
         return m or ""
-    kind = m.get("kind")
+    m = CiMethod.model_validate(m) if isinstance(m, dict) else m  # the command line's records, typed here
+    kind = m.kind
     if kind == CiKind.REQUESTS_ONLY:
-        return f"{m.get('bootstrap') or 'bootstrap'}; requests only, block-to-block variation unmeasured"
+        return f"{m.bootstrap or 'bootstrap'}; requests only, block-to-block variation unmeasured"
     if kind == CiKind.ONE_BLOCK:
         return (
-            f"{m.get('bootstrap') or 'percentile'} bootstrap of {m.get('unit') or 'requests'}; one block, so "
+            f"{m.bootstrap or 'percentile'} bootstrap of {m.unit or 'requests'}; one block, so "
             f"block-to-block variation is unmeasured"
         )
     if kind == CiKind.BOOTSTRAP:
-        return m.get("bootstrap") or "percentile"
+        return m.bootstrap or "percentile"
     if kind == CiKind.NO_BLOCK_DF:
         return "no residual degrees of freedom at the block level"
-    what, block_df = _summary(m.get("center")), m.get("block_df")
-    if m.get("variance") == Variance.POOLED:
+    what, block_df = _summary(m.center), m.block_df
+    if m.variance == Variance.POOLED:
         return (
-            f"OLS on {what}; block variance not above within-block noise (F test at {m['pool_alpha']:g}), pooled "
-            f"with it: t with {m['df']:g} df"
+            f"OLS on {what}; block variance not above within-block noise (F test at {m.pool_alpha:g}), pooled "
+            f"with it: t with {m.df:g} df"
         )
-    if m.get("variance") == Variance.FLOORED:
+    if m.variance == Variance.FLOORED:
         return (
             f"OLS on {what}, t with {block_df} df; block variance below the within-block noise, which is its "
             f"floor (not pooled on {block_df} df)"
@@ -106,15 +108,16 @@ def look_words(j: dict | str | None) -> str:
     )
 
 
-def significance_words(t: dict | str | None) -> str:
+def significance_words(t: SignificanceTest | dict | str | None) -> str:
     """The test a verdict rests on: "t test on log block medians (arm + drift), 3 df (pooled)", or none."""
     if t is None or isinstance(t, str):
         return t or ""
-    if t.get("kind") != "t":
+    t = SignificanceTest.model_validate(t) if isinstance(t, dict) else t
+    if t.kind != "t":
         return "none: a test needs two blocks per arm"
     return (
-        f"t test on {_summary(t.get('center'))} ({'arm + drift' if t.get('drift_term') else 'arm'}), "
-        f"{t['df']:g} df{' (pooled)' if t.get('pooled') else ''}"
+        f"t test on {_summary(t.center)} ({'arm + drift' if t.drift_term else 'arm'}), "
+        f"{t.df:g} df{' (pooled)' if t.pooled else ''}"
     )
 
 
@@ -128,70 +131,67 @@ def plan_words(power: float | None, effect: float | None, goal: str | None) -> s
     return f"{power:.0%} power to call a {effect - 1:+.1%} effect {'faster' if effect > 1 else 'slower'}"
 
 
-def _rounds(u: dict) -> str:
+def _rounds(u: Undetermined) -> str:
     """What to run instead: the A/B/A/B rounds of the plan, with its power and the effect it is for, where that
     is news (an older file's: the rounds for a CI of +/- half_width)."""
-    if u.get("rounds_now") is None:
+    if u.rounds_now is None:
         return ""
-    plan = plan_words(u.get("power"), u.get("effect"), u.get("goal"))
+    plan = plan_words(u.power, u.effect, u.goal)
     if plan:
-        if u.get("rounds_needed") is None:
-            return f"; more than {u.get('max_rounds_searched')} rounds of A/B/A/B would be needed for {plan}"
-        if u["rounds_needed"] > u["rounds_now"]:
-            return f"; {u['rounds_needed']} rounds of A/B/A/B would have {plan}"
+        if u.rounds_needed is None:
+            return f"; more than {u.max_rounds_searched} rounds of A/B/A/B would be needed for {plan}"
+        if u.rounds_needed > u.rounds_now:
+            return f"; {u.rounds_needed} rounds of A/B/A/B would have {plan}"
         return ""
-    target = f"+/-{u['half_width']:.1%}" if u.get("half_width") is not None else "the width that decides"
-    if u.get("rounds_needed") is None:
-        return f"; more than {u.get('max_rounds_searched')} rounds would be needed for a CI of {target}"
-    if u["rounds_needed"] > u["rounds_now"]:
-        return f"; about {u['rounds_needed']} rounds of A/B/A/B would give a CI of {target}"
+    target = f"+/-{u.half_width:.1%}" if u.half_width is not None else "the width that decides"
+    if u.rounds_needed is None:
+        return f"; more than {u.max_rounds_searched} rounds would be needed for a CI of {target}"
+    if u.rounds_needed > u.rounds_now:
+        return f"; about {u.rounds_needed} rounds of A/B/A/B would give a CI of {target}"
     return ""
 
 
-def undetermined_words(u: dict | str | None) -> str:
+def undetermined_words(u: Undetermined | dict | str | None) -> str:
     """Why a comparison has no verdict, and what would give one (a comparison's `undetermined`)."""
     if u is None or isinstance(u, str):
         return u or ""
-    why = u.get("why")
+    u = Undetermined.model_validate(u) if isinstance(u, dict) else u  # the command line's records, typed here
+    why = u.why
     if why == Why.FEW_BLOCKS:
         return (
-            f"{'one block' if u['blocks'] == 1 else 'no block'} for {'each arm' if u['arms_short'] == 2 else 'one arm'}: "
+            f"{'one block' if u.blocks == 1 else 'no block'} for {'each arm' if u.arms_short == 2 else 'one arm'}: "
             f"how much fresh servers differ is not measured, and arm is confounded with time; run the arms "
-            f"interleaved (design.kind: abab) for at least {u['rounds_needed']} rounds"
+            f"interleaved (design.kind: abab) for at least {u.rounds_needed} rounds"
         )
     if why == Why.CONFOUNDED:
         text = (
-            f"arm is confounded with time (the drift term inflates the arm's variance {u['vif']:.1f}-fold, as in a "
+            f"arm is confounded with time (the drift term inflates the arm's variance {u.vif:.1f}-fold, as in a "
             f"sequential design): interleave the arms (design.kind: abab)"
         )
     elif why == Why.THIN:
         text = (
-            f"{u['blocks']} blocks leave {u['df']:g} degree of freedom for block-to-block noise, too few to tell an "
+            f"{u.blocks} blocks leave {u.df:g} degree of freedom for block-to-block noise, too few to tell an "
             f"effect from it"
         )
     elif why == Why.WIDE:
-        edge = 1 + u["wide"] * u["band"]
+        edge = 1 + u.wide * u.band
         text = (
-            f"the CI {u['ci_low']:.3f}-{u['ci_high']:.3f} neither clears the {u['band']:.1%} noise band nor stays "
-            f"within {u['wide']:g} x it ({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
+            f"the CI {u.ci_low:.3f}-{u.ci_high:.3f} neither clears the {u.band:.1%} noise band nor stays "
+            f"within {u.wide:g} x it ({1 / edge:.3f}-{edge:.3f}): too few blocks for their noise"
         )
     elif why == Why.STEP:
-        step = f"{u['step_ci_low']:.3f}-{u['step_ci_high']:.3f}" if u.get("step_ci_high") is not None else "no interval"
+        step = f"{u.step_ci_low:.3f}-{u.step_ci_high:.3f}" if u.step_ci_high is not None else "no interval"
         text = (
-            f"a level step before schedule position {u['at']:g} (the machine changing speed once) would move the "
+            f"a level step before schedule position {u.at:g} (the machine changing speed once) would move the "
             f"arm while the drift line takes it for a slope: with the step in the line's place the CI is {step}, "
-            f"with the line {u['ci_low']:.3f}-{u['ci_high']:.3f}, and the two do not agree on a verdict against the "
-            f"{u['band']:.1%} noise band. This order of blocks cannot tell a step there from an effect, as A/B/B/A "
+            f"with the line {u.ci_low:.3f}-{u.ci_high:.3f}, and the two do not agree on a verdict against the "
+            f"{u.band:.1%} noise band. This order of blocks cannot tell a step there from an effect, as A/B/B/A "
             f"with an odd number of rounds cannot; an even number of A/B/B/A rounds, or A/B/A/B, can"
         )
     elif why == Why.SEQUENTIAL:
-        look = look_words(u.get("look"))
-        text = (
-            look
-            if u.get("status") == "settled"
-            else f"still open after {u['rounds_run']} of at most {u['max_rounds']} rounds ({look})"
-        )
+        look = look_words(u.look)
+        text = look if u.status == "settled" else f"still open after {u.rounds_run} of at most {u.max_rounds} rounds ({look})"
         return f"{text}; raise design.max_rounds or state the smallest difference that matters as design.margin"
     else:
-        return str(u.get("text") or why or "")
+        return str(u.text or why or "")
     return text + _rounds(u)
