@@ -1,4 +1,5 @@
-"""Run one block: a fresh server for one arm, warmups, then timed requests for every workload.
+"""Run one block: a fresh server for one arm, warmups, then timed requests for every workload (a load workload:
+every level of it, bracket.measure.load).
 
 Every request becomes one raw record, appended and fsynced as it arrives. The block writes to
 `block-K.jsonl.partial` and renames it to `block-K.jsonl` only when the block completes. A block
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from rich.console import Console
 from rich.markup import escape
 
@@ -39,6 +41,7 @@ from bracket.block.attempt import (
 )
 from bracket.controls import neutrality
 from bracket.engines import launch, provenance
+from bracket.engines.base import Engine
 from bracket.experiment import arena_workload, config, load_workload, prompts
 from bracket.experiment.design import Block
 from bracket.experiment.prompts import unique_prefix
@@ -47,7 +50,7 @@ from bracket.measure.context import BlockContext, block_name
 from bracket.measure.session import BlockFailed
 from bracket.measure.telemetry import Telemetry, summarize
 from bracket.typed.experiment import Arm, Experiment
-from bracket.wire.server import ServerError, log_tail
+from bracket.wire.server import Server, ServerError, log_tail
 
 __all__ = ["BlockFailed", "archive_attempt", "block_name", "log_link", "run_block", "unique_prefix"]
 
@@ -101,10 +104,10 @@ class Served:
     the name it serves the model under, and the writer every record goes to."""
 
     ctx: BlockContext
-    adapter: object
-    http: object
+    adapter: Engine
+    http: httpx.Client
     base: str
-    server: object
+    server: Server
     model_name: str
     writer: records.RecordWriter
 
