@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 from bracket.stats.quality import (
     _p_from_interval,
-    _paired_z,
     accuracy_gate,
     margin_from_perplexity_percent,
     newcombe_paired,
@@ -18,6 +17,8 @@ from bracket.stats.quality import (
     nll_gate,
     non_inferiority,
     simulate_answers,
+    tango_paired,
+    tango_statistic,
     wilson,
 )
 from bracket.stats.quality_models import AccuracyGate, CiMethod, NllGate, Verdict
@@ -91,19 +92,34 @@ def _frame(tables: dict[str, tuple[int, int, int, int]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "item", "correct"])
 
 
+def test_tango_by_hand():
+    # Bentur et al.: b = 1, c = 7, n = 21. At delta 0: A = 42, B = -8, C = 0, q = (8 + 8)/84 = 4/21,
+    # T = (1 - 7)/sqrt(21 * 8/21) = -6/sqrt(8)
+    assert tango_statistic(1, 7, 21, 0.0) == pytest.approx(-6 / math.sqrt(8), abs=1e-12)
+    lo, hi = tango_paired(1, 1, 7, 12)
+    z = NormalDist().inv_cdf(0.975)
+    # the ends are where the statistic is +z and -z, around the estimate -6/21
+    assert tango_statistic(1, 7, 21, lo) == pytest.approx(z, abs=1e-6)
+    assert tango_statistic(1, 7, 21, hi) == pytest.approx(-z, abs=1e-6)
+    assert lo < -6 / 21 < hi < 0
+    assert (lo, hi) == pytest.approx((-0.51723, -0.02600), abs=1e-5)
+    assert tango_paired(1, 7, 1, 12) == pytest.approx((-hi, -lo), abs=1e-8)  # swapped arms mirror it
+    assert tango_paired(10, 0, 0, 10) == pytest.approx((-0.161125, 0.161125), abs=1e-6)  # no discordant pair
+
+
 def test_gate_paired_case_and_its_p_value():
     df = _frame({"cand": (1, 1, 7, 12)})
     g = accuracy_gate(df, "ref", margin=0.02)
     (c,) = g.comparisons
-    assert (c.paired, c.table, c.ci_method, c.ci_level) == (True, (1, 1, 7, 12), CiMethod.NEWCOMBE_PAIRED, 0.95)
-    assert (c.ci_low, c.ci_high) == pytest.approx(newcombe_paired(1, 1, 7, 12), abs=1e-12)
+    assert (c.paired, c.table, c.ci_method, c.ci_level) == (True, (1, 1, 7, 12), CiMethod.TANGO_PAIRED, 0.95)
+    assert (c.ci_low, c.ci_high) == pytest.approx(tango_paired(1, 1, 7, 12), abs=1e-9)
     assert c.difference == pytest.approx(-6 / 21) and c.verdict is Verdict.LOST and c.differs
     assert [a.accuracy for a in g.arms] == pytest.approx([2 / 21, 8 / 21])
-    # the p-value is where the interval's lower end meets -margin: at level 1 - 2p the end is -margin
+    # the p-value is Tango's test at the margin; at level 1 - 2p the interval's lower end is -margin
     df = _frame({"cand": (150, 10, 5, 35)})
     (c,) = accuracy_gate(df, "ref", margin=0.03).comparisons
-    z = NormalDist().inv_cdf(1 - c.p_value)
-    assert _paired_z(150, 10, 5, 35, z)[0] == pytest.approx(-0.03, abs=1e-9)
+    assert c.p_value == pytest.approx(1 - NormalDist().cdf(tango_statistic(10, 5, 200, -0.03)))
+    assert tango_paired(150, 10, 5, 35, 1 - 2 * c.p_value)[0] == pytest.approx(-0.03, abs=1e-7)
     assert c.verdict is Verdict.HELD and c.p_value < 0.025
 
 

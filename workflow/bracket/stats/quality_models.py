@@ -22,7 +22,8 @@ class Verdict(StrEnum):
 class CiMethod(StrEnum):
     """How an accuracy difference's interval was made."""
 
-    NEWCOMBE_PAIRED = "newcombe_paired"  # the same items asked of both arms: Newcombe 1998 paired, method 10
+    TANGO_PAIRED = "tango_paired"  # the same items asked of both arms: Tango's (1998) asymptotic score interval
+    NEWCOMBE_PAIRED = "newcombe_paired"  # the same items: Newcombe 1998 paired, method 10 (not the gate's choice)
     NEWCOMBE_UNPAIRED = "newcombe_unpaired"  # different items: Newcombe 1998 independent, method 10
 
 
