@@ -6,14 +6,15 @@ import math
 
 import pytest
 from bracket import records
+from bracket.article import neutrality as words
 from bracket.article.findings import message
-from bracket.article.neutrality import instrument_sentence
 from bracket.controls.neutrality import plan
 from bracket.engines import get, llamacpp, vllm
 from bracket.experiment import config
 from bracket.experiment.config import ExperimentError
 from bracket.stats import neutrality as neutral
 from bracket.stats.neutrality import findings, instrument_cost
+from bracket.stats.results import Neutrality
 from conftest import ROOT
 
 # what every timed request asks for, as validated (bracket.typed.experiment.Request), and an arm of no speculation
@@ -203,6 +204,11 @@ def test_turning_the_control_off_needs_a_reason():
     assert config.validate({**base, "controls": {"neutrality": False, "neutrality_off": "attached to production"}})
 
 
+def said(n: dict):
+    """The method section's words for a neutrality record as stats.json holds it."""
+    return words.instrument_sentence(Neutrality.model_validate(n))
+
+
 def test_the_method_section_states_the_cost_with_its_interval():
     n = {
         "status": "on",
@@ -219,25 +225,25 @@ def test_the_method_section_states_the_cost_with_its_interval():
         "bracket_ms_per_token": 6.67,
         "plain_ms_per_token": 5.41,
     }
-    text, kind = instrument_sentence(n)
+    text, kind = said(n)
     assert kind == "warn" and "cost the server +23.4% per token (6.670 against 5.410 ms per token" in text
     assert "95% CI +20.0% to +27.0%, 11 degrees of freedom between blocks" in text
-    text, kind = instrument_sentence({**n, "ratio": 1.002, "cost": 0.002, "ci_low": 0.995, "ci_high": 1.009})
+    text, kind = said({**n, "ratio": 1.002, "cost": 0.002, "ci_low": 0.995, "ci_high": 1.009})
     assert kind == "" and "within 1 % either way" in text
     # the llama.cpp sweep of 2026-12-01 (top_k 1 body): cheaper than a plain client, a finding either way
-    text, kind = instrument_sentence({**n, "ratio": 0.9206, "cost": -0.0794, "ci_low": 0.8920, "ci_high": 0.9501})
+    text, kind = said({**n, "ratio": 0.9206, "cost": -0.0794, "ci_low": 0.8920, "ci_high": 0.9501})
     assert kind == "warn" and "-7.9% per token" in text and "faster than a plain client would see" in text
-    text, kind = instrument_sentence({**n, "ratio": 0.995, "cost": -0.005, "ci_low": 0.985, "ci_high": 1.004})
+    text, kind = said({**n, "ratio": 0.995, "cost": -0.005, "ci_low": 0.985, "ci_high": 1.004})
     assert kind == "" and "not ruled out" in text
-    text, kind = instrument_sentence({"status": "off", "off_reason": "attached to production"})
+    text, kind = said({"status": "off", "off_reason": "attached to production"})
     assert kind == "warn" and "was off: attached to production" in text
-    text, _ = instrument_sentence({"status": "no_records"})
+    text, _ = said({"status": "no_records"})
     assert "left no pair to compare (no records: the blocks ran no control pairs" in text
     # the analysis's reading is the one said (bracket.stats.neutrality.reading), not worked out again
     assert neutral.reading(n) == "costs_more" and neutral.reading({**n, "ci_low": None}) == "no_interval"
-    text, kind = instrument_sentence({**n, "reading": "within"})
+    text, kind = said({**n, "reading": "within"})
     assert kind == "" and "within 1 % either way" in text
-    assert instrument_sentence(None) is None
+    assert words.instrument_sentence(None) is None
 
 
 def test_the_method_section_says_whether_both_bodies_gave_the_same_tokens():
@@ -254,9 +260,9 @@ def test_the_method_section_says_whether_both_bodies_gave_the_same_tokens():
         "df": 2,
         "confidence": 0.95,
     }
-    text, _ = instrument_sentence({**n, "same_output": {"same": 6, "of": 6}})
+    text, _ = said({**n, "same_output": {"same": 6, "of": 6}})
     assert "on the same prompt" in text and "Both bodies gave the same tokens in all 6 pairs." in text
-    text, _ = instrument_sentence({**n, "same_output": {"same": 4, "of": 6}})
+    text, _ = said({**n, "same_output": {"same": 4, "of": 6}})
     assert "the same tokens in 4 of 6 pairs: in the others bracket's fields changed the output" in text
 
 
