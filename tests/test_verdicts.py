@@ -41,7 +41,7 @@ from bracket.stats.reasons import (
     Variance,
     Why,
 )
-from bracket.stats.results import Sequential
+from bracket.stats.results import Levels, Sequential
 from bracket.stats.sequential import METHOD, judge
 from bracket.stats.simulate import simulate
 from bracket.stats.speculative import KReason
@@ -223,19 +223,23 @@ def test_each_k_model_reason_and_levels_advice_in_words():
     assert k_reason_words(KReason.NO_VALID_RUNS) == "no valid runs"
     assert k_reason_words("an older file's sentence") == "an older file's sentence" and k_reason_words(None) == ""
     lv = {"runs_per_block": 10.0, "between_share": 0.6, "best_runs_per_block": 2, "advice": Advice.MORE_BLOCKS}
-    assert levels_words(json.loads(json.dumps(lv))) == (
+    assert levels_words(Levels.model_construct(**json.loads(json.dumps(lv)))) == (
         "60% of the variance is between blocks: use more blocks with fewer runs each (about 2 runs per block; "
         "now 10); raise design.rounds."
     )
-    assert "(about 1 run per block; now 10)" in levels_words({**lv, "best_runs_per_block": 1})
-    assert levels_words({**lv, "between_share": 0.1, "best_runs_per_block": 25, "advice": Advice.MORE_RUNS}) == (
+    assert "(about 1 run per block; now 10)" in levels_words(Levels.model_construct(**{**lv, "best_runs_per_block": 1}))
+    assert levels_words(
+        Levels.model_construct(**{**lv, "between_share": 0.1, "best_runs_per_block": 25, "advice": Advice.MORE_RUNS})
+    ) == (
         "blocks differ little (10% of the variance): more runs per block (about 25) buy a narrower CI more "
         "cheaply than more blocks."
     )
-    assert levels_words({**lv, "runs_per_block": 5.0, "advice": Advice.BALANCED}) == (
+    assert levels_words(Levels.model_construct(**{**lv, "runs_per_block": 5.0, "advice": Advice.BALANCED})) == (
         "5 runs per block balances block and run noise; add blocks to narrow the CI."
     )
-    assert levels_words({**lv, "advice": Advice.BLOCKS_AGREE}).startswith("blocks agree within run-to-run noise")
+    assert levels_words(Levels.model_construct(**{**lv, "advice": Advice.BLOCKS_AGREE})).startswith(
+        "blocks agree within run-to-run noise"
+    )
 
 
 def test_each_family_in_words_and_an_older_adaptive_method_read_as_its_code():

@@ -11,13 +11,13 @@ from bracket.article.headline import aa_test, headline_rows
 from bracket.article.inputs import Data
 from bracket.article.text import rate, ratio, runs_phrase, spec_words
 from bracket.stats.levels import Advice
+from bracket.stats.results import Levels
 
 
-def levels_words(lv: dict) -> str:
+def levels_words(lv: Levels) -> str:
     """What one cell's variance components (stats.json's `levels`, bracket.stats.levels) say to change; an older
     file's sentence as it was recorded."""
-    advice, best, n = lv.get("advice"), lv.get("best_runs_per_block"), lv.get("runs_per_block")
-    share = lv.get("between_share")
+    advice, best, n, share = lv.advice, lv.best_runs_per_block, lv.runs_per_block, lv.between_share
     if advice == Advice.BLOCKS_AGREE:
         return (
             "blocks agree within run-to-run noise: runs within a block are as good as new "
@@ -64,8 +64,8 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
     """Per workload: what to use, its flags and its measurement; and whether the choice splits."""
     rows = []
     for r in headline_rows(d):
-        b = d.stats["best"][r["workload"]]
-        use, because = b["use"], b["use_because"]  # the analysis decides (bracket.stats.analyze.recommend)
+        b = d.results.best[r["workload"]]
+        use, because = b.use, b.use_because  # the analysis decides (bracket.stats.analyze.recommend)
         note = {
             "reference fastest": "the reference was fastest",
             "shown faster": f"{ratio(r['ratio'])} the {d.reference}",
@@ -74,15 +74,13 @@ def recommendations(d: Data) -> tuple[pd.DataFrame, bool]:
             f"{r['arm']} measured {ratio(r['ratio'])} but '{r['verdict']}': keep {d.reference} until more "
             f"runs confirm it",
         )
-        cell = d.cell(use, r["workload"])
+        cell = d.results.cell(use, r["workload"])
         rows.append(
             {
                 "workload": r["workload"],
                 "use": use,
                 "flags": arm_flags(d, use),
-                "measured": f"{rate(cell['median'])} {runs_phrase(cell['n'], cell['min'], cell['max'])}"
-                if cell
-                else "",
+                "measured": f"{rate(cell.median)} {runs_phrase(cell.n, cell.min, cell.max)}" if cell else "",
                 "fastest measured": f"{r['arm']}, {rate(r['median'])}",
                 "why": note,
                 "_fastest": r["arm"],
@@ -104,7 +102,7 @@ def section_recommendations(d: Data) -> Section | None:
             Para(
                 (
                     f"None: every arm ran the settings of {d.reference}, so there is nothing to choose between them."
-                    if d.stats["aa"]["arms"]
+                    if d.results.aa.arms
                     else f"None: {d.reference} was the only arm."
                 )
                 + " Read this experiment as a drift test (the headline and the drift section)."

@@ -28,30 +28,29 @@ def _with_ci(value: str, lo, hi, digits: int = 1, scale: float = 1.0) -> str:
 
 def phase_table(d: Data) -> pd.DataFrame:
     """One row per arm and workload: TTFT, tg and decode rate with CIs, and their ratios to the reference."""
-    ph = d.stats.get("phases") or {}
+    ph = d.results.phases
     rows = []
-    for r in ph.get("rows") or []:
-        where = {True: "TTFT", False: "decode", None: ""}[r.get("in_ttft")]
-        if r["arm"] == d.reference:
+    for r in ph.rows if ph else ():
+        where = {True: "TTFT", False: "decode", None: ""}[r.in_ttft]
+        ref = r.arm == d.reference
+        if ref:
             where = "reference"
         rows.append(
             {
-                "workload": r["workload"],
-                "arm": r["arm"],
-                "runs": r["n"],
-                "TTFT ms (CI)": _with_ci(_ms(r["ttft_s"]), r["ttft_ci_low"], r["ttft_ci_high"], 1, 1000.0),
-                "TTFT vs reference (CI)": _with_ci(
-                    ratio(r.get("ttft_ratio")), r.get("ttft_ratio_ci_low"), r.get("ttft_ratio_ci_high"), 2
-                )
-                if r["arm"] != d.reference
-                else "",
-                "decode phase tg tok/s (CI)": _with_ci(rate(r["tg_tok_s"]), r["tg_ci_low"], r["tg_ci_high"]),
-                "tg vs reference": ratio(r.get("tg_ratio")) if r["arm"] != d.reference else "",
-                "decode rate tok/s (CI)": _with_ci(rate(r["decode_tok_s"]), r["decode_ci_low"], r["decode_ci_high"]),
-                "decode rate vs reference": ratio(r.get("decode_ratio")) if r["arm"] != d.reference else "",
-                "TTFT share of wall time": pct(r.get("ttft_share")),
+                "workload": r.workload,
+                "arm": r.arm,
+                "runs": r.n,
+                "TTFT ms (CI)": _with_ci(_ms(r.ttft_s), r.ttft_ci_low, r.ttft_ci_high, 1, 1000.0),
+                "TTFT vs reference (CI)": ""
+                if ref
+                else _with_ci(ratio(r.ttft_ratio), r.ttft_ratio_ci_low, r.ttft_ratio_ci_high, 2),
+                "decode phase tg tok/s (CI)": _with_ci(rate(r.tg_tok_s), r.tg_ci_low, r.tg_ci_high),
+                "tg vs reference": "" if ref else ratio(r.tg_ratio),
+                "decode rate tok/s (CI)": _with_ci(rate(r.decode_tok_s), r.decode_ci_low, r.decode_ci_high),
+                "decode rate vs reference": "" if ref else ratio(r.decode_ratio),
+                "TTFT share of wall time": pct(r.ttft_share),
                 "difference lives in": where,
-                "_in_ttft": r.get("in_ttft") is True,
+                "_in_ttft": r.in_ttft is True,
             }
         )
     return pd.DataFrame(rows)
@@ -59,12 +58,12 @@ def phase_table(d: Data) -> pd.DataFrame:
 
 def section_phases(d: Data) -> Section | None:
     """The TTFT / decode split; None for stats.json without `phases` (older files, tables without TTFT)."""
-    ph = d.stats.get("phases")
+    ph = d.results.phases
     t = phase_table(d)
     if not ph or t.empty:
         return None
     s = Section([Heading("Time to first token apart from decode", 3)])
-    margin = ph.get("margin")
+    margin = ph.margin
     s.add(
         Para(
             "The decode rate counts the whole request, so it carries the time to the first token and whatever "

@@ -10,6 +10,8 @@ from bracket import records
 from bracket.article.elements import Heading, Para, Section, Table, _blank
 from bracket.article.inputs import Data
 from bracket.article.text import rate
+from bracket.stats.analyze import jsonable
+from bracket.stats.results import Guards
 
 
 def output_excerpts(d: Data, chars: int = 160) -> pd.DataFrame:
@@ -130,27 +132,27 @@ def raw_table(runs: pd.DataFrame, workload: str) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def guard_sentences(g: dict) -> list[str]:
+def guard_sentences(g: Guards) -> list[str]:
     """Seed 000's statements about the raw values, from the analysis's checks (records.guards)."""
     out = []
-    if g["cached_unknown"]:
+    if g.cached_unknown:
         out.append(
-            f"{g['cached_unknown']} timed responses did not report cached tokens: the cache guard "
+            f"{g.cached_unknown} timed responses did not report cached tokens: the cache guard "
             f"could not be checked for them."
         )
-    elif g["cache_hits"]:
-        out.append(f"{g['cache_hits']} timed responses hit the prefix cache; they are marked invalid.")
-    elif g.get("cache_unreported_unique"):
+    elif g.cache_hits:
+        out.append(f"{g.cache_hits} timed responses hit the prefix cache; they are marked invalid.")
+    elif g.cache_unreported_unique:
         out.append(
-            f"{g['cache_unreported_unique']} timed responses did not report cached tokens; each began with a "
+            f"{g.cache_unreported_unique} timed responses did not report cached tokens; each began with a "
             f"prefix unique in the experiment, so no prefix cache could serve it. Every run that did "
             f"report had cached_tokens at 0."
         )
     else:
         out.append("Every timed response had cached_tokens at 0: the prefix cache never engaged.")
-    if g["pinned_tokens"] is not None:
+    if g.pinned_tokens is not None:
         out.append(
-            f"Output length was pinned at {g['pinned_tokens']} tokens per run (finish_reason was length "
+            f"Output length was pinned at {g.pinned_tokens} tokens per run (finish_reason was length "
             f"every time), so the only variable is elapsed time."
         )
     else:
@@ -159,14 +161,19 @@ def guard_sentences(g: dict) -> list[str]:
     return out
 
 
+def typed_guards(runs: pd.DataFrame) -> Guards:
+    """The analysis's checks (records.guards) of a runs table, typed as stats.json holds them."""
+    return Guards.model_validate(jsonable(records.guards(runs)))
+
+
 def guards(runs: pd.DataFrame) -> list[str]:
     """The guard sentences of a runs table (checked by bracket.records.guards)."""
-    return guard_sentences(records.guards(runs))
+    return guard_sentences(typed_guards(runs))
 
 
 def section_raw(d: Data) -> Section:
     s = Section([Heading("Every raw value")])
-    for g in guard_sentences(d.stats["guards"] if d.stats.get("guards") else records.guards(d.runs)):
+    for g in guard_sentences(d.results.guards or typed_guards(d.runs)):
         s.add(Para(g))
     s.add(
         Para(

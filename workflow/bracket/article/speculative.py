@@ -26,16 +26,16 @@ def reading_words(code: str | None) -> str:
 
 def speculative_table(d: Data) -> pd.DataFrame:
     rows = []
-    for r in d.stats.get("speculative", []):
+    for r in d.results.speculative:
         rows.append(
             {
-                "arm": r["arm"],
-                "workload": r["workload"],
-                "draft budget": r["draft_budget"],
-                "acceptance length": "n/a" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}",
-                "acceptance rate": pct(r["acceptance_rate"]),
-                "saturation": pct(r["saturation"]),
-                "reading": reading_words(r.get("reading")),
+                "arm": r.arm,
+                "workload": r.workload,
+                "draft budget": r.draft_budget,
+                "acceptance length": "n/a" if r.acceptance_length is None else f"{r.acceptance_length:.2f}",
+                "acceptance rate": pct(r.acceptance_rate),
+                "saturation": pct(r.saturation),
+                "reading": reading_words(r.reading),
             }
         )
     return pd.DataFrame(rows)
@@ -43,9 +43,9 @@ def speculative_table(d: Data) -> pd.DataFrame:
 
 def tokens_per_event(d: Data) -> pd.DataFrame:
     """stats.json's mean completion tokens per stream event of each speculative arm (valid runs)."""
-    rows = d.stats.get("tokens_per_event") or []
+    rows = d.results.tokens_per_event or ()
     return (
-        pd.DataFrame({"arm": [r["arm"] for r in rows], "tokens per event": [r["tokens_per_event"] for r in rows]})
+        pd.DataFrame({"arm": [r.arm for r in rows], "tokens per event": [r.tokens_per_event for r in rows]})
         if rows
         else pd.DataFrame()
     )
@@ -57,15 +57,15 @@ def budget_table(d: Data) -> pd.DataFrame:
     method as launched, one lookup window, one draft model): stats.json's `budget_groups`
     (bracket.stats.speculative.budget_groups and budget_effects)."""
     rows = []
-    for g in d.stats.get("budget_groups") or []:
-        ks, arms = g["budgets"], g["arms"]
-        for w in g.get("workloads") or []:
-            row = {"workload": w["workload"], "method": g["method"], "arms": ", ".join(arms)}
-            row.update({f"budget {k}": rate(m) for k, m in zip(ks, w["medians"])})
-            row[f"change {ks[0]} \u2192 {ks[-1]}"] = pct(w["change"], 1, True)
-            row["_change"] = w["change"]
-            row["_same_direction"] = g["same_direction"]
-            row["_span"] = f"{g['method']} from {ks[0]} to {ks[-1]} ({arms[0]} \u2192 {arms[-1]})"
+    for g in d.results.budget_groups or ():
+        ks, arms = g.budgets, g.arms
+        for w in g.workloads:
+            row = {"workload": w.workload, "method": g.method, "arms": ", ".join(arms)}
+            row.update({f"budget {k}": rate(m) for k, m in zip(ks, w.medians)})
+            row[f"change {ks[0]} \u2192 {ks[-1]}"] = pct(w.change, 1, True)
+            row["_change"] = w.change
+            row["_same_direction"] = g.same_direction
+            row["_span"] = f"{g.method} from {ks[0]} to {ks[-1]} ({arms[0]} \u2192 {arms[-1]})"
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -86,19 +86,19 @@ def section_speculative(d: Data, figure: Figure | None = None) -> Section | None
     s.add(
         Table(t, "Pooled over the valid runs of each cell (sums of counters, not means of ratios)", "speculative.csv")
     )
-    sat = [r for r in d.stats.get("speculative", []) if r.get("saturation") is not None]
+    sat = [r for r in d.results.speculative if r.saturation is not None]
     if sat:
-        hi = max(sat, key=lambda r: r["saturation"])
-        lo = min(sat, key=lambda r: r["saturation"])
+        hi = max(sat, key=lambda r: r.saturation)
+        lo = min(sat, key=lambda r: r.saturation)
         s.add(
             Para(
-                f"Fullest: {hi['arm']} on {hi['workload']}, {hi['acceptance_length']:.2f} of a budget of "
-                f"{hi['draft_budget']} ({pct(hi['saturation'])}): {reading_words(hi['reading'])}. Emptiest: {lo['arm']} on "
-                f"{lo['workload']}, {lo['acceptance_length']:.2f} of {lo['draft_budget']} ({pct(lo['saturation'])}): "
-                f"{reading_words(lo['reading'])}."
+                f"Fullest: {hi.arm} on {hi.workload}, {hi.acceptance_length:.2f} of a budget of "
+                f"{hi.draft_budget} ({pct(hi.saturation)}): {reading_words(hi.reading)}. Emptiest: {lo.arm} on "
+                f"{lo.workload}, {lo.acceptance_length:.2f} of {lo.draft_budget} ({pct(lo.saturation)}): "
+                f"{reading_words(lo.reading)}."
             )
         )
-        over = [r for r in sat if r["saturation"] > 1]
+        over = [r for r in sat if r.saturation > 1]
         if over:
             s.add(
                 Para(
