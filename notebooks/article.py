@@ -75,6 +75,11 @@ show(article.section_results(d, article.figure_distributions(d)))
 show(article.section_phases(d))
 
 # %%
+from bracket.article.load import section_load
+
+show(section_load(d))
+
+# %%
 show(article.section_looks(d))
 
 # %%

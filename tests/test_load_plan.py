@@ -137,8 +137,3 @@ def test_a_load_workload_reads_with_its_defaults(monkeypatch):
     assert s.output_tokens == (exp.request.max_tokens,) * 2 and s.drain_s == exp.request.timeout_s
     assert (s.warmup_s, s.steady_s, s.lag_tolerance_s, s.cpu_limit) == (5.0, 30.0, 0.05, 0.9)
     assert (s.slo_ttft_s, s.slo_tpot_s) == (2.0, 0.1)
-
-
-def test_until_the_block_runner_runs_load_levels_a_load_workload_is_refused():
-    with pytest.raises(ExperimentError, match="the block runner does not run yet"):
-        config.validate(_exp({"users": [1, 2]}))

@@ -10,6 +10,7 @@ from bracket.engines import provenance
 from bracket.experiment import resolved
 from bracket.rulelog import rule_log
 from bracket.stats import analyze
+from bracket.stats.load import step as load_step
 
 with rule_log(snakemake.log[0]) as log:
     experiment = resolved.read(snakemake.input.experiment)
@@ -54,6 +55,8 @@ with rule_log(snakemake.log[0]) as log:
         model_dir=model_dir,
         model_build=json.loads(Path(build).read_text()) if build else None,
     )
+    # the load workloads' statistics from the raw records beside the metas (their records are not runs)
+    stats = stats.model_copy(update={"load": load_step.from_metas(experiment, snakemake.input.metas, ceiling)})
     with open(snakemake.output[0], "w") as f:  # the typed results as JSON (bracket.stats.results.Stats.data)
         json.dump(stats.data(), f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])

@@ -24,9 +24,9 @@ DEFAULTS = {
 MAX_LEVEL_SECONDS_PER_BLOCK = 6 * 3600
 # Engines whose stream the driver reads: the OpenAI-style SSE completions stream. Ollama's ndjson is not read yet.
 STREAMS_READ = ("vllm", "sglang", "llamacpp", "openai", "reference", "auto")
-# Whether a block runs a load workload's levels (bracket.measure.load.run_levels). Until the block runner calls it,
-# a load workload is refused: the runner would otherwise send its prompts one at a time, as a single workload.
-RUN_BY_BLOCKS = False
+# Whether a block runs a load workload's levels (bracket.measure.load.run_levels): it does (bracket.block.runner._load).
+# False refuses a load workload at validation, for a runner that would send its prompts one at a time.
+RUN_BY_BLOCKS = True
 
 
 @dataclass(frozen=True)

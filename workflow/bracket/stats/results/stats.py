@@ -8,6 +8,7 @@ from bracket.stats.results.cells import Best, Cell, Levels
 from bracket.stats.results.comparisons import Comparison, Conservatism, Multiplicity, Sequential, UndeterminedRow
 from bracket.stats.results.drift import Drift, DriftWorst, Hosts
 from bracket.stats.results.findings import FindingRecord
+from bracket.stats.results.load import WorkloadLoad
 from bracket.stats.results.physics import Phases, Physics
 from bracket.stats.results.run import (
     Counts,
@@ -95,6 +96,13 @@ class Stats(Result):
     gaps: Gaps | None = field("The gaps between blocks; None without the blocks' provenance.", default=None)
     neutrality: Neutrality | None = field("The instrument's cost (the neutrality control).", default=None)
     findings: tuple[FindingRecord, ...] = field("What went wrong and what to change, as data.")
+    load: tuple[WorkloadLoad, ...] | None = field(
+        "One per load workload (kind load): throughput, per-user rate and tails per arm and level with intervals "
+        "over blocks, goodput, capacity under the SLO, verdicts against the reference and the speculation gain "
+        "(bracket.stats.load); None where the experiment has no load workload. Its records are not runs: no other "
+        "key counts them.",
+        default=None,
+    )
 
     def cell(self, arm: str, workload: str) -> Cell | None:
         """The cell of `arm` on `workload` (None: not measured)."""
