@@ -44,9 +44,15 @@ FAMILY = Family.EXPERIMENT
 
 
 def holm_adjust(p) -> tuple[np.ndarray, np.ndarray]:
-    """Holm-adjusted p-values (as statsmodels' multipletests(method="holm")) and the ascending order.
+    """Holm-adjusted p-values, equal to statsmodels' multipletests(method="holm"), and the ascending order.
 
     adjusted p of the i-th smallest (0-based) = max over j <= i of min(1, (m - j) p_(j)).
+
+    Kept by hand rather than calling statsmodels (pinned, 0.15.0): its Holm branch runs gc.collect() on
+    every call, measured at 0.24 s a call in a running analysis on this 2-core machine (5 calls of 30
+    p-values: 1.22 s, all in gc.collect), where this takes microseconds; the design's simulations
+    (bench/, stats.planning) adjust thousands of families. tests/test_holm_statsmodels.py checks that
+    both give the same adjusted p-values on 400 families (sizes 1-40, ties, 0 and 1).
     """
     p = np.asarray(p, dtype=float)
     m = p.size
