@@ -244,7 +244,8 @@ def _holm_levels(p: np.ndarray, alpha_one_sided: float) -> tuple[np.ndarray, np.
     (as stats.multiplicity.holm: 1 - 2 alpha/(m - i) while the steps reject, the first non-rejected
     step's level after)."""
     m = p.size
-    p_adj, order = holm_adjust(p)
+    # one comparison: Holm is the identity (statsmodels' holm, under holm_adjust, also runs gc.collect())
+    p_adj, order = (p.copy(), np.arange(m)) if m == 1 else holm_adjust(p)
     reject = p_adj < alpha_one_sided
     level = np.empty(m)
     stop = None
