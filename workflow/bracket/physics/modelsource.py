@@ -225,7 +225,14 @@ def resolve(exp, root: str | Path = ".", *, model: str | None = None, remote: bo
 
 
 def cache_dir() -> str:
-    """The hub cache as huggingface_hub resolves it, read now (its constants are read at import)."""
+    """The hub cache as huggingface_hub resolves it, read now.
+
+    Kept beside huggingface_hub rather than read from it: huggingface_hub.constants.HF_HUB_CACHE is fixed when
+    the package is imported, so an environment set later (a test's HF_HUB_CACHE, a caller that points
+    HF_HOME elsewhere) would not be seen, and huggingface_hub has no public call that reads it again. The
+    snapshot itself is found by huggingface_hub (hf_cache_snapshot). tests/test_hf_cache_dir.py checks this
+    equals constants.HF_HUB_CACHE for nine environments (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, HF_HOME,
+    XDG_CACHE_HOME, ~, none), each given to a fresh interpreter before the import."""
     env = os.environ
     if env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE"):
         return os.path.expanduser(env.get("HF_HUB_CACHE") or env["HUGGINGFACE_HUB_CACHE"])
