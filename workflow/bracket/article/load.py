@@ -82,11 +82,20 @@ def capacity_sentence(ld: WorkloadLoad, arm: str) -> str:
     if c.determined:
         return f"{arm}: the highest level meeting the SLO is {lw(c.low)} (between {lw(c.low)} and {lw(c.high)})."
     open_end = lw(c.high) if c.high is not None else "beyond the levels run"
-    why = ", ".join(f"{lw(s.level)} ({s.limiting or 'no interval'})" for s in undetermined)
-    return (
-        f"{arm}: undetermined between {lw(c.low)} and {open_end}: the intervals of {why} straddle the limit; "
-        f"more rounds would decide."
-    )
+    why = "; ".join(_why_undetermined(ld, arm, s) for s in undetermined)
+    return f"{arm}: undetermined between {lw(c.low)} and {open_end}: {why}; more rounds would decide."
+
+
+def _why_undetermined(ld: WorkloadLoad, arm: str, s) -> str:
+    """Why a level is undetermined: its interval straddles the limit, or it has none."""
+    where = level_words(s.level, ld.level_kind)
+    iv = _iv(ld, arm, s.level, s.limiting) if s.limiting else None
+    if iv is None or iv.low is None or iv.high is None:
+        return (
+            f"at {where} {s.limiting or 'the bound quantile'} has no interval (fewer than two valid blocks, or "
+            f"too few requests in a block for the quantile)"
+        )
+    return f"at {where} the interval of {s.limiting} ({_with_ci(iv, 1e3)} ms) straddles its limit"
 
 
 def figure_load_pareto(d: Data, ld: WorkloadLoad) -> Figure | None:
@@ -227,10 +236,10 @@ def _invalid(ld: WorkloadLoad) -> Para | Bullets:
     if not ld.invalid_levels:
         return Para("The client kept up at every level of every block: no level was left out.", "note")
     items = []
-    for b in ld.invalid_levels:
+    for b in sorted(ld.invalid_levels, key=lambda b: (b.arm, b.block, b.level)):
         r = b.invalid_reason if hasattr(b.invalid_reason, "get") else {"code": b.invalid_reason}
         code = str(r.get("code") or "unknown")
-        numbers = ", ".join(f"{k} {v}" for k, v in r.items() if k != "code")
+        numbers = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items() if k != "code")
         items.append(
             f"{b.arm}, block {b.block}, {level_words(b.level, ld.level_kind)}: invalid, "
             f"{REASONS.get(code, code)} ({code}{': ' + numbers if numbers else ''}); left out of every statistic."

@@ -54,7 +54,9 @@ def load_stats(experiment: Experiment, raw: list[dict], ceiling: dict | None = N
         if not any(r.get("kind") == "load_level" for r in mine):
             continue
         requests, levels = frame.from_records(mine)
-        arms = set(levels["arm"].astype(str))
+        # a verdict or a gain needs two blocks of each arm (one block per arm gives no interval over blocks)
+        blocks = levels.groupby(levels["arm"].astype(str))["block"].nunique()
+        arms = {a for a, n in blocks.items() if n >= 2}
         others = [n for n in experiment.arms if n != ref and n in arms] if ref in arms else []
         result = analyze_load(
             requests,

@@ -63,7 +63,7 @@ def compare_levels(
     noise_threshold: float = D.NOISE_THRESHOLD,
     adjust: bool = True,
 ) -> list[tuple[float, dict]]:
-    """(level, Comparison as a dict) at every level both arms have a valid block at, sorted by level.
+    """(level, Comparison as a dict) at every level both arms have two valid blocks at, sorted by level.
 
     With `adjust`, the comparisons with a test are Holm-adjusted as one family (their ci_* then sit at the Holm
     levels, as a single-stream comparison's do).
@@ -73,7 +73,8 @@ def compare_levels(
     rows = []
     for level in sorted(f["workload"].unique()):
         at = f[f["workload"] == level]
-        if not {baseline, candidate} <= set(at["arm"]):
+        per_arm = at["arm"].value_counts()
+        if min(per_arm.get(baseline, 0), per_arm.get(candidate, 0)) < 2:  # an interval needs two blocks of each
             continue
         c = compare_arms(
             at,
