@@ -138,7 +138,8 @@ def figure_load_pareto(d: Data, ld: WorkloadLoad) -> Figure | None:
         _save(fig, d, f"load_pareto_{ld.workload}"),
         f"Throughput against per-user speed, {ld.workload}",
         f"Each point one level (labelled in {unit}), its centre over blocks; bars and band: "
-        f"{ld.confidence:.0%} intervals over blocks. Up and to the right is better.",
+        f"{ld.confidence:.0%} intervals over blocks (none where a level has one valid block). Up and to the right is "
+        f"better.",
     )
 
 
