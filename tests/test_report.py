@@ -246,11 +246,15 @@ def test_the_report_reads_the_files_it_is_given(tmp_path):
     assert "Built locally (build.json): 4 layers" in before and "vLLM 0.32.0" in before
 
 
+#: The k model as stats.json holds it when no speculative arm ran (bracket.stats.speculative).
+NO_K_MODEL = {"band": None, "rows": [], "verdict": "untested", "reason": "no_valid_runs"}
+
+
 def test_sections_absent_without_their_data(data):
     d = article.Data(
         **{
             **data.__dict__,
-            "stats": {**data.stats, "speculative": [], "k_model": {}, "physics": None},
+            "stats": {**data.stats, "speculative": [], "k_model": NO_K_MODEL, "physics": None},
             "corrections": None,
         }
     )
@@ -672,15 +676,17 @@ def test_method_says_how_the_server_was_started(data):
     assert "fresh server process was launched for each block" in article.section_method(data)._repr_markdown_()
     import copy
 
+    def method(stats):  # the method section of the fixture with these stats (a Data reads its stats once)
+        return article.section_method(article.Data(**{**data.__dict__, "stats": copy.deepcopy(stats)}))
+
     stats = copy.deepcopy(data.stats)
     stats["provenance"]["served"]["launches"] = ["attach"]  # every block attached to a server started by hand
-    d = article.Data(**{**data.__dict__, "stats": stats})
-    md = article.section_method(d)._repr_markdown_()
+    md = method(stats)._repr_markdown_()
     assert "not restarted between blocks" in md and "same server flags" in md and "a flush failed" not in md
     stats["provenance"]["flush_warnings"] = True
-    assert "see the warnings below: a flush failed" in article.section_method(d)._repr_markdown_()
+    assert "see the warnings below: a flush failed" in method(stats)._repr_markdown_()
     stats["provenance"]["served"]["launches"] = ["docker"]
-    assert "A fresh container was started for each block" in article.section_method(d)._repr_markdown_()
+    assert "A fresh container was started for each block" in method(stats)._repr_markdown_()
 
 
 def _telemetry(sm_min, sm_max, reasons=()):
@@ -713,7 +719,7 @@ def test_the_accelerator_of_every_block_is_in_the_method_section(data):
     assert len(t) == len(blocks) == 3 and set(t["power W, median (max)"]) == {"481 (504)"}
     assert set(t["temperature °C (min–median–max)"]) == {"36–45–48"}
     blocks[0]["telemetry"] = _telemetry(1410, 1980, ["sw_thermal_slowdown"])
-    md = article.section_telemetry(d)._repr_markdown_()
+    md = article.section_telemetry(article.Data(**{**data.__dict__, "stats": copy.deepcopy(stats)}))._repr_markdown_()
     assert "ranged 1410–1980 MHz" in md and "sw\\_thermal\\_slowdown" in md  # markdown-escaped
 
 

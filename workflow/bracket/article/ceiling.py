@@ -8,6 +8,7 @@ from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import TIMES, pct, rate, size
 from bracket.stats.findings import FindingKind
+from bracket.stats.results import Hypothesis, Json, Physics
 
 READ_EVERY_TOKEN = {
     "backbone": "yes",
@@ -27,7 +28,7 @@ COMPONENT_NAMES = {
 }
 
 
-def byte_account(weights: dict) -> pd.DataFrame:
+def byte_account(weights: Json) -> pd.DataFrame:
     """Component, size, and whether a text token reads it (seed 000's table)."""
     tied = weights.get("tied_embeddings")
     rows = []
@@ -59,40 +60,44 @@ REGIME_WORDS = {
 }
 
 
-def physics(d: Data) -> dict:
+def physics(d: Data) -> Physics | None:
     """stats.json's `physics`: the analysis's measurement against the ceiling (for a file written before
-    it existed, bracket.stats.contract fills it in when the article reads the file)."""
-    return d.stats.get("physics") or {"efficiency": [], "reference_median": None, "hypotheses": []}
+    it existed, bracket.stats.contract fills it in when the article reads the file); None where neither a
+    ceiling nor a byte account was given."""
+    return d.results.physics
 
 
 def efficiency_table(d: Data) -> pd.DataFrame:
     """Measured median of each arm without speculation against the plain ceiling, per workload."""
-    rows = physics(d)["efficiency"]
+    p = physics(d)
     order = {(wl, a): (i, j) for i, wl in enumerate(d.workloads) for j, a in enumerate(d.arms)}
     rows = sorted(
-        (r for r in rows if (r["workload"], r["arm"]) in order), key=lambda r: order[(r["workload"], r["arm"])]
+        (r for r in (p.efficiency if p else ()) if (r.workload, r.arm) in order),
+        key=lambda r: order[(r.workload, r.arm)],
     )
     return pd.DataFrame(
         [
             {
-                "workload": r["workload"],
-                "arm": r["arm"],
-                "median tok/s": rate(r["median"]),
-                "ceiling tok/s": rate(r["ceiling_tok_s"]),
-                "of the ceiling": pct(r["efficiency"], 0),
-                "implied GB/s": f"{r['implied_gbps']:.2f}",
-                "_efficiency": r["efficiency"],
-                "_median": r["median"],
+                "workload": r.workload,
+                "arm": r.arm,
+                "median tok/s": rate(r.median),
+                "ceiling tok/s": rate(r.ceiling_tok_s),
+                "of the ceiling": pct(r.efficiency, 0),
+                "implied GB/s": f"{r.implied_gbps:.2f}",
+                "_efficiency": r.efficiency,
+                "_median": r.median,
             }
             for r in rows
         ]
     )
 
 
-def hypotheses(d: Data) -> tuple[float | None, list[dict]]:
+def hypotheses(d: Data) -> tuple[float | None, tuple[Hypothesis, ...]]:
     """The reference's median (across workloads) and seed 000's hypotheses evaluated at it."""
     p = physics(d)
-    return p["reference_median"], (p["hypotheses"] if p["reference_median"] else [])
+    if p is None:
+        return None, ()
+    return p.reference_median, (p.hypotheses if p.reference_median else ())
 
 
 def hypotheses_table(d: Data) -> pd.DataFrame:
@@ -102,17 +107,17 @@ def hypotheses_table(d: Data) -> pd.DataFrame:
     for h in hyp:
         rows.append(
             {
-                "Assumption": h["name"],
-                "Bytes per token": size(h["bytes_per_token"]),
-                "Ceiling tok/s": rate(h["ceiling_tok_s"]),
-                f"Measured {rate(measured)} is": pct(h["efficiency"], 0),
-                "Physically possible?": "yes" if h["possible"] else "no: falsified",
+                "Assumption": h.name,
+                "Bytes per token": size(h.bytes_per_token),
+                "Ceiling tok/s": rate(h.ceiling_tok_s),
+                f"Measured {rate(measured)} is": pct(h.efficiency, 0),
+                "Physically possible?": "yes" if h.possible else "no: falsified",
             }
         )
     return pd.DataFrame(rows)
 
 
-def section_ceiling_unknown(w: dict, c: dict) -> Section:
+def section_ceiling_unknown(w: Json, c: Json) -> Section:
     """No headers were found: the ceiling is unknown; say why and which key would give it."""
     s = Section([Heading("The ceiling is unknown: no byte account of the model")])
     reason = w.get("reason") or c.get("reason") or "no tensor headers of the model were found"
@@ -151,7 +156,7 @@ def gbps(bw: float) -> str:
     return f"{bw:.4g}" if bw < 10_000 else f"{bw:,.0f}"
 
 
-def machine_steadiness(m: dict | None, threshold: float | None, moved: bool) -> Para | None:
+def machine_steadiness(m: Json, threshold: float | None, moved: bool) -> Para | None:
     """How steady the machine's memory was before the blocks (bracket.physics.steadiness); a warning where the
     analysis found it moved (a "machine" finding) as much as `threshold` (analysis.spread_warning)."""
     if not m:
@@ -172,7 +177,8 @@ def machine_steadiness(m: dict | None, threshold: float | None, moved: bool) -> 
 
 
 def section_ceiling(d: Data) -> Section | None:
-    w, c = d.weights, d.ceiling or {}
+    p = physics(d)
+    w, c = (p.weights, p.ceiling or {}) if p else (None, {})
     if not w:
         return None
     if w.get("status") == "unknown" or not w.get("bytes_per_token"):
@@ -231,8 +237,8 @@ def section_ceiling(d: Data) -> Section | None:
         "probe": f"measured by a copy probe: {src.get('method', '')}",
     }.get(src.get("kind"), src.get("detail", ""))
     s.add(Para(f"Memory bandwidth: {gbps(bw)} GB/s, {src_text.strip().rstrip(':')}."))
-    moved = any(f["kind"] == FindingKind.MACHINE for f in d.stats.get("findings") or [])
-    steady = machine_steadiness(c.get("machine_steadiness"), d.stats.get("spread_warning"), moved)
+    moved = any(f.kind == FindingKind.MACHINE for f in d.results.findings)
+    steady = machine_steadiness(c.get("machine_steadiness"), d.results.spread_warning, moved)
     if steady:
         s.add(steady)
     s.add(
@@ -243,29 +249,29 @@ def section_ceiling(d: Data) -> Section | None:
     )
     eff = efficiency_table(d)
     if not eff.empty:
-        ref = physics(d).get("reference_reading")
+        ref = p.reference_reading
         if ref:
-            s.add(Heading(f"Measured: {rate(ref['median'])} tok/s, or {pct(ref['efficiency'], 0)} of the ceiling", 3))
+            s.add(Heading(f"Measured: {rate(ref.median)} tok/s, or {pct(ref.efficiency, 0)} of the ceiling", 3))
             s.add(
                 Para(
                     f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
-                    f"{REGIME_WORDS[ref['regime']]}."
+                    f"{REGIME_WORDS[ref.regime]}."
                 )
             )
-            if ref["spread"] is not None:
-                each = ", ".join(f"{w['workload']} {rate(w['median'])}" for w in ref["workloads"])
+            if ref.spread is not None:
+                each = ", ".join(f"{x.workload} {rate(x.median)}" for x in ref.workloads)
                 s.add(
                     Para(
-                        f"Across workloads the reference's medians differ by {pct(ref['spread'])} ({each}). "
+                        f"Across workloads the reference's medians differ by {pct(ref.spread)} ({each}). "
                         + (
                             "That flatness is itself evidence: compute-bound throughput moves when the work "
                             "changes; a rate set by the weight read doesn't."
-                            if ref["flat"]
+                            if ref.flat
                             else "The rate moves with the work, so something other than the weight read sets it."
                         )
                     )
                 )
-        if physics(d).get("above_ceiling"):
+        if p.above_ceiling:
             s.add(
                 Para(
                     "An arm without speculation above the ceiling cannot be: check the byte account and the "
@@ -273,7 +279,7 @@ def section_ceiling(d: Data) -> Section | None:
                     "warn",
                 )
             )
-        if any(d.arm_config(a).get("speculative") for a in d.arms):
+        if any(a.speculative for a in d.results.experiment.arms if a.arm in d.arms):
             s.add(
                 Para(
                     "Speculative arms are left out of this table: one weight read verifies several drafted "
