@@ -5,12 +5,12 @@ answers 85 %, exactly at a 3-point non-inferiority margin, so "held" is a false 
 difficulty (theta ~ N(0, spread^2), bracket.stats.quality.simulate_answers), so where the spread is above
 zero the two arms miss the same hard items and their answers correlate, as a quantised model's do with
 its source's. Each run draws a task of N items from that population, scores both arms on the same items
-and runs bracket.stats.quality.accuracy_gate (paired: Newcombe's hybrid score interval, 95 % two-sided,
+and runs bracket.stats.quality.accuracy_gate (paired: Tango's score interval and test, 95 % two-sided,
 one-sided 2.5 %). The false-pass rate must stay at or below 5 %; the power is the rate of "held" when the
 candidate is as accurate as the reference (88 % against 88 %). The upper bound is the one-sided 95 %
 Clopper-Pearson bound on the rate.
 
-    .venv/bin/python bench/quality_gate.py --runs 500
+    .venv/bin/python bench/quality_gate.py --runs 2000
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def rates(items: int, candidate: float, spread: float, runs: int, rng: np.random
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=500)
+    p.add_argument("--runs", type=int, default=2000)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "quality_gate.md"))
     args = p.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         f"{REFERENCE:.0%}. Both arms answer the same N items, drawn per run from a population whose item "
         "difficulty has the stated spread (0: arms independent given the task; 1.5 and 4: both miss the hard "
         "items, 4 the most alike, as a quantised model and its source). "
-        "bracket.stats.quality.accuracy_gate, paired Newcombe hybrid score interval, 95 % two-sided (one-sided "
+        "bracket.stats.quality.accuracy_gate, paired Tango score interval and test, 95 % two-sided (one-sided "
         f"2.5 %). {args.runs} runs per row: Monte Carlo standard error of a 5 % rate {se:.2%}. Upper bound: "
         "one-sided 95 % Clopper-Pearson. Agreement: the share of items both arms answered alike (mean over runs).",
         "",
