@@ -233,18 +233,18 @@ def test_the_method_section_says_how_the_cache_was_checked():
     from types import SimpleNamespace
 
     from bracket.article import method
+    from bracket.stats.results import Guards, Provenance, Stats
 
-    d = SimpleNamespace(
-        stats={"guards": {"cache_checks": {"metrics": 4}, "cache_hits": 0}},
-        provenance={"served": {"identified": {"kind": "vllm", "version": "0.32.0"}}},
-    )
-    assert method.cache_sentence(d) == (
+    def said(checks: dict, served: dict | None):  # stats.json's guards and provenance.served, worded
+        guards = Guards.model_construct(cache_checks=checks, cache_hits=0)
+        prov = Provenance.model_construct(served=served)
+        return method.cache_sentence(SimpleNamespace(results=Stats.model_construct(guards=guards, provenance=prov)))
+
+    assert said({"metrics": 4}, {"identified": {"kind": "vllm", "version": "0.32.0"}}) == (
         "Cache check: 4 timed runs by vLLM 0.32.0's prefix-cache hit counters on "
         "/metrics (vllm:prefix_cache_hits), read just before and after each "
         "single-stream request."
     )
-    d = SimpleNamespace(stats={"guards": {"cache_checks": {"unique prefix": 1}, "cache_hits": 0}}, provenance={})
-    assert (
-        "1 timed run not directly: the server reported no cached tokens (cache not reported)"
-        in method.cache_sentence(d)
+    assert "1 timed run not directly: the server reported no cached tokens (cache not reported)" in said(
+        {"unique prefix": 1}, None
     )

@@ -137,11 +137,12 @@ def test_the_in_process_worker_stays_out_of_the_way():
 def test_the_method_section_states_the_engine_layout():
     from types import SimpleNamespace
 
-    from bracket.article.method import layout_sentence as said
+    from bracket.article.served import layout_sentence as said
     from bracket.stats.provenance import shared
+    from bracket.stats.results import Provenance
 
     def layout_sentence(d):  # as stats.json's provenance states the blocks' layout, and the article words it
-        return said(SimpleNamespace(provenance={"layout": shared(list(d.metas.values()), "engine_layout")}))
+        return said(Provenance.model_construct(layout=shared(list(d.metas.values()), "engine_layout")))
 
     rec = pinning.Worker(threads=1).record()
     one = layout_sentence(SimpleNamespace(metas={"b0": {"engine_layout": rec}, "b1": {"engine_layout": rec}}))
@@ -286,11 +287,12 @@ def test_autogroup_nice_says_why_not(tmp_path, monkeypatch):
 def test_the_method_section_states_the_priority():
     from types import SimpleNamespace
 
-    from bracket.article.method import priority_sentence as said
+    from bracket.article.served import priority_sentence as said
     from bracket.stats.provenance import shared
+    from bracket.stats.results import Provenance
 
     def priority_sentence(d):  # as stats.json's provenance states the blocks' priority, and the article words it
-        return said(SimpleNamespace(provenance={"priority": shared(list(d.metas.values()), "priority")}))
+        return said(Provenance.model_construct(priority=shared(list(d.metas.values()), "priority")))
 
     pr = {"nice": -10, "server": "set", "client": "set"}
     assert priority_sentence(SimpleNamespace(metas={"b0": {"priority": pr}})) == (

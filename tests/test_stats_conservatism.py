@@ -80,10 +80,11 @@ def fixture_data(tmp_path_factory):
 def test_the_method_section_states_the_factors_that_ran(fixture_data):
     row = _row(simulate("abab", rounds=3, block_sd=0.03, drift=0.03, rng=np.random.default_rng(1), seed=1), pool=False)
     cons = summary([{**row, "ci_level": 0.99}], 0.95, 0.01)
+    holm = {**fixture_data.stats["multiplicity"], "method": "holm", "comparisons": 3}  # as stats.json holds it
     d = article.Data(
         **{
             **fixture_data.__dict__,
-            "stats": {**fixture_data.stats, "conservatism": cons, "multiplicity": {"comparisons": 3}},
+            "stats": {**fixture_data.stats, "conservatism": cons, "multiplicity": holm},
         }
     )
     text = conservatism_sentence(d)

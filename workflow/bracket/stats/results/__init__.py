@@ -55,7 +55,10 @@ from bracket.stats.results.run import (
     SameSettings,
     ScheduleRow,
     StatedArm,
+    StatedDesign,
+    StatedEngine,
     StatedExperiment,
+    StatedRequest,
     Unmeasured,
 )
 from bracket.stats.results.speculation import (
@@ -121,7 +124,10 @@ __all__ = [
     "SignificanceTest",
     "SpeculativeRow",
     "StatedArm",
+    "StatedDesign",
+    "StatedEngine",
     "StatedExperiment",
+    "StatedRequest",
     "Stats",
     "StepFit",
     "TokensPerEvent",

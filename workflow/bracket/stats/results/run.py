@@ -131,6 +131,39 @@ class ScheduleRow(Result):
     seed: int = field("Its seed.")
 
 
+class StatedEngine(Result):
+    """The engine as the experiment sets it (bracket.stats.stated.ENGINE_KEYS); a key the experiment left unset
+    is absent (None)."""
+
+    kind: str | None = field('The engine kind ("vllm", "llamacpp", "sglang", "openai", "auto", ...).', default=None)
+    launch: str | None = field('How bracket reaches it: "native", "docker" or "attach".', default=None)
+    embedded: bool | None = field("Whether the workflow builds and serves its own tiny model.", default=None)
+    base_url: str | None = field("The server's address.", default=None)
+    model: str | None = field("The model as the experiment names it.", default=None)
+
+
+class StatedDesign(Result):
+    """The design as planned (bracket.stats.stated.DESIGN_KEYS; what ran is stats.json's design_ran)."""
+
+    kind: str | None = field('The order\'s kind: "abab", "abba", "bracket", "random" or "sequential".', default=None)
+    rounds: int | str | None = field('Rounds planned, or "adaptive".', default=None)
+    runs_per_block: int | None = field("Timed runs per block and workload.", default=None)
+    warmup_runs: int | None = field("Warmup runs per block and workload.", default=None)
+    cooldown_s: int | float | None = field("Seconds of cooldown between blocks.", default=None)
+    seed: int | None = field("The seed the order was drawn with.", default=None)
+    min_rounds: int | None = field("An adaptive design's first round looked at.", default=None)
+    max_rounds: int | None = field("An adaptive design's last round.", default=None)
+
+
+class StatedRequest(Result):
+    """The request settings the method section states (bracket.stats.stated.REQUEST_KEYS)."""
+
+    max_tokens: int | None = field("The completion length asked for.", default=None)
+    temperature: int | float | None = field("The sampling temperature.", default=None)
+    seed: int | None = field("The request's sampling seed.", default=None)
+    unique_prefix: bool | None = field("Whether each prompt carried a unique prefix.", default=None)
+
+
 class StatedExperiment(Result):
     """The experiment as the article names it (bracket.stats.stated.experiment)."""
 
@@ -140,9 +173,9 @@ class StatedExperiment(Result):
     reference: str = field("The reference arm.")
     arms: tuple[StatedArm, ...] = field("The arms in the experiment's order.")
     workloads: tuple[str, ...] = field("The workloads in the experiment's order.")
-    engine: Json = field("{kind, launch, embedded, base_url, model} as the experiment sets them.")
-    design: Json = field("The design as planned {kind, rounds, runs_per_block, warmup_runs, cooldown_s, ...}.")
-    request: Json = field("{max_tokens, temperature, seed, unique_prefix}.")
+    engine: StatedEngine = field("The engine as the experiment sets it.")
+    design: StatedDesign = field("The design as planned.")
+    request: StatedRequest = field("The request settings.")
     schedule: tuple[ScheduleRow, ...] = field("The planned blocks in order.")
 
 
