@@ -67,3 +67,10 @@ def test_an_undetermined_level_says_whether_its_interval_straddles_or_is_missing
 def test_no_level_meeting_says_the_capacity_lies_below_the_levels_run():
     text = capacity_sentence(_load([(1, "fails", "tpot_p99")], None, 1.0, False), "a")
     assert text == "a: no level run meets the SLO (1 user fails); the capacity lies below the lowest level run."
+
+
+def test_an_undetermined_lowest_level_is_not_read_as_none_meeting():
+    statuses = [(1, "undetermined", "ttft_p99"), (8, "fails", "tpot_p99")]
+    text = capacity_sentence(_load(statuses, None, 8.0, False, [_iv(1, "ttft_p99", 0.5, 0.01, 1.2)]), "a")
+    assert text.startswith("a: undetermined, below 8 users: at 1 user the interval of ttft_p99")
+    assert "no level run meets" not in text

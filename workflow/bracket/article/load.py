@@ -14,7 +14,7 @@ import pandas as pd
 from bracket.article.elements import Bullets, Figure, Heading, Para, Section, Table
 from bracket.article.figures import _figure_setup, _save
 from bracket.article.inputs import Data
-from bracket.article.text import DASH, ratio, span
+from bracket.article.text import DASH, interval, ratio, span
 from bracket.stats.results.load import WorkloadLoad
 
 __all__ = ["section_load", "figure_load_pareto", "level_words", "capacity_sentence"]
@@ -70,10 +70,14 @@ def capacity_sentence(ld: WorkloadLoad, arm: str) -> str:
         return f"{arm}: no level has an interval, so the capacity is undetermined."
     lw = lambda x: level_words(x, ld.level_kind)  # noqa: E731
     undetermined = [s for s in c.levels if s.status == "undetermined"]
-    if c.low is None:
-        first = c.levels[0] if c.levels else None
-        why = f" ({lw(first.level)} {first.status})" if first else ""
+    first = c.levels[0] if c.levels else None
+    if c.low is None and (first is None or first.status == "fails"):
+        why = f" ({lw(first.level)} fails)" if first else ""
         return f"{arm}: no level run meets the SLO{why}; the capacity lies below the lowest level run."
+    if c.low is None:
+        why = "; ".join(_why_undetermined(ld, arm, s) for s in undetermined)
+        upper = f"below {lw(c.high)}" if c.high is not None else "anywhere in the levels run"
+        return f"{arm}: undetermined, {upper}: {why}; more rounds would decide."
     if c.determined and c.high is None:
         return (
             f"{arm}: the highest level meeting the SLO is {lw(c.low)}, the highest level run: the limit lies beyond "
@@ -198,7 +202,7 @@ def _verdicts(ld: WorkloadLoad) -> Table | None:
             "level": level_words(v.level, ld.level_kind),
             "metric": v.metric,
             "ratio": ratio(v.ratio),
-            "interval": span(v.ci_low, v.ci_high, 2),
+            "interval": interval(v.ci_low, v.ci_high, 2),
             "verdict": v.verdict,
             "rounds needed": v.rounds_needed if v.verdict == "undetermined" and v.rounds_needed else "",
         }
@@ -221,7 +225,7 @@ def _gains(ld: WorkloadLoad) -> Table | None:
             "level": level_words(g.level, ld.level_kind),
             "metric": "per-user decode rate" if g.metric == "decode_rate_p50" else "aggregate throughput",
             "gain": ratio(g.ratio),
-            f"{g.confidence:.0%} interval": span(g.ci_low, g.ci_high, 2),
+            f"{g.confidence:.0%} interval": interval(g.ci_low, g.ci_high, 2),
             "verdict": g.verdict,
         }
         for g in ld.gains
