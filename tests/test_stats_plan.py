@@ -49,6 +49,6 @@ def test_an_undetermined_comparison_states_its_plan():
     said = f"{c.rounds_needed} rounds of A/B/A/B would have 80% power to call a {c.ratio - 1:+.1%} effect faster"
     assert said in undetermined_words(c.undetermined)
     assert (
-        rounds_needed(c.__dict__)
+        rounds_needed(c)  # the comparison as analysed: the presenter reads its attributes, as of the typed one
         == f"run {c.rounds_needed} rounds for 80% power to call a {c.ratio - 1:+.1%} effect faster"
     )
