@@ -37,7 +37,7 @@ workloads:
   users:
     prompts: experiments/prompts/code.jsonl
     kind: load
-    load: {{users: [1, 4], warmup_s: 0.5, steady_s: 3, drain_s: 3, slo: {{ttft_s: 1.0, tpot_s: 0.04}}}}
+    load: {{users: [1, 4], warmup_s: 0.5, steady_s: 3, drain_s: 3, lag_tolerance_s: 0.1, slo: {{tpot_s: 0.04}}}}
   strict:
     prompts: experiments/prompts/code.jsonl
     kind: load
@@ -102,12 +102,17 @@ def test_the_load_section_reports_the_batching_law(load_run):
     (users,) = [ld for ld in stats.load if ld.workload == "users"]
     # the speculation gain in per-user decode rate: 7 tokens in 7 steps against 7 in 4, at either level
     gains = [g for g in users.gains if g.metric == "decode_rate_p50"]
-    assert [g.level for g in gains] == [1.0, 4.0]
+    # a gain at every level where both arms have two valid blocks (a level whose client fell behind in a block of a
+    # loaded machine is left out, and named: the other test)
+    valid = {(b.arm, b.level) for b in users.blocks if b.valid}
+    two = [lv for lv in (1.0, 4.0) if all(sum(1 for b in users.blocks if b.valid and (b.arm, b.level) == (a, lv)) >= 2
+                                          for a in ("baseline", "ngram_1"))]  # fmt: skip
+    assert valid and two and [g.level for g in gains] == two
     for g in gains:
         assert g.ratio == pytest.approx(7 / 4, rel=TOLERANCE)
     md = (load_run / "report" / EXP / "article.md").read_text()
     gains_table = pd.read_csv(tables / "load_users_gains.csv")
-    assert len(gains_table) == 4  # two levels, two metrics
+    assert len(gains_table) == 2 * len(two)  # two metrics per level
     # a capacity sentence for each arm (3 s windows hold too few requests for a p99: it is undetermined, and says so)
     for arm in ("baseline", "ngram\\_1"):
         assert f"- {arm}: " in md
