@@ -40,7 +40,11 @@ ELSEWHERE = {
     ),
     "snakemake_executor_plugin_slurm": (
         "the snakemake process with the SLURM executor (pyproject's dev extra), never a job",
-        {"workflow/bracket/cluster/slurm_names.py", "workflow/bracket/cluster/slurm_status.py"},
+        {
+            "workflow/bracket/cluster/slurm_names.py",
+            "workflow/bracket/cluster/slurm_partitions.py",
+            "workflow/bracket/cluster/slurm_status.py",
+        },
     ),
 }
 # pyproject.toml's dependencies that the rules' environment leaves out, and why.
