@@ -55,8 +55,10 @@ with rule_log(snakemake.log[0]) as log:
         model_dir=model_dir,
         model_build=json.loads(Path(build).read_text()) if build else None,
     )
-    # the load workloads' statistics from the raw records beside the metas (their records are not runs)
-    stats = stats.model_copy(update={"load": load_step.from_metas(experiment, snakemake.input.metas, ceiling)})
+    # the load workloads' statistics from the raw records beside the metas (their records are not runs); no key
+    # where the experiment has no load workload
+    load = load_step.from_metas(experiment, snakemake.input.metas, ceiling)
+    stats = stats if load is None else stats.model_copy(update={"load": load})
     with open(snakemake.output[0], "w") as f:  # the typed results as JSON (bracket.stats.results.Stats.data)
         json.dump(stats.data(), f, indent=1, allow_nan=False)
     log.info("stats of %s written to %s", snakemake.input[0], snakemake.output[0])
