@@ -156,11 +156,11 @@ def test_the_plugin_stops_waiting_for_a_job_that_ended(monkeypatch, raw):
     assert "results/smoke/raw/failed/" in msg and "EXPERIMENT" not in msg  # the experiment, by its name
 
 
-@pytest.mark.parametrize("grown, after", [(40, 30), (180, 30), (30, 30), (13, 13), (3, 3)])
+@pytest.mark.parametrize("grown, after", [(40, 20), (180, 20), (20, 20), (13, 13), (3, 3)])
 def test_the_wait_between_status_checks_stops_growing_at_the_cap(monkeypatch, grown, after):
     """The plugin grows its interval by 10 s per check in which no job ended (up to 180 s); the wrapper
-    holds it at STATUS_EVERY_MAX_S (30 s), so a cancel is seen within 30 s however long the block runs."""
-    assert slurm_status.STATUS_EVERY_MAX_S == 30
+    holds it at STATUS_EVERY_MAX_S (20 s), so a cancel is seen within 20 s however long the block runs."""
+    assert slurm_status.STATUS_EVERY_MAX_S == 20
 
     async def plugins_checks(self, active_jobs):
         for job in active_jobs:

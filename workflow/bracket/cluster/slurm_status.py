@@ -37,9 +37,9 @@ FAILED = {
 }
 # The longest wait between two status checks: the plugin's interval starts at the profile's
 # slurm-init-seconds-before-status-checks and grows by 10 s per check in which no job ended, up to 180 s,
-# so a block cancelled 20 minutes into a run was seen minutes later. One sacct per 30 s is less than
+# so a block cancelled 20 minutes into a run was seen minutes later. One sacct per 20 s is less often than
 # Snakemake's own default (10 s).
-STATUS_EVERY_MAX_S = 30
+STATUS_EVERY_MAX_S = 20
 # The plugin's own list (snakemake_executor_plugin_slurm.Executor.check_active_jobs, fail_stati):
 # a state outside it is reported to the plugin as CANCELLED, so the plugin ends the job's wait.
 PLUGIN_FAILED = ("BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT")
