@@ -233,11 +233,11 @@ def test_the_method_section_says_how_the_cache_was_checked():
     from types import SimpleNamespace
 
     from bracket.article import method
-    from bracket.stats.results import Guards, Provenance, Stats
+    from bracket.stats.results import Guards, Provenance, Served, Stats
 
     def said(checks: dict, served: dict | None):  # stats.json's guards and provenance.served, worded
         guards = Guards.model_construct(cache_checks=checks, cache_hits=0)
-        prov = Provenance.model_construct(served=served)
+        prov = Provenance.model_construct(served=Served.model_validate(served) if served else None)
         return method.cache_sentence(SimpleNamespace(results=Stats.model_construct(guards=guards, provenance=prov)))
 
     assert said({"metrics": 4}, {"identified": {"kind": "vllm", "version": "0.32.0"}}) == (

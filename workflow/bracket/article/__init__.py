@@ -17,7 +17,8 @@ The package, by theme (each module one idea; this file only gathers their names)
 - headline, results, looks (an adaptive design's stopping rule and looks), speculative, drift,
   hypotheses, ceiling, advice, caveats, method, raw, controls, phases (TTFT apart from decode, server
   state): one module per group of sections,
-  each `section_*` returning a `Section`.
+  each `section_*` returning a `Section`; served: the method section's sentences on what served the
+  experiment, on what machine and launched how.
 - figures: the figures the sections embed.
 
 A new section goes in the module of its theme (or a new one), and into notebooks/article.py.

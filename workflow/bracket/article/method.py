@@ -362,7 +362,7 @@ def what_ran_items(d: Data) -> list:
 
 def model_items(d: Data) -> list:
     """Where the model's files were and, for a model built locally, its build record (build.json)."""
-    model_dir = (d.results.provenance.served or {}).get("model_dir")
+    model_dir = d.results.provenance.served and d.results.provenance.served.model_dir
     b = d.results.provenance.model_build
     if not (model_dir or b):
         return []
@@ -416,7 +416,7 @@ def section_method(d: Data) -> Section:
     tel = section_telemetry(d)
     if tel is not None:
         s.add(*tel.items)
-    plat = (d.results.provenance.served or {}).get("platforms") or ()
+    plat = d.results.provenance.served.platforms if d.results.provenance.served else ()
     s.add(Para(served_sentence(d) + (f" Platform: {', '.join(plat)}." if plat else "")))
     s.add(Para(instrument_sentence(d)))
     hw = hardware_sentence(d)

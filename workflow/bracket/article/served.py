@@ -16,14 +16,14 @@ from bracket.article.inputs import Data
 from bracket.article.text import _n
 from bracket.engines.identify import NAMES
 from bracket.stats.provenance import WeightsReading
-from bracket.stats.results import Json, Provenance, StatedEngine
+from bracket.stats.results import Gpu, Json, Provenance, Served, StatedEngine
 
 ENGINE_NAMES = NAMES  # one table of engine names: the identifier's
 
 
-def _served(d: Data) -> Json:
-    """provenance.served: the engine and its versions as served ({} where no block recorded it)."""
-    return d.results.provenance.served or {}
+def _served(d: Data) -> Served:
+    """provenance.served: the engine and its versions as served (all unknown where no block recorded it)."""
+    return d.results.provenance.served or Served()
 
 
 def _engine(d: Data) -> StatedEngine:
@@ -37,16 +37,16 @@ def served_sentence(d: Data) -> str:
     as the server named it and where its files were."""
     eng = _engine(d)
     sv = _served(d)
-    found = sv.get("identified")
-    launch = sv.get("launch") or eng.launch
-    vs = sv.get("versions") or []
+    found = sv.identified
+    launch = sv.launch or eng.launch
+    vs = sv.versions
     if isinstance(found, Mapping) and found.get("kind"):
         who = ENGINE_NAMES.get(found["kind"], str(found["kind"]))
         who += f" {found['version']}" if found.get("version") else (f" {', '.join(vs)}" if vs else "")
         if found.get("evidence"):
             who += f" (identified from what it serves: {found['evidence']})"
     else:
-        kind = sv.get("kind") or eng.kind
+        kind = sv.kind or eng.kind
         if kind in (None, "auto", "openai"):
             who = (
                 "an OpenAI-compatible server"
@@ -63,7 +63,7 @@ def served_sentence(d: Data) -> str:
             if eng.kind == "llamacpp"
             else " (embedded: the tiny model trained locally)"
         )
-    base = sv.get("base_url") or eng.base_url
+    base = sv.base_url or eng.base_url
     how = {
         "attach": f", attached at {base} (started by hand; bracket started and stopped nothing)"
         if base
@@ -72,9 +72,9 @@ def served_sentence(d: Data) -> str:
         "native": ", a fresh process per block",
         "slurm": ", a fresh process per block",
     }.get(launch, f", launch {launch}" if launch else "")
-    served = sv.get("served_model")
+    served = sv.served_model
     # the model as the workflow resolved it, else as the blocks recorded it, else as the experiment named it
-    where = sv.get("model_dir") or sv.get("model") or eng.model
+    where = sv.model_dir or sv.model or eng.model
     if where == "embedded":
         where = None
     model = ""
@@ -125,8 +125,8 @@ def instrument_sentence(d: Data) -> str:
     return " ".join(parts)
 
 
-def _gpu_words(g: Json) -> str:
-    name, mem, driver, n = g.get("name"), g.get("memory_mib"), g.get("driver"), g.get("count")
+def _gpu_words(g: Gpu) -> str:
+    name, mem, driver, n = g.name, g.memory_mib, g.driver, g.count
     if not (mem or driver):
         return f"{n} x {name}"
     return f"{n} x {name}" + (f" ({mem} MiB" if mem else " (") + (f", driver {driver})" if driver else ")")
@@ -140,22 +140,22 @@ def hardware_sentence(d: Data) -> str:
     lines = []
     for g in groups:
         parts = []
-        if g.get("cpu"):
-            parts.append(str(g["cpu"]))
-        if g.get("cpus"):
-            parts.append(f"{g['cpus']} logical CPUs")
-        if g.get("memory_gib"):
-            parts.append(f"{g['memory_gib']} GiB memory")
-        parts += [_gpu_words(x) for x in g.get("gpus") or ()]
-        if not g.get("gpus"):
+        if g.cpu:
+            parts.append(str(g.cpu))
+        if g.cpus:
+            parts.append(f"{g.cpus} logical CPUs")
+        if g.memory_gib:
+            parts.append(f"{g.memory_gib} GiB memory")
+        parts += [_gpu_words(x) for x in g.gpus]
+        if not g.gpus:
             parts.append("no NVIDIA GPU reported")
-        if g.get("kernel"):
-            parts.append(f"Linux {g['kernel']}")
-        hosts = g.get("hosts") or ()
+        if g.kernel:
+            parts.append(f"Linux {g.kernel}")
+        hosts = g.hosts
         lines.append((f"{', '.join(hosts)}: " if len(groups) > 1 else "") + ", ".join(parts))
     note = (
         " This is the host bracket's client ran on; an attached server elsewhere ran on its own machine."
-        if _served(d).get("launch") == "attach"
+        if _served(d).launch == "attach"
         else ""
     )
     return "Hardware: " + "; ".join(lines) + "." + note
@@ -165,7 +165,7 @@ def cache_sentence(d: Data) -> str:
     """How the prefix cache was checked, run by run (records.cache_check, counted in stats.json guards)."""
     g = d.results.guards
     checks = (g.cache_checks if g else None) or {}
-    found = _served(d).get("identified")
+    found = _served(d).identified
     who = (
         ENGINE_NAMES.get(found.get("kind"), found.get("kind"))
         + (f" {found['version']}" if found.get("version") else "")
@@ -199,7 +199,7 @@ def cache_sentence(d: Data) -> str:
 def launch_sentence(d: Data) -> str:
     """How the server was started, from stats.json's provenance (attach mode changes what a block means)."""
     prov = d.results.provenance
-    launches = set(_served(d).get("launches") or ()) or {_engine(d).launch}
+    launches = set(_served(d).launches) or {_engine(d).launch}
     if launches == {"attach"}:
         return (
             "The server was started by hand and only attached to: it was not restarted between blocks, so "

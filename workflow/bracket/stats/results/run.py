@@ -179,12 +179,53 @@ class StatedExperiment(Result):
     schedule: tuple[ScheduleRow, ...] = field("The planned blocks in order.")
 
 
+class Served(Result):
+    """What served the blocks (bracket.stats.provenance.served); a key an older file lacks is None (or empty)."""
+
+    identified: Json = field(
+        "The engine as identified on the server (bracket.engines.identify's record: kind, version, evidence), "
+        "else None.",
+        default=None,
+    )
+    kind: str | None = field("The engine kind the first block launched or attached as.", default=None)
+    versions: tuple[str, ...] = field("The engine versions the blocks reported.", default=())
+    launch: str | None = field(
+        'How the first block reached the server: "native", "docker", "attach", ...', default=None
+    )
+    launches: tuple[str | None, ...] = field("Every block's launch, each once.", default=())
+    base_url: str | None = field("The server's address as the blocks recorded it.", default=None)
+    served_model: str | None = field("The model as the server named it.", default=None)
+    model: str | None = field("The model as the blocks recorded it.", default=None)
+    model_dir: str | None = field("The model's files as the workflow resolved them (None: embedded).", default=None)
+    platforms: tuple[str, ...] = field("The platforms bracket's client ran on.", default=())
+
+
+class Gpu(Result):
+    """GPUs of one kind on a machine, counted."""
+
+    name: str | None = field("The GPU's name.")
+    memory_mib: int | None = field("Its memory (MiB).")
+    driver: str | None = field("The driver's version.")
+    count: int = field("How many.")
+
+
+class Machine(Result):
+    """One distinct machine the blocks ran on (bracket.stats.provenance.hardware)."""
+
+    cpu: str | None = field("The CPU model.", default=None)
+    cpus: int | None = field("Logical CPUs.", default=None)
+    memory_gib: int | float | None = field("Memory (GiB).", default=None)
+    kernel: str | None = field("The Linux kernel's release.", default=None)
+    gpus: tuple[Gpu, ...] = field("Its GPUs by kind.", default=())
+    hosts: tuple[str, ...] = field("The hosts that are this machine.", default=())
+
+
 class Provenance(Result):
     """What ran (bracket.stats.provenance): each record's shape is that module's."""
 
     blocks: tuple[Json, ...] = field("Each block's status, start, server and telemetry.")
-    served: Json = field("The engine and its versions as served.")
-    hardware: tuple[Json, ...] = field("The hardware by host.")
+    served: Served | None = field("The engine and its versions as served.")
+    hardware: tuple[Machine, ...] = field("The hardware by machine.")
     priority: Json = field("Whether process priority was the same in every block.")
     layout: Json = field("Whether the process layout was the same in every block.")
     pinning: Json = field("Whether CPU pinning was the same in every block.")
