@@ -40,9 +40,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = fk.repo_copy(tmp_path_factory.mktemp("repo"))
-    sentinel = root / "sentinel-engine"
-    sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
-    sentinel.chmod(0o755)
+    sentinel = fk.sentinel_engine(root)
     engine = (
         f"engine: {{embedded: false, python: {sentinel}, model: {root}/no-model, port: 8035, startup_timeout_s: 5}}\n"
     )

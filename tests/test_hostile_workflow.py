@@ -108,9 +108,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = fk.repo_copy(tmp_path_factory.mktemp("repo"))
-    sentinel = root / "sentinel-engine"
-    sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
-    sentinel.chmod(0o755)
+    sentinel = fk.sentinel_engine(root)
     model = tiny_model(root / "tiny-model")
     engine = f"python: {sentinel}, model: {model}, port: 8036, startup_timeout_s: 5"
     for name, (body, prompt_file, _) in CASES.items():

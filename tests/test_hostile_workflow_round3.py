@@ -19,9 +19,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = fk.repo_copy(tmp_path_factory.mktemp("repo"))
-    sentinel = root / "sentinel-engine"
-    sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
-    sentinel.chmod(0o755)
+    sentinel = fk.sentinel_engine(root)
     model = tiny_model(root / "tiny-model")
     engine = (
         f"engine: {{embedded: false, python: {sentinel}, model: {model}, port: 8037, startup_timeout_s: 5}}\n"

@@ -19,6 +19,7 @@ import pytest
 from bracket.engines.reference import API_KEY_ENV
 
 from tests.support import faultkit as fk
+from tests.support.leaks import decoded_leaks
 
 pytestmark = pytest.mark.integration
 EXP = "keysafe"
@@ -50,19 +51,7 @@ def json_text(s: str) -> str:
 
 def base64_leaks(text: str, key: str) -> bool:
     """A run of base64 characters in `text` that decodes (either alphabet, any start) to 8 bytes of `key` in a row."""
-    parts = {key.encode()[i : i + 8] for i in range(len(key) - 7)}
-    for run in re.findall(r"[A-Za-z0-9+/_-]{11,}", text):
-        for start in range(4):
-            chunk = run[start:]
-            chunk = chunk[: len(chunk) - len(chunk) % 4]
-            for alt in (b"+/", b"-_"):
-                try:
-                    raw = base64.b64decode(chunk, altchars=alt, validate=False)
-                except ValueError:
-                    continue
-                if any(p in raw for p in parts):
-                    return True
-    return False
+    return bool(decoded_leaks(text, key))
 
 
 def leaks(text: str, key: str) -> list[str]:

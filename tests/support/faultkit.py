@@ -131,3 +131,12 @@ def files_containing(folder: Path, needle: str) -> list[str]:
             except OSError:
                 pass
     return hits
+
+
+def sentinel_engine(root: Path) -> Path:
+    """root/sentinel-engine: an engine program that touches root/LAUNCHED and exits 2, for a test that shows a run
+    stopped before any launch (LAUNCHED absent)."""
+    sentinel = root / "sentinel-engine"
+    sentinel.write_text(f"#!/bin/sh\ntouch {root}/LAUNCHED\nexit 2\n")
+    sentinel.chmod(0o755)
+    return sentinel
