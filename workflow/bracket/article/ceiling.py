@@ -8,7 +8,7 @@ from bracket.article.elements import Heading, Para, Section, Table
 from bracket.article.inputs import Data
 from bracket.article.text import TIMES, pct, rate, size
 from bracket.stats.findings import FindingKind
-from bracket.stats.results import Hypothesis, Json, Physics
+from bracket.stats.results import ByteAccount, CeilingRecord, Hypothesis, Json, Physics
 
 READ_EVERY_TOKEN = {
     "backbone": "yes",
@@ -28,11 +28,11 @@ COMPONENT_NAMES = {
 }
 
 
-def byte_account(weights: Json) -> pd.DataFrame:
+def byte_account(weights: ByteAccount) -> pd.DataFrame:
     """Component, size, and whether a text token reads it (seed 000's table)."""
-    tied = weights.get("tied_embeddings")
+    tied = weights.tied_embeddings
     rows = []
-    for comp, nbytes in (weights.get("components") or {}).items():
+    for comp, nbytes in (weights.components or {}).items():
         if not nbytes:
             continue
         read = READ_EVERY_TOKEN.get(comp, "?")
@@ -117,11 +117,11 @@ def hypotheses_table(d: Data) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def section_ceiling_unknown(w: Json, c: Json) -> Section:
+def section_ceiling_unknown(w: ByteAccount, c: CeilingRecord) -> Section:
     """No headers were found: the ceiling is unknown; say why and which key would give it."""
     s = Section([Heading("The ceiling is unknown: no byte account of the model")])
-    reason = w.get("reason") or c.get("reason") or "no tensor headers of the model were found"
-    key = w.get("key") or c.get("key") or "engine.model"
+    reason = w.reason or c.reason or "no tensor headers of the model were found"
+    key = w.key or c.key or "engine.model"
     s.add(
         Para(
             "Every token a model emits requires reading the weights it uses from memory, so single-stream "
@@ -139,7 +139,7 @@ def section_ceiling_unknown(w: Json, c: Json) -> Section:
             "directory."
         )
     )
-    bw = c.get("bandwidth_gbps")
+    bw = c.bandwidth_gbps
     if bw:
         s.add(
             Para(
@@ -178,12 +178,13 @@ def machine_steadiness(m: Json, threshold: float | None, moved: bool) -> Para | 
 
 def section_ceiling(d: Data) -> Section | None:
     p = physics(d)
-    w, c = (p.weights, p.ceiling or {}) if p else (None, {})
-    if not w:
+    w = p.weights if p else None
+    if w is None or not w.model_fields_set:  # no byte account (an empty one says nothing either)
         return None
-    if w.get("status") == "unknown" or not w.get("bytes_per_token"):
+    c = p.ceiling or CeilingRecord()
+    if w.status == "unknown" or not w.bytes_per_token:
         return section_ceiling_unknown(w, c)
-    bpt, bw, ceil = w.get("bytes_per_token"), c.get("bandwidth_gbps"), c.get("ceiling_tok_s")
+    bpt, bw, ceil = w.bytes_per_token, c.bandwidth_gbps, c.ceiling_tok_s
     head = (
         f"{gbps(bw)} GB/s {TIMES} {size(bpt)} = {ceil:.2f} tok/s: the ceiling, computed before any measurement"
         if ceil
@@ -202,11 +203,11 @@ def section_ceiling(d: Data) -> Section | None:
     s.add(
         Table(
             acct.drop(columns="bytes"),
-            f"Byte account of {w.get('model', 'the model')}, from tensor headers",
+            f"Byte account of {w.model if 'model' in w.model_fields_set else 'the model'}, from tensor headers",
             "byte_account.csv",
         )
     )
-    stored = w.get("stored_bytes") or acct["bytes"].sum()
+    stored = w.stored_bytes or acct["bytes"].sum()
     if stored and abs(stored - bpt) > 0.005 * stored:
         s.add(Para(f"The denominator for text-only work is {size(bpt)}, not the {size(stored)} stored."))
     else:
@@ -215,22 +216,22 @@ def section_ceiling(d: Data) -> Section | None:
                 f"A text token reads {size(bpt)}: everything stored"
                 + (
                     ", because the output layer is the embedding matrix itself (tied), read in full once."
-                    if w.get("tied_embeddings")
+                    if w.tied_embeddings
                     else "."
                 )
             )
         )
-    for note in w.get("notes") or []:
+    for note in w.notes or ():
         s.add(Para(f"Note from the account: {note}", "note"))
     if not ceil:
-        src = (c.get("bandwidth_source") or {}).get("detail", "")
+        src = (c.bandwidth_source or {}).get("detail", "")
         return s.add(
             Para(
                 f"No memory bandwidth was stated or measured ({src}), so there is no ceiling to "
                 f"compare against: set hardware.device or hardware.bandwidth_gbps."
             )
         )
-    src = c.get("bandwidth_source") or {}
+    src = c.bandwidth_source or {}
     src_text = {
         "user": "stated in the experiment (hardware.bandwidth_gbps)",
         "table": f"from the datasheet table: {src.get('citation') or src.get('source') or ''}",
@@ -238,7 +239,7 @@ def section_ceiling(d: Data) -> Section | None:
     }.get(src.get("kind"), src.get("detail", ""))
     s.add(Para(f"Memory bandwidth: {gbps(bw)} GB/s, {src_text.strip().rstrip(':')}."))
     moved = any(f.kind == FindingKind.MACHINE for f in d.results.findings)
-    steady = machine_steadiness(c.get("machine_steadiness"), d.results.spread_warning, moved)
+    steady = machine_steadiness(c.machine_steadiness, d.results.spread_warning, moved)
     if steady:
         s.add(steady)
     s.add(

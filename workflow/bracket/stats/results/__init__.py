@@ -34,6 +34,8 @@ from bracket.stats.results.comparisons import (
 from bracket.stats.results.drift import Drift, DriftEffect, DriftWorst, HostDrift, Hosts, ReferenceBlocks, RoundChange
 from bracket.stats.results.findings import FindingRecord
 from bracket.stats.results.physics import (
+    ByteAccount,
+    CeilingRecord,
     Efficiency,
     Hypothesis,
     PhaseRow,
@@ -80,7 +82,9 @@ __all__ = [
     "Best",
     "BudgetGroup",
     "BudgetWorkload",
+    "ByteAccount",
     "Cell",
+    "CeilingRecord",
     "CiMethod",
     "Comparison",
     "ComparisonMultiplicity",

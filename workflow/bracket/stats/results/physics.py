@@ -3,7 +3,7 @@ bracket.stats.efficiency, bracket.stats.stated) and phases (TTFT apart from deco
 
 from __future__ import annotations
 
-from bracket.stats.results.base import Json, Result, field
+from bracket.stats.results.base import FrozenMap, Json, Result, field
 
 
 class Efficiency(Result):
@@ -57,6 +57,44 @@ class Where(Result):
     workload: str = field("The workload.")
 
 
+class ByteAccount(Result):
+    """The byte account as the article prints it (weights.json's fields: bracket.stats.stated.WEIGHTS_KEYS,
+    bracket.physics.weights); a key weights.json left out is None."""
+
+    status: str | None = field('"unknown" where no tensor header could be read, else None.', default=None)
+    reason: str | None = field("Why the account is unknown.", default=None)
+    key: str | None = field("The experiment key that would give it (e.g. engine.model).", default=None)
+    model: str | None = field("The model the headers were read from.", default=None)
+    components: FrozenMap[str, int | float | None] | None = field(
+        "Bytes stored per component (backbone, embedding, output, vision, mtp, other).", default=None
+    )
+    tied_embeddings: bool | None = field("Whether the output layer is the embedding matrix.", default=None)
+    stored_bytes: int | float | None = field("Every byte stored.", default=None)
+    bytes_per_token: int | float | None = field(
+        "The bytes a text token reads (the ceiling's denominator).", default=None
+    )
+    notes: tuple[str, ...] | None = field("The account's notes.", default=None)
+
+
+class CeilingRecord(Result):
+    """The ceiling as the article prints it (ceiling.json's fields: bracket.stats.stated.CEILING_KEYS,
+    bracket.physics.ceiling); a key ceiling.json left out is None."""
+
+    status: str | None = field('"unknown" where no ceiling could be computed, else None.', default=None)
+    reason: str | None = field("Why it is unknown.", default=None)
+    key: str | None = field("The experiment key that would give it.", default=None)
+    bandwidth_gbps: int | float | None = field("The memory bandwidth (GB/s).", default=None)
+    bandwidth_source: Json = field(
+        "Where the bandwidth comes from ({kind: user, table or probe, and its detail, citation or method}).",
+        default=None,
+    )
+    bytes_per_token: int | float | None = field("The byte account's bytes per token.", default=None)
+    ceiling_tok_s: int | float | None = field("bandwidth / bytes per token (tokens/s).", default=None)
+    machine_steadiness: Json = field(
+        "The machine's memory copy rate over windows before the blocks (bracket.physics.steadiness).", default=None
+    )
+
+
 class Physics(Result):
     """The measurement against ceiling.json; None in stats.json where neither ceiling nor weights was given."""
 
@@ -65,8 +103,8 @@ class Physics(Result):
     hypotheses: tuple[Hypothesis, ...] = field("Seed 000's precision hypotheses evaluated at it.")
     reference_reading: ReferenceReading | None = field("The reference's efficiency read as one.", default=None)
     above_ceiling: tuple[Where, ...] = field("Arms without speculation above the plain ceiling.", default=())
-    weights: Json = field("The byte account as the article prints it (weights.json's fields).", default=None)
-    ceiling: Json = field("The ceiling as the article prints it (ceiling.json's fields).", default=None)
+    weights: ByteAccount | None = field("The byte account as the article prints it.", default=None)
+    ceiling: CeilingRecord | None = field("The ceiling as the article prints it.", default=None)
 
 
 class PhaseRow(Result):
