@@ -248,12 +248,21 @@ def section_ceiling(d: Data) -> Section | None:
             f"without speculative decoding."
         )
     )
+    s.add(*measured_items(d))
+    s.add(*precision_items(d))
+    return s
+
+
+def measured_items(d: Data) -> list:
+    """The measured medians against the ceiling: the reference's reading, arms above it, the table."""
+    out: list = []
+    p = physics(d)
     eff = efficiency_table(d)
     if not eff.empty:
         ref = p.reference_reading
         if ref:
-            s.add(Heading(f"Measured: {rate(ref.median)} tok/s, or {pct(ref.efficiency, 0)} of the ceiling", 3))
-            s.add(
+            out.append(Heading(f"Measured: {rate(ref.median)} tok/s, or {pct(ref.efficiency, 0)} of the ceiling", 3))
+            out.append(
                 Para(
                     f"The reference, {d.label(d.reference)}, as the median of its workloads' medians: "
                     f"{REGIME_WORDS[ref.regime]}."
@@ -261,7 +270,7 @@ def section_ceiling(d: Data) -> Section | None:
             )
             if ref.spread is not None:
                 each = ", ".join(f"{x.workload} {rate(x.median)}" for x in ref.workloads)
-                s.add(
+                out.append(
                     Para(
                         f"Across workloads the reference's medians differ by {pct(ref.spread)} ({each}). "
                         + (
@@ -273,7 +282,7 @@ def section_ceiling(d: Data) -> Section | None:
                     )
                 )
         if p.above_ceiling:
-            s.add(
+            out.append(
                 Para(
                     "An arm without speculation above the ceiling cannot be: check the byte account and the "
                     "bandwidth before believing either number.",
@@ -281,31 +290,37 @@ def section_ceiling(d: Data) -> Section | None:
                 )
             )
         if any(a.speculative for a in d.results.experiment.arms if a.arm in d.arms):
-            s.add(
+            out.append(
                 Para(
                     "Speculative arms are left out of this table: one weight read verifies several drafted "
                     "tokens, so they are not bound by this ceiling; their section below reads tokens per step.",
                     "note",
                 )
             )
-        s.add(Table(eff, "Measured medians against the ceiling", "efficiency.csv"))
+        out.append(Table(eff, "Measured medians against the ceiling", "efficiency.csv"))
+    return out
+
+
+def precision_items(d: Data) -> list:
+    """Seed 000's precision hypotheses: the ceiling under each way of reading the weights."""
+    out: list = []
     hyp = hypotheses_table(d)
     if not hyp.empty:
-        s.add(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))
-        s.add(
+        out.append(Heading("Is the engine reading the weights at their stored width? Bandwidth, not logs", 3))
+        out.append(
             Para(
                 "If the engine secretly widened the weights before the math, it would read more bytes per "
                 "token, and the ceiling would fall. A hypothesis whose ceiling lies below the measured rate "
                 "is physically impossible."
             )
         )
-        s.add(Table(hyp, "Ceilings under each precision hypothesis", "precision_hypotheses.csv"))
+        out.append(Table(hyp, "Ceilings under each precision hypothesis", "precision_hypotheses.csv"))
         if len(set(hyp["Bytes per token"])) == 1:
-            s.add(
+            out.append(
                 Para(
                     "Here the weights are stored at 16 bits or wider, so the three hypotheses read the same "
                     "bytes: this check cannot tell them apart on this model.",
                     "note",
                 )
             )
-    return s
+    return out
