@@ -319,6 +319,7 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
 
     from bracket import article
     from bracket.stats.coverage import unmeasured
+    from bracket.stats.results import Unmeasured
 
     rows = [
         records.new_record(
@@ -343,7 +344,8 @@ def test_an_arm_or_workload_without_a_valid_run_is_an_error_in_the_first_lines()
         {"what": "arm", "name": "b", "reasons": {"error": 2}},
         {"what": "workload", "name": "chat", "reasons": {}},
     ]
-    assert article.unmeasured(SimpleNamespace(stats={"unmeasured": found})) == [
+    typed = tuple(Unmeasured.model_validate(u) for u in found)  # as stats.json holds them (bracket.stats.results)
+    assert article.unmeasured(SimpleNamespace(results=SimpleNamespace(unmeasured=typed))) == [
         "Error: arm b has no valid run (2 error); nothing below measures it.",
         "Error: workload chat has no valid run (no timed request ran); nothing below measures it.",
     ]

@@ -9,7 +9,7 @@ from bracket.article.inputs import Data
 from bracket.article.results import ci_label
 from bracket.article.text import interval, rate, ratio, rounds_needed, runs_phrase
 from bracket.article.verdicts import significance_words
-from bracket.stats.results import Comparison, Result, SameSettings
+from bracket.stats.results import Comparison, SameSettings
 
 
 def headline_rows(d: Data) -> list[dict]:
@@ -50,8 +50,8 @@ def headline_rows(d: Data) -> list[dict]:
                 "ref_n": ref.n if ref else None,
                 "ref_min": ref.min if ref else None,
                 "ref_max": ref.max if ref else None,
-                "test": significance_words(_plain(comp.test)) if comp else None,
-                "needed": rounds_needed(_plain(comp)),
+                "test": significance_words(comp.test) if comp else None,
+                "needed": rounds_needed(comp),
                 "same_settings": b.arm in aa_arms,
             }
         )
@@ -141,14 +141,8 @@ def aa_sentence(c: Comparison, d: Data) -> str:
     return (
         f"{c.workload}: {c.candidate} against {d.reference}, the same settings: {ratio(c.ratio)} ({c.basis or 'raw'}, "
         f"{ci_label(c.ci_level, mult.comparisons if mult else None, mult.method if mult else None)} "
-        f"{interval(c.ci_low, c.ci_high, 2, rounds_needed(_plain(c)))}; verdict: {c.verdict})."
+        f"{interval(c.ci_low, c.ci_high, 2, rounds_needed(c))}; verdict: {c.verdict})."
     )
-
-
-def _plain(value):
-    """A typed part of stats.json as JSON data, for a presenter that takes either (bracket.article.text and
-    .verdicts accept the typed values as well; this keeps each commit of the article whole while they move)."""
-    return value.model_dump(mode="json") if isinstance(value, Result) else value
 
 
 def title_line(d: Data) -> str | None:
