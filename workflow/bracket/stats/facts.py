@@ -14,10 +14,10 @@ import pandas as pd
 
 from bracket.physics.ceiling import measured
 from bracket.records import guards
+from bracket.stats import cpus, stated
 from bracket.stats import findings as F
 from bracket.stats import neutrality as neutral
 from bracket.stats import phases as ph
-from bracket.stats import stated
 from bracket.stats.best import workload_order
 from bracket.stats.cells import first_run_slow
 from bracket.stats.efficiency import above_ceiling, reference_reading
@@ -132,7 +132,7 @@ def controls(s: Setting, metas: list[dict] | None, control: pd.DataFrame | None)
     """Seed 000's raw-data `guards`, the `gaps` between blocks against the cooldown, and the instrument's cost
     (`neutrality`), with their findings."""
     out = {"guards": guards(s.runs), "gaps": block_gaps(metas or [], float(s.experiment.design.cooldown_s))}
-    found = gap_findings(out["gaps"])
+    found = gap_findings(out["gaps"]) + cpus.findings(metas, s.experiment.cluster)
     c = s.experiment.controls
     if not c.neutrality:
         out["neutrality"] = {"status": "off", "off_reason": c.neutrality_off}
