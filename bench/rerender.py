@@ -55,7 +55,7 @@ def main(tar: Path, experiment: Path, dest: Path, ledger: Path | None = None) ->
             schedule=schedule,
             name=name,
             failed_attempts=attempts,
-        )
+        ).data()
         (res / "stats.json").write_text(json.dumps(stats, indent=1, allow_nan=False))
         dest.mkdir(parents=True, exist_ok=True)
         out = dest.resolve()

@@ -75,7 +75,7 @@ show(article.section_results(d, article.figure_distributions(d)))
 show(article.section_phases(d))
 
 # %%
-from bracket.article.load import section_load
+from bracket.article.many_users import section_load
 
 show(section_load(d))
 

@@ -1,10 +1,10 @@
-"""The load section's capacity sentence (bracket.article.load.capacity_sentence), read from typed results built by
+"""The load section's capacity sentence (bracket.article.many_users.capacity_sentence), read from typed results built by
 hand: a determined capacity, a limit beyond the levels run, an interval straddling the limit, and a level without an
 interval."""
 
 from __future__ import annotations
 
-from bracket.article.load import capacity_sentence, level_words
+from bracket.article.many_users import capacity_sentence, level_words
 from bracket.stats.load import results as R
 from bracket.stats.results.load import WorkloadLoad
 
