@@ -144,13 +144,7 @@ def section_results(d: Data, figure: Figure | None = None) -> Section | None:
         if t.empty:
             continue
         s.add(Heading(wl, 3), Table(t, f"{wl}: decode rate per arm", f"results_{wl}.csv"))
-        tests = sorted(
-            {
-                significance_words(c.test)
-                for c in d.results.comparisons
-                if c.workload == wl and c.test
-            }
-        )
+        tests = sorted({significance_words(c.test) for c in d.results.comparisons if c.workload == wl and c.test})
         if tests:
             s.add(Para("Test: " + "; ".join(tests) + ".", "note"))
         for c in d.results.comparisons:

@@ -190,7 +190,11 @@ def undetermined_words(u: Undetermined | dict | str | None) -> str:
         )
     elif why == Why.SEQUENTIAL:
         look = look_words(u.look)
-        text = look if u.status == "settled" else f"still open after {u.rounds_run} of at most {u.max_rounds} rounds ({look})"
+        text = (
+            look
+            if u.status == "settled"
+            else f"still open after {u.rounds_run} of at most {u.max_rounds} rounds ({look})"
+        )
         return f"{text}; raise design.max_rounds or state the smallest difference that matters as design.margin"
     else:
         return str(u.text or why or "")

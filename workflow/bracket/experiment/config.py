@@ -28,8 +28,8 @@ if "jsonschema" not in sys.modules:
     sys.modules.setdefault("rfc3987_syntax", None)
 import jsonschema  # noqa: E402
 
-from bracket.cluster import placement  # noqa: E402
 from bracket import engines  # noqa: E402
+from bracket.cluster import placement  # noqa: E402
 from bracket.engines.base import server_settings  # noqa: E402
 from bracket.experiment import arena_grid, arena_workload, load_workload, paths, prompts, yaml_file  # noqa: E402
 from bracket.experiment.design import ADAPTIVE_KINDS  # noqa: E402
