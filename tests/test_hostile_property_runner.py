@@ -25,6 +25,7 @@ from bracket.article.inputs import Data
 from bracket.block import runner
 from bracket.experiment import config, design
 from bracket.stats import stated
+from bracket.stats.results import Stats
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_secrets import leaks
@@ -72,12 +73,21 @@ def folders(root: Path, exp: str) -> tuple[Path, ...]:
     return root / "results" / exp, root / "logs" / exp, root / "report" / exp, root / "locks"
 
 
+class _Unanalysed(Data):
+    """The article's inputs before any analysis: stats.json states the experiment only, so its typed results hold
+    no guards and the raw section checks the runs itself (records.guards)."""
+
+    @property
+    def results(self) -> Stats:
+        return Stats.model_construct(guards=None)
+
+
 def article(root: Path, exp: str, cfg: dict, raw: Path) -> tuple[Path, str]:
     """The article's raw values and outputs, rendered as the report rule writes HTML and Markdown; returns
     the folder and the sections' HTML."""
     out = root / "report" / exp
     recs = records.read([raw])
-    d = Data(
+    d = _Unanalysed(
         name=exp,
         runs=records.tidy(recs),
         stats={"experiment": stated.experiment(cfg, exp)},
