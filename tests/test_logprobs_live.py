@@ -23,7 +23,7 @@ from bracket.engines.logprobs import LogprobError, Route, llamacpp_nll, text_nll
 from bracket.experiment import config
 from bracket.experiment.tasks import TaskItem, greedy_answers, score
 from bracket.stats.quality import margin_from_perplexity_percent, nll_gate
-from bracket.stats.quality_models import Verdict
+from bracket.stats.results.quality import Verdict
 from conftest import ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.integration]

@@ -21,7 +21,7 @@ from bracket.stats.quality import (
     tango_statistic,
     wilson,
 )
-from bracket.stats.quality_models import AccuracyGate, CiMethod, NllGate, Verdict
+from bracket.stats.results.quality import AccuracyGate, CiMethod, NllGate, Verdict
 from pydantic import ValidationError
 
 

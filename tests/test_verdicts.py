@@ -369,9 +369,7 @@ def _sentences(path: Path) -> list[str]:
             "warning",
             "error",
         )
-        # a typed result's field description (pydantic Field / results.field): the schema's words, not a value
-        described = isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in ("Field", "field")
-        if isinstance(n, ast.Raise) or said or described:
+        if isinstance(n, ast.Raise) or said:
             quiet |= {id(m) for m in ast.walk(n)}
     out = []
     for n in ast.walk(tree):

@@ -25,7 +25,7 @@ by inverting the interval, the level at which its end meets the margin; for the 
 resampled differences beyond the margin), and each
 comparison's interval is recomputed at its Holm step's level, so the verdict held agrees with Holm's
 rejection and the interval printed is the one it rests on. The result models are frozen pydantic values
-(quality_models.py), ready for stats.json.
+(bracket.stats.results.quality), ready for stats.json.
 
 References: Wilson, E.B. (1927) JASA 22:209; Newcombe, R.G. (1998) Stat Med 17:873 (independent) and
 17:2635 (paired); Tango, T. (1998) Stat Med 17:891; Fagerland, Lydersen & Laake (2014) Stat Methods Med Res 24:224 (recommended paired
@@ -45,7 +45,7 @@ from scipy.optimize import brentq
 from bracket.stats import defaults as D
 from bracket.stats._seeds import as_generator
 from bracket.stats.multiplicity import holm_adjust
-from bracket.stats.quality_models import (
+from bracket.stats.results.quality import (
     AccuracyArm,
     AccuracyComparison,
     AccuracyGate,
